@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { formatIssues } from '../../src/config/index.js';
+import type { LogLevel } from '../../src/log.js';
+import { runCheck } from './check.js';
+import { ConfigLoadError, loadConfigFile, packageVersion } from './load.js';
+import { nodeLogger } from './platform.js';
+import { startGateway } from './serve.js';
+
+const USAGE = `manifold: one MCP endpoint in front of many MCP servers
+
+Usage:
+  manifold serve [--config manifold.json] [--port 8787] [--host 127.0.0.1] [--log-level info]
+  manifold check [--config manifold.json]
+  manifold --version
+
+See docs/configuration.md for the config file.`;
+
+const LEVELS = ['debug', 'info', 'warn', 'error'];
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      config: { type: 'string', short: 'c', default: 'manifold.json' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      'log-level': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+    },
+  });
+  if (values.version) {
+    process.stdout.write(`${packageVersion()}\n`);
+    return 0;
+  }
+  const command = positionals[0] ?? 'serve';
+  if (values.help || command === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (command !== 'serve' && command !== 'check') {
+    process.stderr.write(`unknown command: ${command}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const level = values['log-level'];
+  if (level !== undefined && !LEVELS.includes(level)) {
+    process.stderr.write(`--log-level must be one of ${LEVELS.join(', ')}\n`);
+    return 2;
+  }
+
+  let loaded: ReturnType<typeof loadConfigFile>;
+  try {
+    loaded = loadConfigFile(values.config);
+  } catch (e) {
+    if (e instanceof ConfigLoadError) {
+      process.stderr.write(`${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  const { config, warnings, secrets } = loaded;
+  if (values.port !== undefined) {
+    const port = Number(values.port);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) {
+      process.stderr.write('--port must be an integer from 0 to 65535\n');
+      return 2;
+    }
+    config.gateway.port = port;
+  }
+  if (values.host !== undefined) config.gateway.host = values.host;
+  const log = nodeLogger((level as LogLevel | undefined) ?? config.gateway.logLevel, secrets);
+  if (warnings.length > 0) {
+    for (const w of warnings) log.warn('config.warning', { path: w.path, message: w.message });
+    if (command === 'check') process.stderr.write(`${formatIssues(warnings, loaded.path)}\n`);
+  }
+  const version = packageVersion();
+
+  if (command === 'check') return runCheck(config, log, version, (s) => process.stdout.write(`${s}\n`));
+
+  const running = await startGateway({ config, log, version });
+  await new Promise<void>((resolve) => {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals++;
+      if (signals > 1) {
+        log.warn('gateway.forced_exit', { signal });
+        process.exit(130);
+      }
+      log.info('gateway.signal', { signal });
+      running.stop().then(resolve, resolve);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e) => {
+    process.stderr.write(`manifold: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exitCode = 1;
+  },
+);

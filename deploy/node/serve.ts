@@ -1,0 +1,64 @@
+import type { AddressInfo } from 'node:net';
+import { serve as honoServe, type ServerType } from '@hono/node-server';
+import type { Config } from '../../src/config/types.js';
+import { Gateway } from '../../src/gateway.js';
+import type { Logger } from '../../src/log.js';
+import { createApp } from '../../src/server/app.js';
+import type { BackoffOptions } from '../../src/upstream/backoff.js';
+import { nodePlatform } from './platform.js';
+
+export interface RunningGateway {
+  gateway: Gateway;
+  server: ServerType;
+  url: string;
+  /** Stop accepting, drain in-flight calls within the grace period, close upstreams and children. */
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  config: Config;
+  log: Logger;
+  version: string;
+  backoff?: BackoffOptions;
+  /** Wait for the first round of upstream connections before resolving. */
+  waitReady?: boolean;
+}
+
+/** Starts the gateway on Node: the HTTP listener first, then upstream discovery in parallel. */
+export async function startGateway(options: StartOptions): Promise<RunningGateway> {
+  const { config, log } = options;
+  const gateway = new Gateway({
+    config,
+    platform: nodePlatform(log),
+    version: options.version,
+    ...(options.backoff ? { backoff: options.backoff } : {}),
+  });
+  const app = createApp(gateway);
+  const server = await new Promise<ServerType>((resolve, reject) => {
+    const s = honoServe({ fetch: app.fetch, port: config.gateway.port, hostname: config.gateway.host }, () =>
+      resolve(s),
+    );
+    s.once('error', reject);
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const url = `http://${host}:${addr.port}/mcp`;
+  log.info('gateway.listening', { url, servers: config.servers.length });
+  const ready = gateway.start();
+  if (options.waitReady) await ready;
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      log.info('gateway.stopping', { graceMs: config.gateway.shutdownGraceMs });
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      await gateway.close();
+      const s = server as ServerType & { closeAllConnections?: () => void };
+      s.closeAllConnections?.();
+      await closed;
+      log.info('gateway.stopped');
+    })();
+    return stopping;
+  };
+  return { gateway, server, url, stop };
+}

@@ -1,0 +1,908 @@
+/**
+ * Turns the text of a config file into a validated `Config`, reporting every problem at once.
+ * Pure: no file system, no process, so it runs on Node and on Workers alike. The caller reads the
+ * file and passes the environment.
+ */
+import { type Env, Interpolator } from './interpolate.js';
+import {
+  describeKind,
+  FIELD_TEXT,
+  formatPath,
+  GATEWAY_DEFAULTS,
+  GATEWAY_KEYS,
+  gatewayEntrySchema,
+  HTTP_ONLY_KEYS,
+  nameProblems,
+  type PathSegment,
+  SERVER_KEYS,
+  STDIO_ONLY_KEYS,
+  serverSchema,
+  suggestName,
+  TOOLS_KEYS,
+  TOP_LEVEL_KEYS,
+  unknownKeyWarning,
+  validateShape,
+} from './schema.js';
+import type {
+  Config,
+  ConfigIssue,
+  ConfigResult,
+  GatewayConfig,
+  ServerConfig,
+  TransportKind,
+} from './types.js';
+
+type JsonObject = Record<string, unknown>;
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON reading. A small strict parser instead of JSON.parse, so that errors carry a line and
+// column on every runtime, duplicate keys are caught, and objects keep their keys in file order
+// (JSON.parse would move integer-like keys such as "1" to the front).
+
+const MAX_DEPTH = 64;
+
+/** Key order of objects built by the reader, as written in the file. */
+const fileOrder = new WeakMap<object, string[]>();
+
+function keysOf(value: JsonObject): string[] {
+  return fileOrder.get(value) ?? Object.keys(value);
+}
+
+class JsonSyntaxError {
+  constructor(
+    readonly offset: number,
+    readonly reason: string,
+    readonly hint?: string,
+  ) {}
+}
+
+const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+
+class JsonReader {
+  private i = 0;
+  readonly duplicates: PathSegment[][] = [];
+
+  constructor(private readonly text: string) {}
+
+  read(): unknown {
+    this.space();
+    if (this.i >= this.text.length) throw new JsonSyntaxError(this.i, 'the file is empty');
+    const value = this.value([], 0);
+    this.space();
+    if (this.i < this.text.length) {
+      throw this.fail(
+        'unexpected content after the end of the JSON value',
+        'remove it, or wrap it in the one top-level object',
+      );
+    }
+    return value;
+  }
+
+  private fail(reason: string, hint?: string): JsonSyntaxError {
+    return new JsonSyntaxError(this.i, reason, hint);
+  }
+
+  private unexpected(): JsonSyntaxError {
+    const c = this.text[this.i];
+    if (c === undefined) return this.fail('unexpected end of input', 'close every open "{", "[" and string');
+    if (c === '/') return this.fail('unexpected character "/"', 'JSON does not allow comments; remove them');
+    if (c === "'") return this.fail(`unexpected character "'"`, 'JSON strings must use double quotes');
+    return this.fail(`unexpected character ${JSON.stringify(c)}`);
+  }
+
+  private space(): void {
+    for (;;) {
+      const c = this.text[this.i];
+      if (c === ' ' || c === '\t' || c === '\n' || c === '\r') this.i += 1;
+      else return;
+    }
+  }
+
+  private value(path: PathSegment[], depth: number): unknown {
+    if (depth > MAX_DEPTH) throw this.fail(`nesting is deeper than ${MAX_DEPTH} levels`);
+    const c = this.text[this.i];
+    switch (c) {
+      case '{':
+        return this.object(path, depth);
+      case '[':
+        return this.array(path, depth);
+      case '"':
+        return this.string();
+      case 't':
+        return this.literal('true', true);
+      case 'f':
+        return this.literal('false', false);
+      case 'n':
+        return this.literal('null', null);
+      default:
+        if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
+        throw this.unexpected();
+    }
+  }
+
+  private literal(word: string, value: unknown): unknown {
+    if (!this.text.startsWith(word, this.i)) throw this.unexpected();
+    this.i += word.length;
+    return value;
+  }
+
+  private number(): number {
+    NUMBER.lastIndex = this.i;
+    const match = NUMBER.exec(this.text);
+    if (!match) throw this.fail('invalid number');
+    this.i += match[0].length;
+    return Number(match[0]);
+  }
+
+  private string(): string {
+    const start = this.i;
+    this.i += 1;
+    let out = '';
+    let run = this.i;
+    for (;;) {
+      const c = this.text[this.i];
+      if (c === undefined) {
+        throw new JsonSyntaxError(start, 'unterminated string', 'close the string with a double quote');
+      }
+      if (c === '"') {
+        out += this.text.slice(run, this.i);
+        this.i += 1;
+        return out;
+      }
+      if (c === '\\') {
+        out += this.text.slice(run, this.i);
+        out += this.escape();
+        run = this.i;
+        continue;
+      }
+      if (c < ' ') {
+        throw this.fail('control character inside a string', 'write a line break as \\n and a tab as \\t');
+      }
+      this.i += 1;
+    }
+  }
+
+  private escape(): string {
+    const c = this.text[this.i + 1];
+    const simple: Record<string, string> = {
+      '"': '"',
+      '\\': '\\',
+      '/': '/',
+      b: '\b',
+      f: '\f',
+      n: '\n',
+      r: '\r',
+      t: '\t',
+    };
+    if (c !== undefined && Object.hasOwn(simple, c)) {
+      this.i += 2;
+      return simple[c]!;
+    }
+    if (c === 'u') {
+      const hex = this.text.slice(this.i + 2, this.i + 6);
+      if (/^[0-9A-Fa-f]{4}$/.test(hex)) {
+        this.i += 6;
+        return String.fromCharCode(Number.parseInt(hex, 16));
+      }
+    }
+    throw this.fail('invalid escape sequence in a string', 'write a backslash as \\\\');
+  }
+
+  private object(path: PathSegment[], depth: number): JsonObject {
+    this.i += 1;
+    const object: JsonObject = {};
+    const keys: string[] = [];
+    fileOrder.set(object, keys);
+    this.space();
+    if (this.text[this.i] === '}') {
+      this.i += 1;
+      return object;
+    }
+    for (;;) {
+      this.space();
+      const c = this.text[this.i];
+      if (c !== '"') {
+        if (c === '}' && keys.length > 0)
+          throw this.fail('trailing comma', 'JSON does not allow a comma before "}"; remove it');
+        if (c === undefined || c === '/' || c === "'") throw this.unexpected();
+        throw this.fail('expected a property name in double quotes');
+      }
+      const key = this.string();
+      this.space();
+      if (this.text[this.i] !== ':') throw this.fail('expected ":" after a property name');
+      this.i += 1;
+      this.space();
+      const value = this.value([...path, key], depth + 1);
+      if (Object.hasOwn(object, key)) this.duplicates.push([...path, key]);
+      else keys.push(key);
+      // defineProperty, not assignment: a "__proto__" key must stay an ordinary property.
+      Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true });
+      this.space();
+      const next = this.text[this.i];
+      if (next === ',') {
+        this.i += 1;
+        continue;
+      }
+      if (next === '}') {
+        this.i += 1;
+        return object;
+      }
+      if (next === undefined || next === '/') throw this.unexpected();
+      throw this.fail('expected "," or "}" after a property value');
+    }
+  }
+
+  private array(path: PathSegment[], depth: number): unknown[] {
+    this.i += 1;
+    const out: unknown[] = [];
+    this.space();
+    if (this.text[this.i] === ']') {
+      this.i += 1;
+      return out;
+    }
+    for (;;) {
+      this.space();
+      if (this.text[this.i] === ']' && out.length > 0) {
+        throw this.fail('trailing comma', 'JSON does not allow a comma before "]"; remove it');
+      }
+      out.push(this.value([...path, out.length], depth + 1));
+      this.space();
+      const next = this.text[this.i];
+      if (next === ',') {
+        this.i += 1;
+        continue;
+      }
+      if (next === ']') {
+        this.i += 1;
+        return out;
+      }
+      if (next === undefined || next === '/') throw this.unexpected();
+      throw this.fail('expected "," or "]" after an array element');
+    }
+  }
+}
+
+function lineAndColumn(text: string, offset: number): { line: number; column: number } {
+  let line = 1;
+  let lineStart = 0;
+  for (let k = 0; k < offset && k < text.length; k++) {
+    if (text[k] === '\n') {
+      line += 1;
+      lineStart = k + 1;
+    }
+  }
+  return { line, column: offset - lineStart + 1 };
+}
+
+type JsonRead = { ok: true; value: unknown; duplicates: PathSegment[][] } | { ok: false; error: ConfigIssue };
+
+function readJson(input: string, source?: string): JsonRead {
+  const text = input.charCodeAt(0) === 0xfeff ? input.slice(1) : input;
+  const reader = new JsonReader(text);
+  try {
+    const value = reader.read();
+    return { ok: true, value, duplicates: reader.duplicates };
+  } catch (err) {
+    if (!(err instanceof JsonSyntaxError)) throw err;
+    const { line, column } = lineAndColumn(text, err.offset);
+    const where = source ? ` in ${source}` : '';
+    const fix = err.hint ?? `correct the JSON syntax${where} at line ${line}, column ${column}`;
+    return {
+      ok: false,
+      error: { path: '', message: `invalid JSON at line ${line}, column ${column}: ${err.reason}`, fix },
+    };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+interface Findings {
+  errors: ConfigIssue[];
+  warnings: ConfigIssue[];
+  interpolator: Interpolator;
+}
+
+function error(f: Findings, path: readonly PathSegment[], message: string, fix: string): void {
+  f.errors.push({ path: formatPath(path), message, fix });
+}
+
+/** Interpolates a string, or the strings directly inside an array or object. */
+function interpolateField(f: Findings, value: unknown, path: readonly PathSegment[]): unknown {
+  const one = (v: unknown, p: PathSegment[]) =>
+    typeof v === 'string' ? f.interpolator.string(v, formatPath(p)) : v;
+  if (typeof value === 'string') return one(value, [...path]);
+  if (Array.isArray(value)) return value.map((v, i) => one(v, [...path, i]));
+  // fromEntries defines own properties, so a "__proto__" key cannot touch the prototype.
+  if (isObject(value)) return Object.fromEntries(keysOf(value).map((k) => [k, one(value[k], [...path, k])]));
+  return value;
+}
+
+/** True when some issue sits at `path` or below it. */
+function hasIssueUnder(issues: readonly ConfigIssue[], path: readonly PathSegment[]): boolean {
+  const p = formatPath(path);
+  return issues.some((i) => i.path === p || i.path.startsWith(`${p}.`) || i.path.startsWith(`${p}[`));
+}
+
+function isTainted(f: Findings, path: readonly PathSegment[]): boolean {
+  return f.interpolator.tainted.has(formatPath(path));
+}
+
+// --- gateway -----------------------------------------------------------------------------------
+
+interface GatewayRead {
+  config: GatewayConfig;
+  /** Keys whose configured value was rejected (the default stands in for them). */
+  invalid: Set<string>;
+}
+
+function checkOrigin(f: Findings, origin: string, path: PathSegment[]): string | undefined {
+  const fix = 'write an origin as scheme://host[:port], e.g. "https://app.example.com"';
+  if (origin === '*' || origin === 'null') {
+    error(
+      f,
+      path,
+      `${JSON.stringify(origin)} is not supported as an allowed origin`,
+      'list each origin, e.g. "https://app.example.com"',
+    );
+    return undefined;
+  }
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    error(f, path, 'is not a valid origin', fix);
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    error(f, path, 'must be an http: or https: origin', fix);
+    return undefined;
+  }
+  if (url.username !== '' || url.password !== '') {
+    error(f, path, 'must not contain a username or password', fix);
+    return undefined;
+  }
+  if (url.pathname !== '/' || url.search !== '' || url.hash !== '') {
+    const exact = isTainted(f, path) ? fix : `write ${JSON.stringify(url.origin)}`;
+    error(f, path, 'must be an origin only, without a path, query or fragment', exact);
+    return undefined;
+  }
+  return url.origin;
+}
+
+const HOSTNAME = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::[0-9]{1,5})?$/;
+
+function checkHostname(f: Findings, host: string, path: PathSegment[]): string | undefined {
+  if (HOSTNAME.test(host)) return host.toLowerCase();
+  let fix = 'write a host name such as "mcp.example.com", optionally with ":port"';
+  if (host.includes('://') && !isTainted(f, path)) {
+    try {
+      fix = `write ${JSON.stringify(new URL(host).host)}`;
+    } catch {
+      // keep the generic fix
+    }
+  }
+  error(f, path, 'must be a host name (as sent in the Host header), not a URL or pattern', fix);
+  return undefined;
+}
+
+function readGateway(f: Findings, raw: unknown): GatewayRead {
+  const base = ['gateway'];
+  const config: GatewayConfig = { ...GATEWAY_DEFAULTS, allowedOrigins: [], hostnames: [] };
+  const invalid = new Set<string>();
+  if (raw === undefined) return { config, invalid };
+  if (!isObject(raw)) {
+    error(
+      f,
+      base,
+      `expected an object, got ${describeKind(raw)}`,
+      'write gateway as an object such as {"port": 8787}, or remove it',
+    );
+    for (const k of GATEWAY_KEYS) invalid.add(k);
+    return { config, invalid };
+  }
+  const picked: JsonObject = {};
+  for (const key of keysOf(raw)) {
+    if ((GATEWAY_KEYS as string[]).includes(key)) picked[key] = interpolateField(f, raw[key], [...base, key]);
+    else f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
+  }
+  const issues = validateShape(gatewayEntrySchema, picked, {
+    table: FIELD_TEXT.gateway,
+    base,
+    tainted: f.interpolator.tainted,
+  });
+  f.errors.push(...issues);
+  const target = config as unknown as JsonObject;
+  for (const key of GATEWAY_KEYS) {
+    if (picked[key] === undefined) continue;
+    if (hasIssueUnder(issues, [...base, key])) invalid.add(key);
+    else target[key] = picked[key];
+  }
+
+  if (!invalid.has('allowedOrigins')) {
+    const origins: string[] = [];
+    config.allowedOrigins.forEach((o, i) => {
+      const ok = checkOrigin(f, o, [...base, 'allowedOrigins', i]);
+      if (ok !== undefined && !origins.includes(ok)) origins.push(ok);
+    });
+    config.allowedOrigins = origins;
+  }
+  if (!invalid.has('hostnames')) {
+    const hosts: string[] = [];
+    config.hostnames.forEach((h, i) => {
+      const ok = checkHostname(f, h, [...base, 'hostnames', i]);
+      if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
+    });
+    config.hostnames = hosts;
+  }
+  if (!invalid.has('callTimeoutMs') && !invalid.has('maxCallTimeoutMs')) {
+    const { callTimeoutMs, maxCallTimeoutMs } = config;
+    if (callTimeoutMs > maxCallTimeoutMs) {
+      if (picked.maxCallTimeoutMs !== undefined) {
+        error(
+          f,
+          [...base, 'maxCallTimeoutMs'],
+          `must be at least gateway.callTimeoutMs (${callTimeoutMs}), got ${maxCallTimeoutMs}`,
+          `raise maxCallTimeoutMs to ${callTimeoutMs} or more, or lower callTimeoutMs`,
+        );
+      } else {
+        error(
+          f,
+          [...base, 'callTimeoutMs'],
+          `must be at most gateway.maxCallTimeoutMs (${maxCallTimeoutMs}), got ${callTimeoutMs}`,
+          `lower callTimeoutMs to ${maxCallTimeoutMs} or less, or raise maxCallTimeoutMs`,
+        );
+      }
+      invalid.add('callTimeoutMs');
+    }
+  }
+  return { config, invalid };
+}
+
+// --- servers -----------------------------------------------------------------------------------
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+interface PrefixClaim {
+  server: string;
+  prefix: string;
+  /** Where a collision is reported: the explicit prefix, or the entry itself. */
+  path: PathSegment[];
+  tainted: boolean;
+}
+
+function checkUrl(f: Findings, url: string, path: PathSegment[]): void {
+  const example = 'write an absolute URL such as "https://example.com/mcp"';
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    error(f, path, 'is not a valid absolute URL', example);
+    return;
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    const scheme = isTainted(f, path) ? 'another scheme' : parsed.protocol;
+    error(f, path, `must use the http: or https: scheme, got ${scheme}`, example);
+  }
+  if (parsed.username !== '' || parsed.password !== '') {
+    error(
+      f,
+      path,
+      'must not contain a username or password',
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+      'remove the credentials from the URL and send them in headers, e.g. "headers": {"Authorization": "Bearer ${TOKEN}"}',
+    );
+  }
+}
+
+function hasCharAbove(value: string, max: number): boolean {
+  for (let k = 0; k < value.length; k++) if (value.charCodeAt(k) > max) return true;
+  return false;
+}
+
+function checkHeaders(f: Findings, headers: JsonObject, base: PathSegment[]): void {
+  const seen = new Map<string, string>();
+  for (const name of keysOf(headers)) {
+    const path = [...base, name];
+    const value = headers[name];
+    if (!HEADER_NAME.test(name)) {
+      error(
+        f,
+        path,
+        "header name is not a valid HTTP token (letters, digits and !#$%&'*+-.^_`|~ only)",
+        'rename the header, e.g. "X-Api-Key"',
+      );
+    }
+    const lower = name.toLowerCase();
+    const earlier = seen.get(lower);
+    if (earlier !== undefined) {
+      error(
+        f,
+        path,
+        `header ${JSON.stringify(name)} repeats ${JSON.stringify(earlier)}; header names are case-insensitive`,
+        'keep one of the two headers',
+      );
+    } else {
+      seen.set(lower, name);
+    }
+    if (typeof value !== 'string') continue;
+    const fromEnv = isTainted(f, path);
+    if (/[\r\n\0]/.test(value)) {
+      error(
+        f,
+        path,
+        `header value contains a line break or NUL character${fromEnv ? ' (after substituting environment variables)' : ''}`,
+        fromEnv
+          ? "remove the line break from the environment variable's value; it is often a trailing newline"
+          : 'remove the line break or NUL character from the value',
+      );
+    } else if (hasCharAbove(value, 0xff)) {
+      error(
+        f,
+        path,
+        `header value contains characters outside Latin-1, which HTTP headers cannot carry${fromEnv ? ' (after substituting environment variables)' : ''}`,
+        'use only ASCII characters in header values',
+      );
+    }
+  }
+}
+
+function checkStdioStrings(f: Findings, picked: JsonObject, base: PathSegment[]): void {
+  const nul = (value: unknown, path: PathSegment[]) => {
+    if (typeof value === 'string' && value.includes('\0')) {
+      error(f, path, 'contains a NUL character', 'remove the NUL character; processes cannot receive it');
+    }
+  };
+  nul(picked.command, [...base, 'command']);
+  nul(picked.cwd, [...base, 'cwd']);
+  if (Array.isArray(picked.args)) {
+    for (const [i, a] of picked.args.entries()) nul(a, [...base, 'args', i]);
+  }
+  if (isObject(picked.env)) {
+    for (const key of keysOf(picked.env)) {
+      const path = [...base, 'env', key];
+      if (key === '' || key.includes('=') || key.includes('\0')) {
+        error(
+          f,
+          path,
+          'environment variable name must not be empty or contain "=" or NUL',
+          'rename the variable, e.g. "API_KEY"',
+        );
+      }
+      nul(picked.env[key], path);
+    }
+  }
+}
+
+function readTools(f: Findings, raw: unknown, base: PathSegment[]): unknown {
+  if (!isObject(raw)) return raw;
+  const picked: JsonObject = {};
+  for (const key of keysOf(raw)) {
+    if (TOOLS_KEYS.includes(key)) picked[key] = interpolateField(f, raw[key], [...base, key]);
+    else f.warnings.push(unknownKeyWarning([...base, key], TOOLS_KEYS));
+  }
+  return picked;
+}
+
+function readServer(
+  f: Findings,
+  mapKey: string,
+  name: string,
+  raw: unknown,
+  gateway: GatewayRead,
+  claims: PrefixClaim[],
+): ServerConfig | undefined {
+  const base: PathSegment[] = [mapKey, name];
+  const before = f.errors.length;
+
+  const badName = nameProblems(name, 'server name');
+  if (badName.length > 0) {
+    error(f, base, badName.join('; '), `rename the server, e.g. to ${JSON.stringify(suggestName(name))}`);
+  }
+  if (!isObject(raw)) {
+    error(
+      f,
+      base,
+      `expected an object describing the server, got ${describeKind(raw)}`,
+      'write the entry as {"command": "...", "args": [...]} for a local server or {"url": "https://..."} for a remote one',
+    );
+    return undefined;
+  }
+
+  const picked: JsonObject = {};
+  for (const key of keysOf(raw)) {
+    if (!SERVER_KEYS.includes(key)) {
+      f.warnings.push(unknownKeyWarning([...base, key], SERVER_KEYS));
+      continue;
+    }
+    picked[key] =
+      key === 'tools'
+        ? readTools(f, raw[key], [...base, key])
+        : interpolateField(f, raw[key], [...base, key]);
+  }
+  const issues = validateShape(serverSchema, picked, {
+    table: FIELD_TEXT.server,
+    base,
+    tainted: f.interpolator.tainted,
+  });
+  f.errors.push(...issues);
+  const has = (key: string) => picked[key] !== undefined;
+  const valid = (key: string) => has(key) && !hasIssueUnder(issues, [...base, key]);
+
+  // Transport: explicit, or inferred from command / url.
+  let type: TransportKind | undefined;
+  let inferred = false;
+  if (has('type')) {
+    if (valid('type')) type = picked.type === 'http' ? 'streamable-http' : (picked.type as TransportKind);
+  } else if (has('command') && has('url')) {
+    error(
+      f,
+      base,
+      'has both "command" and "url", so the transport is ambiguous',
+      'remove one of them: keep command, args, env and cwd for a local stdio server, or url and headers for a remote one',
+    );
+  } else if (has('command')) {
+    type = 'stdio';
+    inferred = true;
+  } else if (has('url')) {
+    type = 'streamable-http';
+    inferred = true;
+  } else {
+    error(
+      f,
+      base,
+      'has neither "command" nor "url", so there is nothing to connect to',
+      'add "command" to start a local server, or "url" to connect to a remote one',
+    );
+  }
+
+  if (type !== undefined) {
+    const stdio = type === 'stdio';
+    const how = inferred ? ` (inferred from "${stdio ? 'command' : 'url'}")` : '';
+    for (const key of stdio ? HTTP_ONLY_KEYS : STDIO_ONLY_KEYS) {
+      if (!has(key)) continue;
+      error(
+        f,
+        [...base, key],
+        `"${key}" applies only to ${stdio ? 'streamable-http and sse' : 'stdio'} servers, but this server uses ${type}${how}`,
+        stdio
+          ? `remove ${key}; a stdio server is started with command, args, env and cwd`
+          : `remove ${key}; a ${type} server is reached through url and headers`,
+      );
+    }
+    if (stdio && !has('command')) {
+      error(
+        f,
+        [...base, 'command'],
+        'is missing: a stdio server needs a command to start',
+        'set command to the program to start, e.g. "npx"',
+      );
+    }
+    if (!stdio && !has('url')) {
+      error(
+        f,
+        [...base, 'url'],
+        `is missing: a ${type} server needs a url`,
+        'set url to the server endpoint, e.g. "https://example.com/mcp"',
+      );
+    }
+    if (!stdio && valid('url')) checkUrl(f, picked.url as string, [...base, 'url']);
+    if (!stdio && valid('headers')) checkHeaders(f, picked.headers as JsonObject, [...base, 'headers']);
+    if (stdio) checkStdioStrings(f, picked, base);
+  }
+
+  // Prefix.
+  let prefix: string | false = name;
+  let prefixTainted = false;
+  if (valid('prefix')) {
+    prefix = picked.prefix as string | false;
+    prefixTainted = isTainted(f, [...base, 'prefix']);
+    if (typeof prefix === 'string') {
+      const bad = nameProblems(prefix, 'prefix');
+      if (bad.length > 0) {
+        error(
+          f,
+          [...base, 'prefix'],
+          bad.join('; '),
+          prefixTainted
+            ? 'set prefix to a valid name, or to false'
+            : `set prefix to a valid name such as ${JSON.stringify(suggestName(prefix))}, or to false`,
+        );
+      }
+    }
+  }
+  const disabled = valid('disabled') ? (picked.disabled as boolean) : false;
+  if (typeof prefix === 'string' && !disabled && !(has('prefix') && !valid('prefix'))) {
+    claims.push({
+      server: name,
+      prefix,
+      path: has('prefix') ? [...base, 'prefix'] : base,
+      tainted: prefixTainted,
+    });
+  }
+
+  // Tools.
+  const tools = (valid('tools') ? picked.tools : {}) as { allow?: string[]; deny?: string[] };
+  if (tools.allow !== undefined && tools.allow.length === 0) {
+    f.warnings.push({
+      path: formatPath([...base, 'tools', 'allow']),
+      message: 'is empty, so no tools from this server are exposed',
+      fix: 'add tool names or globs, or remove allow to expose every tool',
+    });
+  }
+
+  // Timeout.
+  let timeoutMs = gateway.config.callTimeoutMs;
+  if (valid('timeoutMs')) {
+    timeoutMs = picked.timeoutMs as number;
+    const max = gateway.config.maxCallTimeoutMs;
+    if (!gateway.invalid.has('maxCallTimeoutMs') && timeoutMs > max) {
+      error(
+        f,
+        [...base, 'timeoutMs'],
+        `must be at most gateway.maxCallTimeoutMs (${max}), got ${timeoutMs}`,
+        `lower timeoutMs to ${max} or less, or raise gateway.maxCallTimeoutMs`,
+      );
+    }
+  }
+
+  if (f.errors.length > before || type === undefined) return undefined;
+  const server: ServerConfig = {
+    name,
+    type,
+    args: (picked.args as string[] | undefined) ?? [],
+    env: (picked.env as Record<string, string> | undefined) ?? {},
+    headers: (picked.headers as Record<string, string> | undefined) ?? {},
+    prefix,
+    tools: { ...(tools.allow ? { allow: tools.allow } : {}), deny: tools.deny ?? [] },
+    timeoutMs,
+    disabled,
+  };
+  if (type === 'stdio') {
+    server.command = picked.command as string;
+    if (has('cwd')) server.cwd = picked.cwd as string;
+  } else {
+    server.url = picked.url as string;
+  }
+  return server;
+}
+
+function checkPrefixes(f: Findings, claims: PrefixClaim[]): void {
+  const first = new Map<string, PrefixClaim>();
+  for (const claim of claims) {
+    const key = claim.prefix.toLowerCase();
+    const earlier = first.get(key);
+    if (!earlier) {
+      first.set(key, claim);
+      continue;
+    }
+    const pair = `servers ${JSON.stringify(earlier.server)} and ${JSON.stringify(claim.server)}`;
+    let message: string;
+    if (earlier.tainted || claim.tainted) message = `${pair} have the same prefix`;
+    else if (earlier.prefix === claim.prefix)
+      message = `${pair} both use the prefix ${JSON.stringify(claim.prefix)}`;
+    else {
+      message = `${pair} use the prefixes ${JSON.stringify(earlier.prefix)} and ${JSON.stringify(claim.prefix)}, which differ only in case`;
+    }
+    error(
+      f,
+      claim.path,
+      message,
+      'give one of them a different "prefix"; the prefix defaults to the server name',
+    );
+  }
+}
+
+function readServers(f: Findings, raw: JsonObject, gateway: GatewayRead): ServerConfig[] {
+  const maps: string[] = [];
+  if (raw.mcpServers !== undefined) maps.push('mcpServers');
+  if (raw.servers !== undefined) maps.push('servers');
+  const example =
+    'add an entry under mcpServers, e.g. "mcpServers": {"everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}}';
+  if (maps.length === 0) {
+    error(f, ['mcpServers'], 'no servers configured', example);
+    return [];
+  }
+  if (maps.length === 2) {
+    error(
+      f,
+      ['servers'],
+      'both "mcpServers" and "servers" are present; use one of them',
+      'move the entries from servers into mcpServers and delete servers',
+    );
+  }
+  const servers: ServerConfig[] = [];
+  for (const mapKey of maps) {
+    const map = raw[mapKey];
+    if (!isObject(map)) {
+      error(
+        f,
+        [mapKey],
+        `expected an object that maps server names to server entries, got ${describeKind(map)}`,
+        `write ${mapKey} as {"name": {"command": "..."}}`,
+      );
+      continue;
+    }
+    const names = keysOf(map);
+    if (names.length === 0) {
+      error(f, [mapKey], 'no servers configured', example);
+      continue;
+    }
+    const claims: PrefixClaim[] = [];
+    for (const name of names) {
+      const server = readServer(f, mapKey, name, map[name], gateway, claims);
+      if (server) servers.push(server);
+    }
+    checkPrefixes(f, claims);
+  }
+  return servers;
+}
+
+function validate(raw: unknown, env: Env, initial: ConfigIssue[]): ConfigResult {
+  const errors = [...initial];
+  const f: Findings = { errors, warnings: [], interpolator: new Interpolator(env, errors) };
+  if (!isObject(raw)) {
+    error(
+      f,
+      [],
+      `expected a JSON object at the top level, got ${describeKind(raw)}`,
+      'wrap the configuration in { } with an "mcpServers" map inside',
+    );
+    return { ok: false, errors: f.errors, warnings: f.warnings };
+  }
+  for (const key of keysOf(raw)) {
+    if (!(TOP_LEVEL_KEYS as readonly string[]).includes(key))
+      f.warnings.push(unknownKeyWarning([key], TOP_LEVEL_KEYS));
+  }
+  const gateway = readGateway(f, raw.gateway);
+  const servers = readServers(f, raw, gateway);
+  if (f.errors.length > 0) return { ok: false, errors: f.errors, warnings: f.warnings };
+  const config: Config = { gateway: gateway.config, servers };
+  return { ok: true, config, warnings: f.warnings, secrets: f.interpolator.secrets };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public API
+
+/**
+ * Parses and validates the text of a config file. `env` supplies `${VAR}` values; `source` names
+ * the file in the fix for a JSON syntax error.
+ */
+export function parseConfig(
+  text: string,
+  env: Record<string, string | undefined>,
+  source?: string,
+): ConfigResult {
+  const read = readJson(text, source);
+  if (!read.ok) return { ok: false, errors: [read.error], warnings: [] };
+  const duplicates = read.duplicates.map(
+    (path): ConfigIssue => ({
+      path: formatPath(path),
+      message: `duplicate key ${JSON.stringify(String(path[path.length - 1]))}; JSON keeps only the last one`,
+      fix: 'remove or rename one of the two entries',
+    }),
+  );
+  return validate(read.value, env, duplicates);
+}
+
+/** Validates an already-parsed config value (for example one built in code or by a test). */
+export function parseConfigObject(raw: unknown, env: Record<string, string | undefined>): ConfigResult {
+  return validate(raw, env, []);
+}
+
+const oneLine = (s: string) => s.replace(/[\r\n]+/g, ' ');
+
+/** Human text, one problem per line: `path: message (fix: ...)`, prefixed by `source: ` if given. */
+export function formatIssues(issues: ConfigIssue[], source?: string): string {
+  return issues
+    .map((issue) => {
+      const where = `${source ? `${source}: ` : ''}${issue.path ? `${issue.path}: ` : ''}`;
+      const fix = issue.fix ? ` (fix: ${oneLine(issue.fix)})` : '';
+      return `${where}${oneLine(issue.message)}${fix}`;
+    })
+    .join('\n');
+}

@@ -1,0 +1,391 @@
+/**
+ * The shapes of a config file (zod 4) and the translation of zod's findings into issues that read
+ * well: `expected a string, got number` plus a `fix` sentence. Nothing here ever echoes a string
+ * value that could be a secret: only enum-like values that did not come from `${VAR}` are shown.
+ */
+import { z } from 'zod';
+import type { LogLevel } from '../log.js';
+import type { ConfigIssue, GatewayConfig } from './types.js';
+
+// ---------------------------------------------------------------------------------------------
+// Paths
+
+export type PathSegment = string | number;
+
+const BARE_KEY = /^[A-Za-z0-9_$-]+$/;
+
+/** `mcpServers.everything.args[2]`; keys with dots or odd characters become `["a.b"]`. */
+export function formatPath(path: readonly PathSegment[]): string {
+  let out = '';
+  for (const segment of path) {
+    if (typeof segment === 'number') out += `[${segment}]`;
+    else if (BARE_KEY.test(segment)) out += out === '' ? segment : `.${segment}`;
+    else out += `[${JSON.stringify(segment)}]`;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Defaults and limits
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const satisfies readonly LogLevel[];
+
+export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
+  host: '127.0.0.1',
+  port: 8787,
+  logLevel: 'info',
+  allowedOrigins: Object.freeze([]) as unknown as string[],
+  hostnames: Object.freeze([]) as unknown as string[],
+  maxBodyBytes: 1_048_576,
+  maxSessions: 10_000,
+  sessionIdleSeconds: 3600,
+  callTimeoutMs: 60_000,
+  maxCallTimeoutMs: 600_000,
+  connectTimeoutMs: 15_000,
+  listTimeoutMs: 15_000,
+  maxListPages: 100,
+  pageSize: 500,
+  shutdownGraceMs: 10_000,
+});
+
+/** setTimeout fires at once for anything above this, so millisecond settings stop here. */
+export const MAX_TIMER_MS = 2_147_483_647;
+export const MAX_PAGE_SIZE = 10_000;
+export const MAX_NAME_LENGTH = 32;
+export const RESERVED_NAME = 'manifold';
+
+export const TRANSPORT_TYPES = ['stdio', 'streamable-http', 'http', 'sse'] as const;
+
+// ---------------------------------------------------------------------------------------------
+// Shapes. Every key is optional; defaults, cross-field rules and transport rules live in load.ts.
+
+const count = () => z.int().min(1);
+const millis = () => z.int().min(1).max(MAX_TIMER_MS);
+
+export const gatewaySchema = z.object({
+  host: z.string().min(1),
+  port: z.int().min(1).max(65535),
+  logLevel: z.enum(LOG_LEVELS),
+  allowedOrigins: z.array(z.string().min(1)),
+  hostnames: z.array(z.string().min(1)),
+  maxBodyBytes: count(),
+  maxSessions: count(),
+  sessionIdleSeconds: count(),
+  callTimeoutMs: millis(),
+  maxCallTimeoutMs: millis(),
+  connectTimeoutMs: millis(),
+  listTimeoutMs: millis(),
+  maxListPages: count(),
+  pageSize: z.int().min(1).max(MAX_PAGE_SIZE),
+  shutdownGraceMs: millis(),
+});
+
+const glob = () => z.array(z.string().min(1));
+
+export const toolsSchema = z.object({ allow: glob(), deny: glob() });
+
+export const serverEntrySchema = z.object({
+  type: z.enum(TRANSPORT_TYPES),
+  command: z.string().min(1),
+  args: z.array(z.string()),
+  env: z.record(z.string(), z.string()),
+  cwd: z.string().min(1),
+  url: z.string().min(1),
+  headers: z.record(z.string(), z.string()),
+  prefix: z.union([z.string(), z.literal(false)]),
+  tools: toolsSchema.partial(),
+  timeoutMs: millis(),
+  disabled: z.boolean(),
+});
+
+export const gatewayEntrySchema = gatewaySchema.partial();
+export const serverSchema = serverEntrySchema.partial();
+
+export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', '$schema'] as const;
+export const GATEWAY_KEYS = Object.keys(gatewaySchema.shape) as (keyof GatewayConfig)[];
+export const SERVER_KEYS = Object.keys(serverEntrySchema.shape);
+export const TOOLS_KEYS = Object.keys(toolsSchema.shape);
+export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd'] as const;
+export const HTTP_ONLY_KEYS = ['url', 'headers'] as const;
+
+// ---------------------------------------------------------------------------------------------
+// Wording for each field: what was expected, and how to fix it.
+
+interface FieldText {
+  expected: string;
+  fix: string;
+}
+
+const positive = (unit: string, example: number): FieldText => ({
+  expected: `a positive integer (${unit})`,
+  fix: `write a whole number without quotes, e.g. ${example}`,
+});
+
+const GATEWAY_TEXT: Record<string, FieldText> = {
+  host: { expected: 'a non-empty string', fix: 'set host to the address to listen on, e.g. "127.0.0.1"' },
+  port: { expected: 'an integer from 1 to 65535', fix: 'write a port number without quotes, e.g. 8787' },
+  logLevel: {
+    expected: '"debug", "info", "warn" or "error"',
+    fix: 'set logLevel to "debug", "info", "warn" or "error"',
+  },
+  allowedOrigins: {
+    expected: 'an array of origins',
+    fix: 'write allowedOrigins as an array such as ["https://app.example.com"]',
+  },
+  'allowedOrigins[]': {
+    expected: 'an origin string',
+    fix: 'write an origin such as "https://app.example.com"',
+  },
+  hostnames: {
+    expected: 'an array of host names',
+    fix: 'write hostnames as an array such as ["mcp.example.com"]',
+  },
+  'hostnames[]': { expected: 'a host name string', fix: 'write a host name such as "mcp.example.com"' },
+  maxBodyBytes: positive('bytes', 1048576),
+  maxSessions: positive('sessions', 10000),
+  sessionIdleSeconds: positive('seconds', 3600),
+  callTimeoutMs: positive('milliseconds', 60000),
+  maxCallTimeoutMs: positive('milliseconds', 600000),
+  connectTimeoutMs: positive('milliseconds', 15000),
+  listTimeoutMs: positive('milliseconds', 15000),
+  maxListPages: positive('pages', 100),
+  pageSize: { expected: 'an integer from 1 to 10000', fix: 'write a whole number without quotes, e.g. 500' },
+  shutdownGraceMs: positive('milliseconds', 10000),
+};
+
+const SERVER_TEXT: Record<string, FieldText> = {
+  type: {
+    expected: '"stdio", "streamable-http" (or "http") or "sse"',
+    fix: 'set type to "stdio" for a local command or "streamable-http" for a URL, or remove it to infer the transport',
+  },
+  command: {
+    expected: 'a non-empty string',
+    fix: 'set command to the program to start, e.g. "npx"; put its arguments in args',
+  },
+  args: {
+    expected: 'an array of strings',
+    fix: 'write args as an array of strings, e.g. ["-y", "@modelcontextprotocol/server-everything"]',
+  },
+  'args[]': { expected: 'a string', fix: 'quote the argument so that it is a string' },
+  env: { expected: 'an object of string values', fix: 'write env as an object such as {"NAME": "value"}' },
+  'env.*': { expected: 'a string', fix: 'quote the value; environment variable values must be strings' },
+  cwd: { expected: 'a non-empty string', fix: 'set cwd to the directory to start the command in' },
+  url: {
+    expected: 'a non-empty string',
+    fix: 'set url to the server endpoint, e.g. "https://example.com/mcp"',
+  },
+  headers: {
+    expected: 'an object of string values',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+    fix: 'write headers as an object such as {"Authorization": "Bearer ${TOKEN}"}',
+  },
+  'headers.*': { expected: 'a string', fix: 'quote the value; header values must be strings' },
+  prefix: {
+    expected: 'a name string or false',
+    fix: 'set prefix to a name such as "gh", or to false to mount the tools without a prefix',
+  },
+  tools: {
+    expected: 'an object with "allow" and/or "deny" arrays',
+    fix: 'write tools as {"allow": ["search_*"], "deny": ["delete_*"]}',
+  },
+  'tools.allow': {
+    expected: 'an array of glob strings',
+    fix: 'write tools.allow as an array of tool names or globs, e.g. ["search_*"]',
+  },
+  'tools.allow[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write a tool name or a glob such as "search_*"',
+  },
+  'tools.deny': {
+    expected: 'an array of glob strings',
+    fix: 'write tools.deny as an array of tool names or globs, e.g. ["delete_*"]',
+  },
+  'tools.deny[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write a tool name or a glob such as "delete_*"',
+  },
+  timeoutMs: positive('milliseconds', 60000),
+  disabled: { expected: 'true or false', fix: 'write true or false without quotes' },
+};
+
+export type FieldTable = Record<string, FieldText>;
+export const FIELD_TEXT: { gateway: FieldTable; server: FieldTable } = {
+  gateway: GATEWAY_TEXT,
+  server: SERVER_TEXT,
+};
+
+function fieldKey(table: FieldTable, rel: readonly PathSegment[]): string {
+  let key = String(rel[0] ?? '');
+  for (const segment of rel.slice(1)) {
+    if (typeof segment === 'number') key += '[]';
+    else if (table[`${key}.${segment}`]) key += `.${segment}`;
+    else key += '.*';
+  }
+  return key;
+}
+
+/** What a value is, for `got ...`; never the content of a string. */
+export function describeKind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  if (typeof value === 'boolean') return String(value);
+  return typeof value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// zod issues -> ConfigIssue
+
+type ZodIssue = z.core.$ZodIssue & { input?: unknown };
+
+export interface TranslateContext {
+  table: FieldTable;
+  /** Path of the object that was validated, e.g. ['mcpServers', 'github']. */
+  base: readonly PathSegment[];
+  /** Formatted paths whose string values came (at least partly) from `${VAR}`. */
+  tainted: ReadonlySet<string>;
+}
+
+/** Runs a schema and turns its findings into issues, at most one per path. */
+export function validateShape(schema: z.ZodType, value: unknown, ctx: TranslateContext): ConfigIssue[] {
+  const result = schema.safeParse(value, { reportInput: true });
+  if (result.success) return [];
+  // zod may report two findings for one value (e.g. the safe-integer bound and our own bound);
+  // keep the last, which is the most specific.
+  const byPath = new Map<string, ConfigIssue>();
+  for (const issue of result.error.issues as ZodIssue[]) {
+    const path = [...ctx.base, ...(issue.path as PathSegment[])];
+    const translated = translateIssue(issue, path, ctx);
+    byPath.set(translated.path, translated);
+  }
+  return [...byPath.values()];
+}
+
+function translateIssue(issue: ZodIssue, path: PathSegment[], ctx: TranslateContext): ConfigIssue {
+  const rel = path.slice(ctx.base.length);
+  const text = ctx.table[fieldKey(ctx.table, rel)];
+  const formatted = formatPath(path);
+  const expected = text?.expected ?? 'a valid value';
+  const fix = text?.fix;
+  const input = issue.input;
+  let message: string;
+  switch (issue.code) {
+    case 'invalid_type':
+      if (issue.expected === 'int' && typeof input === 'number') {
+        message = `expected an integer, got ${input}`;
+      } else {
+        message = `expected ${expected}, got ${describeKind(input)}`;
+      }
+      break;
+    case 'too_small':
+      if (issue.origin === 'string' || issue.origin === 'array') message = 'must not be empty';
+      else message = `must be at least ${String(issue.minimum)}, got ${String(input)}`;
+      break;
+    case 'too_big':
+      message = `must be at most ${String(issue.maximum)}, got ${String(input)}`;
+      break;
+    case 'invalid_value':
+      message = `expected ${expected}, got ${showValue(input, ctx.tainted.has(formatted))}`;
+      break;
+    default:
+      message = `expected ${expected}, got ${describeKind(input)}`;
+  }
+  return fix ? { path: formatted, message, fix } : { path: formatted, message };
+}
+
+/** Shows a short enum-like value, unless it came from an environment variable. */
+export function showValue(value: unknown, tainted: boolean): string {
+  if (typeof value !== 'string') return describeKind(value);
+  if (tainted) return 'a value taken from an environment variable';
+  if (value.length > 40 || [...value].some((c) => c < ' ' || c === '\x7f')) return 'another string';
+  return JSON.stringify(value);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names and prefixes
+
+const NAME_CHARS = /^[A-Za-z0-9_-]+$/;
+
+/** Every rule a server name (or a string prefix) breaks; empty when it is valid. */
+export function nameProblems(name: string, what: 'server name' | 'prefix'): string[] {
+  const problems: string[] = [];
+  if (name.length === 0) return [`${what} must not be empty`];
+  if (name.length > MAX_NAME_LENGTH) {
+    problems.push(`${what} is ${name.length} characters long; the limit is ${MAX_NAME_LENGTH}`);
+  }
+  if (!NAME_CHARS.test(name)) problems.push(`${what} may only contain letters, digits, "_" and "-"`);
+  if (name.includes('__')) {
+    problems.push(`${what} must not contain "__" (it separates the prefix from the tool name)`);
+  }
+  if (name.toLowerCase() === RESERVED_NAME) {
+    problems.push(`"${RESERVED_NAME}" is reserved for the gateway's own tools`);
+  }
+  return problems;
+}
+
+/** A valid name close to `name`, for fix sentences. */
+export function suggestName(name: string): string {
+  let s = name
+    .replace(/[^A-Za-z0-9_-]/g, '-')
+    .replace(/_{2,}/g, '_')
+    .replace(/-{2,}/g, '-')
+    .replace(/^[-_]+|[-_]+$/g, '')
+    .slice(0, MAX_NAME_LENGTH)
+    .replace(/[-_]+$/, '');
+  if (s === '') s = 'server';
+  if (s.toLowerCase() === RESERVED_NAME) s = `${s}-upstream`;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unknown keys
+
+/** Extra fields other clients write into the same file, with a tailored explanation. */
+const FOREIGN_KEYS: Record<string, string> = {
+  autoApprove: 'it is a client setting that Manifold does not use; remove it to silence this warning',
+  alwaysAllow: 'it is a client setting that Manifold does not use; remove it to silence this warning',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+  envFile: "Manifold does not read env files; set the variables in the gateway's environment and use ${VAR}",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+  inputs: 'VS Code input prompts are not supported; pass secrets through environment variables and ${VAR}',
+};
+
+/** Edit distance where swapping two neighbouring characters counts as one edit. */
+function distance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        best = Math.min(best, d[i - 2]![j - 2]! + 1);
+      }
+      d[i]![j] = best;
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+/** A known key that `key` is probably a typo of. */
+export function closestKey(key: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of known) {
+    const d = distance(key.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance && d <= 2 && d < candidate.length / 2) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+export function unknownKeyWarning(path: readonly PathSegment[], known: readonly string[]): ConfigIssue {
+  const key = String(path[path.length - 1]);
+  const near = closestKey(key, known);
+  const fix = near
+    ? `did you mean "${near}"? Otherwise remove it to silence this warning`
+    : (FOREIGN_KEYS[key] ?? 'remove it to silence this warning');
+  return { path: formatPath(path), message: `unknown key ${JSON.stringify(key)} is ignored`, fix };
+}

@@ -1,0 +1,61 @@
+/**
+ * One error hierarchy with stable codes. Code that handles errors narrows on `code`, never on
+ * message text. The edge (server/errors.ts) maps each code to an HTTP status and JSON-RPC error.
+ */
+export type ErrorCode =
+  | 'ERR_CONFIG'
+  | 'ERR_BAD_REQUEST'
+  | 'ERR_PARSE'
+  | 'ERR_BATCH'
+  | 'ERR_BODY_TOO_LARGE'
+  | 'ERR_ORIGIN'
+  | 'ERR_HOST'
+  | 'ERR_PROTOCOL_VERSION'
+  | 'ERR_SESSION_REQUIRED'
+  | 'ERR_SESSION_NOT_FOUND'
+  | 'ERR_NOT_ACCEPTABLE'
+  | 'ERR_METHOD_NOT_FOUND'
+  | 'ERR_INVALID_PARAMS'
+  | 'ERR_TOOL_UNKNOWN'
+  | 'ERR_UPSTREAM_UNAVAILABLE'
+  | 'ERR_UPSTREAM_TIMEOUT'
+  | 'ERR_UPSTREAM_ERROR'
+  | 'ERR_OUTCOME_UNKNOWN'
+  | 'ERR_CANCELLED'
+  | 'ERR_LISTING'
+  | 'ERR_ALL_UPSTREAMS_FAILED'
+  | 'ERR_SHUTTING_DOWN';
+
+export class ManifoldError extends Error {
+  readonly code: ErrorCode;
+  /** Safe to show a client: never carries secrets, URLs or upstream bodies. */
+  readonly publicMessage: string;
+  readonly data?: Record<string, unknown>;
+
+  constructor(
+    code: ErrorCode,
+    publicMessage: string,
+    options?: { cause?: unknown; data?: Record<string, unknown> },
+  ) {
+    super(publicMessage, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ManifoldError';
+    this.code = code;
+    this.publicMessage = publicMessage;
+    if (options?.data) this.data = options.data;
+  }
+}
+
+export function isManifoldError(e: unknown): e is ManifoldError {
+  return e instanceof ManifoldError;
+}
+
+/** A short, single-line description of any thrown value, for logs and diagnostics. */
+export function describeError(e: unknown): string {
+  if (e instanceof ManifoldError) return e.publicMessage;
+  if (e instanceof Error) {
+    const code = (e as { code?: unknown }).code;
+    const base = e.message || e.name;
+    return (typeof code === 'string' && !base.includes(code) ? `${code}: ${base}` : base).split('\n')[0]!;
+  }
+  return String(e).split('\n')[0]!;
+}

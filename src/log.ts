@@ -1,0 +1,55 @@
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type LogFields = Record<string, unknown>;
+
+export interface Logger {
+  debug(event: string, fields?: LogFields): void;
+  info(event: string, fields?: LogFields): void;
+  warn(event: string, fields?: LogFields): void;
+  error(event: string, fields?: LogFields): void;
+  /** A logger whose every line carries these fields (for example `server`). */
+  child(fields: LogFields): Logger;
+}
+
+const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface JsonLoggerOptions {
+  level: LogLevel;
+  /** Where one finished line goes: stderr on Node, console on Workers, an array in tests. */
+  write: (line: string) => void;
+  now?: () => number;
+  /** Values that must never appear in a log line (interpolated ${VAR} secrets). */
+  redact?: readonly string[];
+}
+
+/**
+ * Structured logs: one JSON object per line. Secret values are replaced before the line leaves,
+ * so a secret cannot leak through an upstream's error text that happens to echo it.
+ */
+export function createJsonLogger(options: JsonLoggerOptions, base: LogFields = {}): Logger {
+  const min = rank[options.level];
+  const now = options.now ?? Date.now;
+  const secrets = (options.redact ?? []).filter((s) => s.length >= 4);
+  const emit = (level: LogLevel, event: string, fields?: LogFields) => {
+    if (rank[level] < min) return;
+    let line = JSON.stringify({ time: new Date(now()).toISOString(), level, event, ...base, ...fields });
+    for (const s of secrets) if (line.includes(s)) line = line.split(s).join('[redacted]');
+    options.write(line);
+  };
+  return {
+    debug: (e, f) => emit('debug', e, f),
+    info: (e, f) => emit('info', e, f),
+    warn: (e, f) => emit('warn', e, f),
+    error: (e, f) => emit('error', e, f),
+    child: (fields) => createJsonLogger(options, { ...base, ...fields }),
+  };
+}
+
+export const silentLogger: Logger = {
+  debug() {},
+  info() {},
+  warn() {},
+  error() {},
+  child() {
+    return silentLogger;
+  },
+};

@@ -1,0 +1,32 @@
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { Logger } from './log.js';
+
+/** What a stdio upstream needs to start. Only Node can honour it. */
+export interface StdioSpec {
+  server: string;
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd?: string;
+}
+
+/**
+ * Starts a child process and returns an MCP transport over its stdin/stdout. `onExit` fires once
+ * when the child is gone, whatever the reason, so the upstream can schedule a restart.
+ */
+export type StdioConnector = (spec: StdioSpec, log: Logger) => Transport;
+
+/**
+ * The one seam for runtime differences. The core asks its runtime for these and nothing more;
+ * nothing under src/ imports node:* or cloudflare:*.
+ */
+export interface Platform {
+  /** Egress fetch for upstream HTTP and JWKS. On Node it is guarded at connect time. */
+  fetch: typeof fetch;
+  /** Absent on Workers: a stdio server then gets an `unsupported-transport` diagnostic. */
+  connectStdio?: StdioConnector;
+  /** The runtime's name, for diagnostics only (never for branching inside src/). */
+  runtime: 'node' | 'workers' | 'test';
+  now(): number;
+  log: Logger;
+}

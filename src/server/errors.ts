@@ -1,0 +1,70 @@
+import { type ErrorCode, ManifoldError } from '../errors.js';
+import { RpcCode } from './jsonrpc.js';
+
+interface Mapping {
+  /** HTTP status when the error ends the HTTP exchange itself (transport-level). */
+  status: number;
+  rpc: number;
+}
+
+/**
+ * The one place where error codes become HTTP statuses and JSON-RPC codes. Transport errors get
+ * a 4xx; method errors travel as a JSON-RPC error inside a 200.
+ */
+const table: Record<ErrorCode, Mapping> = {
+  ERR_CONFIG: { status: 500, rpc: RpcCode.InternalError },
+  ERR_PARSE: { status: 400, rpc: RpcCode.ParseError },
+  ERR_BATCH: { status: 400, rpc: RpcCode.InvalidRequest },
+  ERR_BAD_REQUEST: { status: 400, rpc: RpcCode.InvalidRequest },
+  ERR_BODY_TOO_LARGE: { status: 413, rpc: RpcCode.InvalidRequest },
+  ERR_ORIGIN: { status: 403, rpc: RpcCode.InvalidRequest },
+  ERR_HOST: { status: 403, rpc: RpcCode.InvalidRequest },
+  ERR_PROTOCOL_VERSION: { status: 400, rpc: RpcCode.InvalidRequest },
+  ERR_SESSION_REQUIRED: { status: 400, rpc: RpcCode.InvalidRequest },
+  ERR_SESSION_NOT_FOUND: { status: 404, rpc: -32001 },
+  ERR_NOT_ACCEPTABLE: { status: 406, rpc: RpcCode.InvalidRequest },
+  ERR_SHUTTING_DOWN: { status: 503, rpc: -32013 },
+  ERR_METHOD_NOT_FOUND: { status: 200, rpc: RpcCode.MethodNotFound },
+  ERR_INVALID_PARAMS: { status: 200, rpc: RpcCode.InvalidParams },
+  ERR_TOOL_UNKNOWN: { status: 200, rpc: RpcCode.InvalidParams },
+  ERR_UPSTREAM_UNAVAILABLE: { status: 200, rpc: -32010 },
+  ERR_UPSTREAM_TIMEOUT: { status: 200, rpc: RpcCode.RequestTimeout },
+  ERR_UPSTREAM_ERROR: { status: 200, rpc: RpcCode.InternalError },
+  ERR_OUTCOME_UNKNOWN: { status: 200, rpc: -32011 },
+  ERR_CANCELLED: { status: 200, rpc: RpcCode.Cancelled },
+  ERR_LISTING: { status: 200, rpc: RpcCode.InternalError },
+  ERR_ALL_UPSTREAMS_FAILED: { status: 200, rpc: -32012 },
+};
+
+export interface RpcError {
+  status: number;
+  code: number;
+  message: string;
+  data: { manifold: ErrorCode | 'ERR_INTERNAL' } & Record<string, unknown>;
+}
+
+/** Anything thrown while serving becomes a safe, stable error. Unknown errors say nothing inside. */
+export function toRpcError(e: unknown): RpcError {
+  if (e instanceof ManifoldError) {
+    const m = table[e.code];
+    let code = m.rpc;
+    // An upstream's own standard JSON-RPC code is kept (e.g. -32602 for its invalid params).
+    const upstreamCode = e.data?.upstreamCode;
+    if (
+      e.code === 'ERR_UPSTREAM_ERROR' &&
+      typeof upstreamCode === 'number' &&
+      upstreamCode <= -32000 &&
+      upstreamCode >= -32768
+    ) {
+      code = upstreamCode;
+    }
+    const extra = e.code === 'ERR_ALL_UPSTREAMS_FAILED' && e.data ? { upstreams: e.data.upstreams } : {};
+    return { status: m.status, code, message: e.publicMessage, data: { manifold: e.code, ...extra } };
+  }
+  return {
+    status: 200,
+    code: RpcCode.InternalError,
+    message: 'internal error',
+    data: { manifold: 'ERR_INTERNAL' },
+  };
+}

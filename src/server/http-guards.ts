@@ -1,0 +1,89 @@
+import type { MiddlewareHandler } from 'hono';
+import { ManifoldError } from '../errors.js';
+
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+export function isLoopbackHost(host: string): boolean {
+  return LOOPBACK.has(host.toLowerCase()) || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+function hostnameOf(hostHeader: string): string {
+  const h = hostHeader.trim().toLowerCase();
+  if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1);
+  const colon = h.lastIndexOf(':');
+  return colon === -1 ? h : h.slice(0, colon);
+}
+
+export interface OriginGuardOptions {
+  /** Extra allowed origins (exact, e.g. https://app.example.com). Loopback origins always pass. */
+  allowedOrigins: readonly string[];
+  /** Extra allowed Host names. */
+  hostnames: readonly string[];
+  /** When true (gateway bound to loopback, or hostnames given), the Host header is checked. */
+  checkHost: boolean;
+}
+
+/**
+ * DNS-rebinding defence (spec: transports, security warning; SECURITY B3): a present Origin
+ * that is not allowed is 403, and so is a Host the gateway does not serve.
+ *
+ * @example app.use('/mcp', originGuard({ allowedOrigins: [], hostnames: [], checkHost: true }))
+ */
+export function originGuard(options: OriginGuardOptions): MiddlewareHandler {
+  const origins = new Set(options.allowedOrigins.map((o) => o.toLowerCase().replace(/\/$/, '')));
+  const hosts = new Set(options.hostnames.map((h) => h.toLowerCase()));
+  return async function checkOriginAndHost(c, next) {
+    const origin = c.req.header('origin');
+    if (origin !== undefined && !originAllowed(origin, origins)) {
+      throw new ManifoldError('ERR_ORIGIN', 'origin not allowed');
+    }
+    if (options.checkHost) {
+      const host = hostnameOf(c.req.header('host') ?? '');
+      if (!isLoopbackHost(host) && !hosts.has(host)) throw new ManifoldError('ERR_HOST', 'host not allowed');
+    }
+    await next();
+  };
+}
+
+function originAllowed(origin: string, allowed: ReadonlySet<string>): boolean {
+  const o = origin.toLowerCase();
+  if (allowed.has(o)) return true;
+  try {
+    const u = new URL(o);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && isLoopbackHost(u.hostname);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Reads the body with a hard cap: a declared length over the cap is refused before reading,
+ * and a body that grows past it while streaming is cut off (SECURITY B2: 413 before parse).
+ */
+export async function readBodyCapped(request: Request, max: number): Promise<string> {
+  const tooLarge = () => new ManifoldError('ERR_BODY_TOO_LARGE', `request body exceeds ${max} bytes`);
+  const declared = request.headers.get('content-length');
+  if (declared !== null && Number(declared) > max) throw tooLarge();
+  if (!request.body) return '';
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return new TextDecoder().decode(chunks[0]);
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const ch of chunks) {
+    all.set(ch, at);
+    at += ch.byteLength;
+  }
+  return new TextDecoder().decode(all);
+}

@@ -1,0 +1,75 @@
+import { LRUCache } from 'lru-cache';
+import type { SseStream } from './sse.js';
+
+export interface Session {
+  id: string;
+  /** Principal.key of whoever opened it; any other principal gets 404 (SECURITY A4, A14). */
+  owner: string;
+  protocolVersion: string;
+  createdAt: number;
+  /** The standalone GET stream, for server-initiated notifications such as list_changed. */
+  stream?: SseStream;
+  /** In-flight downstream requests, for notifications/cancelled. */
+  inflight: Map<string, AbortController>;
+}
+
+export function inflightKey(id: string | number): string {
+  return `${typeof id}:${id}`;
+}
+
+/**
+ * A bounded session table: the oldest idle session is evicted past `max`, and an evicted or
+ * expired session gets 404 (SECURITY E5), after which a client re-initializes.
+ */
+export class SessionTable {
+  private readonly cache: LRUCache<string, Session>;
+
+  constructor(options: { max: number; idleSeconds: number }) {
+    this.cache = new LRUCache<string, Session>({
+      max: options.max,
+      ttl: options.idleSeconds * 1000,
+      updateAgeOnGet: true,
+      dispose: (session) => endSession(session),
+    });
+  }
+
+  create(owner: string, protocolVersion: string, now: number): Session {
+    const session: Session = {
+      id: crypto.randomUUID(),
+      owner,
+      protocolVersion,
+      createdAt: now,
+      inflight: new Map(),
+    };
+    this.cache.set(session.id, session);
+    return session;
+  }
+
+  /** The session if it exists and belongs to `owner`; otherwise undefined, indistinguishably. */
+  get(id: string, owner: string): Session | undefined {
+    const s = this.cache.get(id);
+    return s && s.owner === owner ? s : undefined;
+  }
+
+  delete(id: string): void {
+    this.cache.delete(id);
+  }
+
+  get size(): number {
+    return this.cache.size;
+  }
+
+  *all(): IterableIterator<Session> {
+    yield* this.cache.values();
+  }
+
+  clear(): void {
+    this.cache.clear();
+  }
+}
+
+function endSession(session: Session): void {
+  session.stream?.close();
+  for (const c of session.inflight.values()) c.abort(new Error('session ended'));
+  session.inflight.clear();
+}

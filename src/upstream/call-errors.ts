@@ -1,0 +1,55 @@
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ManifoldError } from '../errors.js';
+
+// C0/C1 controls, zero-width and bidirectional-override characters (built from code points so
+// the source holds no control characters).
+const UNSAFE = new RegExp(
+  `[${String.fromCharCode(0)}-${String.fromCharCode(0x1f)}${String.fromCharCode(0x7f)}-${String.fromCharCode(0x9f)}\u200b-\u200f\u202a-\u202e\u2066-\u2069]+`,
+  'g',
+);
+
+/** Upstream text is untrusted: one line, no control characters, bounded. */
+export function sanitizeUpstreamText(text: string, max = 300): string {
+  const clean = text.replace(UNSAFE, ' ').trim();
+  return clean.length > max ? `${clean.slice(0, max)}…` : clean;
+}
+
+/**
+ * Maps whatever a relayed tools/call threw to one ManifoldError. A call that may have reached the
+ * upstream is never retried (at most once), so the message says the outcome is unknown.
+ */
+export function mapCallError(
+  e: unknown,
+  server: string,
+  timeoutMs: number,
+  cancelled: boolean,
+): ManifoldError {
+  if (e instanceof ManifoldError) return e;
+  if (cancelled) return new ManifoldError('ERR_CANCELLED', 'the request was cancelled');
+  if (e instanceof McpError) {
+    if (e.code === ErrorCode.RequestTimeout) {
+      return new ManifoldError(
+        'ERR_UPSTREAM_TIMEOUT',
+        `tools/call on server ${server} timed out after ${timeoutMs} ms without progress. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,
+        { cause: e },
+      );
+    }
+    if (e.code === ErrorCode.ConnectionClosed) {
+      return outcomeUnknown(server, e);
+    }
+    return new ManifoldError(
+      'ERR_UPSTREAM_ERROR',
+      `server ${server} returned an error: ${sanitizeUpstreamText(e.message.replace(/^MCP error -?\d+: /, ''))}`,
+      { cause: e, data: { upstreamCode: e.code } },
+    );
+  }
+  return outcomeUnknown(server, e);
+}
+
+function outcomeUnknown(server: string, cause: unknown): ManifoldError {
+  return new ManifoldError(
+    'ERR_OUTCOME_UNKNOWN',
+    `the connection to server ${server} failed during the call. The outcome is unknown: the tool may have run. It was not retried.`,
+    { cause },
+  );
+}

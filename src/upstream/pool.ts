@@ -1,0 +1,53 @@
+import type { Config } from '../config/types.js';
+import type { Logger } from '../log.js';
+import type { Platform } from '../platform.js';
+import type { BackoffOptions } from './backoff.js';
+import { Upstream, type UpstreamStatus } from './upstream.js';
+
+export interface PoolDeps {
+  platform: Platform;
+  log: Logger;
+  clientVersion: string;
+  backoff?: BackoffOptions;
+}
+
+/**
+ * Every configured upstream, connected in parallel. A slow or broken one delays nobody: `start`
+ * resolves when each first attempt has settled, and each attempt has its own deadlines.
+ */
+export class UpstreamPool {
+  readonly upstreams: readonly Upstream[];
+  private readonly byName: Map<string, Upstream>;
+  onChange: (upstream: Upstream) => void = () => {};
+
+  constructor(config: Config, deps: PoolDeps) {
+    this.upstreams = config.servers.map(
+      (server) =>
+        new Upstream(server, {
+          platform: deps.platform,
+          gateway: config.gateway,
+          log: deps.log,
+          clientVersion: deps.clientVersion,
+          ...(deps.backoff ? { backoff: deps.backoff } : {}),
+        }),
+    );
+    this.byName = new Map(this.upstreams.map((u) => [u.name, u]));
+    for (const u of this.upstreams) u.onChange = () => this.onChange(u);
+  }
+
+  async start(): Promise<void> {
+    await Promise.allSettled(this.upstreams.map((u) => u.start()));
+  }
+
+  get(name: string): Upstream | undefined {
+    return this.byName.get(name);
+  }
+
+  status(): UpstreamStatus[] {
+    return this.upstreams.map((u) => u.status());
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.upstreams.map((u) => u.close()));
+  }
+}

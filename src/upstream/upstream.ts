@@ -1,0 +1,292 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  ErrorCode,
+  ListToolsResultSchema,
+  McpError,
+  type Tool,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import { z } from 'zod';
+import type { GatewayConfig, ServerConfig } from '../config/types.js';
+import { describeError, ManifoldError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { Platform } from '../platform.js';
+import { type BackoffOptions, backoffDelay, defaultBackoff } from './backoff.js';
+import { mapCallError } from './call-errors.js';
+import { listAllTools } from './discovery.js';
+import { createTransport } from './transports.js';
+
+export type UpstreamState =
+  | 'connecting'
+  | 'ready'
+  | 'backoff'
+  | 'failed'
+  | 'disabled'
+  | 'unsupported'
+  | 'closed';
+
+export interface UpstreamStatus {
+  name: string;
+  transport: ServerConfig['type'];
+  state: UpstreamState;
+  tools: number;
+  lastError?: string;
+  rule?: string;
+  consecutiveFailures: number;
+}
+
+/** Consecutive failures after which a server is reported `failed` (it is still probed at the cap). */
+export const FAILED_AFTER = 5;
+/** A connection that stayed up this long ends a failure streak when it drops. */
+const STABLE_MS = 30_000;
+
+// Results are relayed, not interpreted: parse once at the edge, never re-validate here.
+const PassThrough = z.custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null);
+
+// The gateway never validates upstream output through the SDK; this keeps Ajv (which uses
+// `new Function`, forbidden on Workers) out of the client.
+const noValidation: jsonSchemaValidator = {
+  getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }),
+};
+
+export interface UpstreamDeps {
+  platform: Platform;
+  gateway: GatewayConfig;
+  log: Logger;
+  backoff?: BackoffOptions;
+  clientVersion: string;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  onprogress?: (p: { progress: number; total?: number; message?: string }) => void;
+}
+
+/**
+ * One configured upstream server: its SDK Client, its last complete tool listing, and the
+ * reconnect loop. It never throws into its siblings: every failure becomes state + lastError.
+ */
+export class Upstream {
+  readonly config: ServerConfig;
+  state: UpstreamState = 'connecting';
+  tools: Tool[] = [];
+  lastError?: string;
+  rule?: string;
+  consecutiveFailures = 0;
+  /** Called whenever the set of tools this upstream contributes may have changed. */
+  onChange: () => void = () => {};
+
+  private client: Client | undefined;
+  private generation = 0;
+  private readyAt = 0;
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private relisting: Promise<void> | undefined;
+  private relistAgain = false;
+  private readonly log: Logger;
+
+  constructor(
+    config: ServerConfig,
+    private readonly deps: UpstreamDeps,
+  ) {
+    this.config = config;
+    this.log = deps.log.child({ server: config.name });
+    if (config.disabled) this.state = 'disabled';
+  }
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  /** The first attempt; resolves once it has settled either way. */
+  async start(): Promise<void> {
+    if (this.state === 'disabled') return;
+    await this.connect();
+  }
+
+  status(): UpstreamStatus {
+    return {
+      name: this.name,
+      transport: this.config.type,
+      state: this.state,
+      tools: this.state === 'ready' ? this.tools.length : 0,
+      consecutiveFailures: this.consecutiveFailures,
+      ...(this.lastError ? { lastError: this.lastError } : {}),
+      ...(this.rule ? { rule: this.rule } : {}),
+    };
+  }
+
+  private async connect(): Promise<void> {
+    const gen = ++this.generation;
+    const { gateway, platform } = this.deps;
+    this.state = 'connecting';
+    let client: Client | undefined;
+    try {
+      const transport: Transport = createTransport(this.config, platform, this.log);
+      client = new Client(
+        { name: 'manifold', version: this.deps.clientVersion },
+        { capabilities: {}, jsonSchemaValidator: noValidation },
+      );
+      // Upstream -> client requests (sampling, elicitation, roots) are refused clearly for now;
+      // a later relay can route them to the downstream request that caused them.
+      client.fallbackRequestHandler = async (request) => {
+        throw new McpError(ErrorCode.MethodNotFound, `Manifold does not relay ${request.method} to clients`);
+      };
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged(gen));
+      client.onclose = () => this.onClosed(gen);
+      client.onerror = (e) => this.log.debug('upstream.transport_error', { error: describeError(e) });
+      await withDeadline(
+        client.connect(transport, { timeout: gateway.connectTimeoutMs }),
+        gateway.connectTimeoutMs,
+        'connect',
+      );
+      const tools = client.getServerCapabilities()?.tools ? await this.list(client) : [];
+      if (gen !== this.generation) {
+        await client.close().catch(() => {});
+        return;
+      }
+      this.client = client;
+      this.tools = tools;
+      this.state = 'ready';
+      this.readyAt = platform.now();
+      this.lastError = undefined;
+      this.rule = undefined;
+      this.log.info('upstream.ready', { tools: tools.length });
+      this.onChange();
+    } catch (e) {
+      if (client) await client.close().catch(() => {});
+      if (gen !== this.generation) return;
+      this.fail(e);
+    }
+  }
+
+  private list(client: Client): Promise<Tool[]> {
+    const { gateway } = this.deps;
+    return listAllTools(
+      async (cursor, signal) =>
+        client.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, ListToolsResultSchema, {
+          signal,
+          timeout: gateway.listTimeoutMs,
+        }),
+      { maxPages: gateway.maxListPages, deadlineMs: gateway.listTimeoutMs },
+    );
+  }
+
+  private fail(e: unknown): void {
+    this.client = undefined;
+    this.tools = [];
+    this.lastError = describeError(e);
+    const rule = e instanceof ManifoldError ? (e.data?.rule as string | undefined) : undefined;
+    if (rule === 'unsupported-transport') {
+      this.state = 'unsupported';
+      this.rule = rule;
+      this.log.warn('upstream.unsupported', { rule, error: this.lastError });
+      this.onChange();
+      return;
+    }
+    this.consecutiveFailures++;
+    this.state = this.consecutiveFailures >= FAILED_AFTER ? 'failed' : 'backoff';
+    const delay = backoffDelay(this.consecutiveFailures, this.deps.backoff ?? defaultBackoff);
+    this.log.warn('upstream.unavailable', {
+      error: this.lastError,
+      failures: this.consecutiveFailures,
+      retryInMs: delay,
+      state: this.state,
+    });
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.state !== 'closed') void this.connect();
+    }, delay);
+    this.onChange();
+  }
+
+  private onClosed(gen: number): void {
+    if (gen !== this.generation || this.state !== 'ready') return;
+    // A connection that held for a while starts a fresh failure streak; a crash loop does not.
+    if (this.deps.platform.now() - this.readyAt >= STABLE_MS) this.consecutiveFailures = 0;
+    this.generation++;
+    this.fail(new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', 'connection closed by the upstream'));
+  }
+
+  private onListChanged(gen: number): void {
+    if (gen !== this.generation || this.state !== 'ready') return;
+    this.log.info('upstream.list_changed');
+    void this.refresh();
+  }
+
+  /** Lists again (serialised: changes that arrive meanwhile cause one more pass). */
+  refresh(): Promise<void> {
+    if (this.relisting) {
+      this.relistAgain = true;
+      return this.relisting;
+    }
+    this.relisting = (async () => {
+      do {
+        this.relistAgain = false;
+        const client = this.client;
+        const gen = this.generation;
+        if (!client || this.state !== 'ready') return;
+        try {
+          const tools = await this.list(client);
+          if (gen !== this.generation) return;
+          this.tools = tools;
+          this.onChange();
+        } catch (e) {
+          // Keep the last complete listing: never load half of one.
+          this.lastError = describeError(e);
+          this.log.warn('upstream.relist_failed', { error: this.lastError });
+        }
+      } while (this.relistAgain);
+    })().finally(() => {
+      this.relisting = undefined;
+    });
+    return this.relisting;
+  }
+
+  /** Relays one tools/call. Never retried: a failure after sending has an unknown outcome. */
+  async callTool(
+    params: Record<string, unknown>,
+    options: CallOptions = {},
+  ): Promise<Record<string, unknown>> {
+    const client = this.client;
+    if (!client || this.state !== 'ready') {
+      throw new ManifoldError(
+        'ERR_UPSTREAM_UNAVAILABLE',
+        `server ${this.name} is not connected right now (${this.state}); the call was not sent`,
+      );
+    }
+    const timeout = this.config.timeoutMs;
+    try {
+      return await client.request({ method: 'tools/call', params: params as { name: string } }, PassThrough, {
+        ...(options.signal ? { signal: options.signal } : {}),
+        ...(options.onprogress ? { onprogress: options.onprogress } : {}),
+        timeout,
+        resetTimeoutOnProgress: true,
+        maxTotalTimeout: Math.max(timeout, this.deps.gateway.maxCallTimeoutMs),
+      });
+    } catch (e) {
+      throw mapCallError(e, this.name, timeout, options.signal?.aborted === true);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.state = 'closed';
+    this.generation++;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    const client = this.client;
+    this.client = undefined;
+    if (client) await client.close().catch(() => {});
+  }
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new ManifoldError('ERR_UPSTREAM_TIMEOUT', `${what} timed out after ${ms} ms`)),
+      ms,
+    );
+  });
+  return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
+}

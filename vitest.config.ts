@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // e2e suites spawn real MCP servers; two cores, so keep parallelism modest.
+    maxWorkers: 2,
+    pool: 'forks',
+  },
+});
