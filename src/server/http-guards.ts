@@ -38,8 +38,12 @@ export function originGuard(options: OriginGuardOptions): MiddlewareHandler {
       throw new ManifoldError('ERR_ORIGIN', 'origin not allowed');
     }
     if (options.checkHost) {
-      const host = hostnameOf(c.req.header('host') ?? '');
-      if (!isLoopbackHost(host) && !hosts.has(host)) throw new ManifoldError('ERR_HOST', 'host not allowed');
+      const raw = (c.req.header('host') ?? '').trim().toLowerCase();
+      const host = hostnameOf(raw);
+      // `hostnames` entries may carry a port (gw.example.com:8443) or not.
+      if (!isLoopbackHost(host) && !hosts.has(host) && !hosts.has(raw)) {
+        throw new ManifoldError('ERR_HOST', 'host not allowed');
+      }
     }
     await next();
   };

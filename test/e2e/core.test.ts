@@ -147,4 +147,11 @@ describe('core gateway over stdio upstreams', () => {
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name)).toContain(`fx__${grown}`);
   });
+
+  it('an upstream request to the client (sampling) is refused with a clear error', async () => {
+    const res = await client.callTool({ name: 'fx__ask_client', arguments: {} });
+    expect((res.content as { text: string }[])[0]!.text).toMatch(
+      /refused: .*Manifold does not relay sampling\/createMessage/,
+    );
+  });
 });
