@@ -24,7 +24,9 @@ export type ErrorCode =
   | 'ERR_CANCELLED'
   | 'ERR_LISTING'
   | 'ERR_ALL_UPSTREAMS_FAILED'
-  | 'ERR_SHUTTING_DOWN';
+  | 'ERR_SHUTTING_DOWN'
+  | 'ERR_EGRESS_DENIED'
+  | 'ERR_UPSTREAM_BODY_TOO_LARGE';
 
 export class ManifoldError extends Error {
   readonly code: ErrorCode;

@@ -1,9 +1,17 @@
-import { buildCatalog, type Catalog, type CatalogEntry, emptyCatalog } from './aggregate/catalog.js';
+import {
+  buildCatalog,
+  type Catalog,
+  type CatalogEntry,
+  type Diagnostic,
+  emptyCatalog,
+} from './aggregate/catalog.js';
 import { CursorSealer } from './aggregate/cursor.js';
 import type { Principal } from './auth/principal.js';
 import type { Config } from './config/types.js';
 import { ManifoldError } from './errors.js';
+import { type ArgsCheck, compileArgsValidator } from './guards/args.js';
 import { compileGlobs } from './guards/glob.js';
+import { resultCap } from './guards/result-cap.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
 import { SessionTable } from './server/sessions.js';
@@ -24,7 +32,11 @@ export interface Health {
   status: 'ok' | 'degraded' | 'down' | 'starting' | 'stopping';
   version: string;
   upstreams: UpstreamStatus[];
+  diagnostics: readonly Diagnostic[];
 }
+
+type Result = Record<string, unknown>;
+type Validator = ((args: unknown) => ArgsCheck) | null;
 
 export interface ToolPage {
   tools: CatalogEntry['tool'][];
@@ -50,7 +62,10 @@ export class Gateway {
   private inflight = 0;
   private drained: (() => void) | undefined;
   private cursors: Promise<CursorSealer>;
-  private visibleCache = new Map<string, { version: number; entries: CatalogEntry[] }>();
+  private visibleCache = new Map<string, { version: number; entries: CatalogEntry[]; names: Set<string> }>();
+  /** Argument validators, compiled at most once per tool per catalog version. */
+  private validators = new WeakMap<Catalog, Map<string, Validator>>();
+  private caps = new Map<string, ReturnType<typeof resultCap>>();
   /** Listeners for a verified catalog change (downstream list_changed). */
   private listeners = new Set<(catalog: Catalog) => void>();
 
@@ -97,17 +112,16 @@ export class Gateway {
     const inputs = this.pool.upstreams
       .filter((u) => u.state === 'ready')
       .map((u) => ({ server: u.config, tools: u.tools }));
-    const next = buildCatalog(inputs, this.catalog.version + 1);
-    for (const c of next.collisions) {
-      this.log.error('catalog.name_collision', {
-        rule: 'name-collision',
-        name: c.name,
-        kept: c.kept.server,
-        dropped: c.dropped.server,
-        fix: `give server ${c.dropped.server} a prefix`,
-      });
-    }
+    const g = this.config.gateway;
+    const next = buildCatalog(inputs, this.catalog.version + 1, {
+      maxDescriptionBytes: g.maxDescriptionBytes,
+      maxSchemaBytes: g.maxSchemaBytes,
+    });
     if (next.signature === this.catalog.signature) return;
+    for (const d of next.diagnostics) {
+      const level = d.rule === 'name-collision' || d.rule === 'schema-too-large' ? 'error' : 'warn';
+      this.log[level]('catalog.diagnostic', { ...d });
+    }
     this.catalog = next;
     this.visibleCache.clear();
     for (const l of this.listeners) l(next);
@@ -115,24 +129,31 @@ export class Gateway {
 
   /** The entries a principal may see, cached per catalog version (filter after the cache). */
   visibleEntries(principal: Principal): CatalogEntry[] {
+    return this.visibility(principal).entries;
+  }
+
+  private visibility(principal: Principal): { version: number; entries: CatalogEntry[]; names: Set<string> } {
     const catalog = this.catalog;
     const hit = this.visibleCache.get(principal.key);
-    if (hit && hit.version === catalog.version) return hit.entries;
+    if (hit && hit.version === catalog.version) return hit;
     let entries: CatalogEntry[];
     if (principal.grants === '*') entries = catalog.entries as CatalogEntry[];
     else {
       const granted = compileGlobs(principal.grants);
-      entries = catalog.entries.filter((e) => granted(e.name));
+      const tools = catalog.entries.filter((e) => !e.meta && granted(e.name));
+      // Meta-tools are visible when anything is, and only ever reveal what the caller can see.
+      entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name)) : [];
     }
     if (this.visibleCache.size > 1000) this.visibleCache.clear();
-    this.visibleCache.set(principal.key, { version: catalog.version, entries });
-    return entries;
+    const view = { version: catalog.version, entries, names: new Set(entries.map((e) => e.name)) };
+    this.visibleCache.set(principal.key, view);
+    return view;
   }
 
   /** Resolves an exposed name for this principal; invisible and unknown fail identically (A13). */
   resolve(principal: Principal, name: unknown): CatalogEntry {
     const entry = typeof name === 'string' ? this.catalog.byName.get(name) : undefined;
-    if (!entry || !this.isVisible(principal, entry)) {
+    if (!entry || !this.visibility(principal).names.has(entry.name)) {
       throw new ManifoldError(
         'ERR_TOOL_UNKNOWN',
         `Unknown tool: ${typeof name === 'string' ? name.slice(0, 128) : ''}`,
@@ -141,8 +162,63 @@ export class Gateway {
     return entry;
   }
 
-  private isVisible(principal: Principal, entry: CatalogEntry): boolean {
-    return principal.grants === '*' || compileGlobs(principal.grants)(entry.name);
+  /**
+   * Validates arguments against the tool's full input schema. Returns an isError result listing
+   * the problems (with the schema, so a model can correct itself), or undefined when valid.
+   */
+  checkArguments(entry: CatalogEntry, args: Record<string, unknown>): Result | undefined {
+    const catalog = this.catalog;
+    let perCatalog = this.validators.get(catalog);
+    if (!perCatalog) {
+      perCatalog = new Map();
+      this.validators.set(catalog, perCatalog);
+    }
+    let validate = perCatalog.get(entry.name);
+    if (validate === undefined) {
+      const compiled = compileArgsValidator(entry.full.inputSchema);
+      if (compiled.ok) validate = compiled.validate;
+      else {
+        validate = null;
+        this.log.warn('guard.args_unvalidated', {
+          rule: 'schema-unsupported',
+          server: entry.server,
+          tool: entry.name,
+          reason: compiled.reason,
+        });
+      }
+      perCatalog.set(entry.name, validate);
+    }
+    if (validate === null) return undefined;
+    const check = validate(args);
+    if (check.valid) return undefined;
+    const text = [
+      `Invalid arguments for tool ${entry.name}; it was not called:`,
+      ...check.problems.map((p) => `- ${p}`),
+      '',
+      `Full input schema: ${JSON.stringify(entry.full.inputSchema)}`,
+    ].join('\n');
+    return { content: [{ type: 'text', text }], isError: true };
+  }
+
+  /** Applies the server's result cap (E1). Results that fit pass through untouched. */
+  capResult(entry: CatalogEntry, result: Result): Result {
+    const server = this.pool.get(entry.server)?.config;
+    const max = server?.maxResultBytes ?? this.config.gateway.maxResultBytes;
+    let cap = this.caps.get(entry.server);
+    if (!cap) {
+      cap = resultCap(max);
+      this.caps.set(entry.server, cap);
+    }
+    const capped = cap(result);
+    if (capped.truncated) {
+      this.log.info('guard.result_truncated', {
+        server: entry.server,
+        tool: entry.name,
+        bytes: capped.originalBytes,
+        max,
+      });
+    }
+    return capped.result;
   }
 
   async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {
@@ -198,7 +274,7 @@ export class Gateway {
     else if (enabled.some((u) => u.state === 'connecting') && ready === 0) status = 'starting';
     else if (ready === enabled.length) status = 'ok';
     else status = ready === 0 ? 'down' : 'degraded';
-    return { status, version: this.version, upstreams };
+    return { status, version: this.version, upstreams, diagnostics: this.catalog.diagnostics };
   }
 
   /** Stop accepting calls, let in-flight ones finish within `graceMs`, then close everything. */

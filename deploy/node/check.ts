@@ -17,7 +17,7 @@ export async function runCheck(
   version: string,
   out: (s: string) => void,
 ): Promise<number> {
-  const gateway = new Gateway({ config, platform: nodePlatform(log), version });
+  const gateway = new Gateway({ config, platform: nodePlatform(log, config.gateway), version });
   try {
     await gateway.start();
     const rows = gateway.health().upstreams;

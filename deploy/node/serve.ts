@@ -29,7 +29,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   const { config, log } = options;
   const gateway = new Gateway({
     config,
-    platform: nodePlatform(log),
+    platform: nodePlatform(log, config.gateway),
     version: options.version,
     ...(options.backoff ? { backoff: options.backoff } : {}),
   });

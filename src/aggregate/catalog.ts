@@ -1,19 +1,42 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
+import { DESCRIBE_TOOL_NAME, discloseServer } from '../guards/disclosure.js';
 import { toolFilter } from '../guards/filters.js';
+import { toolBounds } from '../guards/tool-bounds.js';
+import { describeToolDefinition } from './describe-tool.js';
 import { assignNames, type NameCollision, type NameRequest } from './names.js';
 
-/** One tool as the gateway exposes it. `tool` is what clients see; `original` is what upstream knows. */
+/**
+ * One tool as the gateway exposes it. `tool` is what tools/list shows (possibly a disclosure
+ * stub); `full` is the bounded, complete definition that describe_tool returns and that argument
+ * validation uses; `original` is the name the upstream knows.
+ */
 export interface CatalogEntry {
   name: string;
   server: string;
   original: string;
   tool: Tool;
+  full: Tool;
+  deferred: boolean;
+  /** Set for the gateway's own meta-tools, which no upstream serves. */
+  meta?: 'describe_tool';
+}
+
+export interface Diagnostic {
+  rule: string;
+  server: string;
+  tool?: string;
+  message: string;
 }
 
 export interface CatalogInput {
   server: ServerConfig;
   tools: readonly Tool[];
+}
+
+export interface CatalogOptions {
+  maxDescriptionBytes: number;
+  maxSchemaBytes: number;
 }
 
 /**
@@ -25,6 +48,7 @@ export interface Catalog {
   entries: readonly CatalogEntry[];
   byName: ReadonlyMap<string, CatalogEntry>;
   collisions: readonly NameCollision[];
+  diagnostics: readonly Diagnostic[];
   /** Equal signatures mean clients would see exactly the same list. */
   signature: string;
 }
@@ -34,40 +58,124 @@ export const emptyCatalog: Catalog = {
   entries: [],
   byName: new Map(),
   collisions: [],
+  diagnostics: [],
   signature: '[]',
 };
 
+const defaultOptions: CatalogOptions = { maxDescriptionBytes: 4096, maxSchemaBytes: 20_480 };
+
 /**
  * Merges upstream listings in config order, each server's tools sorted by their upstream name,
- * so the merged order is deterministic whatever order the upstreams answer in.
+ * so the merged order is deterministic whatever order the upstreams answer in. Per server:
+ * config filters, then bounds on upstream text, then names, then the disclosure budget.
  */
-export function buildCatalog(inputs: readonly CatalogInput[], version: number): Catalog {
+export function buildCatalog(
+  inputs: readonly CatalogInput[],
+  version: number,
+  options: CatalogOptions = defaultOptions,
+): Catalog {
+  const bound = toolBounds(options);
+  const diagnostics: Diagnostic[] = [];
   const requests: NameRequest[] = [];
-  const tools: { server: string; tool: Tool }[] = [];
+  const pending: { server: ServerConfig; tool: Tool }[] = [];
   for (const { server, tools: listed } of inputs) {
     const visible = toolFilter(server.tools);
     const sorted = listed.filter((t) => visible(t.name)).sort((a, b) => compare(a.name, b.name));
-    for (const tool of sorted) {
+    for (const raw of sorted) {
+      const { tool, findings } = bound(raw);
+      for (const f of findings) {
+        diagnostics.push({ rule: f.rule, server: server.name, tool: f.tool, message: findingMessage(f) });
+      }
+      if (!tool) continue;
       requests.push({ server: server.name, prefix: server.prefix, tool: tool.name });
-      tools.push({ server: server.name, tool });
+      pending.push({ server, tool });
     }
   }
   const { names, collisions } = assignNames(requests);
+  for (const c of collisions) {
+    diagnostics.push({
+      rule: 'name-collision',
+      server: c.dropped.server,
+      tool: c.dropped.tool,
+      message: `${c.name} is already published by server ${c.kept.server}; give server ${c.dropped.server} a prefix`,
+    });
+  }
+
+  // Group by server (pending is already in server order) to apply each server's budget.
   const entries: CatalogEntry[] = [];
-  const byName = new Map<string, CatalogEntry>();
+  let group: { server: ServerConfig; items: { name: string; tool: Tool; full: Tool }[] } | undefined;
+  const flush = () => {
+    if (!group || group.items.length === 0) return;
+    const { server, items } = group;
+    const disclosed = discloseServer(
+      items.map((i) => ({ name: i.name, tool: i.tool })),
+      server.budgetTokens,
+    );
+    if (disclosed.floorExceeded) {
+      diagnostics.push({
+        rule: 'disclosure-budget-exceeded',
+        server: server.name,
+        message: `${items.length} tools need ${disclosed.floorTokens} tokens for names and descriptions alone, over the budget of ${server.budgetTokens}; narrow them with the server's tools.allow / tools.deny filter`,
+      });
+    }
+    const deferred = new Set(disclosed.deferred);
+    items.forEach((item, i) => {
+      entries.push({
+        name: item.name,
+        server: server.name,
+        original: item.full.name,
+        tool: disclosed.tools[i] ?? item.tool,
+        full: { ...item.full, name: item.name },
+        deferred: deferred.has(item.name),
+      });
+    });
+  };
   names.forEach((name, i) => {
-    const src = tools[i]!;
+    const src = pending[i]!;
+    if (!group || group.server !== src.server) {
+      flush();
+      group = { server: src.server, items: [] };
+    }
     if (name === null) return;
-    const entry: CatalogEntry = {
-      name,
-      server: src.server,
-      original: src.tool.name,
-      tool: { ...src.tool, name },
-    };
-    entries.push(entry);
-    byName.set(name, entry);
+    group.items.push({ name, tool: { ...src.tool, name }, full: src.tool });
   });
-  return { version, entries, byName, collisions, signature: JSON.stringify(entries.map((e) => e.tool)) };
+  flush();
+
+  if (entries.some((e) => e.deferred)) {
+    const def = describeToolDefinition();
+    entries.push({
+      name: DESCRIBE_TOOL_NAME,
+      server: 'manifold',
+      original: DESCRIBE_TOOL_NAME,
+      tool: def,
+      full: def,
+      deferred: false,
+      meta: 'describe_tool',
+    });
+  }
+  const byName = new Map<string, CatalogEntry>();
+  for (const e of entries) byName.set(e.name, e);
+  return {
+    version,
+    entries,
+    byName,
+    collisions,
+    diagnostics,
+    signature: JSON.stringify(entries.map((e) => e.tool)),
+  };
+}
+
+function findingMessage(f: { rule: string; tool: string } & Record<string, unknown>): string {
+  switch (f.rule) {
+    case 'schema-too-large':
+      return `tool ${f.tool} withheld: its ${String(f.which)} is ${String(f.bytes)} bytes, over maxSchemaBytes`;
+    case 'description-clipped':
+      return `tool ${f.tool}: description of ${String(f.bytes)} bytes clipped to maxDescriptionBytes`;
+    case 'unsafe-text-stripped':
+      return `tool ${f.tool}: control, bidirectional or zero-width characters stripped from ${String(f.field)}`;
+    default:
+      return `tool ${f.tool}: ${f.rule}`;
+  }
 }
 
 function compare(a: string, b: string): number {

@@ -5,6 +5,7 @@ export type {
   Config,
   ConfigIssue,
   ConfigResult,
+  DisclosureConfig,
   GatewayConfig,
   ServerConfig,
   TransportKind,

@@ -5,6 +5,8 @@
  */
 import { type Env, Interpolator } from './interpolate.js';
 import {
+  closestKey,
+  DISCLOSURE_KEYS,
   describeKind,
   FIELD_TEXT,
   formatPath,
@@ -336,8 +338,13 @@ function isTainted(f: Findings, path: readonly PathSegment[]): boolean {
 
 interface GatewayRead {
   config: GatewayConfig;
-  /** Keys whose configured value was rejected (the default stands in for them). */
+  /**
+   * Keys whose configured value was rejected (the default stands in for them); keys inside
+   * `disclosure` are written `disclosure.budgetTokens`.
+   */
   invalid: Set<string>;
+  /** `disclosure.alwaysLoad` as written (interpolated, not deduplicated), so indices match the file. */
+  alwaysLoad: string[];
 }
 
 function checkOrigin(f: Findings, origin: string, path: PathSegment[]): string | undefined {
@@ -390,11 +397,87 @@ function checkHostname(f: Findings, host: string, path: PathSegment[]): string |
   return undefined;
 }
 
+const ALLOWED_HOST_FIX = 'write the bare host name, e.g. "api.example.com" or "127.0.0.1:3001"';
+const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
+const HOST_AND_PORT = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+)(?::([0-9]{1,5}))?$/u;
+
+/**
+ * An egress allowlist entry: a host name, IPv4 or bracketed IPv6 literal, optionally with `:port`.
+ * Normalised by the WHATWG URL parser: lowercase, IDN as punycode, IPv4 in dotted form.
+ */
+function checkAllowedHost(f: Findings, entry: string, path: PathSegment[]): string | undefined {
+  const tainted = isTainted(f, path);
+  const reject = (message: string, fix = ALLOWED_HOST_FIX) => {
+    error(f, path, message, fix);
+    return undefined;
+  };
+  if (entry.trim() === '') return reject('must not be empty');
+  if (SCHEME.test(entry)) {
+    let fix = ALLOWED_HOST_FIX;
+    if (!tainted) {
+      try {
+        const host = new URL(entry).host;
+        if (host !== '') fix = `write ${JSON.stringify(host)}`;
+      } catch {
+        // keep the generic fix
+      }
+    }
+    return reject('must be a bare host name, not a URL: remove the scheme', fix);
+  }
+  if (entry.includes('@')) return reject('must not contain a username or "@"');
+  if (entry.includes('*')) {
+    return reject(
+      'wildcards are not supported; each host is matched exactly',
+      'list each host name on its own, e.g. "api.example.com"',
+    );
+  }
+  if (/[/?#\\]/.test(entry)) return reject('must be a bare host name, without a path, query or fragment');
+  const match = HOST_AND_PORT.exec(entry);
+  if (!match && !entry.includes('[') && (entry.match(/:/g)?.length ?? 0) > 1) {
+    return reject(
+      'an IPv6 address must be written in brackets',
+      'write it as "[::1]", or with a port as "[::1]:8080"',
+    );
+  }
+  if (!match) return reject('is not a valid host name, optionally followed by ":port"');
+  const port = match[2];
+  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) {
+    return reject(`port must be from 1 to 65535, got ${port}`);
+  }
+  let hostname: string;
+  try {
+    hostname = new URL(`http://${match[1]}`).hostname;
+  } catch {
+    return reject('is not a valid host name, optionally followed by ":port"');
+  }
+  if (hostname === '') return reject('is not a valid host name, optionally followed by ":port"');
+  return port === undefined ? hostname : `${hostname}:${Number(port)}`;
+}
+
+/** Picks the known keys of `gateway.disclosure`, warning about the rest. */
+function readDisclosure(f: Findings, raw: unknown, base: PathSegment[]): unknown {
+  if (!isObject(raw)) return raw;
+  const picked: JsonObject = {};
+  for (const key of keysOf(raw)) {
+    if (DISCLOSURE_KEYS.includes(key)) picked[key] = interpolateField(f, raw[key], [...base, key]);
+    else f.warnings.push(unknownKeyWarning([...base, key], DISCLOSURE_KEYS));
+  }
+  return picked;
+}
+
 function readGateway(f: Findings, raw: unknown): GatewayRead {
   const base = ['gateway'];
-  const config: GatewayConfig = { ...GATEWAY_DEFAULTS, allowedOrigins: [], hostnames: [] };
+  const config: GatewayConfig = {
+    ...GATEWAY_DEFAULTS,
+    allowedOrigins: [],
+    hostnames: [],
+    allowedHosts: [],
+    disclosure: { ...GATEWAY_DEFAULTS.disclosure, alwaysLoad: [] },
+  };
   const invalid = new Set<string>();
-  if (raw === undefined) return { config, invalid };
+  const disclosureKeys = DISCLOSURE_KEYS.map((k) => `disclosure.${k}`);
+  let alwaysLoad: string[] = [];
+  if (raw === undefined) return { config, invalid, alwaysLoad };
   if (!isObject(raw)) {
     error(
       f,
@@ -402,13 +485,19 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
       `expected an object, got ${describeKind(raw)}`,
       'write gateway as an object such as {"port": 8787}, or remove it',
     );
-    for (const k of GATEWAY_KEYS) invalid.add(k);
-    return { config, invalid };
+    for (const k of [...GATEWAY_KEYS, ...disclosureKeys]) invalid.add(k);
+    return { config, invalid, alwaysLoad };
   }
   const picked: JsonObject = {};
   for (const key of keysOf(raw)) {
-    if ((GATEWAY_KEYS as string[]).includes(key)) picked[key] = interpolateField(f, raw[key], [...base, key]);
-    else f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
+    if (!(GATEWAY_KEYS as string[]).includes(key)) {
+      f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
+      continue;
+    }
+    picked[key] =
+      key === 'disclosure'
+        ? readDisclosure(f, raw[key], [...base, key])
+        : interpolateField(f, raw[key], [...base, key]);
   }
   const issues = validateShape(gatewayEntrySchema, picked, {
     table: FIELD_TEXT.gateway,
@@ -418,9 +507,25 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
   f.errors.push(...issues);
   const target = config as unknown as JsonObject;
   for (const key of GATEWAY_KEYS) {
-    if (picked[key] === undefined) continue;
+    if (picked[key] === undefined || key === 'disclosure') continue;
     if (hasIssueUnder(issues, [...base, key])) invalid.add(key);
     else target[key] = picked[key];
+  }
+  if (picked.disclosure !== undefined) {
+    if (isObject(picked.disclosure)) {
+      const given = picked.disclosure;
+      const disclosure = config.disclosure as unknown as JsonObject;
+      for (const key of DISCLOSURE_KEYS) {
+        if (given[key] === undefined) continue;
+        if (hasIssueUnder(issues, [...base, 'disclosure', key])) invalid.add(`disclosure.${key}`);
+        else disclosure[key] = given[key];
+      }
+      alwaysLoad = config.disclosure.alwaysLoad;
+      config.disclosure.alwaysLoad = [...new Set(alwaysLoad)];
+    } else {
+      invalid.add('disclosure');
+      for (const k of disclosureKeys) invalid.add(k);
+    }
   }
 
   if (!invalid.has('allowedOrigins')) {
@@ -438,6 +543,36 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
       if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
     });
     config.hostnames = hosts;
+  }
+  if (!invalid.has('allowedHosts')) {
+    const hosts: string[] = [];
+    config.allowedHosts.forEach((h, i) => {
+      const ok = checkAllowedHost(f, h, [...base, 'allowedHosts', i]);
+      if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
+    });
+    config.allowedHosts = hosts;
+  }
+  if (!invalid.has('maxResultBytes') && !invalid.has('maxUpstreamBodyBytes')) {
+    const { maxResultBytes, maxUpstreamBodyBytes } = config;
+    if (maxResultBytes > maxUpstreamBodyBytes) {
+      if (picked.maxUpstreamBodyBytes !== undefined) {
+        error(
+          f,
+          [...base, 'maxUpstreamBodyBytes'],
+          `must be at least gateway.maxResultBytes (${maxResultBytes}), got ${maxUpstreamBodyBytes}`,
+          `raise maxUpstreamBodyBytes to ${maxResultBytes} or more, or lower maxResultBytes`,
+        );
+        invalid.add('maxUpstreamBodyBytes');
+      } else {
+        error(
+          f,
+          [...base, 'maxResultBytes'],
+          `must be at most gateway.maxUpstreamBodyBytes (${maxUpstreamBodyBytes}), got ${maxResultBytes}`,
+          `lower maxResultBytes to ${maxUpstreamBodyBytes} or less, or raise maxUpstreamBodyBytes`,
+        );
+        invalid.add('maxResultBytes');
+      }
+    }
   }
   if (!invalid.has('callTimeoutMs') && !invalid.has('maxCallTimeoutMs')) {
     const { callTimeoutMs, maxCallTimeoutMs } = config;
@@ -460,7 +595,7 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
       invalid.add('callTimeoutMs');
     }
   }
-  return { config, invalid };
+  return { config, invalid, alwaysLoad };
 }
 
 // --- servers -----------------------------------------------------------------------------------
@@ -750,6 +885,36 @@ function readServer(
     }
   }
 
+  // Result cap.
+  let maxResultBytes = gateway.config.maxResultBytes;
+  if (valid('maxResultBytes')) {
+    maxResultBytes = picked.maxResultBytes as number;
+    const max = gateway.config.maxUpstreamBodyBytes;
+    if (!gateway.invalid.has('maxUpstreamBodyBytes') && maxResultBytes > max) {
+      error(
+        f,
+        [...base, 'maxResultBytes'],
+        `must be at most gateway.maxUpstreamBodyBytes (${max}), got ${maxResultBytes}`,
+        `lower maxResultBytes to ${max} or less, or raise gateway.maxUpstreamBodyBytes`,
+      );
+    }
+  }
+
+  // Disclosure budget: alwaysLoad wins over any budget.
+  let budgetTokens = gateway.config.disclosure.budgetTokens;
+  if (valid('budgetTokens')) budgetTokens = picked.budgetTokens as number | 'off';
+  if (gateway.config.disclosure.alwaysLoad.includes(name)) {
+    if (valid('budgetTokens') && budgetTokens !== 'off') {
+      f.warnings.push({
+        path: formatPath([...base, 'budgetTokens']),
+        message:
+          'is ignored: this server is listed in gateway.disclosure.alwaysLoad, so its schemas are always inlined',
+        fix: 'remove budgetTokens, or remove the server from gateway.disclosure.alwaysLoad',
+      });
+    }
+    budgetTokens = 'off';
+  }
+
   if (f.errors.length > before || type === undefined) return undefined;
   const server: ServerConfig = {
     name,
@@ -761,6 +926,8 @@ function readServer(
     tools: { ...(tools.allow ? { allow: tools.allow } : {}), deny: tools.deny ?? [] },
     timeoutMs,
     disabled,
+    maxResultBytes,
+    budgetTokens,
   };
   if (type === 'stdio') {
     server.command = picked.command as string;
@@ -842,6 +1009,30 @@ function readServers(f: Findings, raw: JsonObject, gateway: GatewayRead): Server
   return servers;
 }
 
+/** Every `gateway.disclosure.alwaysLoad` entry must name a server in the file (disabled or not). */
+function checkAlwaysLoad(f: Findings, raw: JsonObject, gateway: GatewayRead): void {
+  if (gateway.alwaysLoad.length === 0) return;
+  const known: string[] = [];
+  for (const mapKey of ['mcpServers', 'servers']) {
+    const map = raw[mapKey];
+    if (isObject(map)) known.push(...keysOf(map));
+  }
+  const listed = known.map((n) => JSON.stringify(n)).join(', ');
+  gateway.alwaysLoad.forEach((name, i) => {
+    if (known.includes(name)) return;
+    const path = ['gateway', 'disclosure', 'alwaysLoad', i];
+    const tainted = isTainted(f, path);
+    const near = tainted ? undefined : closestKey(name, known);
+    let fix: string;
+    if (known.length === 0) fix = 'add the server under mcpServers, or remove it from alwaysLoad';
+    else if (near !== undefined)
+      fix = `did you mean ${JSON.stringify(near)}? The configured servers are ${listed}`;
+    else fix = `use one of the configured server names: ${listed}; or remove the entry`;
+    const what = tainted ? 'a server' : `server ${JSON.stringify(name)}`;
+    error(f, path, `names ${what}, which is not configured`, fix);
+  });
+}
+
 function validate(raw: unknown, env: Env, initial: ConfigIssue[]): ConfigResult {
   const errors = [...initial];
   const f: Findings = { errors, warnings: [], interpolator: new Interpolator(env, errors) };
@@ -860,6 +1051,7 @@ function validate(raw: unknown, env: Env, initial: ConfigIssue[]): ConfigResult 
   }
   const gateway = readGateway(f, raw.gateway);
   const servers = readServers(f, raw, gateway);
+  checkAlwaysLoad(f, raw, gateway);
   if (f.errors.length > 0) return { ok: false, errors: f.errors, warnings: f.warnings };
   const config: Config = { gateway: gateway.config, servers };
   return { ok: true, config, warnings: f.warnings, secrets: f.interpolator.secrets };

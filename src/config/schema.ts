@@ -46,6 +46,16 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
   maxListPages: 100,
   pageSize: 500,
   shutdownGraceMs: 10_000,
+  allowedHosts: Object.freeze([]) as unknown as string[],
+  maxResultBytes: 65_536,
+  maxUpstreamBodyBytes: 8_388_608,
+  maxSchemaBytes: 20_480,
+  maxDescriptionBytes: 4096,
+  maxToolsPerServer: 1000,
+  disclosure: Object.freeze({
+    budgetTokens: 20_000,
+    alwaysLoad: Object.freeze([]) as unknown as string[],
+  }),
 });
 
 /** setTimeout fires at once for anything above this, so millisecond settings stop here. */
@@ -61,6 +71,13 @@ export const TRANSPORT_TYPES = ['stdio', 'streamable-http', 'http', 'sse'] as co
 
 const count = () => z.int().min(1);
 const millis = () => z.int().min(1).max(MAX_TIMER_MS);
+/** A disclosure budget in tokens, or "off" to inline everything. */
+const budget = () => z.union([count(), z.literal('off')]);
+
+export const disclosureSchema = z.object({
+  budgetTokens: budget(),
+  alwaysLoad: z.array(z.string().min(1)),
+});
 
 export const gatewaySchema = z.object({
   host: z.string().min(1),
@@ -78,6 +95,14 @@ export const gatewaySchema = z.object({
   maxListPages: count(),
   pageSize: z.int().min(1).max(MAX_PAGE_SIZE),
   shutdownGraceMs: millis(),
+  // Empty entries are rejected in load.ts, so that one bad entry does not hide the others.
+  allowedHosts: z.array(z.string()),
+  maxResultBytes: count(),
+  maxUpstreamBodyBytes: count(),
+  maxSchemaBytes: count(),
+  maxDescriptionBytes: count(),
+  maxToolsPerServer: count(),
+  disclosure: disclosureSchema.partial(),
 });
 
 const glob = () => z.array(z.string().min(1));
@@ -96,6 +121,8 @@ export const serverEntrySchema = z.object({
   tools: toolsSchema.partial(),
   timeoutMs: millis(),
   disabled: z.boolean(),
+  maxResultBytes: count(),
+  budgetTokens: budget(),
 });
 
 export const gatewayEntrySchema = gatewaySchema.partial();
@@ -105,6 +132,7 @@ export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', '$schema'] as
 export const GATEWAY_KEYS = Object.keys(gatewaySchema.shape) as (keyof GatewayConfig)[];
 export const SERVER_KEYS = Object.keys(serverEntrySchema.shape);
 export const TOOLS_KEYS = Object.keys(toolsSchema.shape);
+export const DISCLOSURE_KEYS = Object.keys(disclosureSchema.shape);
 export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd'] as const;
 export const HTTP_ONLY_KEYS = ['url', 'headers'] as const;
 
@@ -120,6 +148,11 @@ const positive = (unit: string, example: number): FieldText => ({
   expected: `a positive integer (${unit})`,
   fix: `write a whole number without quotes, e.g. ${example}`,
 });
+
+const BUDGET_TEXT: FieldText = {
+  expected: 'a positive integer (tokens) or "off"',
+  fix: 'write budgetTokens as a whole number without quotes, e.g. 20000, or "off" to inline every schema',
+};
 
 const GATEWAY_TEXT: Record<string, FieldText> = {
   host: { expected: 'a non-empty string', fix: 'set host to the address to listen on, e.g. "127.0.0.1"' },
@@ -151,6 +184,32 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   maxListPages: positive('pages', 100),
   pageSize: { expected: 'an integer from 1 to 10000', fix: 'write a whole number without quotes, e.g. 500' },
   shutdownGraceMs: positive('milliseconds', 10000),
+  allowedHosts: {
+    expected: 'an array of host names',
+    fix: 'write allowedHosts as an array such as ["api.example.com", "127.0.0.1:3001"]',
+  },
+  'allowedHosts[]': {
+    expected: 'a host name string',
+    fix: 'write the bare host name, e.g. "api.example.com" or "127.0.0.1:3001"',
+  },
+  maxResultBytes: positive('bytes', 65536),
+  maxUpstreamBodyBytes: positive('bytes', 8388608),
+  maxSchemaBytes: positive('bytes', 20480),
+  maxDescriptionBytes: positive('bytes', 4096),
+  maxToolsPerServer: positive('tools', 1000),
+  disclosure: {
+    expected: 'an object with "budgetTokens" and/or "alwaysLoad"',
+    fix: 'write disclosure as {"budgetTokens": 20000, "alwaysLoad": ["github"]}',
+  },
+  'disclosure.budgetTokens': BUDGET_TEXT,
+  'disclosure.alwaysLoad': {
+    expected: 'an array of server names',
+    fix: 'write alwaysLoad as an array of server names, e.g. ["github"]',
+  },
+  'disclosure.alwaysLoad[]': {
+    expected: 'a server name string',
+    fix: 'write the name of a server configured under mcpServers, e.g. "github"',
+  },
 };
 
 const SERVER_TEXT: Record<string, FieldText> = {
@@ -206,6 +265,8 @@ const SERVER_TEXT: Record<string, FieldText> = {
   },
   timeoutMs: positive('milliseconds', 60000),
   disabled: { expected: 'true or false', fix: 'write true or false without quotes' },
+  maxResultBytes: positive('bytes', 65536),
+  budgetTokens: BUDGET_TEXT,
 };
 
 export type FieldTable = Record<string, FieldText>;
@@ -285,6 +346,13 @@ function translateIssue(issue: ZodIssue, path: PathSegment[], ctx: TranslateCont
       break;
     case 'invalid_value':
       message = `expected ${expected}, got ${showValue(input, ctx.tainted.has(formatted))}`;
+      break;
+    case 'invalid_union':
+      // Numbers never come from ${VAR}, so showing one leaks nothing.
+      message =
+        typeof input === 'number'
+          ? `expected ${expected}, got ${input}`
+          : `expected ${expected}, got ${showValue(input, ctx.tainted.has(formatted))}`;
       break;
     default:
       message = `expected ${expected}, got ${describeKind(input)}`;

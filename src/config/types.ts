@@ -22,6 +22,20 @@ export interface ServerConfig {
   /** Idle deadline for one tools/call; defaults to gateway.callTimeoutMs. */
   timeoutMs: number;
   disabled: boolean;
+  /** Cap on one serialized tool result; defaults to gateway.maxResultBytes. */
+  maxResultBytes: number;
+  /**
+   * Disclosure budget for this server's inlined descriptions and schemas, in tokens (4 chars each).
+   * Defaults to gateway.disclosure.budgetTokens; 'off' when listed in gateway.disclosure.alwaysLoad.
+   */
+  budgetTokens: number | 'off';
+}
+
+export interface DisclosureConfig {
+  /** Per-server budget in tokens (4 characters per token), or 'off'. Default 20000. */
+  budgetTokens: number | 'off';
+  /** Servers that always inline every schema. Default []. */
+  alwaysLoad: string[];
 }
 
 export interface GatewayConfig {
@@ -42,6 +56,22 @@ export interface GatewayConfig {
   maxListPages: number;
   pageSize: number;
   shutdownGraceMs: number;
+  /**
+   * Egress allowlist: hostnames, optionally with a port, punycode, lowercase. Empty: any public
+   * host over https. Private/loopback/link-local/metadata addresses need an explicit entry.
+   */
+  allowedHosts: string[];
+  /** Cap on one serialized tool result (default 65536). */
+  maxResultBytes: number;
+  /** Cap on one upstream HTTP response body while it streams (default 8 MiB). */
+  maxUpstreamBodyBytes: number;
+  /** A tool whose input or output schema serializes larger than this is withheld (default 20480). */
+  maxSchemaBytes: number;
+  /** Descriptions longer than this are clipped with a marker (default 4096). */
+  maxDescriptionBytes: number;
+  /** A listing with more tools than this fails for that server (default 1000). */
+  maxToolsPerServer: number;
+  disclosure: DisclosureConfig;
 }
 
 export interface Config {

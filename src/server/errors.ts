@@ -34,6 +34,8 @@ const table: Record<ErrorCode, Mapping> = {
   ERR_CANCELLED: { status: 200, rpc: RpcCode.Cancelled },
   ERR_LISTING: { status: 200, rpc: RpcCode.InternalError },
   ERR_ALL_UPSTREAMS_FAILED: { status: 200, rpc: -32012 },
+  ERR_EGRESS_DENIED: { status: 200, rpc: -32010 },
+  ERR_UPSTREAM_BODY_TOO_LARGE: { status: 200, rpc: -32014 },
 };
 
 export interface RpcError {

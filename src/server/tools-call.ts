@@ -1,7 +1,9 @@
+import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Principal } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import { errorMessage, type JsonRpcRequest, resultMessage } from './jsonrpc.js';
+import { describeTool } from './local-tools.js';
 import { inflightKey, type Session } from './sessions.js';
 import { SseStream, sseHeaders } from './sse.js';
 
@@ -16,6 +18,8 @@ export interface CallContext {
   fail: (id: JsonRpcRequest['id'], e: unknown) => string;
 }
 
+type Result = Record<string, unknown>;
+
 /**
  * Relays one tools/call to the upstream that owns it. The answer is plain JSON unless the
  * client asked for progress, in which case the POST becomes an SSE stream carrying the
@@ -29,11 +33,20 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
     throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
   }
   const entry = gateway.resolve(principal, params.name);
+  const argsObject = (args ?? {}) as Record<string, unknown>;
+  if (entry.meta === 'describe_tool') {
+    return ctx.json(resultMessage(request.id, describeTool(gateway, principal, argsObject)));
+  }
+  // Arguments are checked against the full schema before anything is sent (B9 stays with the
+  // upstream only for what a schema cannot express).
+  const invalid = gateway.checkArguments(entry, argsObject);
+  if (invalid) return ctx.json(resultMessage(request.id, invalid));
+
   const upstream = gateway.pool.get(entry.server);
   if (!upstream) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
 
   const { progressToken, ...restMeta } = (params._meta ?? {}) as Record<string, unknown>;
-  const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: args ?? {} };
+  const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: argsObject };
   if (Object.keys(restMeta).length > 0) upstreamParams._meta = restMeta;
 
   const controller = new AbortController();
@@ -41,6 +54,7 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
   session.inflight.set(key, controller);
   const done = () => session.inflight.delete(key);
   const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
+  const finish = (result: Result) => gateway.capResult(entry, result);
 
   if (validToken && ctx.canStream) {
     const stream = new SseStream();
@@ -60,10 +74,12 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
         }),
       )
       .then(
-        (result) => stream.send(resultMessage(request.id, result)),
+        (result) => stream.send(resultMessage(request.id, finish(result))),
         (e) => {
           // A cancelled request gets no response (spec: utilities/cancellation).
-          if (!controller.signal.aborted) stream.send(ctx.fail(request.id, e));
+          if (controller.signal.aborted) return;
+          const asResult = errorAsResult(entry, e);
+          stream.send(asResult ? resultMessage(request.id, asResult) : ctx.fail(request.id, e));
         },
       )
       .finally(() => {
@@ -77,13 +93,31 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
     const result = await gateway.track(() =>
       upstream.callTool(upstreamParams, { signal: controller.signal }),
     );
-    return ctx.json(resultMessage(request.id, result));
+    return ctx.json(resultMessage(request.id, finish(result)));
   } catch (e) {
     if (controller.signal.aborted) {
       return ctx.json(errorMessage(request.id, -32800, 'request cancelled'));
     }
-    return ctx.json(ctx.fail(request.id, e));
+    const asResult = errorAsResult(entry, e);
+    return ctx.json(asResult ? resultMessage(request.id, asResult) : ctx.fail(request.id, e));
   } finally {
     done();
   }
+}
+
+/** Failures that belong to the tool's answer rather than to the protocol become isError results. */
+function errorAsResult(entry: CatalogEntry, e: unknown): Result | undefined {
+  if (e instanceof ManifoldError && e.code === 'ERR_UPSTREAM_BODY_TOO_LARGE') {
+    return {
+      content: [
+        {
+          type: 'text',
+          text: `The answer of ${entry.name} was too large: ${e.publicMessage}. Ask for less.`,
+        },
+      ],
+      isError: true,
+      _meta: { 'manifold/truncated': true },
+    };
+  }
+  return undefined;
 }

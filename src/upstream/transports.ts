@@ -3,8 +3,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
+import { egressDeniedError } from '../guards/egress.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
+import { egressPolicyOf } from './egress-fetch.js';
 
 /**
  * Builds the transport for one configured server. HTTP transports use the platform's egress
@@ -34,11 +36,10 @@ export function createTransport(server: ServerConfig, platform: Platform, log: L
       );
     }
     case 'streamable-http':
-      return new StreamableHTTPClientTransport(new URL(server.url ?? ''), {
+      return new StreamableHTTPClientTransport(upstreamUrl(server, platform, log), {
         fetch: platform.fetch,
         requestInit: { headers: server.headers },
-        // Redirects are the egress guard's job (followed by hand, each hop checked).
-        redirectPolicy: 'same-origin',
+        redirectPolicy: redirectPolicy(platform),
         reconnectionOptions: {
           initialReconnectionDelay: 1000,
           maxReconnectionDelay: 30_000,
@@ -47,10 +48,34 @@ export function createTransport(server: ServerConfig, platform: Platform, log: L
         },
       });
     case 'sse':
-      return new SSEClientTransport(new URL(server.url ?? ''), {
+      return new SSEClientTransport(upstreamUrl(server, platform, log), {
         fetch: platform.fetch,
         requestInit: { headers: server.headers },
-        redirectPolicy: 'same-origin',
+        redirectPolicy: redirectPolicy(platform),
       });
   }
+}
+
+/**
+ * The upstream URL, refused up front when the platform's egress policy denies it outright. The
+ * guarded fetch would refuse the first request anyway; this fails before a transport exists and
+ * logs the detailed reason under the server's name (the error itself stays generic).
+ */
+function upstreamUrl(server: ServerConfig, platform: Platform, log: Logger): URL {
+  const url = new URL(server.url ?? '');
+  const verdict = egressPolicyOf(platform.fetch)?.checkUrl(url);
+  if (verdict && !verdict.ok) {
+    log.warn('egress.denied', { reason: verdict.reason });
+    throw egressDeniedError(verdict.reason);
+  }
+  return url;
+}
+
+/**
+ * 'follow' hands redirects to the platform fetch, which follows them by hand and checks every hop
+ * against the egress policy. A fetch without that guard keeps the SDK's own 'same-origin' policy,
+ * so an unguarded runtime never follows a redirect off the configured origin.
+ */
+function redirectPolicy(platform: Platform): 'follow' | 'same-origin' {
+  return egressPolicyOf(platform.fetch) ? 'follow' : 'same-origin';
 }

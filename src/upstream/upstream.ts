@@ -169,7 +169,11 @@ export class Upstream {
           signal,
           timeout: gateway.listTimeoutMs,
         }),
-      { maxPages: gateway.maxListPages, deadlineMs: gateway.listTimeoutMs },
+      {
+        maxPages: gateway.maxListPages,
+        deadlineMs: gateway.listTimeoutMs,
+        maxTools: gateway.maxToolsPerServer,
+      },
     );
   }
 
@@ -185,10 +189,13 @@ export class Upstream {
       this.onChange();
       return;
     }
+    // Kept for /healthz so an operator can tell policy (egress-denied) from an outage.
+    this.rule = rule;
     this.consecutiveFailures++;
     this.state = this.consecutiveFailures >= FAILED_AFTER ? 'failed' : 'backoff';
     const delay = backoffDelay(this.consecutiveFailures, this.deps.backoff ?? defaultBackoff);
     this.log.warn('upstream.unavailable', {
+      ...(rule ? { rule } : {}),
       error: this.lastError,
       failures: this.consecutiveFailures,
       retryInMs: delay,

@@ -15,6 +15,8 @@ function server(name: string, over: Partial<ServerConfig> = {}): ServerConfig {
     tools: { deny: [] },
     timeoutMs: 1000,
     disabled: false,
+    maxResultBytes: 65536,
+    budgetTokens: 'off',
     ...over,
   };
 }

@@ -90,6 +90,8 @@ describe('pasted client configs', () => {
       tools: { deny: [] },
       timeoutMs: 60000,
       disabled: false,
+      maxResultBytes: 65536,
+      budgetTokens: 20000,
     });
   });
 
@@ -383,6 +385,13 @@ describe('defaults and limits', () => {
       maxListPages: 100,
       pageSize: 500,
       shutdownGraceMs: 10000,
+      allowedHosts: [],
+      maxResultBytes: 65536,
+      maxUpstreamBodyBytes: 8388608,
+      maxSchemaBytes: 20480,
+      maxDescriptionBytes: 4096,
+      maxToolsPerServer: 1000,
+      disclosure: { budgetTokens: 20000, alwaysLoad: [] },
     });
     expect(result.config.gateway).toEqual(GATEWAY_DEFAULTS);
     expect(result.warnings).toEqual([]);
@@ -403,6 +412,8 @@ describe('defaults and limits', () => {
       tools: { deny: [] },
       timeoutMs: 5000,
       disabled: false,
+      maxResultBytes: 65536,
+      budgetTokens: 20000,
     });
   });
 
@@ -424,6 +435,8 @@ describe('defaults and limits', () => {
       tools: { allow: ['search_*'], deny: ['delete_*'] },
       timeoutMs: 120000,
       disabled: true,
+      maxResultBytes: 1000,
+      budgetTokens: 'off',
     };
     const result = ok(parseConfigObject(cfg({ s: server }, { gateway }), {}));
     expect(result.config.gateway).toMatchObject({
@@ -514,6 +527,279 @@ describe('defaults and limits', () => {
   });
 });
 
+describe('egress allowlist (allowedHosts)', () => {
+  const hosts = (allowedHosts: unknown, env: Record<string, string> = {}) =>
+    parseConfigObject(cfg({ a: stdio }, { gateway: { allowedHosts } }), env);
+
+  it('normalises case, IDN, IPv4 and keeps ports and IPv6 literals', () => {
+    const result = ok(
+      hosts([
+        'EXAMPLE.com',
+        'bücher.example',
+        '127.0.0.1:3001',
+        '[::1]:8080',
+        '[::1]',
+        'Api.Example.com:443',
+        'example.com',
+        'localhost:03001',
+      ]),
+    );
+    expect(result.config.gateway.allowedHosts).toEqual([
+      'example.com',
+      'xn--bcher-kva.example',
+      '127.0.0.1:3001',
+      '[::1]:8080',
+      '[::1]',
+      'api.example.com:443',
+      'localhost:3001',
+    ]);
+    expect(result.warnings).toEqual([]);
+  });
+
+  it('interpolates entries', () => {
+    expect(
+      ok(hosts(['${HOST}:${PORT}'], { HOST: 'MCP.Internal', PORT: '9000' })).config.gateway.allowedHosts,
+    ).toEqual(['mcp.internal:9000']);
+  });
+
+  it('rejects schemes, paths, userinfo, wildcards, empty entries and bad ports, each with a fix', () => {
+    const result = failed(
+      hosts([
+        'https://API.example.com/mcp',
+        'api.example.com/mcp',
+        'user@api.example.com',
+        '*.example.com',
+        '',
+        '   ',
+        'example.com:0',
+        'example.com:70000',
+        'a b.example',
+        'ok.example.com',
+        '[zz]:80',
+        '::1',
+      ]),
+    );
+    expect(errorsOf(result)).toEqual([
+      'gateway.allowedHosts[0]: must be a bare host name, not a URL: remove the scheme',
+      'gateway.allowedHosts[1]: must be a bare host name, without a path, query or fragment',
+      'gateway.allowedHosts[2]: must not contain a username or "@"',
+      'gateway.allowedHosts[3]: wildcards are not supported; each host is matched exactly',
+      'gateway.allowedHosts[4]: must not be empty',
+      'gateway.allowedHosts[5]: must not be empty',
+      'gateway.allowedHosts[6]: port must be from 1 to 65535, got 0',
+      'gateway.allowedHosts[7]: port must be from 1 to 65535, got 70000',
+      'gateway.allowedHosts[8]: is not a valid host name, optionally followed by ":port"',
+      'gateway.allowedHosts[10]: is not a valid host name, optionally followed by ":port"',
+      'gateway.allowedHosts[11]: an IPv6 address must be written in brackets',
+    ]);
+    expect(one(result.errors, 'gateway.allowedHosts[0]').fix).toBe('write "api.example.com"');
+    expect(one(result.errors, 'gateway.allowedHosts[1]').fix).toBe(
+      'write the bare host name, e.g. "api.example.com" or "127.0.0.1:3001"',
+    );
+    expect(one(result.errors, 'gateway.allowedHosts[4]').fix).toBe(
+      'write the bare host name, e.g. "api.example.com" or "127.0.0.1:3001"',
+    );
+    for (const issue of result.errors) expect(issue.fix, issue.path).toMatch(/\w/);
+  });
+
+  it('does not suggest a host taken from an environment variable', () => {
+    const result = failed(hosts(['${H}'], { H: 'https://secret-host.example/x' }));
+    expect(one(result.errors, 'gateway.allowedHosts[0]').fix).not.toContain('secret-host');
+    expect(allText(result)).not.toContain('secret-host');
+  });
+
+  it('rejects a non-array and non-string entries', () => {
+    expect(errorsOf(hosts('api.example.com'))).toEqual([
+      'gateway.allowedHosts: expected an array of host names, got string',
+    ]);
+    expect(errorsOf(hosts([1]))).toEqual([
+      'gateway.allowedHosts[0]: expected a host name string, got number',
+    ]);
+  });
+});
+
+describe('size limits', () => {
+  it('keeps given gateway limits and per-server result caps, defaulting the cap to the gateway', () => {
+    const result = ok(
+      parseConfigObject(
+        cfg(
+          { small: { ...stdio, maxResultBytes: 100 }, plain: stdio },
+          {
+            gateway: {
+              maxResultBytes: 1000,
+              maxUpstreamBodyBytes: 5000,
+              maxSchemaBytes: 10,
+              maxDescriptionBytes: 20,
+              maxToolsPerServer: 30,
+            },
+          },
+        ),
+        {},
+      ),
+    );
+    expect(result.config.gateway).toMatchObject({
+      maxResultBytes: 1000,
+      maxUpstreamBodyBytes: 5000,
+      maxSchemaBytes: 10,
+      maxDescriptionBytes: 20,
+      maxToolsPerServer: 30,
+    });
+    expect(result.config.servers.map((s) => s.maxResultBytes)).toEqual([100, 1000]);
+  });
+
+  it('allows a server cap above the gateway cap but not above maxUpstreamBodyBytes', () => {
+    const result = ok(parseConfigObject(cfg({ a: { ...stdio, maxResultBytes: 8388608 } }), {}));
+    expect(result.config.servers[0]!.maxResultBytes).toBe(8388608);
+    const bad = failed(parseConfigObject(cfg({ a: { ...stdio, maxResultBytes: 8388609 } }), {}));
+    const issue = one(bad.errors, 'mcpServers.a.maxResultBytes');
+    expect(issue.message).toBe('must be at most gateway.maxUpstreamBodyBytes (8388608), got 8388609');
+    expect(issue.fix).toBe('lower maxResultBytes to 8388608 or less, or raise gateway.maxUpstreamBodyBytes');
+    expect(bad.errors).toHaveLength(1);
+  });
+
+  it('rejects gateway maxResultBytes above maxUpstreamBodyBytes, blaming the key that was set', () => {
+    const tooBig = failed(
+      parseConfigObject(cfg({ a: stdio }, { gateway: { maxResultBytes: 9_000_000 } }), {}),
+    );
+    expect(tooBig.errors).toEqual([
+      {
+        path: 'gateway.maxResultBytes',
+        message: 'must be at most gateway.maxUpstreamBodyBytes (8388608), got 9000000',
+        fix: 'lower maxResultBytes to 8388608 or less, or raise maxUpstreamBodyBytes',
+      },
+    ]);
+    const tooSmall = failed(
+      parseConfigObject(cfg({ a: stdio }, { gateway: { maxUpstreamBodyBytes: 1000 } }), {}),
+    );
+    expect(tooSmall.errors).toEqual([
+      {
+        path: 'gateway.maxUpstreamBodyBytes',
+        message: 'must be at least gateway.maxResultBytes (65536), got 1000',
+        fix: 'raise maxUpstreamBodyBytes to 65536 or more, or lower maxResultBytes',
+      },
+    ]);
+    expect(
+      ok(
+        parseConfigObject(
+          cfg({ a: stdio }, { gateway: { maxResultBytes: 10, maxUpstreamBodyBytes: 10 } }),
+          {},
+        ),
+      ).config.gateway.maxResultBytes,
+    ).toBe(10);
+  });
+
+  it('checks each limit is a positive integer', () => {
+    const gateway = {
+      maxResultBytes: 0,
+      maxUpstreamBodyBytes: '8388608',
+      maxSchemaBytes: 1.5,
+      maxDescriptionBytes: -1,
+      maxToolsPerServer: null,
+    };
+    const result = failed(
+      parseConfigObject(cfg({ a: { ...stdio, maxResultBytes: 'big' } }, { gateway }), {}),
+    );
+    expect(errorsOf(result)).toEqual([
+      'gateway.maxResultBytes: must be at least 1, got 0',
+      'gateway.maxUpstreamBodyBytes: expected a positive integer (bytes), got string',
+      'gateway.maxSchemaBytes: expected an integer, got 1.5',
+      'gateway.maxDescriptionBytes: must be at least 1, got -1',
+      'gateway.maxToolsPerServer: expected a positive integer (tools), got null',
+      'mcpServers.a.maxResultBytes: expected a positive integer (bytes), got string',
+    ]);
+    for (const issue of result.errors) expect(issue.fix, issue.path).toMatch(/^write a whole number/);
+  });
+});
+
+describe('disclosure', () => {
+  it('accepts a numeric budget or "off", and servers inherit it unless they override it', () => {
+    const servers = { a: stdio, b: { ...stdio, budgetTokens: 500 }, c: { ...stdio, budgetTokens: 'off' } };
+    const numeric = ok(
+      parseConfigObject(cfg(servers, { gateway: { disclosure: { budgetTokens: 1234 } } }), {}),
+    );
+    expect(numeric.config.gateway.disclosure).toEqual({ budgetTokens: 1234, alwaysLoad: [] });
+    expect(numeric.config.servers.map((s) => s.budgetTokens)).toEqual([1234, 500, 'off']);
+    const off = ok(parseConfigObject(cfg(servers, { gateway: { disclosure: { budgetTokens: 'off' } } }), {}));
+    expect(off.config.gateway.disclosure.budgetTokens).toBe('off');
+    expect(off.config.servers.map((s) => s.budgetTokens)).toEqual(['off', 500, 'off']);
+    expect(off.warnings).toEqual([]);
+  });
+
+  it('resolves alwaysLoad servers to "off", warning when an explicit budget is overridden', () => {
+    const result = ok(
+      parseConfigObject(
+        cfg(
+          { a: stdio, b: { ...stdio, budgetTokens: 500 }, c: { ...stdio, budgetTokens: 'off' }, d: stdio },
+          { gateway: { disclosure: { alwaysLoad: ['a', 'b', 'c', 'a'] } } },
+        ),
+        {},
+      ),
+    );
+    expect(result.config.servers.map((s) => s.budgetTokens)).toEqual(['off', 'off', 'off', 20000]);
+    expect(result.config.gateway.disclosure).toEqual({ budgetTokens: 20000, alwaysLoad: ['a', 'b', 'c'] });
+    expect(result.warnings.map((w) => w.path)).toEqual(['mcpServers.b.budgetTokens']);
+    expect(result.warnings[0]!.message).toContain('gateway.disclosure.alwaysLoad');
+    expect(result.warnings[0]!.fix).toBeTruthy();
+  });
+
+  it('counts disabled servers and interpolated names as configured', () => {
+    const result = ok(
+      parseConfigObject(
+        cfg(
+          { off: { ...stdio, disabled: true }, gh: stdio },
+          { gateway: { disclosure: { alwaysLoad: ['off', '${NAME}'] } } },
+        ),
+        { NAME: 'gh' },
+      ),
+    );
+    expect(result.config.servers.map((s) => s.budgetTokens)).toEqual(['off', 'off']);
+  });
+
+  it('rejects an alwaysLoad entry that names no configured server, listing the known names', () => {
+    const result = failed(
+      parseConfigObject(
+        cfg(
+          { github: stdio, files: stdio },
+          { gateway: { disclosure: { alwaysLoad: ['github', 'gihtub', 'nope'] } } },
+        ),
+        {},
+      ),
+    );
+    expect(errorsOf(result)).toEqual([
+      'gateway.disclosure.alwaysLoad[1]: names server "gihtub", which is not configured',
+      'gateway.disclosure.alwaysLoad[2]: names server "nope", which is not configured',
+    ]);
+    expect(one(result.errors, 'gateway.disclosure.alwaysLoad[1]').fix).toBe(
+      'did you mean "github"? The configured servers are "github", "files"',
+    );
+    expect(one(result.errors, 'gateway.disclosure.alwaysLoad[2]').fix).toBe(
+      'use one of the configured server names: "github", "files"; or remove the entry',
+    );
+  });
+
+  it('rejects bad budgets and alwaysLoad shapes with the path', () => {
+    const result = failed(
+      parseConfigObject(
+        cfg(
+          { a: { ...stdio, budgetTokens: 0 }, b: { ...stdio, budgetTokens: 'none' } },
+          { gateway: { disclosure: { budgetTokens: 2.5, alwaysLoad: 'a' } } },
+        ),
+        {},
+      ),
+    );
+    expect(errorsOf(result)).toEqual([
+      'gateway.disclosure.budgetTokens: expected a positive integer (tokens) or "off", got 2.5',
+      'gateway.disclosure.alwaysLoad: expected an array of server names, got string',
+      'mcpServers.a.budgetTokens: must be at least 1, got 0',
+      'mcpServers.b.budgetTokens: expected a positive integer (tokens) or "off", got "none"',
+    ]);
+    for (const issue of result.errors) expect(issue.fix, issue.path).toMatch(/\w/);
+    expect(errorsOf(parseConfigObject(cfg({ a: stdio }, { gateway: { disclosure: ['a'] } }), {}))).toEqual([
+      'gateway.disclosure: expected an object with "budgetTokens" and/or "alwaysLoad", got array',
+    ]);
+  });
+});
+
 describe('reporting every problem at once', () => {
   it('collects errors from gateway and several servers with exact paths', () => {
     const raw = {
@@ -558,23 +844,50 @@ describe('unknown keys', () => {
     const raw = {
       $schema: 'https://example.com/schema.json',
       inputs: [],
-      gateway: { auth: { issuer: 'x' }, allowedHosts: [], maxResultBytes: 1, prot: 1 },
+      gateway: { auth: { issuer: 'x' }, prot: 1, disclosure: { budgetToken: 5, mode: 'lazy' } },
       mcpServers: { a: { ...stdio, description: 'd', comand: 'x', tools: { allow: ['x'], block: [] } } },
     };
     const result = ok(parseConfigObject(raw, {}));
     expect(result.warnings.map((w) => w.path)).toEqual([
       'inputs',
       'gateway.auth',
-      'gateway.allowedHosts',
-      'gateway.maxResultBytes',
       'gateway.prot',
+      'gateway.disclosure.budgetToken',
+      'gateway.disclosure.mode',
       'mcpServers.a.description',
       'mcpServers.a.comand',
       'mcpServers.a.tools.block',
     ]);
+    expect(one(result.warnings, 'gateway.disclosure.budgetToken').fix).toContain(
+      'did you mean "budgetTokens"',
+    );
+    expect(result.config.gateway.disclosure).toEqual({ budgetTokens: 20000, alwaysLoad: [] });
     for (const w of result.warnings) expect(w.message).toMatch(/^unknown key ".+" is ignored$/);
     expect(one(result.warnings, 'mcpServers.a.comand').fix).toContain('did you mean "command"');
     expect(one(result.warnings, 'gateway.prot').fix).toContain('did you mean "port"');
+  });
+
+  it('treats the egress, size and disclosure keys as known, at the gateway and per server', () => {
+    const raw = cfg(
+      { a: { ...stdio, maxResultBytes: 1024, budgetTokens: 'off' } },
+      {
+        gateway: {
+          allowedHosts: ['api.example.com'],
+          maxResultBytes: 1,
+          maxUpstreamBodyBytes: 2,
+          maxSchemaBytes: 3,
+          maxDescriptionBytes: 4,
+          maxToolsPerServer: 5,
+          disclosure: { budgetTokens: 6, alwaysLoad: [] },
+        },
+      },
+    );
+    const result = failed(parseConfigObject(raw, {}));
+    expect(result.warnings).toEqual([]);
+    // The server's own cap is checked against the gateway's upstream body cap.
+    expect(errorsOf(result)).toEqual([
+      'mcpServers.a.maxResultBytes: must be at most gateway.maxUpstreamBodyBytes (2), got 1024',
+    ]);
   });
 
   it('does not interpolate ignored keys', () => {

@@ -1,0 +1,395 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  connectClient,
+  EVERYTHING,
+  eventually,
+  FIXTURE,
+  freePort,
+  MEMORY,
+  ROOT,
+} from '../helpers/harness.js';
+
+// The built CLI as a user runs it: a real process, signals, exit codes, its children in /proc.
+const CLI = resolve(ROOT, 'dist/deploy/node/cli.js');
+
+interface Proc {
+  child: ChildProcess;
+  stdout: string[];
+  stderr: string[];
+  /** Parsed JSON log lines from stderr. */
+  logs: { event?: string; [k: string]: unknown }[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function run(command: string, args: string[], options: { cwd?: string; detached?: boolean } = {}): Proc {
+  const child = spawn(command, args, {
+    cwd: options.cwd ?? ROOT,
+    env: { ...process.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached ?? false,
+  });
+  const proc: Proc = {
+    child,
+    stdout: [],
+    stderr: [],
+    logs: [],
+    exited: new Promise((res) => child.once('exit', (code, signal) => res({ code, signal }))),
+  };
+  const lines = (sink: string[], onLine?: (l: string) => void) => {
+    let buf = '';
+    return (chunk: Buffer) => {
+      buf += chunk.toString('utf8');
+      let nl = buf.indexOf('\n');
+      while (nl !== -1) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        sink.push(line);
+        onLine?.(line);
+        nl = buf.indexOf('\n');
+      }
+    };
+  };
+  child.stdout?.on('data', lines(proc.stdout));
+  child.stderr?.on(
+    'data',
+    lines(proc.stderr, (l) => {
+      if (!l.startsWith('{')) return;
+      try {
+        proc.logs.push(JSON.parse(l));
+      } catch {
+        // not a log line
+      }
+    }),
+  );
+  return proc;
+}
+
+/** Waits for exit within `ms`; a process that outlives it is killed and the test fails. */
+async function exitWithin(proc: Proc, ms: number, what: string) {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, rej) => {
+    timer = setTimeout(() => {
+      proc.child.kill('SIGKILL');
+      rej(new Error(`${what} did not exit within ${ms} ms`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([proc.exited, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Runs the CLI to completion. */
+async function cli(args: string[], ms = 20_000) {
+  const proc = run(process.execPath, [CLI, ...args]);
+  const { code } = await exitWithin(proc, ms, `manifold ${args.join(' ')}`);
+  return { code, stdout: proc.stdout.join('\n'), stderr: proc.stderr.join('\n') };
+}
+
+/** ppid of a process from /proc/<pid>/stat, or undefined if it is gone. */
+function procStat(pid: number): { ppid: number; state: string } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name is in parentheses and may contain spaces: parse after the last ')'.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: rest[0]!, ppid: Number(rest[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return '';
+  }
+}
+
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    if (procStat(Number(entry))?.ppid === pid) out.push(Number(entry));
+  }
+  return out;
+}
+
+function descendantsOf(pid: number): number[] {
+  const out: number[] = [];
+  const queue = [pid];
+  for (let guard = 0; queue.length > 0 && guard < 10_000; guard++) {
+    const p = queue.shift()!;
+    for (const c of childrenOf(p)) {
+      out.push(c);
+      queue.push(c);
+    }
+  }
+  return out;
+}
+
+/** kill(pid, 0) succeeds for a live process; a zombie awaiting its reaper is already dead. */
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw e;
+  }
+  return procStat(pid)?.state !== 'Z';
+}
+
+interface UpstreamHealth {
+  name: string;
+  state: string;
+}
+
+async function healthz(base: string): Promise<{ status: string; upstreams: UpstreamHealth[] } | undefined> {
+  try {
+    const r = await fetch(`${base}/healthz`);
+    return r.ok ? await r.json() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function waitAllReady(base: string, names: string[], proc: Proc) {
+  await eventually(
+    async () => {
+      if (proc.child.exitCode !== null) {
+        throw new Error(`the gateway exited early: ${proc.stderr.join('\n').slice(-2000)}`);
+      }
+      const h = await healthz(base);
+      return names.every((n) => h?.upstreams.find((u) => u.name === n)?.state === 'ready');
+    },
+    `${names.join(', ')} ready at ${base}/healthz`,
+  );
+}
+
+function textOf(res: unknown): string {
+  return (res as { content: { text: string }[] }).content[0]?.text ?? '';
+}
+
+let dir: string;
+
+beforeAll(() => {
+  if (!existsSync(CLI)) {
+    throw new Error(`${CLI} is missing: run \`npm run build\` before the e2e suite (npm test does this).`);
+  }
+  dir = mkdtempSync(join(tmpdir(), 'manifold-process-'));
+});
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function writeConfig(name: string, config: unknown): string {
+  const path = join(dir, name);
+  writeFileSync(path, JSON.stringify(config, null, 2));
+  return path;
+}
+
+describe('F6: manifold serve and SIGTERM', () => {
+  it('F6: SIGTERM exits 0 and leaves no stdio child behind', async () => {
+    const port = await freePort();
+    const config = writeConfig('serve.json', {
+      mcpServers: {
+        everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
+        memory: {
+          command: process.execPath,
+          args: [MEMORY],
+          env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
+        },
+      },
+    });
+    const gw = run(process.execPath, [CLI, 'serve', '--config', config, '--port', String(port)]);
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      await waitAllReady(base, ['everything', 'memory'], gw);
+      const pid = gw.child.pid!;
+      const children = childrenOf(pid);
+      const cmds = children.map(cmdline);
+      expect(cmds.some((c) => c.includes('server-everything'))).toBe(true);
+      expect(cmds.some((c) => c.includes('server-memory'))).toBe(true);
+      // The gateway logs the pid of every child it spawns; they are the ones found in /proc.
+      const logged = gw.logs.filter((l) => l.event === 'upstream.spawned').map((l) => l.pid as number);
+      expect([...logged].sort()).toEqual([...children].sort());
+
+      gw.child.kill('SIGTERM');
+      const { code, signal } = await exitWithin(gw, 15_000, 'the gateway after SIGTERM');
+      expect(signal).toBeNull();
+      expect(code).toBe(0);
+      for (const c of children) expect(isAlive(c), `child ${c} (${cmds[children.indexOf(c)]})`).toBe(false);
+      expect(gw.logs.map((l) => l.event)).toEqual(
+        expect.arrayContaining(['gateway.signal', 'gateway.stopped']),
+      );
+    } finally {
+      gw.child.kill('SIGKILL');
+    }
+  });
+
+  it('F6: SIGTERM drains an in-flight call: the client gets its result, new work is refused', async () => {
+    const port = await freePort();
+    const config = writeConfig('drain.json', {
+      mcpServers: {
+        fx: { command: process.execPath, args: [FIXTURE] },
+        everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
+      },
+    });
+    const gw = run(process.execPath, [CLI, 'serve', '--config', config, '--port', String(port)]);
+    const client = await (async () => {
+      await waitAllReady(`http://127.0.0.1:${port}`, ['fx', 'everything'], gw);
+      return connectClient(`http://127.0.0.1:${port}/mcp`);
+    })();
+    try {
+      const children = childrenOf(gw.child.pid!);
+      expect(children.length).toBe(2);
+      const sleeping = client.callTool({ name: 'fx__sleep', arguments: { ms: 1500 } }, CallToolResultSchema, {
+        timeout: 20_000,
+      });
+      sleeping.catch(() => {});
+      await eventually(async () => {
+        const stats = JSON.parse(textOf(await client.callTool({ name: 'fx__stats', arguments: {} })));
+        return stats.calls >= 1;
+      }, 'the sleep call reached the fixture');
+
+      gw.child.kill('SIGTERM');
+      await eventually(
+        () => gw.logs.some((l) => l.event === 'gateway.signal'),
+        'the gateway took the signal',
+      );
+      // Stops accepting: a new call while draining is refused, not started.
+      await expect(
+        client.callTool({ name: 'everything__echo', arguments: { message: 'late' } }),
+      ).rejects.toThrow();
+
+      const res = await sleeping;
+      expect(textOf(res)).toBe('slept 1500');
+      const { code } = await exitWithin(gw, 15_000, 'the gateway after draining');
+      expect(code).toBe(0);
+      for (const c of children) expect(isAlive(c), `child ${c}`).toBe(false);
+    } finally {
+      await client.close().catch(() => {});
+      gw.child.kill('SIGKILL');
+    }
+  });
+});
+
+describe('README quick start: npm start', () => {
+  it('serves examples/manifold.json on 127.0.0.1:8787 with both example servers, and stops clean', async () => {
+    const busy = await new Promise<boolean>((res) => {
+      const s = createServer();
+      s.once('error', () => res(true));
+      s.listen(8787, '127.0.0.1', () => s.close(() => res(false)));
+    });
+    if (busy) {
+      throw new Error(
+        'port 8787 on 127.0.0.1 is in use: the README quick start needs it. Stop whatever listens there and run again.',
+      );
+    }
+    // detached: npm gets its own process group, as a terminal would give it.
+    const npm = run('npm', ['start'], { cwd: ROOT, detached: true });
+    let upstreamPids: number[] = [];
+    let gatewayPid: number | undefined;
+    try {
+      await waitAllReady('http://127.0.0.1:8787', ['everything', 'memory'], npm);
+      const client = await connectClient('http://127.0.0.1:8787/mcp', 'quick-start');
+      const names = (await client.listTools()).tools.map((t) => t.name);
+      await client.close();
+      expect(names).toContain('everything__echo');
+      expect(names).toContain('memory__read_graph');
+
+      // npm -> sh -c -> node cli.js -> the two servers. The gateway is the servers' parent (the
+      // sh wrapper's command line names cli.js too, so it is found by parentage, not by name).
+      const tree = descendantsOf(npm.child.pid!);
+      upstreamPids = tree.filter((p) => /server-everything|server-memory/.test(cmdline(p)));
+      expect(upstreamPids.length).toBe(2);
+      const parents = new Set(upstreamPids.map((p) => procStat(p)?.ppid));
+      expect(parents.size).toBe(1);
+      gatewayPid = [...parents][0];
+      expect(cmdline(gatewayPid!)).toMatch(/node.* dist\/deploy\/node\/cli\.js serve/);
+
+      // Ctrl-C in a terminal signals the whole foreground group; SIGTERM it the same way.
+      process.kill(-npm.child.pid!, 'SIGTERM');
+      await exitWithin(npm, 15_000, 'npm start after SIGTERM');
+      await eventually(() => !isAlive(gatewayPid!), 'the gateway under npm exited', 15_000);
+      for (const p of upstreamPids) expect(isAlive(p), `upstream child ${p}`).toBe(false);
+      // It shut down gracefully: one signal taken, not a forced exit from npm forwarding a second.
+      await eventually(() => npm.logs.some((l) => l.event === 'gateway.stopped'), 'gateway.stopped logged');
+      expect(npm.logs.filter((l) => l.event === 'gateway.forced_exit')).toEqual([]);
+    } finally {
+      try {
+        process.kill(-npm.child.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      for (const p of [gatewayPid, ...upstreamPids]) {
+        if (p !== undefined && isAlive(p)) process.kill(p, 'SIGKILL');
+      }
+    }
+  });
+});
+
+describe('manifold check', () => {
+  it('prints the table and the exposed names, and exits 0 when every server is ready', async () => {
+    const config = writeConfig('check-ok.json', {
+      mcpServers: {
+        everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
+        memory: {
+          command: process.execPath,
+          args: [MEMORY],
+          env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
+        },
+      },
+    });
+    const { code, stdout } = await cli(['check', '--config', config]);
+    expect(code).toBe(0);
+    const lines = stdout.split('\n');
+    expect(lines[0]).toMatch(/^SERVER\s+TRANSPORT\s+STATUS\s+TOOLS\b/);
+    expect(lines.find((l) => l.startsWith('everything'))).toMatch(/^everything\s+stdio\s+ready\s+\d+/);
+    expect(lines.find((l) => l.startsWith('memory'))).toMatch(/^memory\s+stdio\s+ready\s+\d+/);
+    const exposed = lines.filter((l) => l.startsWith('  ')).map((l) => l.trim());
+    expect(exposed).toContain('everything__echo');
+    expect(exposed).toContain('memory__read_graph');
+    expect(stdout).toMatch(new RegExp(`exposed tools \\(${exposed.length}\\)`));
+  });
+
+  it('exits 1 and names the server that is not ready', async () => {
+    const config = writeConfig('check-broken.json', {
+      mcpServers: {
+        everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
+        broken: { command: 'manifold-no-such-command-xyz' },
+      },
+    });
+    const { code, stdout } = await cli(['check', '--config', config]);
+    expect(code).toBe(1);
+    const row = stdout.split('\n').find((l) => l.startsWith('broken'));
+    expect(row).toBeDefined();
+    expect(row).not.toMatch(/\bready\b/);
+    expect(row).toMatch(/ENOENT|could not start/);
+    expect(stdout).toMatch(/^everything\s+stdio\s+ready/m);
+  });
+
+  it('exits 2 for an invalid config and names every problem with its JSON path', async () => {
+    const config = writeConfig('check-invalid.json', {
+      mcpServers: {
+        bad__name: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a ${VAR} reference for the config loader
+        remote: { url: 'https://mcp.example.com/${MANIFOLD_E2E_UNSET_VAR}' },
+      },
+    });
+    expect(process.env.MANIFOLD_E2E_UNSET_VAR).toBeUndefined();
+    const { code, stderr, stdout } = await cli(['check', '--config', config]);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/mcpServers\.bad__name: .*__/);
+    expect(stderr).toMatch(/mcpServers\.remote\.url: .*MANIFOLD_E2E_UNSET_VAR.*not set/);
+    // Nothing was started: no table.
+    expect(stdout).not.toMatch(/SERVER\s+TRANSPORT/);
+  });
+});
