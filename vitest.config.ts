@@ -8,5 +8,7 @@ export default defineConfig({
     // e2e suites spawn real MCP servers; two cores, so keep parallelism modest.
     maxWorkers: 2,
     pool: 'forks',
+    // The JSON report lets .ci/run print one plain "N passed, N failed" closing line.
+    reporters: ['default', ['json', { outputFile: '.manifold/test-results.json' }]],
   },
 });

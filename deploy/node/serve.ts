@@ -53,6 +53,9 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
       log.info('gateway.stopping', { graceMs: config.gateway.shutdownGraceMs });
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       await gateway.close();
+      // Drained calls may still be writing their responses: let connections finish on their
+      // own briefly before cutting whatever is left.
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 1000).unref())]);
       const s = server as ServerType & { closeAllConnections?: () => void };
       s.closeAllConnections?.();
       await closed;

@@ -14,7 +14,7 @@ import { describeError, ManifoldError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import { type BackoffOptions, backoffDelay, defaultBackoff } from './backoff.js';
-import { mapCallError } from './call-errors.js';
+import { mapCallError, sanitizeUpstreamText } from './call-errors.js';
 import { listAllTools } from './discovery.js';
 import { createTransport } from './transports.js';
 
@@ -84,6 +84,7 @@ export class Upstream {
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private relisting: Promise<void> | undefined;
   private relistAgain = false;
+  private probing = false;
   private readonly log: Logger;
 
   constructor(
@@ -135,7 +136,11 @@ export class Upstream {
       };
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged(gen));
       client.onclose = () => this.onClosed(gen);
-      client.onerror = (e) => this.log.debug('upstream.transport_error', { error: describeError(e) });
+      client.onerror = (e) => {
+        this.log.debug('upstream.transport_error', { error: brief(e) });
+        // HTTP and SSE transports report a dead stream here and never close; find out for sure.
+        this.probe(gen);
+      };
       await withDeadline(
         client.connect(transport, { timeout: gateway.connectTimeoutMs }),
         gateway.connectTimeoutMs,
@@ -180,7 +185,7 @@ export class Upstream {
   private fail(e: unknown): void {
     this.client = undefined;
     this.tools = [];
-    this.lastError = describeError(e);
+    this.lastError = brief(e);
     const rule = e instanceof ManifoldError ? (e.data?.rule as string | undefined) : undefined;
     if (rule === 'unsupported-transport') {
       this.state = 'unsupported';
@@ -241,7 +246,7 @@ export class Upstream {
           this.onChange();
         } catch (e) {
           // Keep the last complete listing: never load half of one.
-          this.lastError = describeError(e);
+          this.lastError = brief(e);
           this.log.warn('upstream.relist_failed', { error: this.lastError });
         }
       } while (this.relistAgain);
@@ -273,8 +278,36 @@ export class Upstream {
         maxTotalTimeout: Math.max(timeout, this.deps.gateway.maxCallTimeoutMs),
       });
     } catch (e) {
-      throw mapCallError(e, this.name, timeout, options.signal?.aborted === true);
+      const mapped = mapCallError(e, this.name, timeout, options.signal?.aborted === true);
+      if (mapped.code === 'ERR_OUTCOME_UNKNOWN') this.probe(this.generation);
+      throw mapped;
     }
+  }
+
+  /**
+   * Checks a connection that may be dead with one ping. HTTP transports do not close when their
+   * server goes away (and a restarted server no longer knows our session), so a failed ping is
+   * what turns that into a reconnect, and the reconnect into a list_changed on recovery (F4).
+   */
+  private probe(gen: number): void {
+    const client = this.client;
+    if (this.probing || !client || gen !== this.generation || this.state !== 'ready') return;
+    this.probing = true;
+    client
+      .ping({ timeout: Math.min(this.deps.gateway.connectTimeoutMs, 10_000) })
+      .then(
+        () => undefined,
+        (e: unknown) => {
+          if (gen !== this.generation || this.state !== 'ready') return;
+          this.generation++;
+          this.client = undefined;
+          void client.close().catch(() => {});
+          this.fail(new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `connection lost: ${brief(e)}`));
+        },
+      )
+      .finally(() => {
+        this.probing = false;
+      });
   }
 
   async close(): Promise<void> {
@@ -285,6 +318,11 @@ export class Upstream {
     this.client = undefined;
     if (client) await client.close().catch(() => {});
   }
+}
+
+/** Upstream error text is untrusted and unbounded: one clean line for logs and /healthz. */
+function brief(e: unknown): string {
+  return sanitizeUpstreamText(describeError(e), 200);
 }
 
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
