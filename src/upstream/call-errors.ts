@@ -28,6 +28,14 @@ export function mapCallError(
   if (cancelled) return new ManifoldError('ERR_CANCELLED', 'the request was cancelled');
   if (e instanceof McpError) {
     if (e.code === ErrorCode.RequestTimeout) {
+      const max = (e.data as { maxTotalTimeout?: unknown } | undefined)?.maxTotalTimeout;
+      if (typeof max === 'number') {
+        return new ManifoldError(
+          'ERR_UPSTREAM_TIMEOUT',
+          `tools/call on server ${server} ran past the absolute maximum of ${max} ms, progress notwithstanding. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,
+          { cause: e },
+        );
+      }
       return new ManifoldError(
         'ERR_UPSTREAM_TIMEOUT',
         `tools/call on server ${server} timed out after ${timeoutMs} ms without progress. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,

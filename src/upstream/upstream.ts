@@ -146,6 +146,7 @@ export class Upstream {
         gateway.connectTimeoutMs,
         'connect',
       );
+      deferResponses(transport);
       const tools = client.getServerCapabilities()?.tools ? await this.list(client) : [];
       if (gen !== this.generation) {
         await client.close().catch(() => {});
@@ -269,18 +270,29 @@ export class Upstream {
       );
     }
     const timeout = this.config.timeoutMs;
+    // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
+    // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
+    const local = new AbortController();
+    const downstream = options.signal;
+    const forward = () => local.abort(downstream?.reason);
+    if (downstream?.aborted) forward();
+    else downstream?.addEventListener('abort', forward, { once: true });
     try {
       return await client.request({ method: 'tools/call', params: params as { name: string } }, PassThrough, {
-        ...(options.signal ? { signal: options.signal } : {}),
+        signal: local.signal,
         ...(options.onprogress ? { onprogress: options.onprogress } : {}),
         timeout,
         resetTimeoutOnProgress: true,
         maxTotalTimeout: Math.max(timeout, this.deps.gateway.maxCallTimeoutMs),
       });
     } catch (e) {
-      const mapped = mapCallError(e, this.name, timeout, options.signal?.aborted === true);
+      const data = e instanceof McpError ? (e.data as { maxTotalTimeout?: unknown } | undefined) : undefined;
+      if (typeof data?.maxTotalTimeout === 'number' && !local.signal.aborted) local.abort(e);
+      const mapped = mapCallError(e, this.name, timeout, downstream?.aborted === true);
       if (mapped.code === 'ERR_OUTCOME_UNKNOWN') this.probe(this.generation);
       throw mapped;
+    } finally {
+      downstream?.removeEventListener('abort', forward);
     }
   }
 
@@ -318,6 +330,20 @@ export class Upstream {
     this.client = undefined;
     if (client) await client.close().catch(() => {});
   }
+}
+
+/**
+ * The SDK runs notification handlers one microtask late but settles responses at once, so a
+ * progress notification that arrives in the same chunk as its response would find its handler
+ * already gone. Delivering responses one microtask late keeps the wire order (B7).
+ */
+function deferResponses(transport: Transport): void {
+  const deliver = transport.onmessage;
+  if (!deliver) return;
+  transport.onmessage = (message, extra) => {
+    if ('id' in message && !('method' in message)) queueMicrotask(() => deliver(message, extra));
+    else deliver(message, extra);
+  };
 }
 
 /** Upstream error text is untrusted and unbounded: one clean line for logs and /healthz. */

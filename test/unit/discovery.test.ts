@@ -67,7 +67,7 @@ describe('listAllTools', () => {
     expect(await listAllTools(up.fetchPage, opts)).toEqual([]);
   });
 
-  it('fails on a cursor loop A -> B -> A', async () => {
+  it('E3: fails on a cursor loop A -> B -> A', async () => {
     const up = fakeUpstream({
       '': { tools: ['x'], next: 'A' },
       A: { tools: ['a'], next: 'B' },
@@ -79,20 +79,20 @@ describe('listAllTools', () => {
     expect(up.calls).toHaveLength(3);
   });
 
-  it('fails on a cursor repeated immediately', async () => {
+  it('E3: fails on a cursor repeated immediately', async () => {
     const up = fakeUpstream({ '': { tools: ['x'], next: 'A' }, A: { tools: ['a'], next: 'A' } });
     expect((await failure(listAllTools(up.fetchPage, opts))).reason).toBe('cursor-repeat');
     expect(up.calls).toHaveLength(2);
   });
 
-  it('fails on a duplicate tool within a page', async () => {
+  it('E3: fails on a duplicate tool within a page', async () => {
     const up = fakeUpstream({ '': { tools: ['a', 'b', 'a'] } });
     const f = await failure(listAllTools(up.fetchPage, opts));
     expect(f.reason).toBe('duplicate-tool');
     expect(f.message).toMatch(/same tool twice/);
   });
 
-  it('fails on a duplicate tool across pages', async () => {
+  it('E3: fails on a duplicate tool across pages', async () => {
     const up = fakeUpstream({ '': { tools: ['a'], next: 'p2' }, p2: { tools: ['b', 'a'] } });
     expect((await failure(listAllTools(up.fetchPage, opts))).reason).toBe('duplicate-tool');
   });
@@ -136,7 +136,7 @@ describe('listAllTools', () => {
   });
 
   describe('deadline', () => {
-    it('rejects when a page never resolves, even if fetchPage ignores the signal', async () => {
+    it('E3: rejects when a page never resolves, even if fetchPage ignores the signal', async () => {
       const up = fakeUpstream({ '': { tools: ['a'], next: 'p2' }, p2: 'hang' });
       const f = await failure(listAllTools(up.fetchPage, { ...opts, deadlineMs: 50 }));
       expect(f.reason).toBe('deadline');
