@@ -26,7 +26,10 @@ export type ErrorCode =
   | 'ERR_ALL_UPSTREAMS_FAILED'
   | 'ERR_SHUTTING_DOWN'
   | 'ERR_EGRESS_DENIED'
-  | 'ERR_UPSTREAM_BODY_TOO_LARGE';
+  | 'ERR_UPSTREAM_BODY_TOO_LARGE'
+  | 'ERR_UNAUTHORIZED'
+  | 'ERR_AUTH_UNAVAILABLE'
+  | 'ERR_RATE_LIMITED';
 
 export class ManifoldError extends Error {
   readonly code: ErrorCode;

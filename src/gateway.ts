@@ -6,11 +6,12 @@ import {
   emptyCatalog,
 } from './aggregate/catalog.js';
 import { CursorSealer } from './aggregate/cursor.js';
+import { grantsMatcher } from './auth/grants.js';
 import type { Principal } from './auth/principal.js';
+import { rateLimiter } from './auth/rate-limit.js';
 import type { Config } from './config/types.js';
 import { ManifoldError } from './errors.js';
 import { type ArgsCheck, compileArgsValidator } from './guards/args.js';
-import { compileGlobs } from './guards/glob.js';
 import { resultCap } from './guards/result-cap.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
@@ -66,6 +67,8 @@ export class Gateway {
   /** Argument validators, compiled at most once per tool per catalog version. */
   private validators = new WeakMap<Catalog, Map<string, Validator>>();
   private caps = new Map<string, ReturnType<typeof resultCap>>();
+  /** Per-tenant token buckets for tools/call (counted per instance). */
+  readonly takeCall: ReturnType<typeof rateLimiter>;
   /** Listeners for a verified catalog change (downstream list_changed). */
   private listeners = new Set<(catalog: Catalog) => void>();
 
@@ -85,6 +88,12 @@ export class Gateway {
       ...(options.backoff ? { backoff: options.backoff } : {}),
     });
     this.pool.onChange = () => this.rebuild();
+    const g = options.config.gateway;
+    const tenants = g.auth ? g.auth.tenants : {};
+    this.takeCall = rateLimiter({
+      perTenant: (tenant) => tenants[tenant]?.callsPerMinute ?? g.callsPerMinute,
+      now: () => options.platform.now(),
+    });
     this.cursors = CursorSealer.create(options.cursorSecret);
   }
 
@@ -134,19 +143,19 @@ export class Gateway {
 
   private visibility(principal: Principal): { version: number; entries: CatalogEntry[]; names: Set<string> } {
     const catalog = this.catalog;
-    const hit = this.visibleCache.get(principal.key);
+    const hit = this.visibleCache.get(principal.viewKey);
     if (hit && hit.version === catalog.version) return hit;
     let entries: CatalogEntry[];
-    if (principal.grants === '*') entries = catalog.entries as CatalogEntry[];
+    if (principal.grants === '*' && !principal.cap) entries = catalog.entries as CatalogEntry[];
     else {
-      const granted = compileGlobs(principal.grants);
+      const granted = grantsMatcher(principal);
       const tools = catalog.entries.filter((e) => !e.meta && granted(e.name));
       // Meta-tools are visible when anything is, and only ever reveal what the caller can see.
       entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name)) : [];
     }
     if (this.visibleCache.size > 1000) this.visibleCache.clear();
     const view = { version: catalog.version, entries, names: new Set(entries.map((e) => e.name)) };
-    this.visibleCache.set(principal.key, view);
+    this.visibleCache.set(principal.viewKey, view);
     return view;
   }
 
@@ -200,6 +209,14 @@ export class Gateway {
     return { content: [{ type: 'text', text }], isError: true };
   }
 
+  /**
+   * A refusal for a tool that is listed but must not run (drift quarantine hooks in here), as an
+   * isError result; undefined when the call may proceed.
+   */
+  refuse(_entry: CatalogEntry): Result | undefined {
+    return undefined;
+  }
+
   /** Applies the server's result cap (E1). Results that fit pass through untouched. */
   capResult(entry: CatalogEntry, result: Result): Result {
     const server = this.pool.get(entry.server)?.config;
@@ -225,14 +242,14 @@ export class Gateway {
     await this.ready;
     const sealer = await this.cursors;
     const catalog = this.catalog;
-    const offset = cursor === undefined ? 0 : await sealer.open(cursor, catalog.version, principal.key);
+    const offset = cursor === undefined ? 0 : await sealer.open(cursor, catalog.version, principal.viewKey);
     const visible = this.visibleEntries(principal);
     if (visible.length === 0 && offset === 0) this.assertSomeUpstreamUp();
     const pageSize = this.config.gateway.pageSize;
     const page = visible.slice(offset, offset + pageSize);
     const out: ToolPage = { tools: page.map((e) => e.tool) };
     if (offset + pageSize < visible.length) {
-      out.nextCursor = await sealer.seal(catalog.version, offset + pageSize, principal.key);
+      out.nextCursor = await sealer.seal(catalog.version, offset + pageSize, principal.viewKey);
     }
     return out;
   }

@@ -1,24 +1,37 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { formatIssues } from '../../src/config/index.js';
+import { checkBindSafety, formatIssues } from '../../src/config/index.js';
 import type { LogLevel } from '../../src/log.js';
 import { runCheck } from './check.js';
+import { type CliIO, runKeys } from './keys.js';
 import { ConfigLoadError, loadConfigFile, packageVersion } from './load.js';
 import { nodeLogger } from './platform.js';
 import { startGateway } from './serve.js';
+import { runToken } from './token.js';
 
 const USAGE = `manifold: one MCP endpoint in front of many MCP servers
 
 Usage:
   manifold serve [--config manifold.json] [--port 8787] [--host 127.0.0.1] [--log-level info]
   manifold check [--config manifold.json]
+  manifold keys --out DIR [--alg ES256] [--force]
+  manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub TENANT
+                 --grant PATTERN [--grant PATTERN ...] [--ttl 1h] [--tenant T] [--admin]
   manifold --version
 
-See docs/configuration.md for the config file.`;
+See docs/configuration.md for the config file and docs/auth.md for keys and tokens.`;
 
 const LEVELS = ['debug', 'info', 'warn', 'error'];
 
+const io: CliIO = {
+  out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
+};
+
 async function main(argv: string[]): Promise<number> {
+  // Commands with their own flags parse them themselves.
+  if (argv[0] === 'keys') return runKeys(argv.slice(1), io);
+  if (argv[0] === 'token') return runToken(argv.slice(1), io);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -70,6 +83,14 @@ async function main(argv: string[]): Promise<number> {
     config.gateway.port = port;
   }
   if (values.host !== undefined) config.gateway.host = values.host;
+  // The loader checked the file's host; --host may have changed it.
+  const unsafe = command === 'serve' ? checkBindSafety(config) : undefined;
+  if (unsafe) {
+    process.stderr.write(
+      `${formatIssues([{ ...unsafe, path: `--host ${JSON.stringify(config.gateway.host)}` }])}\n`,
+    );
+    return 2;
+  }
   const log = nodeLogger((level as LogLevel | undefined) ?? config.gateway.logLevel, secrets);
   if (warnings.length > 0) {
     for (const w of warnings) log.warn('config.warning', { path: w.path, message: w.message });

@@ -34,7 +34,79 @@ export function loadConfigFile(
   if (!result.ok) {
     throw new ConfigLoadError(`invalid config ${full}:\n${formatIssues(result.errors, full)}`, result.errors);
   }
+  const jwksIssue = resolveJwksFile(result.config);
+  if (jwksIssue) {
+    throw new ConfigLoadError(`invalid config ${full}:\n${formatIssues([jwksIssue], full)}`, [jwksIssue]);
+  }
   return { config: result.config, warnings: result.warnings, secrets: result.secrets, path: full };
+}
+
+/** JWK members that only a private or symmetric key has (RFC 7518 §6.2.2, §6.3.2, §6.4.1). */
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
+
+/**
+ * Reads `gateway.auth.jwksFile` (relative to `cwd`) into `gateway.auth.jwks`. Returns the problem,
+ * if any, at `gateway.auth.jwksFile`. Messages name the file, never its content: a file pointed
+ * at by mistake may hold a private key.
+ */
+export function resolveJwksFile(config: Config, cwd: string = process.cwd()): ConfigIssue | undefined {
+  const auth = config.gateway.auth;
+  if (!auth || auth.jwksFile === undefined) return undefined;
+  const full = resolve(cwd, auth.jwksFile);
+  const issue = (message: string, fix: string): ConfigIssue => ({
+    path: 'gateway.auth.jwksFile',
+    message,
+    fix,
+  });
+  const make =
+    'create one with `manifold keys --out DIR`, or point jwksFile at a file of the form {"keys": [...]}';
+  let text: string;
+  try {
+    text = readFileSync(full, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return issue(
+      code === 'ENOENT' ? `file not found: ${full}` : `cannot read ${full}: ${code ?? 'unknown error'}`,
+      `${make}; a relative path is resolved from the directory manifold runs in`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // The parser's message can quote the file's content, so it is not passed on.
+    return issue(`${full} is not valid JSON`, make);
+  }
+  const isObject = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (!isObject(parsed) || !Array.isArray(parsed.keys)) {
+    if (isObject(parsed) && PRIVATE_MEMBERS.some((m) => m in parsed)) {
+      return issue(
+        `${full} holds a private key, not a key set`,
+        'point jwksFile at jwks.json (the public keys), never at signing-key.json',
+      );
+    }
+    return issue(`${full} is not a JWKS: expected an object with a "keys" array`, make);
+  }
+  if (parsed.keys.length === 0) {
+    return issue(`${full} has no keys, so no token could be verified`, make);
+  }
+  const keys: Record<string, unknown>[] = [];
+  for (const [i, key] of parsed.keys.entries()) {
+    if (!isObject(key) || typeof key.kty !== 'string') {
+      return issue(`${full}: keys[${i}] is not a JWK (an object with "kty")`, make);
+    }
+    const secret = PRIVATE_MEMBERS.filter((m) => m in key);
+    if (secret.length > 0) {
+      return issue(
+        `${full}: keys[${i}] contains private or secret key material (${secret.map((m) => `"${m}"`).join(', ')})`,
+        'publish only public keys in jwksFile; `manifold keys` writes them to jwks.json',
+      );
+    }
+    keys.push(key);
+  }
+  auth.jwks = { keys };
+  return undefined;
 }
 
 /** The package version, read from the nearest package.json named mcp-manifold. */

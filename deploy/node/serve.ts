@@ -43,7 +43,12 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}/mcp`;
-  log.info('gateway.listening', { url, servers: config.servers.length });
+  log.info('gateway.listening', { url, servers: config.servers.length, auth: Boolean(config.gateway.auth) });
+  if (config.gateway.auth === false) {
+    log.warn('gateway.auth_disabled', {
+      message: `AUTHENTICATION IS OFF ("auth": false): anyone who can reach ${url} can list and call every tool`,
+    });
+  }
   const ready = gateway.start();
   if (options.waitReady) await ready;
 

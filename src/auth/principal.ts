@@ -7,7 +7,14 @@ export interface Principal {
   tenant: string;
   /** Globs over exposed tool names, or '*' when auth is off (everything config exposes). */
   grants: readonly string[] | '*';
+  /** The tenant's cap from config: a tool must match `grants` AND `cap`. Absent: no cap. */
+  cap?: readonly string[];
+  /** Holds the scope `manifold:admin` (health detail). */
+  admin?: boolean;
+  /** Stable identity of the caller (tenant + subject): owns sessions. */
   key: string;
+  /** Identity of what the caller can see (key + grants + cap): caches and cursors bind to it. */
+  viewKey: string;
 }
 
 /** The principal of a gateway that runs without auth (loopback only, or `auth: false`). */
@@ -15,7 +22,9 @@ export const anonymousPrincipal: Principal = Object.freeze({
   subject: 'anonymous',
   tenant: 'default',
   grants: '*',
+  admin: true,
   key: 'anonymous',
+  viewKey: 'anonymous',
 });
 
 export type Authenticator = (request: Request) => Promise<Principal>;

@@ -1,12 +1,14 @@
 export { interpolateString } from './interpolate.js';
-export { formatIssues, parseConfig, parseConfigObject } from './load.js';
-export { formatPath, GATEWAY_DEFAULTS, RESERVED_NAME } from './schema.js';
+export { checkBindSafety, formatIssues, isLoopbackHost, parseConfig, parseConfigObject } from './load.js';
+export { AUTH_DEFAULTS, formatPath, GATEWAY_DEFAULTS, JWS_ALGORITHMS, RESERVED_NAME } from './schema.js';
 export type {
+  AuthConfig,
   Config,
   ConfigIssue,
   ConfigResult,
   DisclosureConfig,
   GatewayConfig,
   ServerConfig,
+  TenantConfig,
   TransportKind,
 } from './types.js';

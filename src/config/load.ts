@@ -5,6 +5,9 @@
  */
 import { type Env, Interpolator } from './interpolate.js';
 import {
+  AUTH_DEFAULTS,
+  AUTH_KEYS,
+  authEntrySchema,
   closestKey,
   DISCLOSURE_KEYS,
   describeKind,
@@ -14,23 +17,32 @@ import {
   GATEWAY_KEYS,
   gatewayEntrySchema,
   HTTP_ONLY_KEYS,
+  JWS_ALGORITHMS,
+  KEY_SOURCES,
+  type KeySource,
+  MIN_SECRET_BYTES,
   nameProblems,
   type PathSegment,
   SERVER_KEYS,
   STDIO_ONLY_KEYS,
+  SYMMETRIC_ALGORITHMS,
   serverSchema,
+  showValue,
   suggestName,
+  TENANT_KEYS,
   TOOLS_KEYS,
   TOP_LEVEL_KEYS,
   unknownKeyWarning,
   validateShape,
 } from './schema.js';
 import type {
+  AuthConfig,
   Config,
   ConfigIssue,
   ConfigResult,
   GatewayConfig,
   ServerConfig,
+  TenantConfig,
   TransportKind,
 } from './types.js';
 
@@ -494,6 +506,8 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
       f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
       continue;
     }
+    // `auth` has its own reader and rules (below); the other keys go through one shape.
+    if (key === 'auth') continue;
     picked[key] =
       key === 'disclosure'
         ? readDisclosure(f, raw[key], [...base, key])
@@ -507,7 +521,7 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
   f.errors.push(...issues);
   const target = config as unknown as JsonObject;
   for (const key of GATEWAY_KEYS) {
-    if (picked[key] === undefined || key === 'disclosure') continue;
+    if (picked[key] === undefined || key === 'disclosure' || key === 'auth') continue;
     if (hasIssueUnder(issues, [...base, key])) invalid.add(key);
     else target[key] = picked[key];
   }
@@ -595,7 +609,353 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
       invalid.add('callTimeoutMs');
     }
   }
+  if (Object.hasOwn(raw, 'auth')) {
+    const auth = readAuth(f, raw.auth, [...base, 'auth']);
+    if (auth === undefined) invalid.add('auth');
+    else config.auth = auth;
+  } else if (!invalid.has('host') && !isLoopbackHost(config.host)) {
+    // Safe by default: no auth configured means loopback only; `"auth": false` is the way out.
+    f.errors.push(bindIssue());
+  }
   return { config, invalid, alwaysLoad };
+}
+
+// --- gateway.auth ------------------------------------------------------------------------------
+
+/** 127.0.0.0/8, ::1 (any spelling, with or without brackets) and `localhost`. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase();
+  if (h === 'localhost') return true;
+  const v4 = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(h);
+  if (v4) return v4.slice(1).every((n) => Number(n) <= 255);
+  if (!h.includes(':')) return false;
+  const bare = h.startsWith('[') && h.endsWith(']') ? h.slice(1, -1) : h;
+  try {
+    return new URL(`http://[${bare}]/`).hostname === '[::1]';
+  } catch {
+    return false;
+  }
+}
+
+function bindIssue(): ConfigIssue {
+  return {
+    path: 'gateway.host',
+    message:
+      'is not a loopback address and gateway.auth is not set, so anyone who can reach the gateway could list and call every tool',
+    fix: 'add gateway.auth, or set "auth": false to serve without authentication on a non-loopback address',
+  };
+}
+
+/**
+ * A gateway without `gateway.auth` may listen only on loopback. The loader checks the file; call
+ * this again after anything (such as `--host`) changes `gateway.host`.
+ */
+export function checkBindSafety(config: Config): ConfigIssue | undefined {
+  const { auth, host } = config.gateway;
+  return auth === undefined && !isLoopbackHost(host) ? bindIssue() : undefined;
+}
+
+const ASYMMETRIC_SOURCES: readonly KeySource[] = ['jwksUrl', 'jwksFile', 'publicKey'];
+const quoteList = (names: readonly string[], conjunction: 'and' | 'or') => {
+  const q = names.map((n) => JSON.stringify(n));
+  return q.length < 2 ? q.join('') : `${q.slice(0, -1).join(', ')} ${conjunction} ${q[q.length - 1]}`;
+};
+
+/** Reads `tenants`: each entry's known keys are interpolated, unknown keys warned about. */
+function readTenants(f: Findings, raw: unknown, base: PathSegment[]): unknown {
+  if (!isObject(raw)) return raw;
+  return Object.fromEntries(
+    keysOf(raw).map((id) => {
+      const entry = raw[id];
+      if (!isObject(entry)) return [id, entry];
+      const picked: JsonObject = {};
+      for (const key of keysOf(entry)) {
+        if (TENANT_KEYS.includes(key)) picked[key] = interpolateField(f, entry[key], [...base, id, key]);
+        else f.warnings.push(unknownKeyWarning([...base, id, key], TENANT_KEYS));
+      }
+      return [id, picked];
+    }),
+  );
+}
+
+/** An https URL; http is accepted only for a loopback host when `loopbackHttp` is set. */
+function checkHttpsUrl(f: Findings, value: string, path: PathSegment[], loopbackHttp: boolean): boolean {
+  const example = loopbackHttp
+    ? 'write an https URL such as "https://auth.example.com/.well-known/jwks.json" (http only for 127.0.0.1 or localhost)'
+    : 'write an https URL such as "https://auth.example.com/"';
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    error(f, path, 'is not a valid absolute URL', example);
+    return false;
+  }
+  const loopback = isLoopbackHost(url.hostname);
+  if (url.protocol !== 'https:' && !(loopbackHttp && loopback && url.protocol === 'http:')) {
+    const scheme = isTainted(f, path) ? 'another scheme' : url.protocol;
+    const rule = loopbackHttp ? 'https: (http: only for a loopback host)' : 'https:';
+    error(f, path, `must use ${rule}, got ${scheme}`, example);
+    return false;
+  }
+  if (url.username !== '' || url.password !== '') {
+    error(f, path, 'must not contain a username or password', example);
+    return false;
+  }
+  return true;
+}
+
+function checkPublicKey(f: Findings, pem: string, path: PathSegment[]): void {
+  if (pem.includes('PRIVATE KEY-----')) {
+    error(
+      f,
+      path,
+      'contains a private key; the gateway needs only the public key',
+      'derive the public key with `openssl pkey -in key.pem -pubout`, and keep the private key out of the config',
+    );
+  } else if (!pem.includes('-----BEGIN PUBLIC KEY-----') || !pem.includes('-----END PUBLIC KEY-----')) {
+    error(
+      f,
+      path,
+      'is not a PEM public key: expected -----BEGIN PUBLIC KEY----- ... -----END PUBLIC KEY----- (SPKI)',
+      'export the key as SPKI PEM, e.g. `openssl pkey -pubin -in key.pem -pubout`, writing line breaks as \\n; or use jwksFile',
+    );
+  }
+}
+
+function checkSecret(
+  f: Findings,
+  secret: string,
+  path: PathSegment[],
+  algorithms: string[] | undefined,
+): void {
+  const fix =
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+    'generate one with `openssl rand -base64 48`, put it in an environment variable and write "secret": "${JWT_SECRET}"';
+  // HS256 unless configured otherwise; the longest hash sets the bar (RFC 7518 §3.2).
+  const hmac = (algorithms ?? ['HS256']).filter((a): a is keyof typeof MIN_SECRET_BYTES =>
+    Object.hasOwn(MIN_SECRET_BYTES, a),
+  );
+  const strictest = hmac.reduce((a, b) => (MIN_SECRET_BYTES[b] > MIN_SECRET_BYTES[a] ? b : a), 'HS256');
+  const min = MIN_SECRET_BYTES[strictest];
+  // Bytes, not characters: HMAC keys are byte strings (and the jose verifier uses the UTF-8 bytes of
+  // the string, so `openssl rand -base64 48` gives 64 bytes, enough for HS512). The length is not shown.
+  if (new TextEncoder().encode(secret).length < min) {
+    const why = strictest === 'HS256' ? 'which is too weak for an HMAC key' : `which ${strictest} needs`;
+    error(f, path, `is shorter than ${min} bytes, ${why}`, fix);
+  } else if (!isTainted(f, path)) {
+    f.warnings.push({
+      path: formatPath(path),
+      message: 'is written in the config file itself; anyone who can read the file can mint tokens',
+      fix,
+    });
+  }
+}
+
+/** `algorithms`, deduplicated; `none`, unknown names and algorithms of the wrong key type are errors. */
+function checkAlgorithms(
+  f: Findings,
+  algorithms: string[],
+  source: KeySource | undefined,
+  base: PathSegment[],
+): string[] {
+  const known = JWS_ALGORITHMS as readonly string[];
+  const symmetric = SYMMETRIC_ALGORITHMS as readonly string[];
+  const out: string[] = [];
+  algorithms.forEach((alg, i) => {
+    const path = [...base, i];
+    const tainted = isTainted(f, path);
+    if (alg.trim().toLowerCase() === 'none') {
+      error(
+        f,
+        path,
+        '"none" is never allowed: it would accept unsigned tokens',
+        'remove "none"; list signing algorithms such as "ES256"',
+      );
+      return;
+    }
+    if (!known.includes(alg)) {
+      const near = tainted ? undefined : known.find((k) => k.toLowerCase() === alg.toLowerCase());
+      error(
+        f,
+        path,
+        `expected a JWS algorithm (RS256/384/512, PS256/384/512, ES256/384/512, EdDSA or HS256/384/512), got ${showValue(alg, tainted)}`,
+        near
+          ? `write ${JSON.stringify(near)}; algorithm names are case-sensitive`
+          : 'write an algorithm name such as "ES256"',
+      );
+      return;
+    }
+    const hmac = symmetric.includes(alg);
+    if (hmac && source !== undefined && ASYMMETRIC_SOURCES.includes(source)) {
+      // A public key used as an HMAC secret would let anyone forge tokens (SECURITY A5).
+      error(
+        f,
+        path,
+        `${JSON.stringify(alg)} is a shared-secret algorithm and cannot be used with ${JSON.stringify(source)}`,
+        `remove ${JSON.stringify(alg)}, or verify with "secret" instead of ${JSON.stringify(source)}`,
+      );
+      return;
+    }
+    if (!hmac && source === 'secret') {
+      error(
+        f,
+        path,
+        `${JSON.stringify(alg)} needs a public key, but the key source is "secret"`,
+        'use HS256, HS384 or HS512 with a secret, or replace secret with jwksUrl, jwksFile or publicKey',
+      );
+      return;
+    }
+    if (!out.includes(alg)) out.push(alg);
+  });
+  return out;
+}
+
+function checkResource(f: Findings, value: string, path: PathSegment[]): void {
+  const example = 'write the public URL of the MCP endpoint, e.g. "https://mcp.example.com/mcp"';
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    error(f, path, 'is not a valid absolute URL', example);
+    return;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    const scheme = isTainted(f, path) ? 'another scheme' : url.protocol;
+    error(f, path, `must use the http: or https: scheme, got ${scheme}`, example);
+  } else if (url.username !== '' || url.password !== '') {
+    error(f, path, 'must not contain a username or password', example);
+  } else if (url.hash !== '' || value.includes('#')) {
+    // RFC 8707 §2: a resource indicator must not include a fragment.
+    error(f, path, 'must not contain a fragment ("#...")', example);
+  }
+}
+
+/** `gateway.auth`: `false`, or an object with issuer, audience and exactly one key source. */
+function readAuth(f: Findings, raw: unknown, base: PathSegment[]): AuthConfig | false | undefined {
+  if (raw === false) return false;
+  if (!isObject(raw)) {
+    error(
+      f,
+      base,
+      `expected an object with issuer, audience and a key source, or false, got ${describeKind(raw)}`,
+      'write auth as {"issuer": "https://auth.example.com/", "audience": "https://mcp.example.com/mcp", "jwksUrl": "https://auth.example.com/.well-known/jwks.json"}, or false to serve without authentication',
+    );
+    return undefined;
+  }
+  const before = f.errors.length;
+  const picked: JsonObject = {};
+  for (const key of keysOf(raw)) {
+    if (!AUTH_KEYS.includes(key)) {
+      f.warnings.push(unknownKeyWarning([...base, key], AUTH_KEYS));
+      continue;
+    }
+    picked[key] =
+      key === 'tenants'
+        ? readTenants(f, raw[key], [...base, key])
+        : interpolateField(f, raw[key], [...base, key]);
+  }
+  const issues = validateShape(authEntrySchema, picked, {
+    table: FIELD_TEXT.auth,
+    base,
+    tainted: f.interpolator.tainted,
+  });
+  f.errors.push(...issues);
+  const has = (key: string) => picked[key] !== undefined;
+  const valid = (key: string) => has(key) && !hasIssueUnder(issues, [...base, key]);
+
+  for (const key of ['issuer', 'audience'] as const) {
+    if (has(key)) continue;
+    const text = FIELD_TEXT.auth[key]!;
+    error(
+      f,
+      [...base, key],
+      `is missing: tokens are checked against their "${key === 'issuer' ? 'iss' : 'aud'}" claim`,
+      text.fix,
+    );
+  }
+
+  const sources = KEY_SOURCES.filter(has);
+  if (sources.length === 0) {
+    error(
+      f,
+      base,
+      `has no key source: set exactly one of ${quoteList(KEY_SOURCES, 'or')}`,
+      'add jwksUrl for an identity provider, jwksFile for keys made by `manifold keys`, publicKey for a PEM key, or secret for a shared HS256 secret',
+    );
+  } else if (sources.length > 1) {
+    error(
+      f,
+      base,
+      `has several key sources (${quoteList(sources, 'and')}); set exactly one`,
+      `keep one of ${quoteList(sources, 'or')} and remove the others`,
+    );
+  }
+  const source = sources.length === 1 ? sources[0] : undefined;
+  if (valid('jwksUrl')) checkHttpsUrl(f, picked.jwksUrl as string, [...base, 'jwksUrl'], true);
+  if (valid('publicKey')) checkPublicKey(f, picked.publicKey as string, [...base, 'publicKey']);
+  let algorithms: string[] | undefined;
+  if (valid('algorithms')) {
+    algorithms = checkAlgorithms(f, picked.algorithms as string[], source, [...base, 'algorithms']);
+  }
+  if (valid('secret')) checkSecret(f, picked.secret as string, [...base, 'secret'], algorithms);
+  if (valid('authorizationServers')) {
+    (picked.authorizationServers as string[]).forEach((url, i) => {
+      checkHttpsUrl(f, url, [...base, 'authorizationServers', i], false);
+    });
+  }
+  if (valid('resource')) checkResource(f, picked.resource as string, [...base, 'resource']);
+
+  const tenants: Record<string, TenantConfig> = Object.create(null);
+  if (valid('tenants')) {
+    const given = picked.tenants as Record<string, { grants?: string[]; callsPerMinute?: number }>;
+    for (const id of Object.keys(given)) {
+      const entry = given[id]!;
+      const tenant: TenantConfig = {};
+      if (entry.grants !== undefined) {
+        tenant.grants = [...entry.grants];
+        entry.grants.forEach((g, i) => {
+          if (!g.startsWith('tools:')) return;
+          f.warnings.push({
+            path: formatPath([...base, 'tenants', id, 'grants', i]),
+            message:
+              'starts with "tools:", but tenant grants are patterns over exposed tool names, so it matches nothing',
+            fix: 'drop the "tools:" part, e.g. "github__*"; "tools:" belongs only in token scopes',
+          });
+        });
+      }
+      if (entry.callsPerMinute !== undefined) tenant.callsPerMinute = entry.callsPerMinute;
+      Object.defineProperty(tenants, id, {
+        value: tenant,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+
+  if (f.errors.length > before || source === undefined) return undefined;
+  const value = (key: string) => picked[key] as never;
+  const auth: AuthConfig = {
+    issuer: value('issuer'),
+    audience: value('audience'),
+    clockToleranceSeconds: has('clockToleranceSeconds')
+      ? value('clockToleranceSeconds')
+      : AUTH_DEFAULTS.clockToleranceSeconds,
+    tenantClaim: has('tenantClaim') ? value('tenantClaim') : AUTH_DEFAULTS.tenantClaim,
+    tenants,
+    authorizationServers: has('authorizationServers')
+      ? [...new Set(picked.authorizationServers as string[])]
+      : [],
+    jwksCooldownSeconds: has('jwksCooldownSeconds')
+      ? value('jwksCooldownSeconds')
+      : AUTH_DEFAULTS.jwksCooldownSeconds,
+    jwksTimeoutMs: has('jwksTimeoutMs') ? value('jwksTimeoutMs') : AUTH_DEFAULTS.jwksTimeoutMs,
+  };
+  auth[source] = value(source);
+  if (algorithms !== undefined) auth.algorithms = algorithms;
+  if (has('grantsClaim')) auth.grantsClaim = value('grantsClaim');
+  if (has('resource')) auth.resource = value('resource');
+  return auth;
 }
 
 // --- servers -----------------------------------------------------------------------------------
@@ -1054,7 +1414,11 @@ function validate(raw: unknown, env: Env, initial: ConfigIssue[]): ConfigResult 
   checkAlwaysLoad(f, raw, gateway);
   if (f.errors.length > 0) return { ok: false, errors: f.errors, warnings: f.warnings };
   const config: Config = { gateway: gateway.config, servers };
-  return { ok: true, config, warnings: f.warnings, secrets: f.interpolator.secrets };
+  const secrets = f.interpolator.secrets;
+  // A shared secret is redacted from logs even when it was written literally.
+  const secret = config.gateway.auth ? config.gateway.auth.secret : undefined;
+  if (secret !== undefined && !secrets.includes(secret)) secrets.push(secret);
+  return { ok: true, config, warnings: f.warnings, secrets };
 }
 
 // ---------------------------------------------------------------------------------------------

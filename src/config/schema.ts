@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { LogLevel } from '../log.js';
-import type { ConfigIssue, GatewayConfig } from './types.js';
+import type { AuthConfig, ConfigIssue, GatewayConfig } from './types.js';
 
 // ---------------------------------------------------------------------------------------------
 // Paths
@@ -103,6 +103,7 @@ export const gatewaySchema = z.object({
   maxDescriptionBytes: count(),
   maxToolsPerServer: count(),
   disclosure: disclosureSchema.partial(),
+  callsPerMinute: count(),
 });
 
 const glob = () => z.array(z.string().min(1));
@@ -128,8 +129,88 @@ export const serverEntrySchema = z.object({
 export const gatewayEntrySchema = gatewaySchema.partial();
 export const serverSchema = serverEntrySchema.partial();
 
+// --- gateway.auth ------------------------------------------------------------------------------
+
+/** JWS algorithms a token may be verified with (RFC 7518 §3.1, RFC 8037). `none` is never one. */
+export const ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+] as const;
+export const SYMMETRIC_ALGORITHMS = ['HS256', 'HS384', 'HS512'] as const;
+export const JWS_ALGORITHMS = [...ASYMMETRIC_ALGORITHMS, ...SYMMETRIC_ALGORITHMS] as const;
+
+/** The four ways to give the verification key; exactly one must be set. */
+export const KEY_SOURCES = ['jwksUrl', 'jwksFile', 'publicKey', 'secret'] as const;
+export type KeySource = (typeof KEY_SOURCES)[number];
+
+/** The shortest HMAC secret accepted, in bytes: the hash output size (RFC 7518 §3.2). */
+export const MIN_SECRET_BYTES: Readonly<Record<(typeof SYMMETRIC_ALGORITHMS)[number], number>> = {
+  HS256: 32,
+  HS384: 48,
+  HS512: 64,
+};
+export const MAX_CLOCK_TOLERANCE_SECONDS = 60;
+/** A JWKS fetch must give up quickly (SECURITY A11), so its timeout is capped. */
+export const MAX_JWKS_TIMEOUT_MS = 60_000;
+
+export const AUTH_DEFAULTS: Readonly<
+  Pick<
+    AuthConfig,
+    | 'clockToleranceSeconds'
+    | 'tenantClaim'
+    | 'tenants'
+    | 'authorizationServers'
+    | 'jwksCooldownSeconds'
+    | 'jwksTimeoutMs'
+  >
+> = Object.freeze({
+  clockToleranceSeconds: 30,
+  tenantClaim: 'sub',
+  tenants: Object.freeze({}) as Record<string, never>,
+  authorizationServers: Object.freeze([]) as unknown as string[],
+  jwksCooldownSeconds: 30,
+  jwksTimeoutMs: 5000,
+});
+
+export const tenantSchema = z.object({
+  grants: glob(),
+  callsPerMinute: count(),
+});
+
+// `tenants` entries are read one by one in load.ts (unknown keys warn), then checked with tenantSchema.
+export const authSchema = z.object({
+  issuer: z.string().min(1),
+  audience: z.string().min(1),
+  jwksUrl: z.string().min(1),
+  jwksFile: z.string().min(1),
+  publicKey: z.string().min(1),
+  // Length and content rules for the key sources live in load.ts, so messages never show values.
+  secret: z.string(),
+  algorithms: z.array(z.string()).min(1),
+  clockToleranceSeconds: z.int().min(0).max(MAX_CLOCK_TOLERANCE_SECONDS),
+  tenantClaim: z.string().min(1),
+  grantsClaim: z.string().min(1),
+  tenants: z.record(z.string(), tenantSchema.partial()),
+  authorizationServers: z.array(z.string().min(1)),
+  resource: z.string().min(1),
+  jwksCooldownSeconds: count(),
+  jwksTimeoutMs: z.int().min(1).max(MAX_JWKS_TIMEOUT_MS),
+});
+
+export const authEntrySchema = authSchema.partial();
+
 export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', '$schema'] as const;
-export const GATEWAY_KEYS = Object.keys(gatewaySchema.shape) as (keyof GatewayConfig)[];
+export const GATEWAY_KEYS = [...Object.keys(gatewaySchema.shape), 'auth'] as (keyof GatewayConfig)[];
+export const AUTH_KEYS = Object.keys(authSchema.shape);
+export const TENANT_KEYS = Object.keys(tenantSchema.shape);
 export const SERVER_KEYS = Object.keys(serverEntrySchema.shape);
 export const TOOLS_KEYS = Object.keys(toolsSchema.shape);
 export const DISCLOSURE_KEYS = Object.keys(disclosureSchema.shape);
@@ -210,6 +291,86 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     expected: 'a server name string',
     fix: 'write the name of a server configured under mcpServers, e.g. "github"',
   },
+  callsPerMinute: positive('calls per minute per tenant', 120),
+};
+
+const AUTH_TEXT: Record<string, FieldText> = {
+  issuer: {
+    expected: 'a non-empty string',
+    fix: 'set issuer to the exact "iss" of your tokens, e.g. "https://auth.example.com/"',
+  },
+  audience: {
+    expected: 'a non-empty string',
+    fix: 'set audience to the "aud" your tokens are issued for, e.g. "https://mcp.example.com/mcp"',
+  },
+  jwksUrl: {
+    expected: 'a non-empty URL string',
+    fix: 'set jwksUrl to the https URL of the issuer\'s JWKS, e.g. "https://auth.example.com/.well-known/jwks.json"',
+  },
+  jwksFile: {
+    expected: 'a non-empty path string',
+    fix: 'set jwksFile to the path of a JWKS file, e.g. "keys/jwks.json" (see `manifold keys`)',
+  },
+  publicKey: {
+    expected: 'a PEM string',
+    fix: 'set publicKey to a PEM public key that starts with -----BEGIN PUBLIC KEY-----',
+  },
+  secret: {
+    expected: 'a string',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+    fix: 'generate one with `openssl rand -base64 48`, put it in an environment variable and write "secret": "${JWT_SECRET}"',
+  },
+  algorithms: {
+    expected: 'a non-empty array of JWS algorithm names',
+    fix: 'write algorithms as an array such as ["ES256"], or remove it to use the default for the key source',
+  },
+  'algorithms[]': { expected: 'an algorithm name string', fix: 'write an algorithm name such as "ES256"' },
+  clockToleranceSeconds: {
+    expected: `an integer from 0 to ${MAX_CLOCK_TOLERANCE_SECONDS} (seconds)`,
+    fix: `write a whole number of seconds from 0 to ${MAX_CLOCK_TOLERANCE_SECONDS} without quotes, e.g. 30`,
+  },
+  tenantClaim: {
+    expected: 'a claim name string',
+    fix: 'set tenantClaim to the claim that names the tenant, e.g. "sub" or "tid"',
+  },
+  grantsClaim: {
+    expected: 'a claim name string',
+    fix: 'set grantsClaim to a claim holding an array of tool patterns, e.g. "permissions", or remove it to use "scope"',
+  },
+  tenants: {
+    expected: 'an object that maps tenant ids to tenant settings',
+    fix: 'write tenants as {"acme": {"grants": ["github__*"], "callsPerMinute": 60}}',
+  },
+  'tenants.*': {
+    expected: 'an object with "grants" and/or "callsPerMinute"',
+    fix: 'write the tenant as {"grants": ["github__*"], "callsPerMinute": 60}',
+  },
+  'tenants.*.grants': {
+    expected: 'an array of glob strings',
+    fix: 'write grants as an array of exposed tool names or globs, e.g. ["github__*"]',
+  },
+  'tenants.*.grants[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write an exposed tool name or a glob such as "github__*"',
+  },
+  'tenants.*.callsPerMinute': positive('calls per minute', 60),
+  authorizationServers: {
+    expected: 'an array of https URLs',
+    fix: 'write authorizationServers as an array such as ["https://auth.example.com/"]',
+  },
+  'authorizationServers[]': {
+    expected: 'an https URL string',
+    fix: 'write the issuer URL of an authorization server, e.g. "https://auth.example.com/"',
+  },
+  resource: {
+    expected: 'an absolute URL string',
+    fix: 'set resource to the public URL of the MCP endpoint, e.g. "https://mcp.example.com/mcp"',
+  },
+  jwksCooldownSeconds: positive('seconds', 30),
+  jwksTimeoutMs: {
+    expected: `an integer from 1 to ${MAX_JWKS_TIMEOUT_MS} (milliseconds)`,
+    fix: 'write a whole number of milliseconds without quotes, e.g. 5000',
+  },
 };
 
 const SERVER_TEXT: Record<string, FieldText> = {
@@ -270,9 +431,10 @@ const SERVER_TEXT: Record<string, FieldText> = {
 };
 
 export type FieldTable = Record<string, FieldText>;
-export const FIELD_TEXT: { gateway: FieldTable; server: FieldTable } = {
+export const FIELD_TEXT: { gateway: FieldTable; server: FieldTable; auth: FieldTable } = {
   gateway: GATEWAY_TEXT,
   server: SERVER_TEXT,
+  auth: AUTH_TEXT,
 };
 
 function fieldKey(table: FieldTable, rel: readonly PathSegment[]): string {

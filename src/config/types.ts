@@ -38,6 +38,45 @@ export interface DisclosureConfig {
   alwaysLoad: string[];
 }
 
+export interface TenantConfig {
+  /** Caps what this tenant's tokens may carry: effective grants = token grants ∩ these. Absent: no cap. */
+  grants?: string[];
+  /** Overrides gateway.callsPerMinute for this tenant. */
+  callsPerMinute?: number;
+}
+
+/** `gateway.auth`: JWT verification for every request (MCP authorization, RFC 9728). */
+export interface AuthConfig {
+  issuer: string;
+  audience: string;
+  /** Exactly one key source. */
+  jwksUrl?: string;
+  /** A local JWKS file; read by the Node host and handed to the core as `jwks`. */
+  jwksFile?: string;
+  /** A PEM public key (SPKI). */
+  publicKey?: string;
+  /** HS256 shared secret, for development; usually `${VAR}`. */
+  secret?: string;
+  /** Inline JWKS (what jwksFile or the Workers MANIFOLD_JWKS variable resolve to). */
+  jwks?: { keys: Record<string, unknown>[] };
+  /** Allowlist; default follows the key source. `none` is never allowed. */
+  algorithms?: string[];
+  /** At most 60. Default 30. */
+  clockToleranceSeconds: number;
+  /** Claim naming the tenant. Default `sub`. */
+  tenantClaim: string;
+  /** Claim holding an array of grant patterns. Absent: grants come from `scope` entries `tools:<pattern>`. */
+  grantsClaim?: string;
+  tenants: Record<string, TenantConfig>;
+  /** Authorization servers advertised in protected-resource metadata. Default []. */
+  authorizationServers: string[];
+  /** The resource (endpoint URL) advertised; default: the request's origin + /mcp. */
+  resource?: string;
+  /** Remote JWKS: minimum seconds between refetches (default 30) and fetch timeout ms (default 5000). */
+  jwksCooldownSeconds: number;
+  jwksTimeoutMs: number;
+}
+
 export interface GatewayConfig {
   host: string;
   port: number;
@@ -72,6 +111,13 @@ export interface GatewayConfig {
   /** A listing with more tools than this fails for that server (default 1000). */
   maxToolsPerServer: number;
   disclosure: DisclosureConfig;
+  /**
+   * JWT auth. Absent: no auth, and the gateway refuses to bind to a non-loopback host. `false`:
+   * explicitly no auth on any host (logged loudly).
+   */
+  auth?: AuthConfig | false;
+  /** Default per-tenant rate limit for tools/call; absent means unlimited. */
+  callsPerMinute?: number;
 }
 
 export interface Config {

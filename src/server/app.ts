@@ -1,5 +1,7 @@
 import { Hono } from 'hono';
+import { createAuthenticator } from '../auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../auth/principal.js';
+import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import { toRpcError } from './errors.js';
 import { isLoopbackHost, originGuard } from './http-guards.js';
@@ -24,7 +26,13 @@ export interface AppOptions {
  */
 export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
   const g = gateway.config.gateway;
-  const authenticate = options.authenticate ?? noAuth;
+  const auth = g.auth || undefined;
+  const authenticate =
+    options.authenticate ?? (auth ? createAuthenticator(auth, gateway.platform.fetch) : noAuth);
+  // RFC 9728 §5.1: a 401 points at the protected-resource metadata of this endpoint.
+  const resource = (c: { req: { url: string } }) => auth?.resource ?? `${new URL(c.req.url).origin}/mcp`;
+  const metadataUrl = (c: { req: { url: string } }) =>
+    `${new URL(resource(c)).origin}/.well-known/oauth-protected-resource/mcp`;
   const mcp = createMcpHandlers(gateway);
   gateway.onCatalogChange(() => broadcastListChanged(gateway));
 
@@ -35,14 +43,41 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
       gateway.log.error('http.internal_error', { path: c.req.path, error: String(err).split('\n')[0] });
     }
     const status = e.status === 200 ? 500 : e.status;
-    return new Response(errorMessage(null, e.code, e.message, e.data), {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (err instanceof ManifoldError && err.code === 'ERR_UNAUTHORIZED') {
+      // RFC 6750 §3: error="invalid_token" only when a token was presented.
+      const presented = err.data?.presented !== false;
+      headers['www-authenticate'] =
+        `Bearer resource_metadata="${metadataUrl(c)}"${presented ? ', error="invalid_token"' : ''}`;
+    }
+    return new Response(errorMessage(null, e.code, e.message, { manifold: e.data.manifold }), {
       status,
-      headers: { 'content-type': 'application/json' },
+      headers,
     });
   });
   app.notFound(() => new Response(JSON.stringify({ error: 'not found' }), { status: 404 }));
 
-  app.get('/healthz', (c) => c.json(gateway.health()));
+  // With auth on, an anonymous caller learns only that the gateway is alive (issue: auth §4).
+  app.get('/healthz', async (c) => {
+    if (!auth) return c.json(gateway.health());
+    const principal = await authenticate(c.req.raw).catch(() => undefined);
+    if (principal?.admin) return c.json(gateway.health());
+    return c.json({ status: gateway.isStopping ? 'stopping' : 'alive' });
+  });
+
+  // RFC 9728 protected-resource metadata, at the root and the path-specific form (§3.1).
+  const metadata = (c: { req: { url: string } }) => ({
+    resource: resource(c),
+    authorization_servers: auth?.authorizationServers ?? [],
+    scopes_supported: [
+      'tools:*',
+      ...gateway.config.servers.flatMap((s) => (s.prefix === false ? [] : [`tools:${s.prefix}__*`])),
+      'manifold:admin',
+    ],
+    bearer_methods_supported: ['header'],
+  });
+  app.get('/.well-known/oauth-protected-resource', (c) => (auth ? c.json(metadata(c)) : c.notFound()));
+  app.get('/.well-known/oauth-protected-resource/mcp', (c) => (auth ? c.json(metadata(c)) : c.notFound()));
 
   app.use(
     '/mcp',

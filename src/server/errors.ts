@@ -36,6 +36,9 @@ const table: Record<ErrorCode, Mapping> = {
   ERR_ALL_UPSTREAMS_FAILED: { status: 200, rpc: -32012 },
   ERR_EGRESS_DENIED: { status: 200, rpc: -32010 },
   ERR_UPSTREAM_BODY_TOO_LARGE: { status: 200, rpc: -32014 },
+  ERR_UNAUTHORIZED: { status: 401, rpc: -32001 },
+  ERR_AUTH_UNAVAILABLE: { status: 503, rpc: RpcCode.InternalError },
+  ERR_RATE_LIMITED: { status: 200, rpc: -32029 },
 };
 
 export interface RpcError {

@@ -19,28 +19,73 @@ export interface CallContext {
 }
 
 type Result = Record<string, unknown>;
+export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
 
 /**
- * Relays one tools/call to the upstream that owns it. The answer is plain JSON unless the
- * client asked for progress, in which case the POST becomes an SSE stream carrying the
- * upstream's progress (re-keyed to the client's token) and then the response.
+ * Relays one tools/call to the upstream that owns it, with one audit line per call. The answer
+ * is plain JSON unless the client asked for progress, in which case the POST becomes an SSE
+ * stream carrying the upstream's progress (re-keyed to the client's token) and then the response.
  */
 export async function toolsCall(ctx: CallContext): Promise<Response> {
+  const { gateway, principal, request } = ctx;
+  const started = gateway.platform.now();
+  const params = request.params ?? {};
+  const bytesIn = JSON.stringify(params.arguments ?? {}).length;
+  let entry: CatalogEntry | undefined;
+  // Argument values are never logged: only sizes, names and the verdict.
+  const audit = (verdict: Verdict, bytesOut: number) =>
+    gateway.log.info('audit.tools_call', {
+      tenant: principal.tenant,
+      subject: principal.subject,
+      tool: entry?.name ?? (typeof params.name === 'string' ? params.name.slice(0, 128) : null),
+      server: entry?.server ?? null,
+      verdict,
+      durationMs: gateway.platform.now() - started,
+      bytesIn,
+      bytesOut,
+    });
+  try {
+    entry = gateway.resolve(principal, params.name);
+    const limit = gateway.takeCall(principal.tenant);
+    if (!limit.ok) {
+      throw new ManifoldError(
+        'ERR_RATE_LIMITED',
+        `rate limit for tenant exceeded: retry after ${limit.retryAfterSeconds} s`,
+        { data: { retryAfterSeconds: limit.retryAfterSeconds } },
+      );
+    }
+  } catch (e) {
+    audit('denied', 0);
+    throw e;
+  }
+  return relay(ctx, entry, audit);
+}
+
+async function relay(
+  ctx: CallContext,
+  entry: CatalogEntry,
+  audit: (verdict: Verdict, bytesOut: number) => void,
+): Promise<Response> {
   const { gateway, session, principal, request } = ctx;
   const params = request.params ?? {};
   const args = params.arguments;
   if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args))) {
+    audit('invalid', 0);
     throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
   }
-  const entry = gateway.resolve(principal, params.name);
   const argsObject = (args ?? {}) as Record<string, unknown>;
+  const respond = (verdict: Verdict, body: string) => {
+    audit(verdict, body.length);
+    return ctx.json(body);
+  };
   if (entry.meta === 'describe_tool') {
-    return ctx.json(resultMessage(request.id, describeTool(gateway, principal, argsObject)));
+    return respond('allowed', resultMessage(request.id, describeTool(gateway, principal, argsObject)));
   }
-  // Arguments are checked against the full schema before anything is sent (B9 stays with the
-  // upstream only for what a schema cannot express).
+  const refusal = gateway.refuse(entry);
+  if (refusal) return respond('quarantined', resultMessage(request.id, refusal));
+  // Arguments are checked against the full schema before anything is sent.
   const invalid = gateway.checkArguments(entry, argsObject);
-  if (invalid) return ctx.json(resultMessage(request.id, invalid));
+  if (invalid) return respond('invalid', resultMessage(request.id, invalid));
 
   const upstream = gateway.pool.get(entry.server);
   if (!upstream) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
@@ -54,7 +99,13 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
   session.inflight.set(key, controller);
   const done = () => session.inflight.delete(key);
   const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
-  const finish = (result: Result) => gateway.capResult(entry, result);
+  const answer = (result: Result) => resultMessage(request.id, gateway.capResult(entry, result));
+  const failure = (e: unknown): { verdict: Verdict; body: string } => {
+    const asResult = errorAsResult(entry, e);
+    return asResult
+      ? { verdict: 'error', body: resultMessage(request.id, asResult) }
+      : { verdict: 'error', body: ctx.fail(request.id, e) };
+  };
 
   if (validToken && ctx.canStream) {
     const stream = new SseStream();
@@ -74,12 +125,20 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
         }),
       )
       .then(
-        (result) => stream.send(resultMessage(request.id, finish(result))),
+        (result) => {
+          const body = answer(result);
+          audit('allowed', body.length);
+          stream.send(body);
+        },
         (e) => {
           // A cancelled request gets no response (spec: utilities/cancellation).
-          if (controller.signal.aborted) return;
-          const asResult = errorAsResult(entry, e);
-          stream.send(asResult ? resultMessage(request.id, asResult) : ctx.fail(request.id, e));
+          if (controller.signal.aborted) {
+            audit('error', 0);
+            return;
+          }
+          const f = failure(e);
+          audit(f.verdict, f.body.length);
+          stream.send(f.body);
         },
       )
       .finally(() => {
@@ -93,13 +152,12 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
     const result = await gateway.track(() =>
       upstream.callTool(upstreamParams, { signal: controller.signal }),
     );
-    return ctx.json(resultMessage(request.id, finish(result)));
+    return respond('allowed', answer(result));
   } catch (e) {
-    if (controller.signal.aborted) {
-      return ctx.json(errorMessage(request.id, -32800, 'request cancelled'));
-    }
-    const asResult = errorAsResult(entry, e);
-    return ctx.json(asResult ? resultMessage(request.id, asResult) : ctx.fail(request.id, e));
+    if (controller.signal.aborted)
+      return respond('error', errorMessage(request.id, -32800, 'request cancelled'));
+    const f = failure(e);
+    return respond(f.verdict, f.body);
   } finally {
     done();
   }

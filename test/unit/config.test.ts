@@ -1,13 +1,23 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the tests write ${VAR} references in plain strings
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigLoadError, loadConfigFile, resolveJwksFile } from '../../deploy/node/load.js';
 import {
+  AUTH_DEFAULTS,
+  type AuthConfig,
   type ConfigIssue,
   type ConfigResult,
+  checkBindSafety,
   formatIssues,
   formatPath,
   GATEWAY_DEFAULTS,
   interpolateString,
+  isLoopbackHost,
+  JWS_ALGORITHMS,
   parseConfig,
   parseConfigObject,
 } from '../../src/config/index.js';
@@ -420,6 +430,7 @@ describe('defaults and limits', () => {
   it('keeps given gateway values and server fields', () => {
     const gateway = {
       host: '0.0.0.0',
+      auth: false,
       port: 9000,
       logLevel: 'debug',
       allowedOrigins: ['https://App.Example.com:443', 'http://localhost:5173/'],
@@ -844,13 +855,13 @@ describe('unknown keys', () => {
     const raw = {
       $schema: 'https://example.com/schema.json',
       inputs: [],
-      gateway: { auth: { issuer: 'x' }, prot: 1, disclosure: { budgetToken: 5, mode: 'lazy' } },
+      gateway: { oauth: { issuer: 'x' }, prot: 1, disclosure: { budgetToken: 5, mode: 'lazy' } },
       mcpServers: { a: { ...stdio, description: 'd', comand: 'x', tools: { allow: ['x'], block: [] } } },
     };
     const result = ok(parseConfigObject(raw, {}));
     expect(result.warnings.map((w) => w.path)).toEqual([
       'inputs',
-      'gateway.auth',
+      'gateway.oauth',
       'gateway.prot',
       'gateway.disclosure.budgetToken',
       'gateway.disclosure.mode',
@@ -906,7 +917,7 @@ describe('${VAR} interpolation', () => {
       BIND: '0.0.0.0',
     };
     const raw = {
-      gateway: { host: '${BIND}', allowedOrigins: ['https://${HOST}'] },
+      gateway: { host: '${BIND}', auth: false, allowedOrigins: ['https://${HOST}'] },
       mcpServers: {
         local: {
           command: 'node',
@@ -1111,5 +1122,634 @@ describe('formatIssues', () => {
     expect(formatPath(['mcpServers', 'everything', 'args', 2])).toBe('mcpServers.everything.args[2]');
     expect(formatPath(['mcpServers', 'a.b', 'headers', 'X-Key'])).toBe('mcpServers["a.b"].headers.X-Key');
     expect(formatPath(['a b'])).toBe('["a b"]');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// gateway.auth, gateway.callsPerMinute and the bind-safety rule
+
+const JWKS_URL = 'https://auth.example.com/.well-known/jwks.json';
+const SECRET_32 = 'abcdefghijklmnopqrstuvwxyz012345';
+const { publicKey: PEM, privateKey: PRIVATE_PEM } = generateKeyPairSync('ec', {
+  namedCurve: 'P-256',
+  publicKeyEncoding: { type: 'spki', format: 'pem' },
+  privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+});
+const baseAuth = { issuer: 'https://auth.example.com/', audience: 'manifold' };
+const withAuth = (auth: unknown, gateway: Record<string, unknown> = {}) =>
+  cfg({ a: stdio }, { gateway: { ...gateway, auth } });
+const authOf = (result: ConfigResult): AuthConfig => {
+  const auth = ok(result).config.gateway.auth;
+  if (!auth) throw new Error(`expected an auth object, got ${String(auth)}`);
+  return auth;
+};
+
+describe('gateway.auth: shape and defaults', () => {
+  it('fills every default around issuer, audience and one key source', () => {
+    const result = ok(parseConfigObject(withAuth({ ...baseAuth, jwksUrl: JWKS_URL }), {}));
+    expect(result.config.gateway.auth).toEqual({
+      ...baseAuth,
+      jwksUrl: JWKS_URL,
+      clockToleranceSeconds: 30,
+      tenantClaim: 'sub',
+      tenants: {},
+      authorizationServers: [],
+      jwksCooldownSeconds: 30,
+      jwksTimeoutMs: 5000,
+    });
+    expect(authOf(result).algorithms).toBeUndefined();
+    expect(AUTH_DEFAULTS).toMatchObject({ clockToleranceSeconds: 30, tenantClaim: 'sub' });
+    expect(result.warnings).toEqual([]);
+  });
+
+  it('keeps every given value, deduplicating algorithms and authorization servers', () => {
+    const auth = {
+      ...baseAuth,
+      jwksFile: 'keys/jwks.json',
+      algorithms: ['ES256', 'EdDSA', 'ES256'],
+      clockToleranceSeconds: 0,
+      tenantClaim: 'tid',
+      grantsClaim: 'permissions',
+      tenants: { acme: { grants: ['github__*', 'memory__read_*'], callsPerMinute: 60 }, globex: {} },
+      authorizationServers: ['https://auth.example.com/', 'https://auth.example.com/'],
+      resource: 'https://mcp.example.com/mcp',
+      jwksCooldownSeconds: 120,
+      jwksTimeoutMs: 60000,
+    };
+    const result = ok(parseConfigObject(withAuth(auth, { callsPerMinute: 600 }), {}));
+    expect(result.config.gateway.callsPerMinute).toBe(600);
+    expect(result.config.gateway.auth).toEqual({
+      ...auth,
+      algorithms: ['ES256', 'EdDSA'],
+      authorizationServers: ['https://auth.example.com/'],
+      tenants: { acme: { grants: ['github__*', 'memory__read_*'], callsPerMinute: 60 }, globex: {} },
+    });
+  });
+
+  it('accepts "auth": false, and treats auth and callsPerMinute as known keys', () => {
+    const result = ok(
+      parseConfigObject(cfg({ a: stdio }, { gateway: { auth: false, callsPerMinute: 1 } }), {}),
+    );
+    expect(result.config.gateway.auth).toBe(false);
+    expect(result.warnings).toEqual([]);
+    expect(ok(parseConfigObject(cfg({ a: stdio }), {})).config.gateway).not.toHaveProperty('auth');
+  });
+
+  it('rejects an auth value that is neither an object nor false', () => {
+    for (const auth of [true, 'on', null, [], 1]) {
+      const issue = one(failed(parseConfigObject(withAuth(auth), {})).errors, 'gateway.auth');
+      expect(issue.message).toMatch(
+        /^expected an object with issuer, audience and a key source, or false, got /,
+      );
+      expect(issue.fix).toContain('false');
+    }
+  });
+
+  it('requires a non-empty issuer and audience', () => {
+    expect(errorsOf(parseConfigObject(withAuth({ jwksUrl: JWKS_URL }), {})).sort()).toEqual([
+      'gateway.auth.audience: is missing: tokens are checked against their "aud" claim',
+      'gateway.auth.issuer: is missing: tokens are checked against their "iss" claim',
+    ]);
+    expect(
+      errorsOf(parseConfigObject(withAuth({ issuer: '', audience: 7, jwksUrl: JWKS_URL }), {})).sort(),
+    ).toEqual([
+      'gateway.auth.audience: expected a non-empty string, got number',
+      'gateway.auth.issuer: must not be empty',
+    ]);
+    // Any string is a valid issuer.
+    expect(
+      authOf(parseConfigObject(withAuth({ issuer: 'my-idp', audience: 'x', secret: SECRET_32 }), {})).issuer,
+    ).toBe('my-idp');
+  });
+
+  it('requires exactly one key source, naming them', () => {
+    const none = one(failed(parseConfigObject(withAuth(baseAuth), {})).errors, 'gateway.auth');
+    expect(none.message).toBe(
+      'has no key source: set exactly one of "jwksUrl", "jwksFile", "publicKey" or "secret"',
+    );
+    expect(none.fix).toContain('manifold keys');
+    const several = one(
+      failed(
+        parseConfigObject(withAuth({ ...baseAuth, jwksUrl: JWKS_URL, secret: SECRET_32, jwksFile: 'j' }), {}),
+      ).errors,
+      'gateway.auth',
+    );
+    expect(several.message).toBe(
+      'has several key sources ("jwksUrl", "jwksFile" and "secret"); set exactly one',
+    );
+    expect(several.fix).toBe('keep one of "jwksUrl", "jwksFile" or "secret" and remove the others');
+  });
+
+  it('limits clockToleranceSeconds to 0..60 and checks the other numbers', () => {
+    const at = (extra: Record<string, unknown>, gateway: Record<string, unknown> = {}) =>
+      errorsOf(parseConfigObject(withAuth({ ...baseAuth, jwksUrl: JWKS_URL, ...extra }, gateway), {}));
+    expect(at({ clockToleranceSeconds: 61 })).toEqual([
+      'gateway.auth.clockToleranceSeconds: must be at most 60, got 61',
+    ]);
+    expect(
+      one(
+        failed(parseConfigObject(withAuth({ ...baseAuth, jwksUrl: JWKS_URL, clockToleranceSeconds: 61 }), {}))
+          .errors,
+        'gateway.auth.clockToleranceSeconds',
+      ).fix,
+    ).toContain('60');
+    expect(at({ clockToleranceSeconds: -1 })).toEqual([
+      'gateway.auth.clockToleranceSeconds: must be at least 0, got -1',
+    ]);
+    expect(at({ clockToleranceSeconds: 1.5 })).toEqual([
+      'gateway.auth.clockToleranceSeconds: expected an integer, got 1.5',
+    ]);
+    for (const ok60 of [0, 60]) {
+      expect(
+        authOf(
+          parseConfigObject(withAuth({ ...baseAuth, jwksUrl: JWKS_URL, clockToleranceSeconds: ok60 }), {}),
+        ).clockToleranceSeconds,
+      ).toBe(ok60);
+    }
+    expect(at({ jwksCooldownSeconds: 0, jwksTimeoutMs: 60001 }).sort()).toEqual([
+      'gateway.auth.jwksCooldownSeconds: must be at least 1, got 0',
+      'gateway.auth.jwksTimeoutMs: must be at most 60000, got 60001',
+    ]);
+    expect(at({}, { callsPerMinute: 0 })).toEqual(['gateway.callsPerMinute: must be at least 1, got 0']);
+    expect(at({}, { callsPerMinute: '60' })).toEqual([
+      'gateway.callsPerMinute: expected a positive integer (calls per minute per tenant), got string',
+    ]);
+    expect(at({ tenantClaim: '', grantsClaim: 3 }).sort()).toEqual([
+      'gateway.auth.grantsClaim: expected a claim name string, got number',
+      'gateway.auth.tenantClaim: must not be empty',
+    ]);
+  });
+
+  it('warns about unknown keys in auth and in tenants, suggesting near misses', () => {
+    const auth = {
+      ...baseAuth,
+      jwksUrl: JWKS_URL,
+      audiance: 'x',
+      tenants: { acme: { grants: ['a__*'], callsPerMinut: 5 } },
+    };
+    const result = ok(parseConfigObject(withAuth(auth), {}));
+    expect(result.warnings.map((w) => w.path)).toEqual([
+      'gateway.auth.audiance',
+      'gateway.auth.tenants.acme.callsPerMinut',
+    ]);
+    expect(one(result.warnings, 'gateway.auth.audiance').fix).toContain('did you mean "audience"');
+    expect(one(result.warnings, 'gateway.auth.tenants.acme.callsPerMinut').fix).toContain(
+      'did you mean "callsPerMinute"',
+    );
+  });
+
+  it('gives every auth error a fix', () => {
+    const auth = {
+      issuer: 1,
+      jwksUrl: 'http://auth.example.com/jwks',
+      publicKey: 'nope',
+      secret: 'short',
+      algorithms: ['none', 'HS256', 'XX'],
+      clockToleranceSeconds: 99,
+      tenants: { a: { grants: [''], callsPerMinute: 0 }, b: 'x' },
+      authorizationServers: ['http://auth.example.com'],
+      resource: 'mcp',
+      jwksCooldownSeconds: 'x',
+    };
+    const result = failed(parseConfigObject(withAuth(auth, { callsPerMinute: -1 }), {}));
+    expect(result.errors.length).toBeGreaterThan(10);
+    for (const issue of result.errors) expect(issue.fix, issue.path).toMatch(/\w/);
+  });
+});
+
+describe('gateway.auth: key sources', () => {
+  it('accepts an https jwksUrl, and http only for a loopback host', () => {
+    for (const url of [
+      JWKS_URL,
+      'http://127.0.0.1:9000/jwks',
+      'http://localhost/jwks',
+      'http://[::1]:8080/k',
+    ]) {
+      expect(authOf(parseConfigObject(withAuth({ ...baseAuth, jwksUrl: url }), {})).jwksUrl).toBe(url);
+    }
+    const bad = {
+      'http://auth.example.com/jwks': 'must use https: (http: only for a loopback host), got http:',
+      'ftp://auth.example.com/jwks': 'must use https: (http: only for a loopback host), got ftp:',
+      '/jwks.json': 'is not a valid absolute URL',
+      'https://u:p@auth.example.com/jwks': 'must not contain a username or password',
+    };
+    for (const [url, message] of Object.entries(bad)) {
+      expect(errorsOf(parseConfigObject(withAuth({ ...baseAuth, jwksUrl: url }), {}))).toEqual([
+        `gateway.auth.jwksUrl: ${message}`,
+      ]);
+    }
+  });
+
+  it('accepts a PEM public key and rejects anything else without quoting it', () => {
+    expect(authOf(parseConfigObject(withAuth({ ...baseAuth, publicKey: PEM }), {})).publicKey).toBe(PEM);
+    const priv = failed(parseConfigObject(withAuth({ ...baseAuth, publicKey: PRIVATE_PEM }), {}));
+    expect(one(priv.errors, 'gateway.auth.publicKey').message).toBe(
+      'contains a private key; the gateway needs only the public key',
+    );
+    expect(allText(priv)).not.toContain(PRIVATE_PEM.split('\n')[1]);
+    const rsa = '-----BEGIN RSA PUBLIC KEY-----\nMIIBCgKCAQEA\n-----END RSA PUBLIC KEY-----\n';
+    for (const publicKey of [rsa, 'MIIBCgKCAQEA', PEM.replace('-----END PUBLIC KEY-----', '')]) {
+      const result = failed(parseConfigObject(withAuth({ ...baseAuth, publicKey }), {}));
+      expect(one(result.errors, 'gateway.auth.publicKey').message).toMatch(/^is not a PEM public key/);
+      expect(allText(result)).not.toContain('MIIBCgKCAQEA');
+    }
+  });
+
+  it('requires a secret of at least 32 bytes, suggesting ${VAR} and openssl, never showing it', () => {
+    const short = 'x'.repeat(31);
+    const result = failed(parseConfigObject(withAuth({ ...baseAuth, secret: short }), {}));
+    const issue = one(result.errors, 'gateway.auth.secret');
+    expect(issue.message).toBe('is shorter than 32 bytes, which is too weak for an HMAC key');
+    expect(issue.fix).toContain('${');
+    expect(issue.fix).toContain('openssl rand -base64 48');
+    expect(allText(result)).not.toContain(short);
+    // Bytes, not characters: 16 x "é" is 32 bytes, 15 x "é" is 30.
+    expect(ok(parseConfigObject(withAuth({ ...baseAuth, secret: 'é'.repeat(16) }), {})).ok).toBe(true);
+    expect(errorsOf(parseConfigObject(withAuth({ ...baseAuth, secret: 'é'.repeat(15) }), {}))).toHaveLength(
+      1,
+    );
+    expect(errorsOf(parseConfigObject(withAuth({ ...baseAuth, secret: '' }), {}))).toHaveLength(1);
+  });
+
+  it('requires as many bytes as the strictest configured HMAC algorithm needs', () => {
+    const secret = (length: number, algorithms: string[]) =>
+      parseConfigObject(withAuth({ ...baseAuth, secret: 's'.repeat(length), algorithms }), {});
+    expect(errorsOf(secret(47, ['HS256', 'HS384']))).toEqual([
+      'gateway.auth.secret: is shorter than 48 bytes, which HS384 needs',
+    ]);
+    expect(errorsOf(secret(63, ['HS512', 'HS256']))).toEqual([
+      'gateway.auth.secret: is shorter than 64 bytes, which HS512 needs',
+    ]);
+    expect(secret(48, ['HS384']).ok).toBe(true);
+    expect(secret(64, ['HS512']).ok).toBe(true);
+    expect(secret(32, ['HS256']).ok).toBe(true);
+  });
+
+  it('warns about a literal secret and redacts the secret from logs either way', () => {
+    const literal = ok(parseConfigObject(withAuth({ ...baseAuth, secret: SECRET_32 }), {}));
+    expect(one(literal.warnings, 'gateway.auth.secret').fix).toContain('${');
+    expect(allText(literal)).not.toContain(SECRET_32);
+    expect(literal.secrets).toEqual([SECRET_32]);
+    const fromEnv = ok(
+      parseConfigObject(withAuth({ ...baseAuth, secret: '${JWT_SECRET}' }), { JWT_SECRET: SECRET_32 }),
+    );
+    expect(fromEnv.warnings).toEqual([]);
+    expect(fromEnv.secrets).toEqual([SECRET_32]);
+    expect(authOf(fromEnv).secret).toBe(SECRET_32);
+  });
+
+  it('keeps jwksFile as a path for the host to read', () => {
+    expect(
+      authOf(parseConfigObject(withAuth({ ...baseAuth, jwksFile: 'keys/jwks.json' }), {})),
+    ).toMatchObject({
+      jwksFile: 'keys/jwks.json',
+    });
+    expect(errorsOf(parseConfigObject(withAuth({ ...baseAuth, jwksFile: '' }), {}))).toEqual([
+      'gateway.auth.jwksFile: must not be empty',
+    ]);
+  });
+});
+
+describe('gateway.auth: algorithms', () => {
+  const algs = (algorithms: unknown, source: Record<string, unknown> = { jwksUrl: JWKS_URL }) =>
+    parseConfigObject(withAuth({ ...baseAuth, ...source, algorithms }), {});
+
+  it('accepts every known JWS algorithm for its kind of key', () => {
+    const asymmetric = [
+      'RS256',
+      'RS384',
+      'RS512',
+      'PS256',
+      'PS384',
+      'PS512',
+      'ES256',
+      'ES384',
+      'ES512',
+      'EdDSA',
+    ];
+    expect(authOf(algs(asymmetric)).algorithms).toEqual(asymmetric);
+    expect(authOf(algs(['HS256', 'HS384', 'HS512'], { secret: SECRET_32.repeat(2) })).algorithms).toEqual([
+      'HS256',
+      'HS384',
+      'HS512',
+    ]);
+    expect(JWS_ALGORITHMS).toHaveLength(13);
+  });
+
+  it('A5: "none" is never allowed, in any case', () => {
+    for (const none of ['none', 'None', 'NONE']) {
+      const issue = one(failed(algs(['ES256', none])).errors, 'gateway.auth.algorithms[1]');
+      expect(issue.message).toBe('"none" is never allowed: it would accept unsigned tokens');
+    }
+  });
+
+  it('rejects unknown names, suggesting the right case', () => {
+    const result = failed(algs(['es256', 'HS257', 'RSA-OAEP']));
+    expect(one(result.errors, 'gateway.auth.algorithms[0]').fix).toBe(
+      'write "ES256"; algorithm names are case-sensitive',
+    );
+    expect(one(result.errors, 'gateway.auth.algorithms[1]').message).toMatch(
+      /^expected a JWS algorithm .*got "HS257"$/,
+    );
+    expect(result.errors).toHaveLength(3);
+    expect(errorsOf(algs([]))).toEqual(['gateway.auth.algorithms: must not be empty']);
+    expect(errorsOf(algs('ES256'))).toEqual([
+      'gateway.auth.algorithms: expected a non-empty array of JWS algorithm names, got string',
+    ]);
+  });
+
+  it('A5: rejects HS* with an asymmetric key source, and asymmetric algorithms with a secret', () => {
+    for (const source of [{ jwksUrl: JWKS_URL }, { jwksFile: 'j.json' }, { publicKey: PEM }]) {
+      const name = Object.keys(source)[0]!;
+      expect(errorsOf(algs(['RS256', 'HS256'], source))).toEqual([
+        `gateway.auth.algorithms[1]: "HS256" is a shared-secret algorithm and cannot be used with "${name}"`,
+      ]);
+    }
+    expect(errorsOf(algs(['HS256', 'RS256'], { secret: SECRET_32 }))).toEqual([
+      'gateway.auth.algorithms[1]: "RS256" needs a public key, but the key source is "secret"',
+    ]);
+  });
+});
+
+describe('gateway.auth: tenants, authorization servers, resource', () => {
+  it('checks tenant entries, grants and limits', () => {
+    const tenants = {
+      a: { grants: 'x' },
+      b: { grants: [''] },
+      c: { callsPerMinute: 0 },
+      d: 'x',
+      e: { grants: [] },
+    };
+    expect(
+      errorsOf(parseConfigObject(withAuth({ ...baseAuth, jwksUrl: JWKS_URL, tenants }), {})).sort(),
+    ).toEqual([
+      'gateway.auth.tenants.a.grants: expected an array of glob strings, got string',
+      'gateway.auth.tenants.b.grants[0]: must not be empty',
+      'gateway.auth.tenants.c.callsPerMinute: must be at least 1, got 0',
+      'gateway.auth.tenants.d: expected an object with "grants" and/or "callsPerMinute", got string',
+    ]);
+    expect(
+      errorsOf(parseConfigObject(withAuth({ ...baseAuth, jwksUrl: JWKS_URL, tenants: [] }), {})),
+    ).toEqual([
+      'gateway.auth.tenants: expected an object that maps tenant ids to tenant settings, got array',
+    ]);
+  });
+
+  it('warns about a tenant grant written as a scope entry', () => {
+    const result = ok(
+      parseConfigObject(
+        withAuth({ ...baseAuth, jwksUrl: JWKS_URL, tenants: { a: { grants: ['tools:github__*'] } } }),
+        {},
+      ),
+    );
+    expect(one(result.warnings, 'gateway.auth.tenants.a.grants[0]').fix).toContain('github__*');
+  });
+
+  it('keeps tenant ids such as __proto__ as plain entries', () => {
+    const raw = `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"auth": {"issuer": "i", "audience": "a",
+      "jwksUrl": "${JWKS_URL}", "tenants": {"__proto__": {"callsPerMinute": 5}, "constructor": {}}}}}`;
+    const auth = authOf(parseConfig(raw, {}));
+    expect(Object.keys(auth.tenants)).toEqual(['__proto__', 'constructor']);
+    expect(Object.hasOwn(auth.tenants, '__proto__')).toBe(true);
+    expect(Object.getOwnPropertyDescriptor(auth.tenants, '__proto__')?.value).toEqual({ callsPerMinute: 5 });
+    expect(auth.tenants.toString).toBeUndefined();
+  });
+
+  it('requires https authorization servers and an absolute resource URL without a fragment', () => {
+    const result = failed(
+      parseConfigObject(
+        withAuth({
+          ...baseAuth,
+          jwksUrl: JWKS_URL,
+          authorizationServers: ['https://ok.example.com', 'http://auth.example.com', 'auth.example.com'],
+          resource: 'https://mcp.example.com/mcp#x',
+        }),
+        {},
+      ),
+    );
+    expect(errorsOf(result)).toEqual([
+      'gateway.auth.authorizationServers[1]: must use https:, got http:',
+      'gateway.auth.authorizationServers[2]: is not a valid absolute URL',
+      'gateway.auth.resource: must not contain a fragment ("#...")',
+    ]);
+    expect(
+      errorsOf(parseConfigObject(withAuth({ ...baseAuth, jwksUrl: JWKS_URL, resource: '/mcp' }), {})),
+    ).toEqual(['gateway.auth.resource: is not a valid absolute URL']);
+  });
+
+  it('interpolates every auth string, including tenant grants', () => {
+    const env = { ISS: 'https://idp.example.com/', AUD: 'mcp', JWKS: JWKS_URL, G: 'github__*' };
+    const auth = authOf(
+      parseConfigObject(
+        withAuth({
+          issuer: '${ISS}',
+          audience: '${AUD}',
+          jwksUrl: '${JWKS}',
+          algorithms: ['ES256'],
+          tenants: { acme: { grants: ['${G}'] } },
+          authorizationServers: ['${ISS}'],
+        }),
+        env,
+      ),
+    );
+    expect(auth).toMatchObject({
+      issuer: env.ISS,
+      audience: 'mcp',
+      jwksUrl: JWKS_URL,
+      tenants: { acme: { grants: ['github__*'] } },
+      authorizationServers: [env.ISS],
+    });
+  });
+
+  it('never shows a substituted value or key material in any auth message', () => {
+    const keys = ['issuer', 'jwksUrl', 'publicKey', 'secret', 'resource', 'tenantClaim', 'jwksFile'] as const;
+    fc.assert(
+      fc.property(
+        fc.string({ minLength: 1, maxLength: 30 }),
+        fc.constantFrom(...keys),
+        fc.constantFrom(
+          '',
+          'http://',
+          'ftp://',
+          '#',
+          'none',
+          '-----BEGIN PUBLIC KEY-----',
+          'PRIVATE KEY-----',
+        ),
+        (body, key, twist) => {
+          const secret = `SECRET${body}${twist}`;
+          const auth: Record<string, unknown> = {
+            audience: '${S}',
+            algorithms: ['${S}'],
+            authorizationServers: ['${S}'],
+            tenants: { t: { grants: ['${S}'] } },
+            [key]: '${S}',
+          };
+          if (key !== 'issuer') auth.issuer = 'i';
+          const result = parseConfigObject(withAuth(auth), { S: secret });
+          expect(allText(result)).not.toContain(secret);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('bind safety: no auth means loopback only', () => {
+  const bind = (host: string, gateway: Record<string, unknown> = {}) =>
+    parseConfigObject(cfg({ a: stdio }, { gateway: { host, ...gateway } }), {});
+
+  it('accepts loopback hosts without auth', () => {
+    for (const host of [
+      '127.0.0.1',
+      '127.1.2.3',
+      '127.255.255.255',
+      'localhost',
+      'LocalHost',
+      '::1',
+      '[::1]',
+      '0:0:0:0:0:0:0:1',
+    ]) {
+      expect(ok(bind(host)).config.gateway.host).toBe(host);
+      expect(isLoopbackHost(host)).toBe(true);
+    }
+  });
+
+  it('rejects any other host without gateway.auth, at gateway.host, with the way out', () => {
+    for (const host of [
+      '0.0.0.0',
+      '::',
+      '[::]',
+      '192.168.1.10',
+      '128.0.0.1',
+      '127.0.0.256',
+      'mcp.example.com',
+      '::ffff:127.0.0.1',
+      'localhost.example.com',
+    ]) {
+      const issue = one(failed(bind(host)).errors, 'gateway.host');
+      expect(issue.message).toBe(
+        'is not a loopback address and gateway.auth is not set, so anyone who can reach the gateway could list and call every tool',
+      );
+      expect(issue.fix).toBe(
+        'add gateway.auth, or set "auth": false to serve without authentication on a non-loopback address',
+      );
+      expect(isLoopbackHost(host)).toBe(false);
+    }
+  });
+
+  it('allows a non-loopback host with "auth": false or an auth object', () => {
+    expect(ok(bind('0.0.0.0', { auth: false })).config.gateway.auth).toBe(false);
+    expect(authOf(bind('0.0.0.0', { auth: { ...baseAuth, jwksUrl: JWKS_URL } })).issuer).toBe(
+      baseAuth.issuer,
+    );
+  });
+
+  it('does not pile a bind error onto a broken auth object or host', () => {
+    expect(errorsOf(bind('0.0.0.0', { auth: { ...baseAuth } })).map((e) => e.split(':')[0])).toEqual([
+      'gateway.auth',
+    ]);
+    expect(errorsOf(bind(''))).toEqual(['gateway.host: must not be empty']);
+  });
+
+  it('checkBindSafety re-checks a host changed after parsing (as --host does)', () => {
+    const plain = ok(bind('127.0.0.1')).config;
+    expect(checkBindSafety(plain)).toBeUndefined();
+    plain.gateway.host = '0.0.0.0';
+    expect(checkBindSafety(plain)).toMatchObject({
+      path: 'gateway.host',
+      fix: expect.stringContaining('"auth": false'),
+    });
+    const off = ok(bind('127.0.0.1', { auth: false })).config;
+    off.gateway.host = '0.0.0.0';
+    expect(checkBindSafety(off)).toBeUndefined();
+    const on = ok(bind('127.0.0.1', { auth: { ...baseAuth, jwksUrl: JWKS_URL } })).config;
+    on.gateway.host = '::';
+    expect(checkBindSafety(on)).toBeUndefined();
+  });
+});
+
+describe('gateway.auth.jwksFile (read by the Node host)', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'manifold-jwks-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const PUBLIC_JWK = {
+    kty: 'EC',
+    crv: 'P-256',
+    x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU',
+    y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0',
+    kid: 'k1',
+    alg: 'ES256',
+    use: 'sig',
+  };
+  const PRIVATE_D = 'jpsQnnGQmL-YBIffH1136cspYG6-0iY7X1fCE9-E9LI';
+
+  function configFile(name: string, jwksFile: string): string {
+    const path = join(dir, name);
+    writeFileSync(path, JSON.stringify(withAuth({ ...baseAuth, jwksFile })));
+    return path;
+  }
+  function loadError(path: string): ConfigLoadError {
+    try {
+      loadConfigFile(path, {});
+    } catch (e) {
+      if (e instanceof ConfigLoadError) return e;
+      throw e;
+    }
+    throw new Error('expected a ConfigLoadError');
+  }
+
+  it('reads the key set into auth.jwks', () => {
+    const jwks = join(dir, 'jwks.json');
+    writeFileSync(jwks, JSON.stringify({ keys: [PUBLIC_JWK] }));
+    const loaded = loadConfigFile(configFile('ok.json', jwks), {});
+    expect(loaded.config.gateway.auth).toMatchObject({ jwksFile: jwks, jwks: { keys: [PUBLIC_JWK] } });
+  });
+
+  it('resolves a relative path from the working directory it is given', () => {
+    writeFileSync(join(dir, 'rel.json'), JSON.stringify({ keys: [PUBLIC_JWK] }));
+    const config = ok(parseConfigObject(withAuth({ ...baseAuth, jwksFile: 'rel.json' }), {})).config;
+    expect(resolveJwksFile(config, dir)).toBeUndefined();
+    expect((config.gateway.auth as AuthConfig).jwks?.keys).toEqual([PUBLIC_JWK]);
+    expect(resolveJwksFile(config, join(dir, 'elsewhere'))?.message).toMatch(/^file not found: /);
+  });
+
+  it('reports a missing, unparsable or wrong file at gateway.auth.jwksFile without quoting it', () => {
+    const cases: [string, string, RegExp][] = [
+      ['missing.json', '', /file not found: .*missing\.json/],
+      ['garbage.json', `{"keys": [${PRIVATE_D}`, /is not valid JSON$/],
+      ['nokeys.json', JSON.stringify({ key: [] }), /is not a JWKS: expected an object with a "keys" array$/],
+      ['empty.json', JSON.stringify({ keys: [] }), /has no keys, so no token could be verified$/],
+      ['notjwk.json', JSON.stringify({ keys: [{ crv: 'P-256' }] }), /keys\[0\] is not a JWK/],
+      [
+        'signing-key.json',
+        JSON.stringify({ ...PUBLIC_JWK, d: PRIVATE_D }),
+        /holds a private key, not a key set$/,
+      ],
+      [
+        'private.json',
+        JSON.stringify({ keys: [PUBLIC_JWK, { ...PUBLIC_JWK, d: PRIVATE_D }] }),
+        /keys\[1\] contains private or secret key material \("d"\)$/,
+      ],
+      [
+        'oct.json',
+        JSON.stringify({ keys: [{ kty: 'oct', k: PRIVATE_D }] }),
+        /keys\[0\] contains private or secret key material \("k"\)$/,
+      ],
+    ];
+    for (const [name, content, message] of cases) {
+      const jwks = join(dir, name);
+      if (content !== '') writeFileSync(jwks, content);
+      const error = loadError(configFile(`cfg-${name}`, jwks));
+      expect(error.issues).toHaveLength(1);
+      expect(error.issues[0]!.path).toBe('gateway.auth.jwksFile');
+      expect(error.issues[0]!.message).toMatch(message);
+      expect(error.issues[0]!.fix).toMatch(/\w/);
+      expect(error.message).toContain('gateway.auth.jwksFile: ');
+      expect(JSON.stringify(error.issues) + error.message).not.toContain(PRIVATE_D);
+    }
   });
 });

@@ -1,0 +1,124 @@
+/**
+ * From a verified token to a Principal, and from a Principal to "may this caller see this tool".
+ *
+ * Grants are globs over exposed tool names (guards/glob.ts). They come from the token, and the
+ * tenant's `grants` in config cap them: a tool is visible only if it matches the token's grants AND
+ * the cap. Everything fails closed: no grants, no tools.
+ */
+import type { JWTPayload } from 'jose';
+import type { AuthConfig } from '../config/types.js';
+import { ManifoldError } from '../errors.js';
+import { compileGlobs } from '../guards/glob.js';
+import type { Principal } from './principal.js';
+
+/** The scope (RFC 6749 §3.3) that unlocks operator detail such as the full health report. */
+export const ADMIN_SCOPE = 'manifold:admin';
+
+/** Scope entries `tools:<pattern>` grant `<pattern>`. */
+const TOOLS_SCOPE_PREFIX = 'tools:';
+
+/**
+ * RFC 6750 §2.1: `Authorization: Bearer <b64token>`, where
+ * b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=". The scheme is
+ * case-insensitive (RFC 9110 §11.1); one or more spaces separate it from the token.
+ */
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
+
+/**
+ * The bearer token of a request, from the Authorization header only (RFC 6750 §2.1).
+ *
+ * The query string (RFC 6750 §2.3) and form bodies (§2.2) are never read (SECURITY A3): URLs end up
+ * in logs, proxies and browser history. `presented` tells "no credentials" (a plain 401 challenge)
+ * from "credentials we cannot use" (401 with error="invalid_token", RFC 6750 §3.1).
+ *
+ * @example
+ * extractBearer(new Request('https://gw/mcp', { headers: { authorization: 'bearer abc' } }));
+ * // { token: 'abc', presented: true }
+ * extractBearer(new Request('https://gw/mcp?access_token=abc')); // { presented: false }
+ * extractBearer(new Request('https://gw/mcp', { headers: { authorization: 'Basic Zm9v' } }));
+ * // { presented: true } (no token)
+ */
+export function extractBearer(request: Request): { token?: string; presented: boolean } {
+  // Headers.get joins repeated headers with ", ", which the pattern refuses: two Authorization
+  // headers are ambiguous and count as malformed.
+  const header = request.headers.get('authorization');
+  if (header === null) return { presented: false };
+  const token = BEARER.exec(header)?.[1];
+  return token === undefined ? { presented: true } : { token, presented: true };
+}
+
+/**
+ * The Principal for verified claims. Throws ManifoldError ERR_UNAUTHORIZED ('invalid token') when
+ * the subject or the tenant is missing: a token that does not say who it is grants nothing.
+ *
+ * - `subject` is `sub` (RFC 7519 §4.1.2), a non-empty string.
+ * - `tenant` is the claim named by `auth.tenantClaim` (default `sub`), a non-empty string.
+ * - grants: if `auth.grantsClaim` is set, that claim must be an array of patterns (anything else
+ *   grants nothing); otherwise the `scope` claim (RFC 8693 §4.2: space-delimited string; some
+ *   issuers send an array) contributes each `tools:<pattern>` entry.
+ * - `admin` is the scope `manifold:admin`, whichever claim holds the grants.
+ * - `cap` is `auth.tenants[tenant].grants`, when configured.
+ *
+ * @example
+ * principalFromClaims({ sub: 'u1', scope: 'openid tools:github__* manifold:admin' }, auth);
+ * // { subject: 'u1', tenant: 'u1', grants: ['github__*'], admin: true, key: '["u1","u1"]', … }
+ */
+export function principalFromClaims(payload: JWTPayload, auth: AuthConfig): Principal {
+  const subject = payload.sub;
+  if (typeof subject !== 'string' || subject === '') throw unauthorized('missing sub');
+  const tenantClaim = auth.tenantClaim || 'sub';
+  const tenant = (payload as Record<string, unknown>)[tenantClaim];
+  if (typeof tenant !== 'string' || tenant === '') throw unauthorized('missing tenant claim');
+
+  const scopes = scopeEntries(payload.scope);
+  let grants: string[];
+  if (auth.grantsClaim) {
+    const claim = (payload as Record<string, unknown>)[auth.grantsClaim];
+    grants = Array.isArray(claim) ? claim.filter((g): g is string => typeof g === 'string' && g !== '') : [];
+  } else {
+    grants = scopes
+      .filter((s) => s.startsWith(TOOLS_SCOPE_PREFIX) && s.length > TOOLS_SCOPE_PREFIX.length)
+      .map((s) => s.slice(TOOLS_SCOPE_PREFIX.length));
+  }
+  grants = [...new Set(grants)].sort();
+  const admin = scopes.includes(ADMIN_SCOPE);
+
+  // Own properties only: a tenant named `constructor` or `__proto__` must not read Object.prototype.
+  const tenantConfig = Object.hasOwn(auth.tenants ?? {}, tenant) ? auth.tenants[tenant] : undefined;
+  const cap = Array.isArray(tenantConfig?.grants) ? [...new Set(tenantConfig.grants)].sort() : undefined;
+
+  // JSON arrays, not concatenation: no choice of tenant and subject can collide with another pair.
+  const key = JSON.stringify([tenant, subject]);
+  const viewKey = JSON.stringify([tenant, subject, grants, cap ?? null, admin]);
+  const principal: Principal = { subject, tenant, grants, key, viewKey, admin };
+  if (cap) principal.cap = cap;
+  return principal;
+}
+
+/**
+ * "May this principal see the exposed tool `name`?": its grants AND its tenant's cap. `'*'` grants
+ * (auth off) and the glob `*` match everything; an empty list matches nothing (fail closed).
+ *
+ * @example
+ * const granted = grantsMatcher({ ...p, grants: ['github__*'], cap: ['github__get_*'] });
+ * granted('github__get_issue'); // true
+ * granted('github__delete_repo'); // false: outside the cap
+ */
+export function grantsMatcher(principal: Principal): (exposedName: string) => boolean {
+  const grants = principal.grants;
+  const granted = grants === '*' ? () => true : compileGlobs(Array.isArray(grants) ? grants : []);
+  const capped = principal.cap === undefined ? () => true : compileGlobs(principal.cap);
+  return function isGranted(exposedName: string): boolean {
+    return granted(exposedName) && capped(exposedName);
+  };
+}
+
+function scopeEntries(scope: unknown): string[] {
+  if (typeof scope === 'string') return scope.split(' ').filter((s) => s !== '');
+  if (Array.isArray(scope)) return scope.filter((s): s is string => typeof s === 'string' && s !== '');
+  return [];
+}
+
+function unauthorized(reason: string): ManifoldError {
+  return new ManifoldError('ERR_UNAUTHORIZED', 'invalid token', { data: { reason } });
+}
