@@ -74,7 +74,14 @@ export function principalFromClaims(payload: JWTPayload, auth: AuthConfig): Prin
   let grants: string[];
   if (auth.grantsClaim) {
     const claim = (payload as Record<string, unknown>)[auth.grantsClaim];
-    grants = Array.isArray(claim) ? claim.filter((g): g is string => typeof g === 'string' && g !== '') : [];
+    // Identity providers that emit permissions as `tools:<pattern>` (Auth0 RBAC `permissions`)
+    // and ones that emit bare patterns (Entra `roles`) both work.
+    grants = Array.isArray(claim)
+      ? claim
+          .filter((g): g is string => typeof g === 'string' && g !== '')
+          .map((g) => (g.startsWith(TOOLS_SCOPE_PREFIX) ? g.slice(TOOLS_SCOPE_PREFIX.length) : g))
+          .filter((g) => g !== '')
+      : [];
   } else {
     grants = scopes
       .filter((s) => s.startsWith(TOOLS_SCOPE_PREFIX) && s.length > TOOLS_SCOPE_PREFIX.length)

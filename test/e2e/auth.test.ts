@@ -275,8 +275,9 @@ describe('per-tenant JWT grants, end to end', () => {
     expect(denied?.verdict).toBe('denied');
   });
 
-  it('A15: tokens, cookies and argument values never appear in logs', () => {
+  it('A15: tokens, cookies, argument values and upstream URLs never appear in logs', () => {
     const all = JSON.stringify(gw.logs);
+    expect(all).not.toContain(gw.config.servers.find((s) => s.name === 'recorder')!.url!);
     for (const t of Object.values(tokens)) expect(all).not.toContain(t);
     expect(all).not.toContain('cookie-secret-value');
     expect(all).not.toContain('super-secret-argument');

@@ -137,6 +137,16 @@ describe('principalFromClaims', () => {
     expect(principalFromClaims({ sub: 'u1', scope: 'tools:*' }, auth).grants).toEqual([]);
   });
 
+  it('grantsClaim: entries with the tools: prefix (Auth0 permissions) are the same grants', () => {
+    const auth = authConfig({ grantsClaim: 'permissions' });
+    expect(
+      principalFromClaims(
+        { sub: 'u1', permissions: ['tools:github__*', 'memory__read_graph', 'tools:'] },
+        auth,
+      ).grants,
+    ).toEqual(['github__*', 'memory__read_graph']);
+  });
+
   it('admin scope, from either scope form and alongside grantsClaim', () => {
     expect(ADMIN_SCOPE).toBe('manifold:admin');
     expect(principalFromClaims({ sub: 'u1', scope: 'tools:* manifold:admin' }, authConfig()).admin).toBe(
