@@ -10,12 +10,15 @@ import { grantsMatcher } from './auth/grants.js';
 import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
 import type { Config } from './config/types.js';
+import { DriftGate, type VerifiedListing } from './drift-gate.js';
 import { ManifoldError } from './errors.js';
 import { type ArgsCheck, compileArgsValidator } from './guards/args.js';
+import { quarantineDescription } from './guards/drift.js';
 import { resultCap } from './guards/result-cap.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
 import { SessionTable } from './server/sessions.js';
+import { MemoryStateStore, type StateStore } from './store/state.js';
 import type { BackoffOptions } from './upstream/backoff.js';
 import { UpstreamPool } from './upstream/pool.js';
 import type { UpstreamStatus } from './upstream/upstream.js';
@@ -27,6 +30,12 @@ export interface GatewayOptions {
   backoff?: BackoffOptions;
   /** Shared by instances that must accept each other's cursors. Random per process otherwise. */
   cursorSecret?: Uint8Array;
+  /** Drift baselines and the catalog cache. In memory when absent. */
+  store?: StateStore;
+  /** How often to look for a re-trust made by another process (ms). Default 2000. */
+  trustPollMs?: number;
+  /** Interpolated ${VAR} values from the config, never to be stored. */
+  secrets?: readonly string[];
 }
 
 export interface Health {
@@ -71,6 +80,14 @@ export class Gateway {
   readonly takeCall: ReturnType<typeof rateLimiter>;
   /** Listeners for a verified catalog change (downstream list_changed). */
   private listeners = new Set<(catalog: Catalog) => void>();
+  readonly store: StateStore;
+  readonly drift: DriftGate;
+  /** Verified listings from the store, served until each upstream answers (warm start). */
+  private warm = new Map<string, VerifiedListing>();
+  private timers: ReturnType<typeof setInterval>[] = [];
+  private epoch = 0;
+  private readonly trustPollMs: number;
+  private live: Promise<void> = Promise.resolve();
 
   constructor(options: GatewayOptions) {
     this.config = options.config;
@@ -88,6 +105,12 @@ export class Gateway {
       ...(options.backoff ? { backoff: options.backoff } : {}),
     });
     this.pool.onChange = () => this.rebuild();
+    this.store = options.store ?? new MemoryStateStore();
+    this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), options.secrets ?? []);
+    this.trustPollMs = options.trustPollMs ?? 2000;
+    for (const u of this.pool.upstreams) {
+      u.verify = (tools) => this.drift.verify(u.config, tools, { save: true });
+    }
     const g = options.config.gateway;
     const tenants = g.auth ? g.auth.tenants : {};
     this.takeCall = rateLimiter({
@@ -97,18 +120,88 @@ export class Gateway {
     this.cursors = CursorSealer.create(options.cursorSecret);
   }
 
-  /** Connects every upstream in parallel. Resolves when each first attempt has settled. */
+  /**
+   * Projects the stored catalog first (warm start: the first tools/list needs no upstream round
+   * trip), then connects every upstream in parallel and reconciles in the background.
+   */
   start(): Promise<void> {
-    if (!this.started) {
-      this.started = true;
-      this.ready = this.pool.start().then(() => {
+    if (this.started) return this.ready;
+    this.started = true;
+    this.epoch = this.drift.trustEpoch();
+    const warmed = this.loadWarm();
+    const live = warmed.then(() => this.pool.start());
+    this.live = live;
+    this.ready = warmed
+      .then((count) => (count > 0 ? undefined : live))
+      .then(() => {
         this.log.info('gateway.catalog', {
           tools: this.catalog.entries.length,
           version: this.catalog.version,
+          warm: this.warm.size,
         });
       });
-    }
+    void live.then(() => this.startTimers());
     return this.ready;
+  }
+
+  /** Settles once every first connection attempt has settled (used by `check` and tests). */
+  async settled(): Promise<void> {
+    await this.ready;
+    await this.live;
+  }
+
+  /** Verifies each stored listing whose identity still matches, and serves it until its upstream answers. */
+  private async loadWarm(): Promise<number> {
+    await Promise.all(
+      this.pool.upstreams.map(async (u) => {
+        if (u.config.disabled) return;
+        try {
+          const cached = this.drift.cachedTools(u.config);
+          if (!cached) return;
+          this.warm.set(u.name, await this.drift.verify(u.config, cached, { save: false }));
+        } catch (e) {
+          this.log.warn('store.warm_failed', { server: u.name, error: String(e).slice(0, 200) });
+        }
+      }),
+    );
+    if (this.warm.size > 0) this.rebuild();
+    return this.warm.size;
+  }
+
+  private startTimers(): void {
+    if (this.stopping) return;
+    const recheck = this.config.gateway.drift.recheckSeconds;
+    if (recheck > 0) {
+      // list_changed is a security event, and so is silence: re-list on a timer too (C4).
+      this.timers.push(setInterval(() => void this.recheck(), recheck * 1000));
+    }
+    this.timers.push(setInterval(() => void this.pollTrust(), this.trustPollMs));
+  }
+
+  /** Re-lists every ready upstream; each listing is verified before it can change the catalog. */
+  async recheck(): Promise<void> {
+    await Promise.allSettled(this.pool.upstreams.map((u) => u.refresh()));
+  }
+
+  /** Picks up a re-trust written by `manifold retrust` in another process. */
+  async pollTrust(): Promise<void> {
+    let epoch: number;
+    try {
+      epoch = this.drift.trustEpoch();
+    } catch {
+      return;
+    }
+    if (epoch === this.epoch) return;
+    this.epoch = epoch;
+    this.drift.forget();
+    this.log.info('drift.retrust_seen', { epoch });
+    for (const [name] of this.warm) {
+      const u = this.pool.get(name);
+      const cached = u && this.drift.cachedTools(u.config);
+      if (u && cached) this.warm.set(name, await this.drift.verify(u.config, cached, { save: false }));
+    }
+    await Promise.allSettled(this.pool.upstreams.map((u) => u.reverify()));
+    this.rebuild();
   }
 
   onCatalogChange(listener: (catalog: Catalog) => void): () => void {
@@ -118,9 +211,21 @@ export class Gateway {
 
   /** Recomputes the merged catalog; announces it only if what clients would see changed. */
   rebuild(): void {
-    const inputs = this.pool.upstreams
-      .filter((u) => u.state === 'ready')
-      .map((u) => ({ server: u.config, tools: u.tools }));
+    const inputs = [];
+    for (const u of this.pool.upstreams) {
+      let listing: VerifiedListing | undefined;
+      if (u.state === 'ready' && u.verified) {
+        listing = u.verified;
+        this.warm.delete(u.name);
+      } else listing = this.warm.get(u.name);
+      if (!listing || listing.identityChanged) continue;
+      inputs.push({
+        server: u.config,
+        tools: listing.trusted,
+        quarantined: listing.quarantined,
+        removed: listing.removed,
+      });
+    }
     const g = this.config.gateway;
     const next = buildCatalog(inputs, this.catalog.version + 1, {
       maxDescriptionBytes: g.maxDescriptionBytes,
@@ -163,12 +268,24 @@ export class Gateway {
   resolve(principal: Principal, name: unknown): CatalogEntry {
     const entry = typeof name === 'string' ? this.catalog.byName.get(name) : undefined;
     if (!entry || !this.visibility(principal).names.has(entry.name)) {
+      const gone = typeof name === 'string' ? this.catalog.removed.get(name) : undefined;
+      if (gone && this.mayKnow(principal, name as string)) {
+        throw new ManifoldError(
+          'ERR_TOOL_UNKNOWN',
+          `tool ${name as string} is no longer published by server ${gone}`,
+        );
+      }
       throw new ManifoldError(
         'ERR_TOOL_UNKNOWN',
         `Unknown tool: ${typeof name === 'string' ? name.slice(0, 128) : ''}`,
       );
     }
     return entry;
+  }
+
+  /** Whether the principal's grants cover a name (for telling it a tool it may know was removed). */
+  private mayKnow(principal: Principal, name: string): boolean {
+    return (principal.grants === '*' && !principal.cap) || grantsMatcher(principal)(name);
   }
 
   /**
@@ -213,8 +330,9 @@ export class Gateway {
    * A refusal for a tool that is listed but must not run (drift quarantine hooks in here), as an
    * isError result; undefined when the call may proceed.
    */
-  refuse(_entry: CatalogEntry): Result | undefined {
-    return undefined;
+  refuse(entry: CatalogEntry): Result | undefined {
+    if (!entry.quarantined) return undefined;
+    return { content: [{ type: 'text', text: quarantineDescription(entry.server) }], isError: true };
   }
 
   /** Applies the server's result cap (E1). Results that fit pass through untouched. */
@@ -298,6 +416,8 @@ export class Gateway {
   async close(graceMs = this.config.gateway.shutdownGraceMs): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
     if (this.inflight > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
@@ -309,5 +429,6 @@ export class Gateway {
     }
     this.sessions.clear();
     await this.pool.close();
+    this.store.close?.();
   }
 }

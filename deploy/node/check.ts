@@ -20,6 +20,7 @@ export async function runCheck(
   const gateway = new Gateway({ config, platform: nodePlatform(log, config.gateway), version });
   try {
     await gateway.start();
+    await gateway.settled();
     const rows = gateway.health().upstreams;
     const w = Math.max(6, ...rows.map((r) => r.name.length)) + 2;
     out(`${pad('SERVER', w)}${pad('TRANSPORT', 17)}${pad('STATUS', 13)}${pad('TOOLS', 7)}ERROR`);

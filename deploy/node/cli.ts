@@ -6,6 +6,7 @@ import { runCheck } from './check.js';
 import { type CliIO, runKeys } from './keys.js';
 import { ConfigLoadError, loadConfigFile, packageVersion } from './load.js';
 import { nodeLogger } from './platform.js';
+import { runRetrust } from './retrust.js';
 import { startGateway } from './serve.js';
 import { runToken } from './token.js';
 
@@ -14,6 +15,7 @@ const USAGE = `manifold: one MCP endpoint in front of many MCP servers
 Usage:
   manifold serve [--config manifold.json] [--port 8787] [--host 127.0.0.1] [--log-level info]
   manifold check [--config manifold.json]
+  manifold retrust SERVER [--tool NAME] [--config manifold.json]
   manifold keys --out DIR [--alg ES256] [--force]
   manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub TENANT
                  --grant PATTERN [--grant PATTERN ...] [--ttl 1h] [--tenant T] [--admin]
@@ -32,6 +34,9 @@ async function main(argv: string[]): Promise<number> {
   // Commands with their own flags parse them themselves.
   if (argv[0] === 'keys') return runKeys(argv.slice(1), io);
   if (argv[0] === 'token') return runToken(argv.slice(1), io);
+  if (argv[0] === 'retrust') {
+    return runRetrust(argv.slice(1), io, nodeLogger('warn'), packageVersion());
+  }
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -100,7 +105,7 @@ async function main(argv: string[]): Promise<number> {
 
   if (command === 'check') return runCheck(config, log, version, (s) => process.stdout.write(`${s}\n`));
 
-  const running = await startGateway({ config, log, version });
+  const running = await startGateway({ config, log, version, secrets });
   await new Promise<void>((resolve) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
 import { serve as honoServe, type ServerType } from '@hono/node-server';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
@@ -6,6 +7,7 @@ import type { Logger } from '../../src/log.js';
 import { createApp } from '../../src/server/app.js';
 import type { BackoffOptions } from '../../src/upstream/backoff.js';
 import { nodePlatform } from './platform.js';
+import { openSqliteStore } from './sqlite-store.js';
 
 export interface RunningGateway {
   gateway: Gateway;
@@ -17,6 +19,9 @@ export interface RunningGateway {
 
 export interface StartOptions {
   config: Config;
+  /** Interpolated ${VAR} values (never stored, redacted from logs). */
+  secrets?: readonly string[];
+  trustPollMs?: number;
   log: Logger;
   version: string;
   backoff?: BackoffOptions;
@@ -27,8 +32,13 @@ export interface StartOptions {
 /** Starts the gateway on Node: the HTTP listener first, then upstream discovery in parallel. */
 export async function startGateway(options: StartOptions): Promise<RunningGateway> {
   const { config, log } = options;
+  // Drift baselines and the catalog cache; a relative path is relative to the working directory.
+  const store = config.gateway.store ? openSqliteStore(resolve(config.gateway.store.path)) : undefined;
   const gateway = new Gateway({
     config,
+    ...(store ? { store } : {}),
+    secrets: options.secrets ?? [],
+    ...(options.trustPollMs ? { trustPollMs: options.trustPollMs } : {}),
     platform: nodePlatform(log, config.gateway),
     version: options.version,
     ...(options.backoff ? { backoff: options.backoff } : {}),
@@ -50,7 +60,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
     });
   }
   const ready = gateway.start();
-  if (options.waitReady) await ready;
+  if (options.waitReady) await ready.then(() => gateway.settled());
 
   let stopping: Promise<void> | undefined;
   const stop = () => {

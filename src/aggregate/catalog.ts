@@ -1,10 +1,11 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { DESCRIBE_TOOL_NAME, discloseServer } from '../guards/disclosure.js';
+import { quarantinedTool } from '../guards/drift.js';
 import { toolFilter } from '../guards/filters.js';
 import { toolBounds } from '../guards/tool-bounds.js';
 import { describeToolDefinition } from './describe-tool.js';
-import { assignNames, type NameCollision, type NameRequest } from './names.js';
+import { assignNames, candidateName, type NameCollision, type NameRequest } from './names.js';
 
 /**
  * One tool as the gateway exposes it. `tool` is what tools/list shows (possibly a disclosure
@@ -18,6 +19,8 @@ export interface CatalogEntry {
   tool: Tool;
   full: Tool;
   deferred: boolean;
+  /** Changed after it was trusted: listed as a stub, and every call is refused (drift). */
+  quarantined?: boolean;
   /** Set for the gateway's own meta-tools, which no upstream serves. */
   meta?: 'describe_tool';
 }
@@ -31,7 +34,12 @@ export interface Diagnostic {
 
 export interface CatalogInput {
   server: ServerConfig;
+  /** Trusted tools, as listed. */
   tools: readonly Tool[];
+  /** Tools quarantined by drift: only their names are used. */
+  quarantined?: readonly Tool[];
+  /** Trusted tools the upstream no longer lists (upstream names). */
+  removed?: readonly string[];
 }
 
 export interface CatalogOptions {
@@ -49,6 +57,8 @@ export interface Catalog {
   byName: ReadonlyMap<string, CatalogEntry>;
   collisions: readonly NameCollision[];
   diagnostics: readonly Diagnostic[];
+  /** Exposed names of tools an upstream stopped publishing, with their server. */
+  removed: ReadonlyMap<string, string>;
   /** Equal signatures mean clients would see exactly the same list. */
   signature: string;
 }
@@ -59,6 +69,7 @@ export const emptyCatalog: Catalog = {
   byName: new Map(),
   collisions: [],
   diagnostics: [],
+  removed: new Map(),
   signature: '[]',
 };
 
@@ -77,19 +88,33 @@ export function buildCatalog(
   const bound = toolBounds(options);
   const diagnostics: Diagnostic[] = [];
   const requests: NameRequest[] = [];
-  const pending: { server: ServerConfig; tool: Tool }[] = [];
-  for (const { server, tools: listed } of inputs) {
+  const pending: { server: ServerConfig; tool: Tool; quarantined: boolean }[] = [];
+  const removed = new Map<string, string>();
+  for (const { server, tools: listed, quarantined = [], removed: gone = [] } of inputs) {
     const visible = toolFilter(server.tools);
-    const sorted = listed.filter((t) => visible(t.name)).sort((a, b) => compare(a.name, b.name));
-    for (const raw of sorted) {
-      const { tool, findings } = bound(raw);
+    const all = [
+      ...listed.map((tool) => ({ tool, quarantined: false })),
+      ...quarantined.map((tool) => ({ tool, quarantined: true })),
+    ]
+      .filter((t) => visible(t.tool.name))
+      .sort((a, b) => compare(a.tool.name, b.tool.name));
+    for (const item of all) {
+      if (item.quarantined) {
+        // The drifted text is never bounded, disclosed or shown: only the name is kept.
+        requests.push({ server: server.name, prefix: server.prefix, tool: item.tool.name });
+        pending.push({ server, tool: item.tool, quarantined: true });
+        continue;
+      }
+      const { tool, findings } = bound(item.tool);
       for (const f of findings) {
         diagnostics.push({ rule: f.rule, server: server.name, tool: f.tool, message: findingMessage(f) });
       }
       if (!tool) continue;
       requests.push({ server: server.name, prefix: server.prefix, tool: tool.name });
-      pending.push({ server, tool });
+      pending.push({ server, tool, quarantined: false });
     }
+    for (const name of gone)
+      if (visible(name)) removed.set(candidateName(server.prefix, name).name, server.name);
   }
   const { names, collisions } = assignNames(requests);
   for (const c of collisions) {
@@ -103,32 +128,50 @@ export function buildCatalog(
 
   // Group by server (pending is already in server order) to apply each server's budget.
   const entries: CatalogEntry[] = [];
-  let group: { server: ServerConfig; items: { name: string; tool: Tool; full: Tool }[] } | undefined;
+  let group:
+    | { server: ServerConfig; items: { name: string; tool: Tool; full: Tool; quarantined: boolean }[] }
+    | undefined;
   const flush = () => {
     if (!group || group.items.length === 0) return;
     const { server, items } = group;
+    const open = items.filter((i) => !i.quarantined);
     const disclosed = discloseServer(
-      items.map((i) => ({ name: i.name, tool: i.tool })),
+      open.map((i) => ({ name: i.name, tool: i.tool })),
       server.budgetTokens,
     );
     if (disclosed.floorExceeded) {
       diagnostics.push({
         rule: 'disclosure-budget-exceeded',
         server: server.name,
-        message: `${items.length} tools need ${disclosed.floorTokens} tokens for names and descriptions alone, over the budget of ${server.budgetTokens}; narrow them with the server's tools.allow / tools.deny filter`,
+        message: `${open.length} tools need ${disclosed.floorTokens} tokens for names and descriptions alone, over the budget of ${server.budgetTokens}; narrow them with the server's tools.allow / tools.deny filter`,
       });
     }
     const deferred = new Set(disclosed.deferred);
-    items.forEach((item, i) => {
+    const shown = new Map(open.map((item, i) => [item.name, disclosed.tools[i] ?? item.tool]));
+    for (const item of items) {
+      if (item.quarantined) {
+        // The drifted text is never shown, even through describe_tool: our stub stands in.
+        const stub = quarantinedTool(item.name, server.name);
+        entries.push({
+          name: item.name,
+          server: server.name,
+          original: item.full.name,
+          tool: stub,
+          full: stub,
+          deferred: false,
+          quarantined: true,
+        });
+        continue;
+      }
       entries.push({
         name: item.name,
         server: server.name,
         original: item.full.name,
-        tool: disclosed.tools[i] ?? item.tool,
+        tool: shown.get(item.name) ?? item.tool,
         full: { ...item.full, name: item.name },
         deferred: deferred.has(item.name),
       });
-    });
+    }
   };
   names.forEach((name, i) => {
     const src = pending[i]!;
@@ -137,7 +180,7 @@ export function buildCatalog(
       group = { server: src.server, items: [] };
     }
     if (name === null) return;
-    group.items.push({ name, tool: { ...src.tool, name }, full: src.tool });
+    group.items.push({ name, tool: { ...src.tool, name }, full: src.tool, quarantined: src.quarantined });
   });
   flush();
 
@@ -155,12 +198,14 @@ export function buildCatalog(
   }
   const byName = new Map<string, CatalogEntry>();
   for (const e of entries) byName.set(e.name, e);
+  for (const name of byName.keys()) removed.delete(name);
   return {
     version,
     entries,
     byName,
     collisions,
     diagnostics,
+    removed,
     signature: JSON.stringify(entries.map((e) => e.tool)),
   };
 }

@@ -9,7 +9,9 @@ import {
   AUTH_KEYS,
   authEntrySchema,
   closestKey,
+  DEFAULT_STORE_PATH,
   DISCLOSURE_KEYS,
+  DRIFT_KEYS,
   describeKind,
   FIELD_TEXT,
   formatPath,
@@ -25,9 +27,12 @@ import {
   type PathSegment,
   SERVER_KEYS,
   STDIO_ONLY_KEYS,
+  STORE_KEYS,
+  STORE_SHAPE_TEXT,
   SYMMETRIC_ALGORITHMS,
   serverSchema,
   showValue,
+  storeEntrySchema,
   suggestName,
   TENANT_KEYS,
   TOOLS_KEYS,
@@ -352,7 +357,7 @@ interface GatewayRead {
   config: GatewayConfig;
   /**
    * Keys whose configured value was rejected (the default stands in for them); keys inside
-   * `disclosure` are written `disclosure.budgetTokens`.
+   * `disclosure` and `drift` are written `disclosure.budgetTokens`.
    */
   invalid: Set<string>;
   /** `disclosure.alwaysLoad` as written (interpolated, not deduplicated), so indices match the file. */
@@ -466,15 +471,43 @@ function checkAllowedHost(f: Findings, entry: string, path: PathSegment[]): stri
   return port === undefined ? hostname : `${hostname}:${Number(port)}`;
 }
 
-/** Picks the known keys of `gateway.disclosure`, warning about the rest. */
-function readDisclosure(f: Findings, raw: unknown, base: PathSegment[]): unknown {
+/** Picks the known keys of a nested gateway object (`disclosure`, `drift`, `store`), warning about the rest. */
+function readNested(f: Findings, raw: unknown, base: PathSegment[], known: readonly string[]): unknown {
   if (!isObject(raw)) return raw;
   const picked: JsonObject = {};
   for (const key of keysOf(raw)) {
-    if (DISCLOSURE_KEYS.includes(key)) picked[key] = interpolateField(f, raw[key], [...base, key]);
-    else f.warnings.push(unknownKeyWarning([...base, key], DISCLOSURE_KEYS));
+    if (known.includes(key)) picked[key] = interpolateField(f, raw[key], [...base, key]);
+    else f.warnings.push(unknownKeyWarning([...base, key], known));
   }
   return picked;
+}
+
+/** `gateway.store`: `false` (state in memory only), or `{"path": ...}`; a missing path keeps the default. */
+function readStore(f: Findings, raw: unknown, base: PathSegment[]): GatewayConfig['store'] | undefined {
+  if (raw === false) return false;
+  if (!isObject(raw)) {
+    error(f, base, `expected ${STORE_SHAPE_TEXT.expected}, got ${describeKind(raw)}`, STORE_SHAPE_TEXT.fix);
+    return undefined;
+  }
+  const picked = readNested(f, raw, base, STORE_KEYS) as JsonObject;
+  const issues = validateShape(storeEntrySchema, picked, {
+    table: FIELD_TEXT.store,
+    base,
+    tainted: f.interpolator.tainted,
+  });
+  f.errors.push(...issues);
+  if (issues.length > 0) return undefined;
+  const path = (picked.path as string | undefined) ?? DEFAULT_STORE_PATH;
+  if (path.includes('\0')) {
+    error(
+      f,
+      [...base, 'path'],
+      'contains a NUL character',
+      'remove the NUL character; file paths cannot hold it',
+    );
+    return undefined;
+  }
+  return { path };
 }
 
 function readGateway(f: Findings, raw: unknown): GatewayRead {
@@ -485,9 +518,14 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
     hostnames: [],
     allowedHosts: [],
     disclosure: { ...GATEWAY_DEFAULTS.disclosure, alwaysLoad: [] },
+    store: { path: DEFAULT_STORE_PATH },
+    drift: { ...GATEWAY_DEFAULTS.drift },
   };
   const invalid = new Set<string>();
-  const disclosureKeys = DISCLOSURE_KEYS.map((k) => `disclosure.${k}`);
+  const nestedKeys = [
+    ...DISCLOSURE_KEYS.map((k) => `disclosure.${k}`),
+    ...DRIFT_KEYS.map((k) => `drift.${k}`),
+  ];
   let alwaysLoad: string[] = [];
   if (raw === undefined) return { config, invalid, alwaysLoad };
   if (!isObject(raw)) {
@@ -497,7 +535,7 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
       `expected an object, got ${describeKind(raw)}`,
       'write gateway as an object such as {"port": 8787}, or remove it',
     );
-    for (const k of [...GATEWAY_KEYS, ...disclosureKeys]) invalid.add(k);
+    for (const k of [...GATEWAY_KEYS, ...nestedKeys]) invalid.add(k);
     return { config, invalid, alwaysLoad };
   }
   const picked: JsonObject = {};
@@ -506,12 +544,14 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
       f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
       continue;
     }
-    // `auth` has its own reader and rules (below); the other keys go through one shape.
-    if (key === 'auth') continue;
+    // `auth` and `store` have their own readers and rules (below); the other keys go through one shape.
+    if (key === 'auth' || key === 'store') continue;
     picked[key] =
       key === 'disclosure'
-        ? readDisclosure(f, raw[key], [...base, key])
-        : interpolateField(f, raw[key], [...base, key]);
+        ? readNested(f, raw[key], [...base, key], DISCLOSURE_KEYS)
+        : key === 'drift'
+          ? readNested(f, raw[key], [...base, key], DRIFT_KEYS)
+          : interpolateField(f, raw[key], [...base, key]);
   }
   const issues = validateShape(gatewayEntrySchema, picked, {
     table: FIELD_TEXT.gateway,
@@ -521,26 +561,32 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
   f.errors.push(...issues);
   const target = config as unknown as JsonObject;
   for (const key of GATEWAY_KEYS) {
-    if (picked[key] === undefined || key === 'disclosure' || key === 'auth') continue;
+    if (picked[key] === undefined || key === 'disclosure' || key === 'drift' || key === 'auth') continue;
     if (hasIssueUnder(issues, [...base, key])) invalid.add(key);
     else target[key] = picked[key];
   }
-  if (picked.disclosure !== undefined) {
-    if (isObject(picked.disclosure)) {
-      const given = picked.disclosure;
-      const disclosure = config.disclosure as unknown as JsonObject;
-      for (const key of DISCLOSURE_KEYS) {
-        if (given[key] === undefined) continue;
-        if (hasIssueUnder(issues, [...base, 'disclosure', key])) invalid.add(`disclosure.${key}`);
-        else disclosure[key] = given[key];
-      }
-      alwaysLoad = config.disclosure.alwaysLoad;
-      config.disclosure.alwaysLoad = [...new Set(alwaysLoad)];
-    } else {
-      invalid.add('disclosure');
-      for (const k of disclosureKeys) invalid.add(k);
+  /** Copies the valid keys of `disclosure` or `drift` over their defaults; false if it was not an object. */
+  const applyNested = (name: 'disclosure' | 'drift', known: readonly string[]): boolean => {
+    const given = picked[name];
+    if (given === undefined) return true;
+    if (!isObject(given)) {
+      invalid.add(name);
+      for (const k of known) invalid.add(`${name}.${k}`);
+      return false;
     }
+    const nested = config[name] as unknown as JsonObject;
+    for (const key of known) {
+      if (given[key] === undefined) continue;
+      if (hasIssueUnder(issues, [...base, name, key])) invalid.add(`${name}.${key}`);
+      else nested[key] = given[key];
+    }
+    return true;
+  };
+  if (picked.disclosure !== undefined && applyNested('disclosure', DISCLOSURE_KEYS)) {
+    alwaysLoad = config.disclosure.alwaysLoad;
+    config.disclosure.alwaysLoad = [...new Set(alwaysLoad)];
   }
+  applyNested('drift', DRIFT_KEYS);
 
   if (!invalid.has('allowedOrigins')) {
     const origins: string[] = [];
@@ -616,6 +662,11 @@ function readGateway(f: Findings, raw: unknown): GatewayRead {
   } else if (!invalid.has('host') && !isLoopbackHost(config.host)) {
     // Safe by default: no auth configured means loopback only; `"auth": false` is the way out.
     f.errors.push(bindIssue());
+  }
+  if (Object.hasOwn(raw, 'store')) {
+    const store = readStore(f, raw.store, [...base, 'store']);
+    if (store === undefined) invalid.add('store');
+    else config.store = store;
   }
   return { config, invalid, alwaysLoad };
 }

@@ -28,6 +28,9 @@ export function formatPath(path: readonly PathSegment[]): string {
 // ---------------------------------------------------------------------------------------------
 // Defaults and limits
 
+/** Where the Node host keeps drift baselines and the catalog cache unless `gateway.store` says otherwise. */
+export const DEFAULT_STORE_PATH = './.manifold/state.db';
+
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const satisfies readonly LogLevel[];
 
 export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
@@ -56,10 +59,14 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
     budgetTokens: 20_000,
     alwaysLoad: Object.freeze([]) as unknown as string[],
   }),
+  store: Object.freeze({ path: DEFAULT_STORE_PATH }),
+  drift: Object.freeze({ recheckSeconds: 300 }),
 });
 
 /** setTimeout fires at once for anything above this, so millisecond settings stop here. */
 export const MAX_TIMER_MS = 2_147_483_647;
+/** The same bound for settings in whole seconds. */
+export const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
 export const MAX_PAGE_SIZE = 10_000;
 export const MAX_NAME_LENGTH = 32;
 export const RESERVED_NAME = 'manifold';
@@ -77,6 +84,16 @@ const budget = () => z.union([count(), z.literal('off')]);
 export const disclosureSchema = z.object({
   budgetTokens: budget(),
   alwaysLoad: z.array(z.string().min(1)),
+});
+
+export const driftSchema = z.object({
+  // 0 turns the periodic recheck off.
+  recheckSeconds: z.int().min(0).max(MAX_TIMER_SECONDS),
+});
+
+// `gateway.store` is `false` or this object; load.ts reads it on its own, like `auth`.
+export const storeSchema = z.object({
+  path: z.string().min(1),
 });
 
 export const gatewaySchema = z.object({
@@ -104,6 +121,7 @@ export const gatewaySchema = z.object({
   maxToolsPerServer: count(),
   disclosure: disclosureSchema.partial(),
   callsPerMinute: count(),
+  drift: driftSchema.partial(),
 });
 
 const glob = () => z.array(z.string().min(1));
@@ -206,14 +224,17 @@ export const authSchema = z.object({
 });
 
 export const authEntrySchema = authSchema.partial();
+export const storeEntrySchema = storeSchema.partial();
 
 export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', '$schema'] as const;
-export const GATEWAY_KEYS = [...Object.keys(gatewaySchema.shape), 'auth'] as (keyof GatewayConfig)[];
+export const GATEWAY_KEYS = [...Object.keys(gatewaySchema.shape), 'auth', 'store'] as (keyof GatewayConfig)[];
 export const AUTH_KEYS = Object.keys(authSchema.shape);
 export const TENANT_KEYS = Object.keys(tenantSchema.shape);
 export const SERVER_KEYS = Object.keys(serverEntrySchema.shape);
 export const TOOLS_KEYS = Object.keys(toolsSchema.shape);
 export const DISCLOSURE_KEYS = Object.keys(disclosureSchema.shape);
+export const DRIFT_KEYS = Object.keys(driftSchema.shape);
+export const STORE_KEYS = Object.keys(storeSchema.shape);
 export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd'] as const;
 export const HTTP_ONLY_KEYS = ['url', 'headers'] as const;
 
@@ -292,6 +313,20 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     fix: 'write the name of a server configured under mcpServers, e.g. "github"',
   },
   callsPerMinute: positive('calls per minute per tenant', 120),
+  drift: {
+    expected: 'an object with "recheckSeconds"',
+    fix: 'write drift as {"recheckSeconds": 300}',
+  },
+  'drift.recheckSeconds': {
+    expected: `an integer from 0 to ${MAX_TIMER_SECONDS} (seconds)`,
+    fix: 'write a whole number of seconds without quotes, e.g. 300, or 0 to turn the periodic recheck off',
+  },
+};
+
+const STORE_FIX = 'write "store": {"path": "./.manifold/state.db"}, or "store": false';
+
+const STORE_TEXT: Record<string, FieldText> = {
+  path: { expected: 'a non-empty file path string', fix: STORE_FIX },
 };
 
 const AUTH_TEXT: Record<string, FieldText> = {
@@ -431,10 +466,17 @@ const SERVER_TEXT: Record<string, FieldText> = {
 };
 
 export type FieldTable = Record<string, FieldText>;
-export const FIELD_TEXT: { gateway: FieldTable; server: FieldTable; auth: FieldTable } = {
+export const FIELD_TEXT: { gateway: FieldTable; server: FieldTable; auth: FieldTable; store: FieldTable } = {
   gateway: GATEWAY_TEXT,
   server: SERVER_TEXT,
   auth: AUTH_TEXT,
+  store: STORE_TEXT,
+};
+
+/** The fix for a `gateway.store` that is neither an object nor false. */
+export const STORE_SHAPE_TEXT: FieldText = {
+  expected: 'an object with "path", or false',
+  fix: STORE_FIX,
 };
 
 function fieldKey(table: FieldTable, rel: readonly PathSegment[]): string {

@@ -118,6 +118,15 @@ export interface GatewayConfig {
   auth?: AuthConfig | false;
   /** Default per-tenant rate limit for tools/call; absent means unlimited. */
   callsPerMinute?: number;
+  /**
+   * Durable state (drift baselines, catalog cache). `false`: in memory only, so baselines last
+   * as long as the process. Default `{ path: "./.manifold/state.db" }` on Node.
+   */
+  store: { path: string } | false;
+  drift: {
+    /** Re-list every ready upstream this often and check for drift; 0 disables. Default 300. */
+    recheckSeconds: number;
+  };
 }
 
 export interface Config {

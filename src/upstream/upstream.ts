@@ -10,6 +10,7 @@ import {
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { z } from 'zod';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
+import type { VerifiedListing } from '../drift-gate.js';
 import { describeError, ManifoldError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
@@ -77,6 +78,17 @@ export class Upstream {
   consecutiveFailures = 0;
   /** Called whenever the set of tools this upstream contributes may have changed. */
   onChange: () => void = () => {};
+  /**
+   * Checks a complete listing before it is published (drift). Without one, every tool is trusted.
+   * Runs before `tools` changes, so no client ever sees an unverified catalog (C4).
+   */
+  verify: (tools: Tool[]) => Promise<VerifiedListing> = async (tools) => ({
+    trusted: tools,
+    quarantined: [],
+    removed: [],
+    identityChanged: false,
+  });
+  verified: VerifiedListing | undefined;
 
   private client: Client | undefined;
   private generation = 0;
@@ -148,12 +160,14 @@ export class Upstream {
       );
       deferResponses(transport);
       const tools = client.getServerCapabilities()?.tools ? await this.list(client) : [];
+      const verified = await this.verify(tools);
       if (gen !== this.generation) {
         await client.close().catch(() => {});
         return;
       }
       this.client = client;
       this.tools = tools;
+      this.verified = verified;
       this.state = 'ready';
       this.readyAt = platform.now();
       this.lastError = undefined;
@@ -186,6 +200,7 @@ export class Upstream {
   private fail(e: unknown): void {
     this.client = undefined;
     this.tools = [];
+    this.verified = undefined;
     this.lastError = brief(e);
     const rule = e instanceof ManifoldError ? (e.data?.rule as string | undefined) : undefined;
     if (rule === 'unsupported-transport') {
@@ -242,8 +257,10 @@ export class Upstream {
         if (!client || this.state !== 'ready') return;
         try {
           const tools = await this.list(client);
+          const verified = await this.verify(tools);
           if (gen !== this.generation) return;
           this.tools = tools;
+          this.verified = verified;
           this.onChange();
         } catch (e) {
           // Keep the last complete listing: never load half of one.
@@ -255,6 +272,16 @@ export class Upstream {
       this.relisting = undefined;
     });
     return this.relisting;
+  }
+
+  /** Checks the current listing again (after a re-trust) without asking the upstream. */
+  async reverify(): Promise<void> {
+    if (this.state !== 'ready') return;
+    const gen = this.generation;
+    const verified = await this.verify(this.tools);
+    if (gen !== this.generation) return;
+    this.verified = verified;
+    this.onChange();
   }
 
   /** Relays one tools/call. Never retried: a failure after sending has an unknown outcome. */

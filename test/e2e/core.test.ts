@@ -1,5 +1,5 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { CallToolResultSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   connectClient,
@@ -52,7 +52,7 @@ describe('core gateway over stdio upstreams', () => {
     expect(ev).toEqual([...ev].sort());
   });
 
-  it('never forwards upstream instructions', () => {
+  it('C5: never forwards upstream instructions', () => {
     expect(client.getInstructions()).toBeUndefined();
     expect(client.getServerVersion()?.name).toBe('manifold');
   });
@@ -136,16 +136,18 @@ describe('core gateway over stdio upstreams', () => {
     }, 'the timed-out call was cancelled upstream and never re-sent');
   });
 
-  it('an upstream list_changed reaches the client, with the new tool listed', async () => {
-    let notified = 0;
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      notified++;
-    });
+  it('an upstream list_changed triggers a fresh, verified listing: a tool added after trust is withheld', async () => {
     const res = await client.callTool({ name: 'fx__grow', arguments: {} });
     const grown = (res.content as { text: string }[])[0]!.text;
-    await eventually(() => notified > 0, 'notifications/tools/list_changed downstream');
+    // The re-listing happened (the drift gate saw the new tool) ...
+    await eventually(
+      () => gw.logs.some((l) => l.event === 'drift.withheld' && l.server === 'fx' && l.tool === grown),
+      'the upstream list_changed led to a re-listing',
+    );
+    // ... and a new tool stays withheld until an operator re-trusts the server (drift.test.ts
+    // shows the downstream list_changed for changes that do reach the catalog).
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name)).toContain(`fx__${grown}`);
+    expect(tools.map((t) => t.name)).not.toContain(`fx__${grown}`);
   });
 
   it('an upstream request to the client (sampling) is refused with a clear error', async () => {

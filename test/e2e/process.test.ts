@@ -189,9 +189,14 @@ afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-function writeConfig(name: string, config: unknown): string {
+function writeConfig(
+  name: string,
+  config: { gateway?: Record<string, unknown> } & Record<string, unknown>,
+): string {
   const path = join(dir, name);
-  writeFileSync(path, JSON.stringify(config, null, 2));
+  // Each config keeps its drift state in the temp dir, away from the repo's .manifold/.
+  const gateway = { store: { path: join(dir, `${name}.db`) }, ...config.gateway };
+  writeFileSync(path, JSON.stringify({ ...config, gateway }, null, 2));
   return path;
 }
 

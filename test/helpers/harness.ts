@@ -29,12 +29,14 @@ export interface TestGateway extends RunningGateway {
 /** A gateway in this process on a free loopback port, logging into an array. */
 export async function startTestGateway(
   raw: { mcpServers: Record<string, unknown>; gateway?: Record<string, unknown> },
-  options: { waitReady?: boolean; env?: Record<string, string> } = {},
+  options: { waitReady?: boolean; env?: Record<string, string>; trustPollMs?: number } = {},
 ): Promise<TestGateway> {
   const result = parseConfigObject(raw, { ...process.env, ...options.env });
   if (!result.ok) throw new Error(`bad test config: ${JSON.stringify(result.errors)}`);
   const config = result.config;
   config.gateway.port = 0;
+  // Tests are hermetic: no state file unless the test names one.
+  if (raw.gateway?.store === undefined) config.gateway.store = false;
   const logs: LogLine[] = [];
   const log = createJsonLogger({
     level: 'debug',
@@ -45,6 +47,8 @@ export async function startTestGateway(
     config,
     log,
     version: 'test',
+    secrets: result.secrets,
+    ...(options.trustPollMs ? { trustPollMs: options.trustPollMs } : {}),
     waitReady: options.waitReady ?? true,
     backoff: { baseMs: 200, capMs: 1000, jitter: 0.1 },
   });

@@ -402,6 +402,8 @@ describe('defaults and limits', () => {
       maxDescriptionBytes: 4096,
       maxToolsPerServer: 1000,
       disclosure: { budgetTokens: 20000, alwaysLoad: [] },
+      store: { path: './.manifold/state.db' },
+      drift: { recheckSeconds: 300 },
     });
     expect(result.config.gateway).toEqual(GATEWAY_DEFAULTS);
     expect(result.warnings).toEqual([]);
@@ -811,6 +813,122 @@ describe('disclosure', () => {
   });
 });
 
+describe('store and drift', () => {
+  const STORE_FIX = 'write "store": {"path": "./.manifold/state.db"}, or "store": false';
+  const withGateway = (gateway: Record<string, unknown>) => cfg({ a: stdio }, { gateway });
+
+  it('defaults to the state file and a five-minute recheck', () => {
+    const { gateway } = ok(parseConfigObject(cfg({ a: stdio }), {})).config;
+    expect(gateway.store).toEqual({ path: './.manifold/state.db' });
+    expect(gateway.drift).toEqual({ recheckSeconds: 300 });
+    // Each result gets its own objects, never the frozen defaults.
+    expect(gateway.store).not.toBe(GATEWAY_DEFAULTS.store);
+    expect(gateway.drift).not.toBe(GATEWAY_DEFAULTS.drift);
+    const empty = ok(parseConfigObject(withGateway({ store: {}, drift: {} }), {}));
+    expect(empty.config.gateway.store).toEqual({ path: './.manifold/state.db' });
+    expect(empty.config.gateway.drift).toEqual({ recheckSeconds: 300 });
+    expect(empty.warnings).toEqual([]);
+  });
+
+  it('accepts "store": false for in-memory state', () => {
+    const result = ok(parseConfigObject(withGateway({ store: false }), {}));
+    expect(result.config.gateway.store).toBe(false);
+    expect(result.warnings).toEqual([]);
+  });
+
+  it('accepts a store path, with ${VAR} interpolation', () => {
+    const plain = ok(parseConfigObject(withGateway({ store: { path: '/var/lib/manifold/state.db' } }), {}));
+    expect(plain.config.gateway.store).toEqual({ path: '/var/lib/manifold/state.db' });
+    const fromEnv = ok(
+      parseConfigObject(withGateway({ store: { path: '${STATE_DIR}/state.db' } }), {
+        STATE_DIR: '/srv/m',
+      }),
+    );
+    expect(fromEnv.config.gateway.store).toEqual({ path: '/srv/m/state.db' });
+    const missing = failed(parseConfigObject(withGateway({ store: { path: '${STATE_DIR}/x.db' } }), {}));
+    expect(missing.errors.map((e) => e.path)).toEqual(['gateway.store.path']);
+  });
+
+  it('rejects bad store values with the path and a fix', () => {
+    const cases: [unknown, string][] = [
+      [true, 'gateway.store: expected an object with "path", or false, got true'],
+      ['x', 'gateway.store: expected an object with "path", or false, got string'],
+      [null, 'gateway.store: expected an object with "path", or false, got null'],
+      [['x'], 'gateway.store: expected an object with "path", or false, got array'],
+      [{ path: '' }, 'gateway.store.path: must not be empty'],
+      [{ path: 3 }, 'gateway.store.path: expected a non-empty file path string, got number'],
+      [{ path: 'a\0b' }, 'gateway.store.path: contains a NUL character'],
+    ];
+    for (const [store, expected] of cases) {
+      const result = failed(parseConfigObject(withGateway({ store }), {}));
+      expect(errorsOf(result), JSON.stringify(store)).toEqual([expected]);
+      if (expected.includes('NUL')) continue;
+      expect(result.errors[0]!.fix, JSON.stringify(store)).toBe(STORE_FIX);
+    }
+  });
+
+  it('accepts recheckSeconds 0 (no periodic recheck) and other whole numbers', () => {
+    const off = ok(parseConfigObject(withGateway({ drift: { recheckSeconds: 0 } }), {}));
+    expect(off.config.gateway.drift).toEqual({ recheckSeconds: 0 });
+    const hourly = ok(parseConfigObject(withGateway({ drift: { recheckSeconds: 3600 } }), {}));
+    expect(hourly.config.gateway.drift).toEqual({ recheckSeconds: 3600 });
+  });
+
+  it('rejects bad recheckSeconds and drift shapes with the path and a fix', () => {
+    const cases: [unknown, string][] = [
+      [-1, 'gateway.drift.recheckSeconds: must be at least 0, got -1'],
+      [1.5, 'gateway.drift.recheckSeconds: expected an integer, got 1.5'],
+      ['300', 'gateway.drift.recheckSeconds: expected an integer from 0 to 2147483 (seconds), got string'],
+      [2147484, 'gateway.drift.recheckSeconds: must be at most 2147483, got 2147484'],
+    ];
+    for (const [recheckSeconds, expected] of cases) {
+      const result = failed(parseConfigObject(withGateway({ drift: { recheckSeconds } }), {}));
+      expect(errorsOf(result)).toEqual([expected]);
+      expect(result.errors[0]!.fix).toBe(
+        'write a whole number of seconds without quotes, e.g. 300, or 0 to turn the periodic recheck off',
+      );
+    }
+    const shape = failed(parseConfigObject(withGateway({ drift: 300 }), {}));
+    expect(errorsOf(shape)).toEqual(['gateway.drift: expected an object with "recheckSeconds", got number']);
+    expect(shape.errors[0]!.fix).toBe('write drift as {"recheckSeconds": 300}');
+  });
+
+  it('warns about unknown keys inside store and drift, and keeps the rest', () => {
+    const result = ok(
+      parseConfigObject(
+        withGateway({
+          store: { path: 'state.db', pth: 'x', mode: 'wal' },
+          drift: { recheckSecond: 5, recheckSeconds: 60 },
+        }),
+        {},
+      ),
+    );
+    expect(result.warnings.map((w) => w.path)).toEqual([
+      'gateway.drift.recheckSecond',
+      'gateway.store.pth',
+      'gateway.store.mode',
+    ]);
+    for (const w of result.warnings) expect(w.message).toMatch(/^unknown key ".+" is ignored$/);
+    expect(one(result.warnings, 'gateway.store.pth').fix).toContain('did you mean "path"');
+    expect(one(result.warnings, 'gateway.drift.recheckSecond').fix).toContain(
+      'did you mean "recheckSeconds"',
+    );
+    expect(result.config.gateway.store).toEqual({ path: 'state.db' });
+    expect(result.config.gateway.drift).toEqual({ recheckSeconds: 60 });
+  });
+
+  it('reports store and drift problems together with the rest', () => {
+    const result = failed(
+      parseConfigObject(withGateway({ port: 0, store: true, drift: { recheckSeconds: -1 } }), {}),
+    );
+    expect(result.errors.map((e) => e.path)).toEqual([
+      'gateway.port',
+      'gateway.drift.recheckSeconds',
+      'gateway.store',
+    ]);
+  });
+});
+
 describe('reporting every problem at once', () => {
   it('collects errors from gateway and several servers with exact paths', () => {
     const raw = {
@@ -878,7 +996,7 @@ describe('unknown keys', () => {
     expect(one(result.warnings, 'gateway.prot').fix).toContain('did you mean "port"');
   });
 
-  it('treats the egress, size and disclosure keys as known, at the gateway and per server', () => {
+  it('treats the egress, size, disclosure, store and drift keys as known, at the gateway and per server', () => {
     const raw = cfg(
       { a: { ...stdio, maxResultBytes: 1024, budgetTokens: 'off' } },
       {
@@ -890,6 +1008,8 @@ describe('unknown keys', () => {
           maxDescriptionBytes: 4,
           maxToolsPerServer: 5,
           disclosure: { budgetTokens: 6, alwaysLoad: [] },
+          store: { path: 'state.db' },
+          drift: { recheckSeconds: 60 },
         },
       },
     );

@@ -1,0 +1,70 @@
+/**
+ * The state schema and its migrations. The version lives in the `meta` table, so one database
+ * file (or Durable Object) can be opened by any Manifold that knows at least its version.
+ */
+import { ManifoldError } from '../errors.js';
+import type { SqlExec } from './sql.js';
+
+/**
+ * Ordered; entry i takes the schema from version i to i + 1, and the schema version is simply
+ * how many entries have been applied. Each entry is exactly one statement (see sql.ts); a change
+ * that needs several statements is several entries. Never edit or reorder an entry once released:
+ * a database that already applied it would silently differ from a fresh one.
+ */
+export const MIGRATIONS: readonly string[] = [
+  // v1: one row per configured server. Identity is name + transport + target (URL, or the JSON
+  // of [command, ...args]); env, headers, cwd and tokens have no column, so they cannot be written.
+  // `baseline` is NULL until the first listing is trusted; only an explicit re-trust rewrites it.
+  `CREATE TABLE servers (
+    name TEXT PRIMARY KEY NOT NULL,
+    transport TEXT NOT NULL,
+    target TEXT NOT NULL,
+    catalog TEXT,
+    catalog_at INTEGER,
+    baseline TEXT,
+    trusted_at INTEGER,
+    created_at INTEGER NOT NULL
+  )`,
+];
+
+/** Holds `schema_version` and `trust_epoch`; created outside the migrations so it can version them. */
+const CREATE_META = 'CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)';
+
+/** Reads one integer from `meta`: 0 when the key is absent, undefined when the value is not an integer. */
+export function readMeta(sql: SqlExec, key: string): number | undefined {
+  const row = sql.exec<{ value: unknown }>('SELECT value FROM meta WHERE key = ?', key)[0];
+  if (row === undefined) return 0;
+  return typeof row.value === 'number' && Number.isSafeInteger(row.value) ? row.value : undefined;
+}
+
+/**
+ * Brings the schema up to date. Idempotent, and safe when two processes open the same file at
+ * once: the version is read and the pending migrations applied in one transaction (an immediate
+ * one on Node), so the second process finds the work done. Refuses a database written by a newer
+ * Manifold rather than guess at a schema it does not know.
+ */
+export function migrate(sql: SqlExec): void {
+  sql.transaction(() => {
+    sql.exec(CREATE_META);
+    const version = readMeta(sql, 'schema_version');
+    if (version === undefined || version < 0) {
+      throw new ManifoldError(
+        'ERR_CONFIG',
+        'the state store has an unreadable schema version; restore it from a backup or point the store at a new file',
+      );
+    }
+    if (version > MIGRATIONS.length) {
+      throw new ManifoldError(
+        'ERR_CONFIG',
+        `the state store was written by a newer Manifold (schema version ${version}; this one knows up to ${MIGRATIONS.length}); upgrade Manifold or point the store at another file`,
+      );
+    }
+    if (version === MIGRATIONS.length) return;
+    for (const statement of MIGRATIONS.slice(version)) sql.exec(statement);
+    sql.exec(
+      'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+      'schema_version',
+      MIGRATIONS.length,
+    );
+  });
+}
