@@ -29,4 +29,6 @@ export interface Platform {
   runtime: 'node' | 'workers' | 'test';
   now(): number;
   log: Logger;
+  /** At most this many upstreams connect at once (Workers: 6 subrequests). Absent: all at once. */
+  maxConcurrentConnects?: number;
 }

@@ -136,7 +136,7 @@ export async function listAllTools(fetchPage: FetchPage, options: DiscoveryOptio
       cursor = next;
     }
   } finally {
-    clearTimeout(timer);
+    if (timer !== undefined) clearTimeout(timer);
     if (onOuterAbort) outer?.removeEventListener('abort', onOuterAbort);
   }
 }

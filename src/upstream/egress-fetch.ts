@@ -160,7 +160,7 @@ interface Outgoing {
   method: string;
   headers: Headers;
   body: BodyInit | null;
-  mode: RequestRedirect;
+  mode: NonNullable<RequestInit['redirect']>;
   rest: RequestInit;
 }
 

@@ -19,6 +19,7 @@ export class UpstreamPool {
   readonly upstreams: readonly Upstream[];
   private readonly byName: Map<string, Upstream>;
   onChange: (upstream: Upstream) => void = () => {};
+  private readonly fanout: number | undefined;
 
   constructor(config: Config, deps: PoolDeps) {
     this.upstreams = config.servers.map(
@@ -32,11 +33,16 @@ export class UpstreamPool {
         }),
     );
     this.byName = new Map(this.upstreams.map((u) => [u.name, u]));
+    this.fanout = deps.platform.maxConcurrentConnects;
     for (const u of this.upstreams) u.onChange = () => this.onChange(u);
   }
 
   async start(): Promise<void> {
-    await Promise.allSettled(this.upstreams.map((u) => u.start()));
+    const wave = this.fanout ?? this.upstreams.length;
+    // In waves where the runtime caps concurrent subrequests; all at once elsewhere.
+    for (let i = 0; i < this.upstreams.length; i += Math.max(1, wave)) {
+      await Promise.allSettled(this.upstreams.slice(i, i + Math.max(1, wave)).map((u) => u.start()));
+    }
   }
 
   get(name: string): Upstream | undefined {

@@ -386,5 +386,5 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
       ms,
     );
   });
-  return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
+  return Promise.race([p, deadline]).finally(() => timer !== undefined && clearTimeout(timer));
 }

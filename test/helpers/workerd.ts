@@ -1,0 +1,50 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Miniflare } from 'miniflare';
+import { ROOT } from './harness.js';
+
+export const WORKER_BUNDLE = join(ROOT, 'dist-workers/worker.js');
+
+/** Bundles the Worker (esbuild, as `npm run build:workers` does) unless the bundle is fresh. */
+export function buildWorker(): string {
+  if (!existsSync(WORKER_BUNDLE) || statSync(WORKER_BUNDLE).mtimeMs < Date.now() - 60_000) {
+    execFileSync('npm', ['run', '--silent', 'build:workers'], { cwd: ROOT, stdio: 'inherit' });
+  }
+  return WORKER_BUNDLE;
+}
+
+export interface RunningWorker {
+  url: string;
+  persist: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The Worker in real workerd (Miniflare), with its Durable Object persisted under `persist`, so
+ * a second start with the same directory is a restart of the same deployment.
+ */
+export async function startWorker(options: {
+  config: unknown;
+  vars?: Record<string, string>;
+  persist?: string;
+}): Promise<RunningWorker> {
+  const persist = options.persist ?? mkdtempSync(join(tmpdir(), 'manifold-do-'));
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: buildWorker(),
+    compatibilityDate: '2026-04-01',
+    durableObjects: { MANIFOLD: { className: 'ManifoldGateway', useSQLite: true } },
+    durableObjectsPersist: persist,
+    bindings: { MANIFOLD_CONFIG: JSON.stringify(options.config), ...options.vars },
+    host: '127.0.0.1',
+    port: 0,
+  });
+  const base = await mf.ready;
+  return {
+    url: new URL('/mcp', base).toString(),
+    persist,
+    stop: () => mf.dispose(),
+  };
+}
