@@ -24,8 +24,10 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from 'jose';
+import { ASYMMETRIC_ALGORITHMS as ASYMMETRIC_JWS, SYMMETRIC_ALGORITHMS } from '../config/schema.js';
 import type { AuthConfig } from '../config/types.js';
 import { describeError, ManifoldError } from '../errors.js';
+import { readTextCapped } from '../read-capped.js';
 
 export type { JWTPayload } from 'jose';
 
@@ -50,22 +52,11 @@ const MAX_JWKS_BYTES = 512 * 1024;
  */
 const MAX_TOKEN_LENGTH = 64 * 1024;
 
-const HMAC_ALGORITHMS = ['HS256', 'HS384', 'HS512'] as const;
+const HMAC_ALGORITHMS = SYMMETRIC_ALGORITHMS;
 /** RFC 7518 §3.2: an HMAC key must be at least as long as the hash output. */
 const HMAC_MIN_KEY_BYTES: Record<string, number> = { HS256: 32, HS384: 48, HS512: 64 };
 /** The default allowlist for a JWK Set: every asymmetric JWS algorithm of RFC 7518 §3.1 and RFC 8037. */
-const JWKS_DEFAULT_ALGORITHMS = [
-  'RS256',
-  'RS384',
-  'RS512',
-  'PS256',
-  'PS384',
-  'PS512',
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-] as const;
+const JWKS_DEFAULT_ALGORITHMS = ASYMMETRIC_JWS;
 /**
  * What `auth.algorithms` may name for a public key source: the defaults, plus RFC 9864's fully
  * specified `Ed25519` (same key, same signature scheme as `EdDSA`), accepted only when configured.
@@ -443,27 +434,11 @@ function bounded<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
 
 /** Reads a body as UTF-8, refusing it once it passes `max` bytes (never holding more). */
 async function readCapped(response: Response, max: number): Promise<string> {
-  if (!response.body) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel().catch(() => {});
-      throw new KeySourceError(`JWKS response is larger than ${max} bytes`);
-    }
-    chunks.push(value);
-  }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    all.set(c, at);
-    at += c.byteLength;
-  }
-  return new TextDecoder().decode(all);
+  return readTextCapped(
+    response.body,
+    max,
+    () => new KeySourceError(`JWKS response is larger than ${max} bytes`),
+  );
 }
 
 /** Maps whatever jwtVerify threw onto the two public outcomes. */

@@ -1,5 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
 import { ManifoldError } from '../errors.js';
+import { readTextCapped } from '../read-capped.js';
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
@@ -68,26 +69,5 @@ export async function readBodyCapped(request: Request, max: number): Promise<str
   const tooLarge = () => new ManifoldError('ERR_BODY_TOO_LARGE', `request body exceeds ${max} bytes`);
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > max) throw tooLarge();
-  if (!request.body) return '';
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  if (chunks.length === 1) return new TextDecoder().decode(chunks[0]);
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const ch of chunks) {
-    all.set(ch, at);
-    at += ch.byteLength;
-  }
-  return new TextDecoder().decode(all);
+  return readTextCapped(request.body, max, tooLarge);
 }
