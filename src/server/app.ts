@@ -3,6 +3,7 @@ import { createAuthenticator } from '../auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
+import { readTextCapped } from '../read-capped.js';
 import { toRpcError } from './errors.js';
 import { isLoopbackHost, originGuard } from './http-guards.js';
 import { errorMessage } from './jsonrpc.js';
@@ -88,7 +89,14 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
     }),
   );
   app.use('/mcp', async (c, next) => {
-    c.set('principal', await authenticate(c.req.raw));
+    try {
+      c.set('principal', await authenticate(c.req.raw));
+    } catch (e) {
+      // Read (and drop) the body before refusing, so the connection stays usable for the
+      // client's retry with a token; some servers close a socket with an unread body.
+      await readTextCapped(c.req.raw.body, g.maxBodyBytes, () => new Error('too large')).catch(() => '');
+      throw e;
+    }
     await next();
   });
   app.post('/mcp', (c) => mcp.post(c));

@@ -45,7 +45,12 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
       bytesOut,
     });
   try {
+    // A client may call a tool it already knows without listing first: wait for the first
+    // catalog like tools/list does, and for the owning upstream's first connection attempt.
+    await gateway.ready;
     entry = gateway.resolve(principal, params.name);
+    const owner = gateway.pool.get(entry.server);
+    if (owner?.state === 'connecting') await owner.firstAttempt;
     const limit = gateway.takeCall(principal.tenant);
     if (!limit.ok) {
       throw new ManifoldError(

@@ -112,10 +112,14 @@ export class Upstream {
     return this.config.name;
   }
 
+  /** Settles when the first connection attempt has settled, either way. */
+  firstAttempt: Promise<void> = Promise.resolve();
+
   /** The first attempt; resolves once it has settled either way. */
-  async start(): Promise<void> {
-    if (this.state === 'disabled') return;
-    await this.connect();
+  start(): Promise<void> {
+    if (this.state === 'disabled') return Promise.resolve();
+    this.firstAttempt = this.connect();
+    return this.firstAttempt;
   }
 
   status(): UpstreamStatus {

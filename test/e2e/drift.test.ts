@@ -200,7 +200,7 @@ describe('drift quarantine on a durable store', () => {
   it('warm start: the catalog is served from the store while the upstream is still down', async () => {
     const raw = config();
     raw.mcpServers.fx.env = { ...raw.mcpServers.fx.env, DRIFT_HANG: '1' } as typeof raw.mcpServers.fx.env;
-    (raw.gateway as Record<string, unknown>).connectTimeoutMs = 20_000;
+    (raw.gateway as Record<string, unknown>).connectTimeoutMs = 3000;
     await start(raw, { waitReady: false });
     const tools = await names();
     expect(tools.map((t) => t.name)).toEqual(['fx__alpha', 'fx__beta', 'fx__gamma']);
