@@ -1,0 +1,94 @@
+#!/usr/bin/env node
+// The fast upstream for benchmarks: MCP over streamable HTTP in JSON response mode (or stdio with
+// --stdio), an `echo` tool plus TOOLS-1 small tools (BIG=1: large schemas). Hand-rolled JSON-RPC so
+// that the upstream costs as little as possible and the proxies' own cost is what is measured.
+// Prints its port on stdout (HTTP mode).
+import { createServer } from 'node:http';
+import { createInterface } from 'node:readline';
+
+const count = Number(process.env.TOOLS ?? 1);
+const big = process.env.BIG === '1';
+const prefix = process.env.TOOL_PREFIX ?? 'tool';
+const tools = [
+  {
+    name: 'echo',
+    description: 'Echoes the message.',
+    inputSchema: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] },
+  },
+];
+for (let i = 1; i < count; i++) {
+  const properties = {};
+  const fields = big ? 10 : 1;
+  for (let f = 0; f < fields; f++) {
+    properties[`field_${f}`] = big
+      ? { type: 'string', description: `Field ${f} of ${prefix}_${i}: ${'details '.repeat(12)}`, enum: ['a', 'b', 'c', 'd'] }
+      : { type: 'string' };
+  }
+  tools.push({
+    name: `${prefix}_${i}`,
+    description: `Tool ${i} of this benchmark upstream.`,
+    inputSchema: { type: 'object', properties, required: ['field_0'] },
+  });
+}
+const listResult = JSON.stringify({ tools });
+
+function answer(msg) {
+  switch (msg.method) {
+    case 'initialize':
+      return {
+        protocolVersion: msg.params?.protocolVersion ?? '2025-06-18',
+        capabilities: { tools: {} },
+        serverInfo: { name: 'fast-upstream', version: '1.0.0' },
+      };
+    case 'ping':
+      return {};
+    case 'tools/list':
+      return null; // pre-serialized below
+    case 'tools/call':
+      return { content: [{ type: 'text', text: String(msg.params?.arguments?.message ?? '') }] };
+    default:
+      return undefined;
+  }
+}
+
+function reply(msg) {
+  if (msg.id === undefined) return undefined;
+  if (msg.method === 'tools/list') return `{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":${listResult}}`;
+  const result = answer(msg);
+  if (result === undefined) {
+    return JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+  }
+  return JSON.stringify({ jsonrpc: '2.0', id: msg.id, result });
+}
+
+if (process.argv.includes('--stdio')) {
+  const rl = createInterface({ input: process.stdin });
+  rl.on('line', (line) => {
+    if (!line.trim()) return;
+    const out = reply(JSON.parse(line));
+    if (out) process.stdout.write(`${out}\n`);
+  });
+  rl.on('close', () => process.exit(0));
+} else {
+  const server = createServer((req, res) => {
+    if (req.method !== 'POST') {
+      res.writeHead(405).end();
+      return;
+    }
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const out = reply(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      if (!out) {
+        res.writeHead(202).end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
+      res.end(out);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+    process.stdout.write(`${server.address().port}\n`);
+  });
+}

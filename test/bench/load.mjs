@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+// The load generator, in its own process. Options as JSON in argv[2]; one JSON summary on stdout.
+//   mode "throughput": autocannon, `connections` concurrent, for `duration` s or `amount` requests.
+//   mode "latency": one request at a time over a kept-alive undici connection, timed with
+//   hrtime (autocannon's histogram has whole-millisecond resolution, too coarse for a proxy hop).
+import autocannon from 'autocannon';
+import { Client } from 'undici';
+
+const o = JSON.parse(process.argv[2]);
+
+function pct(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+if (o.mode === 'latency') {
+  const url = new URL(o.url);
+  const client = new Client(url.origin, { pipelining: 1 });
+  const samples = [];
+  const until = performance.now() + o.duration * 1000;
+  let errors = 0;
+  let n = 0;
+  while (performance.now() < until && n < (o.amount ?? 1e9)) {
+    const t0 = process.hrtime.bigint();
+    const res = await client.request({ method: 'POST', path: url.pathname, headers: o.headers, body: o.body });
+    await res.body.text();
+    const us = Number(process.hrtime.bigint() - t0) / 1000;
+    if (res.statusCode !== 200) errors++;
+    if (n >= (o.warmup ?? 50)) samples.push(us);
+    n++;
+  }
+  await client.close();
+  samples.sort((a, b) => a - b);
+  process.stdout.write(
+    `${JSON.stringify({ requests: n, errors, p50Us: pct(samples, 50), p90Us: pct(samples, 90), p99Us: pct(samples, 99) })}\n`,
+  );
+} else {
+  const result = await autocannon({
+    url: o.url,
+    method: 'POST',
+    headers: o.headers,
+    body: o.body,
+    connections: o.connections,
+    pipelining: 1,
+    ...(o.amount ? { amount: o.amount } : { duration: o.duration }),
+    timeout: 10,
+  });
+  process.stdout.write(
+    `${JSON.stringify({
+      requests: result.requests.total,
+      rps: result.requests.average,
+      p50Ms: result.latency.p50,
+      p99Ms: result.latency.p99,
+      errors: result.errors,
+      timeouts: result.timeouts,
+      non2xx: result.non2xx,
+      durationS: result.duration,
+    })}\n`,
+  );
+}

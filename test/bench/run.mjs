@@ -1,0 +1,364 @@
+#!/usr/bin/env node
+// npm run bench: B0 (direct), B1 (30-line pass-through proxy) and B2 (Manifold with auth, guards
+// and drift on) measured in the same run, plus tools/list, cold start, memory and context size.
+// All traffic goes to 127.0.0.1; every loop is bounded in count and time.
+//   --smoke        tiny durations (CI keeps the bench working; results are not judged)
+//   --out DIR      where latest.json and latest.md go (default bench/results)
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const HERE = join(ROOT, 'test/bench');
+const CLI = join(ROOT, 'dist/deploy/node/cli.js');
+const args = process.argv.slice(2);
+const smoke = args.includes('--smoke');
+const outDir = resolve(args.includes('--out') ? args[args.indexOf('--out') + 1] : join(ROOT, 'bench/results'));
+const D = smoke ? 0.5 : 5; // seconds per load phase
+const MEMORY_CALLS = smoke ? 2000 : 100_000;
+const SESSIONS = smoke ? 100 : 2000;
+const tmp = mkdtempSync(join(tmpdir(), 'manifold-bench-'));
+const children = [];
+const log = (...m) => process.stderr.write(`[bench] ${m.join(' ')}\n`);
+
+function start(cmd, argv, env = {}, { portFrom = 'stdout' } = {}) {
+  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  const lines = [];
+  const port = new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`${argv.join(' ')}: no port after 30 s\n${lines.join('\n')}`)), 30_000);
+    const onLine = (line) => {
+      lines.push(line);
+      if (portFrom === 'stdout' && /^\d+$/.test(line.trim())) {
+        clearTimeout(timer);
+        res(Number(line.trim()));
+      }
+      if (portFrom === 'log' && line.includes('"gateway.listening"')) {
+        clearTimeout(timer);
+        res(Number(new URL(JSON.parse(line).url).port));
+      }
+    };
+    let buf = { stdout: '', stderr: '' };
+    for (const s of ['stdout', 'stderr']) {
+      child[s].on('data', (d) => {
+        buf[s] += d;
+        let i = buf[s].indexOf('\n');
+        while (i !== -1) {
+          onLine(buf[s].slice(0, i));
+          buf[s] = buf[s].slice(i + 1);
+          i = buf[s].indexOf('\n');
+        }
+      });
+    }
+    child.once('exit', (code) => rej(new Error(`${argv.join(' ')} exited ${code}\n${lines.join('\n')}`)));
+  });
+  return { child, port, lines };
+}
+
+function stop(child) {
+  if (child.exitCode !== null) return Promise.resolve();
+  return new Promise((res) => {
+    child.once('exit', () => res());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+  });
+}
+
+/** CPU time (user + system) of a process so far, in ms; /proc ticks are 10 ms. */
+function cpuMs(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+function rssMb(pid) {
+  const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+  return Number(m[1]) / 1024;
+}
+
+function load(options) {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, [join(HERE, 'load.mjs'), JSON.stringify(options)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), (options.duration ?? 60) * 1000 + 120_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      if (code !== 0) rej(new Error(`load generator exited ${code}`));
+      else res(JSON.parse(out));
+    });
+  });
+}
+
+const ACCEPT = 'application/json, text/event-stream';
+async function rpc(url, body, headers = {}) {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: ACCEPT, ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: r.status, headers: r.headers, text: await r.text() };
+}
+async function openSession(url, headers = {}) {
+  const r = await rpc(
+    url,
+    { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } } },
+    headers,
+  );
+  if (r.status !== 200) throw new Error(`initialize ${r.status}: ${r.text.slice(0, 200)}`);
+  const sid = r.headers.get('mcp-session-id');
+  const h = { ...headers, ...(sid ? { 'mcp-session-id': sid } : {}), 'mcp-protocol-version': '2025-11-25' };
+  await rpc(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+  return { 'content-type': 'application/json', accept: ACCEPT, ...h };
+}
+
+async function manifold(config, extraArgs = []) {
+  const path = join(tmp, `cfg-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(path, JSON.stringify(config));
+  const started = performance.now();
+  const g = start(process.execPath, [CLI, 'serve', '--config', path, '--port', '0', '--log-level', 'info', ...extraArgs], {}, { portFrom: 'log' });
+  const port = await g.port;
+  return { ...g, port, url: `http://127.0.0.1:${port}/mcp`, started };
+}
+
+const callBody = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hello' } } });
+const callBodyB2 = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'fast__echo', arguments: { message: 'hello' } } });
+const listBody = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/list', params: {} });
+
+async function main() {
+  const results = {
+    date: new Date().toISOString(),
+    smoke,
+    machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version },
+    phaseSeconds: D,
+  };
+
+  // Upstream, B1, B2 (auth + guards + drift on).
+  const up = start(process.execPath, [join(HERE, 'fast-upstream.mjs')]);
+  const upPort = await up.port;
+  const upUrl = `http://127.0.0.1:${upPort}/mcp`;
+  const b1 = start(process.execPath, [join(HERE, 'passthrough-proxy.mjs')], { TARGET: upUrl });
+  const b1Url = `http://127.0.0.1:${await b1.port}/mcp`;
+
+  const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+  const jwk = { ...(await exportJWK(publicKey)), kid: 'bench', alg: 'ES256', use: 'sig' };
+  writeFileSync(join(tmp, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
+  const token = await new SignJWT({ scope: 'tools:*' })
+    .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
+    .setIssuer('https://bench.issuer')
+    .setAudience('manifold-bench')
+    .setSubject('bench-tenant')
+    .setIssuedAt()
+    .setExpirationTime('2h')
+    .sign(privateKey);
+  const b2 = await manifold({
+    mcpServers: { fast: { url: upUrl } },
+    gateway: {
+      allowedHosts: [`127.0.0.1:${upPort}`],
+      store: { path: join(tmp, 'state.db') },
+      auth: { issuer: 'https://bench.issuer', audience: 'manifold-bench', jwksFile: join(tmp, 'jwks.json') },
+      maxSessions: SESSIONS * 2 + 100,
+    },
+  });
+  const b0Headers = await openSession(upUrl);
+  const b1Headers = await openSession(b1Url);
+  const b2Headers = await openSession(b2.url, { authorization: `Bearer ${token}` });
+  const check = await rpc(b2.url, JSON.parse(callBodyB2), b2Headers);
+  if (!check.text.includes('hello')) throw new Error(`B2 echo failed: ${check.text.slice(0, 300)}`);
+
+  const targets = {
+    B0: { url: upUrl, headers: b0Headers, body: callBody, pid: up.child.pid },
+    B1: { url: b1Url, headers: b1Headers, body: callBody, pid: b1.child.pid },
+    B2: { url: b2.url, headers: b2Headers, body: callBodyB2, pid: b2.child.pid },
+  };
+
+  // Warm up every path, then latency at concurrency 1 and throughput at 16, with CPU per call.
+  for (const t of Object.values(targets)) await load({ mode: 'throughput', url: t.url, headers: t.headers, body: t.body, connections: 4, duration: smoke ? 0.3 : 2 });
+  results.latencyC1 = {};
+  results.throughputC16 = {};
+  results.cpuPerCallUs = {};
+  for (const [name, t] of Object.entries(targets)) {
+    log('latency', name);
+    results.latencyC1[name] = await load({ mode: 'latency', url: t.url, headers: t.headers, body: t.body, duration: D });
+  }
+  for (const [name, t] of Object.entries(targets)) {
+    log('throughput', name);
+    const cpu0 = cpuMs(t.pid);
+    const r = await load({ mode: 'throughput', url: t.url, headers: t.headers, body: t.body, connections: 16, duration: D });
+    const cpu1 = cpuMs(t.pid);
+    results.throughputC16[name] = r;
+    results.cpuPerCallUs[name] = Math.round(((cpu1 - cpu0) * 1000) / Math.max(1, r.requests));
+  }
+  const l = results.latencyC1;
+  results.addedLatencyUs = { B1: l.B1.p50Us - l.B0.p50Us, B2: l.B2.p50Us - l.B0.p50Us };
+  results.targets = {
+    addedLatency: {
+      rule: '(B2 - B0) <= 2 x (B1 - B0) and < 1000 us (p50, c=1)',
+      pass: results.addedLatencyUs.B2 <= 2 * results.addedLatencyUs.B1 && results.addedLatencyUs.B2 < 1000,
+    },
+    throughput: {
+      rule: 'B2 >= 50% of B1 (rps, c=16)',
+      ratio: results.throughputC16.B2.rps / results.throughputC16.B1.rps,
+      pass: results.throughputC16.B2.rps >= 0.5 * results.throughputC16.B1.rps,
+    },
+  };
+
+  // Memory: RSS over many calls, and the cost of idle sessions.
+  log('memory');
+  const rss0 = rssMb(b2.child.pid);
+  await load({ mode: 'throughput', url: b2.url, headers: b2Headers, body: callBodyB2, connections: 16, amount: MEMORY_CALLS });
+  const rss1 = rssMb(b2.child.pid);
+  const beforeSessions = rssMb(b2.child.pid);
+  for (let i = 0; i < SESSIONS; i += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, SESSIONS - i) }, () => openSession(b2.url, { authorization: `Bearer ${token}` })),
+    );
+  }
+  const afterSessions = rssMb(b2.child.pid);
+  results.memory = {
+    calls: MEMORY_CALLS,
+    rssBeforeMb: +rss0.toFixed(1),
+    rssAfterMb: +rss1.toFixed(1),
+    growthMb: +(rss1 - rss0).toFixed(1),
+    sessions: SESSIONS,
+    idleSessionBytes: Math.round(((afterSessions - beforeSessions) * 1024 * 1024) / SESSIONS),
+  };
+  results.targets.memory = {
+    rule: 'RSS growth <= 10 MB over 100,000 calls; idle session <= 10 KB',
+    pass: results.memory.growthMb <= 10 && results.memory.idleSessionBytes <= 10 * 1024,
+  };
+  for (const c of [b1.child, b2.child, up.child]) await stop(c);
+
+  // Cached tools/list: 1000 tools across 10 upstreams.
+  log('tools/list');
+  const ups = [];
+  for (let i = 0; i < 10; i++) {
+    const u = start(process.execPath, [join(HERE, 'fast-upstream.mjs')], { TOOLS: '100', TOOL_PREFIX: `t${i}` });
+    ups.push({ child: u.child, port: await u.port });
+  }
+  const many = await manifold({
+    mcpServers: Object.fromEntries(ups.map((u, i) => [`s${i}`, { url: `http://127.0.0.1:${u.port}/mcp` }])),
+    gateway: { allowedHosts: ups.map((u) => `127.0.0.1:${u.port}`), store: false, pageSize: 1000 },
+  });
+  const manyHeaders = await openSession(many.url);
+  const first = JSON.parse((await rpc(many.url, JSON.parse(listBody), manyHeaders)).text);
+  results.toolsList = { tools: first.result.tools.length, ...(await load({ mode: 'latency', url: many.url, headers: manyHeaders, body: listBody, duration: D })) };
+  results.targets.toolsList = { rule: 'p50 <= 2 ms for 1000 tools across 10 upstreams', pass: results.toolsList.p50Us <= 2000 };
+  await stop(many.child);
+  for (const u of ups) await stop(u.child);
+
+  // Context: bytes of tools/list for a 900-tool catalog, with and without the disclosure budget.
+  log('context');
+  const bigUp = start(process.execPath, [join(HERE, 'fast-upstream.mjs')], { TOOLS: '900', BIG: '1' });
+  const bigPort = await bigUp.port;
+  const context = {};
+  for (const [label, budget] of [['withBudget', 20_000], ['withoutBudget', 'off']]) {
+    const g = await manifold({
+      mcpServers: { big: { url: `http://127.0.0.1:${bigPort}/mcp`, budgetTokens: budget } },
+      gateway: { allowedHosts: [`127.0.0.1:${bigPort}`], store: false, pageSize: 1000 },
+    });
+    const h = await openSession(g.url);
+    const body = (await rpc(g.url, JSON.parse(listBody), h)).text;
+    context[label] = { bytes: Buffer.byteLength(body), tools: JSON.parse(body).result.tools.length };
+    await stop(g.child);
+  }
+  await stop(bigUp.child);
+  results.context = context;
+
+  // Cold start: 10 stdio upstreams, discovery measured from the gateway's own log.
+  log('cold start');
+  const single = [];
+  for (let i = 0; i < 3; i++) single.push(await directStdioColdMs());
+  const discoveries = [];
+  for (const n of [1, 10]) {
+    const g = await manifold({
+      mcpServers: Object.fromEntries(
+        Array.from({ length: n }, (_, i) => [`c${i}`, { command: process.execPath, args: [join(HERE, 'fast-upstream.mjs'), '--stdio'], env: { TOOLS: '20', TOOL_PREFIX: `c${i}` } }]),
+      ),
+      gateway: { store: false },
+    });
+    const catalog = await waitForLine(g, '"gateway.catalog"');
+    const listening = g.lines.find((x) => x.includes('"gateway.listening"'));
+    discoveries.push({ upstreams: n, discoveryMs: Date.parse(JSON.parse(catalog).time) - Date.parse(JSON.parse(listening).time), spawnToListMs: Math.round(performance.now() - g.started) });
+    await stop(g.child);
+  }
+  const slowestSingle = Math.max(...single);
+  results.coldStart = { directSingleMs: single, slowestSingleMs: slowestSingle, gateway: discoveries };
+  const ten = discoveries.find((d) => d.upstreams === 10);
+  results.targets.coldStart = { rule: 'discovery of 10 stdio upstreams <= slowest single upstream + 200 ms', pass: ten.discoveryMs <= slowestSingle + 200 };
+
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(join(outDir, 'latest.md'), markdown(results));
+  process.stdout.write(markdown(results));
+}
+
+async function waitForLine(g, needle) {
+  const until = Date.now() + 30_000;
+  while (Date.now() < until) {
+    const line = g.lines.find((l) => l.includes(needle));
+    if (line) return line;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`no ${needle}`);
+}
+
+/** Spawn one stdio upstream directly and time initialize + tools/list. */
+function directStdioColdMs() {
+  return new Promise((res, rej) => {
+    const t0 = performance.now();
+    const child = spawn(process.execPath, [join(HERE, 'fast-upstream.mjs'), '--stdio'], { env: { ...process.env, TOOLS: '20' }, stdio: ['pipe', 'pipe', 'inherit'] });
+    let buf = '';
+    child.stdout.on('data', (d) => {
+      buf += d;
+      if (buf.includes('"id":2')) {
+        const ms = performance.now() - t0;
+        child.kill();
+        res(Math.round(ms));
+      }
+    });
+    child.once('error', rej);
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'b', version: '1' } } })}\n`);
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} })}\n`);
+  });
+}
+
+function markdown(r) {
+  const f = (n) => (typeof n === 'number' ? (Number.isInteger(n) ? String(n) : n.toFixed(2)) : String(n));
+  const rows = ['B0', 'B1', 'B2'].map(
+    (k) => `| ${k} | ${f(r.latencyC1[k].p50Us)} | ${f(r.latencyC1[k].p99Us)} | ${f(Math.round(r.throughputC16[k].rps))} | ${f(r.cpuPerCallUs[k])} |`,
+  );
+  const t = r.targets;
+  return `# Benchmark results
+
+${r.date}${r.smoke ? ' (smoke run: durations too short to judge)' : ''}. Machine: ${r.machine.cpus} cores (${r.machine.model}), Node ${r.machine.node}. ${r.phaseSeconds} s per phase.
+
+B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on.
+
+| Path | p50 c=1 (µs) | p99 c=1 (µs) | rps c=16 | proxy CPU per call (µs) |
+| --- | --- | --- | --- | --- |
+${rows.join('\n')}
+
+| Target | Measured | Pass |
+| --- | --- | --- |
+| Added latency: (B2−B0) ≤ 2×(B1−B0), < 1 ms | B1 +${f(r.addedLatencyUs.B1)} µs, B2 +${f(r.addedLatencyUs.B2)} µs | ${t.addedLatency.pass ? 'yes' : 'no'} |
+| Throughput c=16: B2 ≥ 50% of B1 | ${(t.throughput.ratio * 100).toFixed(0)}% | ${t.throughput.pass ? 'yes' : 'no'} |
+| Cached tools/list, ${r.toolsList.tools} tools / 10 upstreams: p50 ≤ 2 ms | ${f(r.toolsList.p50Us)} µs | ${t.toolsList.pass ? 'yes' : 'no'} |
+| Cold start, 10 stdio upstreams: ≤ slowest single + 200 ms | ${r.coldStart.gateway[1].discoveryMs} ms (slowest single ${r.coldStart.slowestSingleMs} ms) | ${t.coldStart.pass ? 'yes' : 'no'} |
+| Memory: ≤ 10 MB over ${r.memory.calls} calls; idle session ≤ 10 KB | +${r.memory.growthMb} MB; ${r.memory.idleSessionBytes} B/session | ${t.memory.pass ? 'yes' : 'no'} |
+
+Context: a 900-tool catalog's tools/list is ${r.context.withBudget.bytes} bytes with the default disclosure budget and ${r.context.withoutBudget.bytes} bytes without it (${(100 - (100 * r.context.withBudget.bytes) / r.context.withoutBudget.bytes).toFixed(0)}% smaller).
+`;
+}
+
+try {
+  await main();
+} finally {
+  for (const c of children) await stop(c);
+  rmSync(tmp, { recursive: true, force: true });
+}
