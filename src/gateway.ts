@@ -335,8 +335,11 @@ export class Gateway {
     return { content: [{ type: 'text', text: quarantineDescription(entry.server) }], isError: true };
   }
 
-  /** Applies the server's result cap (E1). Results that fit pass through untouched. */
-  capResult(entry: CatalogEntry, result: Result): Result {
+  /**
+   * Applies the server's result cap (E1) and returns the result serialized. Results that fit pass
+   * through untouched and are serialized once (the cap's measurement is reused).
+   */
+  capResult(entry: CatalogEntry, result: Result): string {
     const server = this.pool.get(entry.server)?.config;
     const max = server?.maxResultBytes ?? this.config.gateway.maxResultBytes;
     let cap = this.caps.get(entry.server);
@@ -353,7 +356,7 @@ export class Gateway {
         max,
       });
     }
-    return capped.result;
+    return capped.json ?? JSON.stringify(capped.result);
   }
 
   async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {

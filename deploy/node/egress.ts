@@ -7,7 +7,9 @@
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupFunction } from 'node:net';
+import { Readable } from 'node:stream';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { ManifoldError } from '../../src/errors.js';
 import { type EgressPolicy, egressDeniedError, egressPolicy, parseIp } from '../../src/guards/egress.js';
 import type { Logger } from '../../src/log.js';
 import { guardedFetch } from '../../src/upstream/egress-fetch.js';
@@ -95,12 +97,13 @@ export interface NodeEgressOptions {
 export function nodeEgressFetch(options: NodeEgressOptions): typeof fetch {
   const policy = egressPolicy({ allowedHosts: options.allowedHosts });
   const lookup = checkedLookup(policy, options.resolver ?? systemResolver);
-  const agent = new Agent({ connect: { lookup } });
-  const base = ((input: RequestInfo | URL, init?: RequestInit) =>
+  const agent = new Agent({ connect: { lookup }, keepAliveTimeout: 30_000 });
+  const slow = ((input: RequestInfo | URL, init?: RequestInit) =>
     undiciFetch(input as Parameters<typeof undiciFetch>[0], {
       ...(init as Parameters<typeof undiciFetch>[1]),
       dispatcher: agent,
     })) as unknown as typeof fetch;
+  const base = fastFetch(agent, slow, options.maxUpstreamBodyBytes);
   const log = options.log;
   return guardedFetch(base, {
     policy,
@@ -108,4 +111,74 @@ export function nodeEgressFetch(options: NodeEgressOptions): typeof fetch {
     ...(options.maxRedirects === undefined ? {} : { maxRedirects: options.maxRedirects }),
     ...(log ? { onDenied: (reason: string) => log.warn('egress.denied', { reason }) } : {}),
   });
+}
+
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+
+/**
+ * fetch() over undici's `request` for what MCP transports send (a string body, or none): the same
+ * pooled, DNS-checked connections, without web-stream plumbing on the hot path. A JSON answer is
+ * read whole, up to the body cap, and handed back as a buffered Response with its length, so the
+ * guard above need not re-stream it; an event stream stays a stream. Anything else (a streamed
+ * request body, a Request object) goes through undici's fetch.
+ */
+function fastFetch(agent: Agent, slow: typeof fetch, maxBodyBytes: number): typeof fetch {
+  return (async (input: RequestInfo | URL, init?: RequestInit) => {
+    const body = init?.body;
+    if (
+      (typeof input !== 'string' && !(input instanceof URL)) ||
+      (body != null && typeof body !== 'string')
+    ) {
+      return slow(input, init);
+    }
+    const url = new URL(input);
+    const headers: Record<string, string> = {};
+    new Headers(init?.headers).forEach((v, k) => {
+      headers[k] = v;
+    });
+    // The body is read whole below; ask for it uncompressed so its bytes are what they say.
+    headers['accept-encoding'] = 'identity';
+    const res = await agent.request({
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: (init?.method ?? 'GET') as 'GET',
+      headers,
+      ...(typeof body === 'string' ? { body } : {}),
+      ...(init?.signal ? { signal: init.signal } : {}),
+    });
+    const out = new Headers();
+    for (const [k, v] of Object.entries(res.headers)) {
+      if (Array.isArray(v)) for (const item of v) out.append(k, item);
+      else if (v !== undefined) out.set(k, v);
+    }
+    if (NULL_BODY.has(res.statusCode)) {
+      res.body.resume();
+      return new Response(null, { status: res.statusCode, headers: out });
+    }
+    if ((out.get('content-type') ?? '').toLowerCase().includes('text/event-stream')) {
+      return new Response(Readable.toWeb(res.body) as ReadableStream<Uint8Array>, {
+        status: res.statusCode,
+        headers: out,
+      });
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      size += (chunk as Buffer).byteLength;
+      if (size > maxBodyBytes) {
+        res.body.destroy();
+        throw new ManifoldError(
+          'ERR_UPSTREAM_BODY_TOO_LARGE',
+          `the upstream response exceeded maxUpstreamBodyBytes (${maxBodyBytes} bytes)`,
+        );
+      }
+      chunks.push(chunk as Buffer);
+    }
+    const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    out.set('content-length', String(buf.byteLength));
+    return new Response(buf as unknown as ArrayBuffer, {
+      status: res.statusCode,
+      headers: out,
+    });
+  }) as typeof fetch;
 }

@@ -6,7 +6,33 @@ import { nodeEgressFetch } from './egress.js';
 import { connectStdio } from './stdio.js';
 
 export function nodeLogger(level: LogLevel, redact: readonly string[] = []): Logger {
-  return createJsonLogger({ level, redact, write: (line) => process.stderr.write(`${line}\n`) });
+  return createJsonLogger({ level, redact, write: batchedStderr() });
+}
+
+/**
+ * Writes to stderr are synchronous for pipes and files on Linux: one write per audit line costs
+ * more than the rest of a relayed call. Lines are batched and written once per turn of the event
+ * loop, and whatever is pending is written before the process exits.
+ */
+function batchedStderr(): (line: string) => void {
+  let pending: string[] = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (pending.length === 0) return;
+    const text = `${pending.join('\n')}\n`;
+    pending = [];
+    process.stderr.write(text);
+  };
+  process.once('exit', flush);
+  return (line) => {
+    pending.push(line);
+    if (pending.length >= 256) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
 }
 
 /**

@@ -1,8 +1,12 @@
+import { LRUCache } from 'lru-cache';
 import type { AuthConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { extractBearer, principalFromClaims } from './grants.js';
 import { createVerifier } from './jwt.js';
-import type { Authenticator } from './principal.js';
+import type { Authenticator, Principal } from './principal.js';
+
+/** A verified token is re-checked at most this often; a key removed from the JWKS stops working within it. */
+const VERIFIED_TTL_MS = 60_000;
 
 /**
  * Every request is authenticated again (SECURITY A4): the bearer token from the Authorization
@@ -12,6 +16,9 @@ import type { Authenticator } from './principal.js';
  */
 export function createAuthenticator(auth: AuthConfig, fetch: typeof globalThis.fetch): Authenticator {
   const verify = createVerifier({ auth, fetch });
+  // Signature checks dominate a relayed call's cost, and a client sends the same token on every
+  // request: remember verified tokens (never refused ones) until they expire, at most a minute.
+  const verified = new LRUCache<string, { principal: Principal; until: number }>({ max: 10_000 });
   return async function authenticate(request) {
     const { token, presented } = extractBearer(request);
     if (!token) {
@@ -19,6 +26,14 @@ export function createAuthenticator(auth: AuthConfig, fetch: typeof globalThis.f
         data: { presented },
       });
     }
-    return principalFromClaims(await verify(token), auth);
+    const now = Date.now();
+    const hit = verified.get(token);
+    if (hit && hit.until > now) return hit.principal;
+    const payload = await verify(token);
+    const principal = principalFromClaims(payload, auth);
+    const exp = typeof payload.exp === 'number' ? payload.exp * 1000 : now;
+    const until = Math.min(exp, now + VERIFIED_TTL_MS);
+    if (until > now) verified.set(token, { principal, until });
+    return principal;
   };
 }

@@ -10,6 +10,8 @@ export const TRUNCATED_META_KEY = 'manifold/truncated';
 export const RESULT_CAP_SLACK = 512;
 
 export interface CappedResult {
+  /** The serialized result when it passed unchanged, so the caller need not serialize it again. */
+  json?: string;
   /** The input itself when it fits; otherwise a new, smaller object. */
   result: Record<string, unknown>;
   truncated: boolean;
@@ -52,9 +54,10 @@ export function resultCap(maxBytes: number): (result: Record<string, unknown>) =
     const json = JSON.stringify(result) ?? '';
     // A JSON string's UTF-8 size is between its length and three times it (JSON.stringify escapes
     // lone surrogates, so every code unit is at most 3 bytes): most results never need encoding.
-    if (json.length * 3 <= maxBytes) return { result, truncated: false, originalBytes: utf8Bytes(json) };
+    if (json.length * 3 <= maxBytes)
+      return { result, truncated: false, originalBytes: utf8Bytes(json), json };
     const originalBytes = utf8Bytes(json);
-    if (originalBytes <= maxBytes) return { result, truncated: false, originalBytes };
+    if (originalBytes <= maxBytes) return { result, truncated: false, originalBytes, json };
     return { result: shrink(result, maxBytes), truncated: true, originalBytes };
   };
 }

@@ -60,6 +60,11 @@ export function resultMessage(id: JsonRpcId, result: unknown): string {
   return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${JSON.stringify(result)}}`;
 }
 
+/** A response whose result is already serialized (relayed results are serialized once). */
+export function rawResultMessage(id: JsonRpcId, resultJson: string): string {
+  return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${resultJson}}`;
+}
+
 export function errorMessage(id: JsonRpcId | null, code: number, message: string, data?: unknown): string {
   return JSON.stringify({
     jsonrpc: '2.0',

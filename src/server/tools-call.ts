@@ -2,7 +2,7 @@ import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Principal } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
-import { errorMessage, type JsonRpcRequest, resultMessage } from './jsonrpc.js';
+import { errorMessage, type JsonRpcRequest, rawResultMessage, resultMessage } from './jsonrpc.js';
 import { describeTool } from './local-tools.js';
 import { inflightKey, type Session } from './sessions.js';
 import { SseStream, sseHeaders } from './sse.js';
@@ -104,7 +104,7 @@ async function relay(
   session.inflight.set(key, controller);
   const done = () => session.inflight.delete(key);
   const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
-  const answer = (result: Result) => resultMessage(request.id, gateway.capResult(entry, result));
+  const answer = (result: Result) => rawResultMessage(request.id, gateway.capResult(entry, result));
   const failure = (e: unknown): { verdict: Verdict; body: string } => {
     const asResult = errorAsResult(entry, e);
     return asResult

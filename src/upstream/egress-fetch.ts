@@ -238,6 +238,12 @@ function capBody(response: Response, max: number): Response {
       throw tooLarge(max);
     }
   }
+  // A declared length within the cap needs no counting: HTTP framing (enforced by undici and by
+  // Workers' fetch) ends the body there, so it cannot grow past what was declared.
+  if (!eventStream) {
+    const declared = response.headers.get('content-length')?.trim();
+    if (declared !== undefined && /^[0-9]+$/.test(declared) && Number(declared) <= max) return response;
+  }
   const body = response.body.pipeThrough(eventStream ? eventCap(max) : totalCap(max));
   return new Response(body, {
     status: response.status,

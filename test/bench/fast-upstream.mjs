@@ -21,7 +21,11 @@ for (let i = 1; i < count; i++) {
   const fields = big ? 10 : 1;
   for (let f = 0; f < fields; f++) {
     properties[`field_${f}`] = big
-      ? { type: 'string', description: `Field ${f} of ${prefix}_${i}: ${'details '.repeat(12)}`, enum: ['a', 'b', 'c', 'd'] }
+      ? {
+          type: 'string',
+          description: `Field ${f} of ${prefix}_${i}: ${'details '.repeat(12)}`,
+          enum: ['a', 'b', 'c', 'd'],
+        }
       : { type: 'string' };
   }
   tools.push({
@@ -53,10 +57,15 @@ function answer(msg) {
 
 function reply(msg) {
   if (msg.id === undefined) return undefined;
-  if (msg.method === 'tools/list') return `{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":${listResult}}`;
+  if (msg.method === 'tools/list')
+    return `{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":${listResult}}`;
   const result = answer(msg);
   if (result === undefined) {
-    return JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+    return JSON.stringify({
+      jsonrpc: '2.0',
+      id: msg.id,
+      error: { code: -32601, message: 'Method not found' },
+    });
   }
   return JSON.stringify({ jsonrpc: '2.0', id: msg.id, result });
 }

@@ -21,7 +21,12 @@ if (o.mode === 'latency') {
   let n = 0;
   while (performance.now() < until && n < (o.amount ?? 1e9)) {
     const t0 = process.hrtime.bigint();
-    const res = await client.request({ method: 'POST', path: url.pathname, headers: o.headers, body: o.body });
+    const res = await client.request({
+      method: 'POST',
+      path: url.pathname,
+      headers: o.headers,
+      body: o.body,
+    });
     await res.body.text();
     const us = Number(process.hrtime.bigint() - t0) / 1000;
     if (res.statusCode !== 200) errors++;

@@ -16,7 +16,9 @@ const HERE = join(ROOT, 'test/bench');
 const CLI = join(ROOT, 'dist/deploy/node/cli.js');
 const args = process.argv.slice(2);
 const smoke = args.includes('--smoke');
-const outDir = resolve(args.includes('--out') ? args[args.indexOf('--out') + 1] : join(ROOT, 'bench/results'));
+const outDir = resolve(
+  args.includes('--out') ? args[args.indexOf('--out') + 1] : join(ROOT, 'bench/results'),
+);
 const D = smoke ? 0.5 : 5; // seconds per load phase
 const MEMORY_CALLS = smoke ? 2000 : 100_000;
 const SESSIONS = smoke ? 100 : 2000;
@@ -29,7 +31,10 @@ function start(cmd, argv, env = {}, { portFrom = 'stdout' } = {}) {
   children.push(child);
   const lines = [];
   const port = new Promise((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`${argv.join(' ')}: no port after 30 s\n${lines.join('\n')}`)), 30_000);
+    const timer = setTimeout(
+      () => rej(new Error(`${argv.join(' ')}: no port after 30 s\n${lines.join('\n')}`)),
+      30_000,
+    );
     const onLine = (line) => {
       lines.push(line);
       if (portFrom === 'stdout' && /^\d+$/.test(line.trim())) {
@@ -41,7 +46,7 @@ function start(cmd, argv, env = {}, { portFrom = 'stdout' } = {}) {
         res(Number(new URL(JSON.parse(line).url).port));
       }
     };
-    let buf = { stdout: '', stderr: '' };
+    const buf = { stdout: '', stderr: '' };
     for (const s of ['stdout', 'stderr']) {
       child[s].on('data', (d) => {
         buf[s] += d;
@@ -107,7 +112,16 @@ async function rpc(url, body, headers = {}) {
 async function openSession(url, headers = {}) {
   const r = await rpc(
     url,
-    { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } } },
+    {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-11-25',
+        capabilities: {},
+        clientInfo: { name: 'bench', version: '1' },
+      },
+    },
     headers,
   );
   if (r.status !== 200) throw new Error(`initialize ${r.status}: ${r.text.slice(0, 200)}`);
@@ -121,13 +135,28 @@ async function manifold(config, extraArgs = []) {
   const path = join(tmp, `cfg-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(path, JSON.stringify(config));
   const started = performance.now();
-  const g = start(process.execPath, [CLI, 'serve', '--config', path, '--port', '0', '--log-level', 'info', ...extraArgs], {}, { portFrom: 'log' });
+  const g = start(
+    process.execPath,
+    [CLI, 'serve', '--config', path, '--port', '0', '--log-level', 'info', ...extraArgs],
+    {},
+    { portFrom: 'log' },
+  );
   const port = await g.port;
   return { ...g, port, url: `http://127.0.0.1:${port}/mcp`, started };
 }
 
-const callBody = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hello' } } });
-const callBodyB2 = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'fast__echo', arguments: { message: 'hello' } } });
+const callBody = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 7,
+  method: 'tools/call',
+  params: { name: 'echo', arguments: { message: 'hello' } },
+});
+const callBodyB2 = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 7,
+  method: 'tools/call',
+  params: { name: 'fast__echo', arguments: { message: 'hello' } },
+});
 const listBody = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/list', params: {} });
 
 async function main() {
@@ -178,18 +207,39 @@ async function main() {
   };
 
   // Warm up every path, then latency at concurrency 1 and throughput at 16, with CPU per call.
-  for (const t of Object.values(targets)) await load({ mode: 'throughput', url: t.url, headers: t.headers, body: t.body, connections: 4, duration: smoke ? 0.3 : 2 });
+  for (const t of Object.values(targets))
+    await load({
+      mode: 'throughput',
+      url: t.url,
+      headers: t.headers,
+      body: t.body,
+      connections: 4,
+      duration: smoke ? 0.3 : 2,
+    });
   results.latencyC1 = {};
   results.throughputC16 = {};
   results.cpuPerCallUs = {};
   for (const [name, t] of Object.entries(targets)) {
     log('latency', name);
-    results.latencyC1[name] = await load({ mode: 'latency', url: t.url, headers: t.headers, body: t.body, duration: D });
+    results.latencyC1[name] = await load({
+      mode: 'latency',
+      url: t.url,
+      headers: t.headers,
+      body: t.body,
+      duration: D,
+    });
   }
   for (const [name, t] of Object.entries(targets)) {
     log('throughput', name);
     const cpu0 = cpuMs(t.pid);
-    const r = await load({ mode: 'throughput', url: t.url, headers: t.headers, body: t.body, connections: 16, duration: D });
+    const r = await load({
+      mode: 'throughput',
+      url: t.url,
+      headers: t.headers,
+      body: t.body,
+      connections: 16,
+      duration: D,
+    });
     const cpu1 = cpuMs(t.pid);
     results.throughputC16[name] = r;
     results.cpuPerCallUs[name] = Math.round(((cpu1 - cpu0) * 1000) / Math.max(1, r.requests));
@@ -211,12 +261,21 @@ async function main() {
   // Memory: RSS over many calls, and the cost of idle sessions.
   log('memory');
   const rss0 = rssMb(b2.child.pid);
-  await load({ mode: 'throughput', url: b2.url, headers: b2Headers, body: callBodyB2, connections: 16, amount: MEMORY_CALLS });
+  await load({
+    mode: 'throughput',
+    url: b2.url,
+    headers: b2Headers,
+    body: callBodyB2,
+    connections: 16,
+    amount: MEMORY_CALLS,
+  });
   const rss1 = rssMb(b2.child.pid);
   const beforeSessions = rssMb(b2.child.pid);
   for (let i = 0; i < SESSIONS; i += 50) {
     await Promise.all(
-      Array.from({ length: Math.min(50, SESSIONS - i) }, () => openSession(b2.url, { authorization: `Bearer ${token}` })),
+      Array.from({ length: Math.min(50, SESSIONS - i) }, () =>
+        openSession(b2.url, { authorization: `Bearer ${token}` }),
+      ),
     );
   }
   const afterSessions = rssMb(b2.child.pid);
@@ -238,7 +297,10 @@ async function main() {
   log('tools/list');
   const ups = [];
   for (let i = 0; i < 10; i++) {
-    const u = start(process.execPath, [join(HERE, 'fast-upstream.mjs')], { TOOLS: '100', TOOL_PREFIX: `t${i}` });
+    const u = start(process.execPath, [join(HERE, 'fast-upstream.mjs')], {
+      TOOLS: '100',
+      TOOL_PREFIX: `t${i}`,
+    });
     ups.push({ child: u.child, port: await u.port });
   }
   const many = await manifold({
@@ -247,8 +309,14 @@ async function main() {
   });
   const manyHeaders = await openSession(many.url);
   const first = JSON.parse((await rpc(many.url, JSON.parse(listBody), manyHeaders)).text);
-  results.toolsList = { tools: first.result.tools.length, ...(await load({ mode: 'latency', url: many.url, headers: manyHeaders, body: listBody, duration: D })) };
-  results.targets.toolsList = { rule: 'p50 <= 2 ms for 1000 tools across 10 upstreams', pass: results.toolsList.p50Us <= 2000 };
+  results.toolsList = {
+    tools: first.result.tools.length,
+    ...(await load({ mode: 'latency', url: many.url, headers: manyHeaders, body: listBody, duration: D })),
+  };
+  results.targets.toolsList = {
+    rule: 'p50 <= 2 ms for 1000 tools across 10 upstreams',
+    pass: results.toolsList.p50Us <= 2000,
+  };
   await stop(many.child);
   for (const u of ups) await stop(u.child);
 
@@ -257,7 +325,10 @@ async function main() {
   const bigUp = start(process.execPath, [join(HERE, 'fast-upstream.mjs')], { TOOLS: '900', BIG: '1' });
   const bigPort = await bigUp.port;
   const context = {};
-  for (const [label, budget] of [['withBudget', 20_000], ['withoutBudget', 'off']]) {
+  for (const [label, budget] of [
+    ['withBudget', 20_000],
+    ['withoutBudget', 'off'],
+  ]) {
     const g = await manifold({
       mcpServers: { big: { url: `http://127.0.0.1:${bigPort}/mcp`, budgetTokens: budget } },
       gateway: { allowedHosts: [`127.0.0.1:${bigPort}`], store: false, pageSize: 1000 },
@@ -278,19 +349,33 @@ async function main() {
   for (const n of [1, 10]) {
     const g = await manifold({
       mcpServers: Object.fromEntries(
-        Array.from({ length: n }, (_, i) => [`c${i}`, { command: process.execPath, args: [join(HERE, 'fast-upstream.mjs'), '--stdio'], env: { TOOLS: '20', TOOL_PREFIX: `c${i}` } }]),
+        Array.from({ length: n }, (_, i) => [
+          `c${i}`,
+          {
+            command: process.execPath,
+            args: [join(HERE, 'fast-upstream.mjs'), '--stdio'],
+            env: { TOOLS: '20', TOOL_PREFIX: `c${i}` },
+          },
+        ]),
       ),
       gateway: { store: false },
     });
     const catalog = await waitForLine(g, '"gateway.catalog"');
     const listening = g.lines.find((x) => x.includes('"gateway.listening"'));
-    discoveries.push({ upstreams: n, discoveryMs: Date.parse(JSON.parse(catalog).time) - Date.parse(JSON.parse(listening).time), spawnToListMs: Math.round(performance.now() - g.started) });
+    discoveries.push({
+      upstreams: n,
+      discoveryMs: Date.parse(JSON.parse(catalog).time) - Date.parse(JSON.parse(listening).time),
+      spawnToListMs: Math.round(performance.now() - g.started),
+    });
     await stop(g.child);
   }
   const slowestSingle = Math.max(...single);
   results.coldStart = { directSingleMs: single, slowestSingleMs: slowestSingle, gateway: discoveries };
   const ten = discoveries.find((d) => d.upstreams === 10);
-  results.targets.coldStart = { rule: 'discovery of 10 stdio upstreams <= slowest single upstream + 200 ms', pass: ten.discoveryMs <= slowestSingle + 200 };
+  results.targets.coldStart = {
+    rule: 'discovery of 10 stdio upstreams <= slowest single upstream + 200 ms',
+    pass: ten.discoveryMs <= slowestSingle + 200,
+  };
 
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
@@ -312,7 +397,10 @@ async function waitForLine(g, needle) {
 function directStdioColdMs() {
   return new Promise((res, rej) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, [join(HERE, 'fast-upstream.mjs'), '--stdio'], { env: { ...process.env, TOOLS: '20' }, stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [join(HERE, 'fast-upstream.mjs'), '--stdio'], {
+      env: { ...process.env, TOOLS: '20' },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     let buf = '';
     child.stdout.on('data', (d) => {
       buf += d;
@@ -323,7 +411,9 @@ function directStdioColdMs() {
       }
     });
     child.once('error', rej);
-    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'b', version: '1' } } })}\n`);
+    child.stdin.write(
+      `${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'b', version: '1' } } })}\n`,
+    );
     child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} })}\n`);
   });
 }
@@ -331,7 +421,8 @@ function directStdioColdMs() {
 function markdown(r) {
   const f = (n) => (typeof n === 'number' ? (Number.isInteger(n) ? String(n) : n.toFixed(2)) : String(n));
   const rows = ['B0', 'B1', 'B2'].map(
-    (k) => `| ${k} | ${f(r.latencyC1[k].p50Us)} | ${f(r.latencyC1[k].p99Us)} | ${f(Math.round(r.throughputC16[k].rps))} | ${f(r.cpuPerCallUs[k])} |`,
+    (k) =>
+      `| ${k} | ${f(r.latencyC1[k].p50Us)} | ${f(r.latencyC1[k].p99Us)} | ${f(Math.round(r.throughputC16[k].rps))} | ${f(r.cpuPerCallUs[k])} |`,
   );
   const t = r.targets;
   return `# Benchmark results
