@@ -76,6 +76,7 @@ export class Gateway {
   /** Argument validators, compiled at most once per tool per catalog version. */
   private validators = new WeakMap<Catalog, Map<string, Validator>>();
   private caps = new Map<string, ReturnType<typeof resultCap>>();
+  private pageCache = new Map<string, { version: number; json: string }>();
   /** Per-tenant token buckets for tools/call (counted per instance). */
   readonly takeCall: ReturnType<typeof rateLimiter>;
   /** Listeners for a verified catalog change (downstream list_changed). */
@@ -373,6 +374,22 @@ export class Gateway {
       out.nextCursor = await sealer.seal(catalog.version, offset + pageSize, principal.viewKey);
     }
     return out;
+  }
+
+  /**
+   * The serialized tools/list result for this principal and cursor. Pages are cached per catalog
+   * version and per view (grant set), so a repeated listing costs a lookup, not a serialization.
+   */
+  async listToolsJson(principal: Principal, cursor: unknown): Promise<string> {
+    await this.ready;
+    const key = `${principal.viewKey}\0${typeof cursor === 'string' ? cursor : ''}`;
+    const version = this.catalog.version;
+    const hit = cursor === undefined || typeof cursor === 'string' ? this.pageCache.get(key) : undefined;
+    if (hit && hit.version === version) return hit.json;
+    const json = JSON.stringify(await this.listTools(principal, cursor));
+    if (this.pageCache.size >= 1000) this.pageCache.clear();
+    this.pageCache.set(key, { version, json });
+    return json;
   }
 
   /** F2: when every upstream failed, say which and why instead of answering an empty list. */

@@ -176,9 +176,66 @@ function fastFetch(agent: Agent, slow: typeof fetch, maxBodyBytes: number): type
     }
     const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     out.set('content-length', String(buf.byteLength));
-    return new Response(buf as unknown as ArrayBuffer, {
-      status: res.statusCode,
-      headers: out,
-    });
+    return new BufferedResponse(buf, res.statusCode, out) as unknown as Response;
   }) as typeof fetch;
+}
+
+/**
+ * A Response whose body is already in memory. Building undici's Response and then reading it back
+ * through a web stream costs more than the rest of a relayed call; the MCP transports and jose
+ * only need status, headers and the body as text or JSON. `body` is made on demand for anyone who
+ * wants the stream.
+ */
+class BufferedResponse {
+  readonly ok: boolean;
+  readonly statusText = '';
+  readonly redirected = false;
+  readonly type = 'basic';
+  readonly url = '';
+  private used = false;
+
+  constructor(
+    private readonly buf: Buffer,
+    readonly status: number,
+    readonly headers: Headers,
+  ) {
+    this.ok = status >= 200 && status < 300;
+  }
+
+  get bodyUsed(): boolean {
+    return this.used;
+  }
+
+  get body(): ReadableStream<Uint8Array> | null {
+    const bytes = this.take();
+    return new ReadableStream<Uint8Array>({
+      start(controller) {
+        if (bytes.byteLength > 0) controller.enqueue(new Uint8Array(bytes));
+        controller.close();
+      },
+    });
+  }
+
+  private take(): Buffer {
+    if (this.used) throw new TypeError('Body is unusable: Body has already been read');
+    this.used = true;
+    return this.buf;
+  }
+
+  async text(): Promise<string> {
+    return this.take().toString('utf8');
+  }
+
+  async json(): Promise<unknown> {
+    return JSON.parse(this.take().toString('utf8'));
+  }
+
+  async arrayBuffer(): Promise<ArrayBuffer> {
+    const b = this.take();
+    return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
+  }
+
+  clone(): BufferedResponse {
+    return new BufferedResponse(Buffer.from(this.buf), this.status, new Headers(this.headers));
+  }
 }

@@ -4,7 +4,14 @@ import { describeError, ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import { toRpcError } from './errors.js';
 import { readBodyCapped } from './http-guards.js';
-import { classify, errorMessage, type JsonRpcId, type JsonRpcRequest, resultMessage } from './jsonrpc.js';
+import {
+  classify,
+  errorMessage,
+  type JsonRpcId,
+  type JsonRpcRequest,
+  rawResultMessage,
+  resultMessage,
+} from './jsonrpc.js';
 import { isSupportedVersion, negotiateVersion } from './protocol.js';
 import { inflightKey, type Session } from './sessions.js';
 import { SseStream, sseHeaders } from './sse.js';
@@ -115,8 +122,8 @@ export function createMcpHandlers(gateway: Gateway) {
       case 'ping':
         return json(resultMessage(request.id, {}));
       case 'tools/list': {
-        const page = await gateway.listTools(principal, request.params?.cursor);
-        return json(resultMessage(request.id, page));
+        const page = await gateway.listToolsJson(principal, request.params?.cursor);
+        return json(rawResultMessage(request.id, page));
       }
       case 'tools/call':
         return toolsCall({

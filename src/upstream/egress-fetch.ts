@@ -229,21 +229,21 @@ function isEventStream(contentType: string | null): boolean {
  * held. A declared Content-Length over the cap is refused before reading anything.
  */
 function capBody(response: Response, max: number): Response {
-  if (response.body === null || NULL_BODY_STATUSES.has(response.status)) return response;
+  if (NULL_BODY_STATUSES.has(response.status)) return response;
   const eventStream = isEventStream(response.headers.get('content-type'));
   if (!eventStream) {
     const declared = response.headers.get('content-length')?.trim();
-    if (declared !== undefined && /^[0-9]+$/.test(declared) && Number(declared) > max) {
-      void response.body.cancel().catch(() => {});
-      throw tooLarge(max);
+    if (declared !== undefined && /^[0-9]+$/.test(declared)) {
+      if (Number(declared) > max) {
+        void response.body?.cancel().catch(() => {});
+        throw tooLarge(max);
+      }
+      // A declared length within the cap needs no counting: HTTP framing (enforced by undici and
+      // by Workers' fetch) ends the body there, so it cannot grow past what was declared.
+      return response;
     }
   }
-  // A declared length within the cap needs no counting: HTTP framing (enforced by undici and by
-  // Workers' fetch) ends the body there, so it cannot grow past what was declared.
-  if (!eventStream) {
-    const declared = response.headers.get('content-length')?.trim();
-    if (declared !== undefined && /^[0-9]+$/.test(declared) && Number(declared) <= max) return response;
-  }
+  if (response.body === null) return response;
   const body = response.body.pipeThrough(eventStream ? eventCap(max) : totalCap(max));
   return new Response(body, {
     status: response.status,
