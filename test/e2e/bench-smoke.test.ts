@@ -1,0 +1,41 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { ROOT } from '../helpers/harness.js';
+
+// The bench keeps working: a smoke run (tiny durations) produces every section. Its numbers are
+// not judged here; timing belongs to `npm run bench`.
+it('npm run bench (smoke) runs every phase and writes JSON and Markdown results', () => {
+  const out = mkdtempSync(join(tmpdir(), 'manifold-bench-smoke-'));
+  try {
+    const r = spawnSync(process.execPath, [join(ROOT, 'test/bench/run.mjs'), '--smoke', '--out', out], {
+      encoding: 'utf8',
+      timeout: 240_000,
+    });
+    expect(r.status, r.stderr.slice(-3000)).toBe(0);
+    const json = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'));
+    for (const k of ['B0', 'B1', 'B2']) {
+      expect(json.latencyC1[k].p50Us).toBeGreaterThan(0);
+      expect(json.latencyC1[k].errors).toBe(0);
+      expect(json.throughputC16[k].requests).toBeGreaterThan(0);
+      expect(json.throughputC16[k].non2xx).toBe(0);
+    }
+    expect(json.toolsList.tools).toBe(1000);
+    expect(json.context.withoutBudget.tools).toBe(900);
+    expect(json.context.withBudget.bytes).toBeLessThan(json.context.withoutBudget.bytes);
+    expect(json.coldStart.gateway.map((g: { upstreams: number }) => g.upstreams)).toEqual([1, 10]);
+    expect(json.memory.rssSeriesMb.length).toBe(6);
+    expect(Object.keys(json.targets).sort()).toEqual([
+      'addedLatency',
+      'coldStart',
+      'memory',
+      'throughput',
+      'toolsList',
+    ]);
+    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('| B2 |');
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}, 300_000);
