@@ -6,6 +6,7 @@
  * second ago and now answers 169.254.169.254 is refused on the next connection (SECURITY D3).
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
+import { setMaxListeners } from 'node:events';
 import type { LookupFunction } from 'node:net';
 import { Readable } from 'node:stream';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -114,6 +115,7 @@ export function nodeEgressFetch(options: NodeEgressOptions): typeof fetch {
 }
 
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+const unlimited = new WeakSet<AbortSignal>();
 
 /**
  * fetch() over undici's `request` for what MCP transports send (a string body, or none): the same
@@ -138,6 +140,12 @@ function fastFetch(agent: Agent, slow: typeof fetch, maxBodyBytes: number): type
     });
     // The body is read whole below; ask for it uncompressed so its bytes are what they say.
     headers['accept-encoding'] = 'identity';
+    // MCP transports pass one long-lived signal with every request; each in-flight request adds
+    // a listener to it, so concurrency past ten would warn of a leak that is not one.
+    if (init?.signal && !unlimited.has(init.signal)) {
+      setMaxListeners(0, init.signal);
+      unlimited.add(init.signal);
+    }
     const res = await agent.request({
       origin: url.origin,
       path: `${url.pathname}${url.search}`,

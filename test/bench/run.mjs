@@ -64,7 +64,7 @@ function start(cmd, argv, env = {}, { portFrom = 'stdout' } = {}) {
 }
 
 function stop(child) {
-  if (child.exitCode !== null) return Promise.resolve();
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((res) => {
     child.once('exit', () => res());
     child.kill('SIGTERM');
