@@ -3,8 +3,9 @@ import { parseArgs } from 'node:util';
 import { checkBindSafety, formatIssues } from '../../src/config/index.js';
 import type { LogLevel } from '../../src/log.js';
 import { runCheck } from './check.js';
-import { type CliIO, runKeys } from './keys.js';
-import { ConfigLoadError, loadConfigFile, packageVersion } from './load.js';
+import { type CliIO, loadOrReport } from './cli-run.js';
+import { runKeys } from './keys.js';
+import { packageVersion } from './load.js';
 import { nodeLogger } from './platform.js';
 import { runRetrust } from './retrust.js';
 import { startGateway } from './serve.js';
@@ -68,16 +69,8 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
 
-  let loaded: ReturnType<typeof loadConfigFile>;
-  try {
-    loaded = loadConfigFile(values.config);
-  } catch (e) {
-    if (e instanceof ConfigLoadError) {
-      process.stderr.write(`${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
+  const loaded = loadOrReport(values.config, io);
+  if (!loaded) return 2;
   const { config, warnings, secrets } = loaded;
   if (values.port !== undefined) {
     const port = Number(values.port);

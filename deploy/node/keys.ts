@@ -18,11 +18,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 import { ASYMMETRIC_ALGORITHMS } from '../../src/config/schema.js';
+import { type CliIO, CommandError, runCommand, UsageError } from './cli-run.js';
 
-export interface CliIO {
-  out(text: string): void;
-  err(text: string): void;
-}
+export type { CliIO } from './cli-run.js';
 
 export const KEYS_USAGE = `Usage: manifold keys --out DIR [--alg ES256] [--iss ISSUER] [--aud AUDIENCE] [--force]
 
@@ -34,9 +32,6 @@ and gains the new one, so tokens signed with an older key verify until you remov
 
 export const SIGNING_KEY_FILE = 'signing-key.json';
 export const JWKS_FILE = 'jwks.json';
-
-class UsageError extends Error {}
-class KeysError extends Error {}
 
 /** Writes `text` to a new file that has `mode` from creation; fails if `path` exists. */
 function writeNew(path: string, text: string, mode: number): void {
@@ -62,11 +57,11 @@ function existingKeys(path: string): Record<string, unknown>[] {
   try {
     parsed = JSON.parse(readFileSync(path, 'utf8'));
   } catch {
-    throw new KeysError(`${path} exists but is not valid JSON; move it away or choose another --out`);
+    throw new CommandError(`${path} exists but is not valid JSON; move it away or choose another --out`);
   }
   const keys = (parsed as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'object' && k !== null && !Array.isArray(k))) {
-    throw new KeysError(
+    throw new CommandError(
       `${path} exists but is not a key set ({"keys": [...]}); move it away or choose another --out`,
     );
   }
@@ -93,20 +88,8 @@ function parse(args: string[]) {
 }
 
 /** Runs `manifold keys`; returns the exit code (2: usage, 1: refused or failed). */
-export async function runKeys(args: string[], io: CliIO): Promise<number> {
-  try {
-    return await keys(args, io);
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.err(`manifold keys: ${e.message}\n\n${KEYS_USAGE}\n`);
-      return 2;
-    }
-    if (e instanceof KeysError) {
-      io.err(`manifold keys: ${e.message}\n`);
-      return 1;
-    }
-    throw e;
-  }
+export function runKeys(args: string[], io: CliIO): Promise<number> {
+  return runCommand('keys', KEYS_USAGE, io, () => keys(args, io));
 }
 
 async function keys(args: string[], io: CliIO): Promise<number> {
@@ -129,9 +112,9 @@ async function keys(args: string[], io: CliIO): Promise<number> {
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (e) {
-    throw new KeysError(`cannot create ${dir}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+    throw new CommandError(`cannot create ${dir}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
-  if (!statSync(dir).isDirectory()) throw new KeysError(`${dir} is not a directory`);
+  if (!statSync(dir).isDirectory()) throw new CommandError(`${dir} is not a directory`);
   if (!created && (statSync(dir).mode & 0o077) !== 0) {
     io.err(`manifold keys: warning: ${dir} is accessible to other users; consider chmod 700 ${dir}\n`);
   }
@@ -139,7 +122,7 @@ async function keys(args: string[], io: CliIO): Promise<number> {
   const jwksPath = join(dir, JWKS_FILE);
   const kept = existingKeys(jwksPath);
   if (existsSync(keyPath) && !values.force) {
-    throw new KeysError(
+    throw new CommandError(
       `refusing to overwrite ${keyPath}; pass --force to replace it (its public key stays in ${JWKS_FILE} until you remove it)`,
     );
   }
@@ -155,8 +138,8 @@ async function keys(args: string[], io: CliIO): Promise<number> {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EEXIST')
-      throw new KeysError(`refusing to overwrite ${keyPath}; pass --force to replace it`);
-    throw new KeysError(`cannot write ${keyPath}: ${code ?? String(e)}`);
+      throw new CommandError(`refusing to overwrite ${keyPath}; pass --force to replace it`);
+    throw new CommandError(`cannot write ${keyPath}: ${code ?? String(e)}`);
   }
   const entry = { ...publicJwk, kid, alg, use: 'sig' };
   const jwks = { keys: [...kept.filter((k) => k.kid !== kid), entry] };

@@ -5,8 +5,7 @@ import { baselineFrom, diffTool, formatDiff } from '../../src/guards/drift.js';
 import type { Logger } from '../../src/log.js';
 import { identityOf, sameIdentity } from '../../src/store/state.js';
 import { Upstream } from '../../src/upstream/upstream.js';
-import type { CliIO } from './keys.js';
-import { ConfigLoadError, loadConfigFile } from './load.js';
+import { type CliIO, loadOrReport } from './cli-run.js';
 import { nodePlatform } from './platform.js';
 import { openSqliteStore } from './sqlite-store.js';
 
@@ -26,16 +25,8 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
     io.err('usage: manifold retrust SERVER [--tool NAME] [--config manifold.json]\n');
     return 2;
   }
-  let loaded: ReturnType<typeof loadConfigFile>;
-  try {
-    loaded = loadConfigFile(values.config);
-  } catch (e) {
-    if (e instanceof ConfigLoadError) {
-      io.err(`${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
+  const loaded = loadOrReport(values.config, io);
+  if (!loaded) return 2;
   const { config, secrets } = loaded;
   const server = config.servers.find((s) => s.name === name);
   if (!server) {

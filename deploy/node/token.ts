@@ -8,7 +8,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { importJWK, type JWK, SignJWT } from 'jose';
 import { ASYMMETRIC_ALGORITHMS } from '../../src/config/schema.js';
-import type { CliIO } from './keys.js';
+import { type CliIO, CommandError, runCommand, UsageError } from './cli-run.js';
 
 export const TOKEN_USAGE = `Usage: manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub SUBJECT
                       --grant PATTERN [--grant PATTERN ...] [--ttl 1h] [--tenant TENANT] [--admin]
@@ -22,9 +22,6 @@ const TTL_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
 const MAX_TTL_SECONDS = 365 * 86_400;
 /** A scope token is 1*( %x21 / %x23-5B / %x5D-7E ) (RFC 6749 §3.3). */
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
-
-class UsageError extends Error {}
-class TokenError extends Error {}
 
 /** `30s`, `15m`, `1h`, `7d` -> seconds. */
 export function parseTtl(text: string): number | undefined {
@@ -63,7 +60,7 @@ function readSigningKey(path: string, io: CliIO): JWK & { alg: string } {
     text = readFileSync(path, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new TokenError(
+    throw new CommandError(
       code === 'ENOENT'
         ? `key file not found: ${path} (create one with manifold keys --out DIR)`
         : `cannot read ${path}: ${code ?? String(e)}`,
@@ -73,17 +70,17 @@ function readSigningKey(path: string, io: CliIO): JWK & { alg: string } {
   try {
     jwk = JSON.parse(text);
   } catch {
-    throw new TokenError(`${path} is not valid JSON; pass the signing-key.json written by manifold keys`);
+    throw new CommandError(`${path} is not valid JSON; pass the signing-key.json written by manifold keys`);
   }
   const key = jwk as Partial<JWK> | null;
   if (typeof key !== 'object' || key === null || Array.isArray(key) || typeof key.kty !== 'string') {
-    throw new TokenError(`${path} is not a JWK; pass the signing-key.json written by manifold keys`);
+    throw new CommandError(`${path} is not a JWK; pass the signing-key.json written by manifold keys`);
   }
   if (typeof key.d !== 'string') {
-    throw new TokenError(`${path} holds no private key (is it jwks.json?); pass signing-key.json`);
+    throw new CommandError(`${path} holds no private key (is it jwks.json?); pass signing-key.json`);
   }
   if (typeof key.alg !== 'string' || !(ASYMMETRIC_ALGORITHMS as readonly string[]).includes(key.alg)) {
-    throw new TokenError(`${path} has no supported "alg"; create a new key with manifold keys`);
+    throw new CommandError(`${path} has no supported "alg"; create a new key with manifold keys`);
   }
   if ((statSync(path).mode & 0o077) !== 0) {
     io.err(`manifold token: warning: ${path} is readable by other users; run chmod 600 ${path}\n`);
@@ -92,20 +89,8 @@ function readSigningKey(path: string, io: CliIO): JWK & { alg: string } {
 }
 
 /** Runs `manifold token`; returns the exit code (2: usage, 1: key problems). */
-export async function runToken(args: string[], io: CliIO): Promise<number> {
-  try {
-    return await token(args, io);
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.err(`manifold token: ${e.message}\n\n${TOKEN_USAGE}\n`);
-      return 2;
-    }
-    if (e instanceof TokenError) {
-      io.err(`manifold token: ${e.message}\n`);
-      return 1;
-    }
-    throw e;
-  }
+export function runToken(args: string[], io: CliIO): Promise<number> {
+  return runCommand('token', TOKEN_USAGE, io, () => token(args, io));
 }
 
 async function token(args: string[], io: CliIO): Promise<number> {
@@ -139,7 +124,7 @@ async function token(args: string[], io: CliIO): Promise<number> {
   try {
     key = await importJWK(jwk, jwk.alg);
   } catch {
-    throw new TokenError(
+    throw new CommandError(
       `${values.key} is not a usable ${jwk.alg} private key; create a new one with manifold keys`,
     );
   }

@@ -1,0 +1,50 @@
+import { ConfigLoadError, loadConfigFile } from './load.js';
+
+/** Where a CLI command writes; tests pass their own. */
+export interface CliIO {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/** A mistake in how the command was called: exit 2 with the usage text. */
+export class UsageError extends Error {}
+/** The command was understood but refused or failed: exit 1 with the message. */
+export class CommandError extends Error {}
+
+/**
+ * Runs one CLI command body and maps its errors to exit codes, the same way for every command:
+ * 2 for usage, 1 for a refusal, anything else propagates.
+ */
+export async function runCommand(
+  name: string,
+  usage: string,
+  io: CliIO,
+  body: () => Promise<number>,
+): Promise<number> {
+  try {
+    return await body();
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`manifold ${name}: ${e.message}\n\n${usage}\n`);
+      return 2;
+    }
+    if (e instanceof CommandError) {
+      io.err(`manifold ${name}: ${e.message}\n`);
+      return 1;
+    }
+    throw e;
+  }
+}
+
+/** Loads a config file, or reports every problem on `io` and returns undefined (exit 2). */
+export function loadOrReport(path: string, io: CliIO): ReturnType<typeof loadConfigFile> | undefined {
+  try {
+    return loadConfigFile(path);
+  } catch (e) {
+    if (e instanceof ConfigLoadError) {
+      io.err(`${e.message}\n`);
+      return undefined;
+    }
+    throw e;
+  }
+}
