@@ -1140,7 +1140,7 @@ describe('${VAR} interpolation', () => {
         fc.constantFrom(...keys),
         fc.constantFrom('', '\r\n', '\u0000', 'ftp://', 'https://u:p@', '__', ' '),
         (body, key, twist) => {
-          const secret = `SECRET${body}${twist}`;
+          const secret = `Zq9Sekret${body}${twist}`; // a prefix no message text contains
           const server: Record<string, unknown> = {
             url: 'https://x.dev/mcp',
             headers: { Authorization: 'Bearer ${S}', 'X-Other': '${S}' },
@@ -1697,7 +1697,7 @@ describe('gateway.auth: tenants, authorization servers, resource', () => {
           'PRIVATE KEY-----',
         ),
         (body, key, twist) => {
-          const secret = `SECRET${body}${twist}`;
+          const secret = `Zq9Sekret${body}${twist}`; // a prefix no message text contains
           const auth: Record<string, unknown> = {
             audience: '${S}',
             algorithms: ['${S}'],
