@@ -135,7 +135,8 @@ function fastFetch(agent: Agent, slow: typeof fetch, maxBodyBytes: number): type
     }
     const url = new URL(input);
     const headers: Record<string, string> = {};
-    new Headers(init?.headers).forEach((v, k) => {
+    const given = init?.headers;
+    (given instanceof Headers ? given : new Headers(given)).forEach((v, k) => {
       headers[k] = v;
     });
     // The body is read whole below; ask for it uncompressed so its bytes are what they say.

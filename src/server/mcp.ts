@@ -97,7 +97,7 @@ export function createMcpHandlers(gateway: Gateway) {
     }
     const request = incoming.message;
     try {
-      return await dispatch(c, session, principal, request);
+      return await dispatch(c, session, principal, request, text.length);
     } catch (e) {
       return json(fail(request.id, e));
     }
@@ -117,7 +117,13 @@ export function createMcpHandlers(gateway: Gateway) {
     // notifications/initialized and others need no action.
   }
 
-  async function dispatch(c: Context, session: Session, principal: Principal, request: JsonRpcRequest) {
+  async function dispatch(
+    c: Context,
+    session: Session,
+    principal: Principal,
+    request: JsonRpcRequest,
+    bytesIn: number,
+  ) {
     switch (request.method) {
       case 'ping':
         return json(resultMessage(request.id, {}));
@@ -132,6 +138,7 @@ export function createMcpHandlers(gateway: Gateway) {
           principal,
           request,
           canStream: accepts(c, 'text/event-stream'),
+          bytesIn,
           json: (b, s) => json(b, s),
           fail,
         });

@@ -14,6 +14,8 @@ export interface CallContext {
   request: JsonRpcRequest;
   /** The client accepts text/event-stream on this POST. */
   canStream: boolean;
+  /** Size of the request as received (for the audit line; arguments are never logged). */
+  bytesIn: number;
   json: (body: string, status?: number) => Response;
   fail: (id: JsonRpcRequest['id'], e: unknown) => string;
 }
@@ -30,7 +32,7 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
   const { gateway, principal, request } = ctx;
   const started = gateway.platform.now();
   const params = request.params ?? {};
-  const bytesIn = JSON.stringify(params.arguments ?? {}).length;
+  const bytesIn = ctx.bytesIn;
   let entry: CatalogEntry | undefined;
   // Argument values are never logged: only sizes, names and the verdict.
   const audit = (verdict: Verdict, bytesOut: number) =>

@@ -9,7 +9,7 @@
  * - the body cap, applied while the body streams, so a huge answer never sits whole in memory.
  */
 import { ManifoldError } from '../errors.js';
-import { type EgressPolicy, egressDeniedError } from '../guards/egress.js';
+import { type EgressPolicy, egressDeniedError, type Verdict } from '../guards/egress.js';
 
 export interface GuardedFetchOptions {
   policy: EgressPolicy;
@@ -85,6 +85,19 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
     return egressDeniedError(reason);
   };
 
+  // The URL check is pure, and an upstream's endpoint is the same string on every call: remember
+  // verdicts per href (bounded), so the hot path does not re-run the allowlist and IP rules.
+  const verdicts = new Map<string, Verdict>();
+  const checkUrl = (url: URL): Verdict => {
+    let v = verdicts.get(url.href);
+    if (!v) {
+      v = policy.checkUrl(url);
+      if (verdicts.size >= 256) verdicts.clear();
+      verdicts.set(url.href, v);
+    }
+    return v;
+  };
+
   const egressFetch = async function egressFetch(
     input: RequestInfo | URL,
     init?: RequestInit,
@@ -93,7 +106,7 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
     let { url, method, body } = request;
     const { headers, mode, rest } = request;
     for (let hop = 0; ; hop++) {
-      const verdict = policy.checkUrl(url);
+      const verdict = checkUrl(url);
       if (!verdict.ok) throw refuse(verdict.reason);
       let response: Response;
       try {
@@ -168,7 +181,7 @@ async function outgoing(input: RequestInfo | URL, init: RequestInit | undefined)
   if (typeof input === 'string' || input instanceof URL) {
     const { method, headers, body, redirect, ...rest } = init ?? {};
     return {
-      url: new URL(input),
+      url: input instanceof URL ? input : new URL(input),
       method: normalizeMethod(method ?? 'GET'),
       headers: new Headers(headers),
       body: body ?? null,
