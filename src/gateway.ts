@@ -12,11 +12,9 @@ import { rateLimiter } from './auth/rate-limit.js';
 import type { Config } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
 import { ManifoldError } from './errors.js';
-import { type ArgsCheck, compileArgsValidator } from './guards/args.js';
-import { quarantineDescription } from './guards/drift.js';
-import { resultCap } from './guards/result-cap.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
+import { CallGuards } from './server/call-guards.js';
 import { SessionTable } from './server/sessions.js';
 import { MemoryStateStore, type StateStore } from './store/state.js';
 import type { BackoffOptions } from './upstream/backoff.js';
@@ -45,9 +43,6 @@ export interface Health {
   diagnostics: readonly Diagnostic[];
 }
 
-type Result = Record<string, unknown>;
-type Validator = ((args: unknown) => ArgsCheck) | null;
-
 export interface ToolPage {
   tools: CatalogEntry['tool'][];
   nextCursor?: string;
@@ -73,9 +68,8 @@ export class Gateway {
   private drained: (() => void) | undefined;
   private cursors: Promise<CursorSealer>;
   private visibleCache = new Map<string, { version: number; entries: CatalogEntry[]; names: Set<string> }>();
-  /** Argument validators, compiled at most once per tool per catalog version. */
-  private validators = new WeakMap<Catalog, Map<string, Validator>>();
-  private caps = new Map<string, ReturnType<typeof resultCap>>();
+  /** Quarantine refusal, argument validation and the result cap for tools/call. */
+  readonly guards: CallGuards;
   private pageCache = new Map<string, { version: number; json: string }>();
   /** Per-tenant token buckets for tools/call (counted per instance). */
   readonly takeCall: ReturnType<typeof rateLimiter>;
@@ -106,6 +100,7 @@ export class Gateway {
       ...(options.backoff ? { backoff: options.backoff } : {}),
     });
     this.pool.onChange = () => this.rebuild();
+    this.guards = new CallGuards(options.config, this.log);
     this.store = options.store ?? new MemoryStateStore();
     this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), options.secrets ?? []);
     this.trustPollMs = options.trustPollMs ?? 2000;
@@ -287,77 +282,6 @@ export class Gateway {
   /** Whether the principal's grants cover a name (for telling it a tool it may know was removed). */
   private mayKnow(principal: Principal, name: string): boolean {
     return (principal.grants === '*' && !principal.cap) || grantsMatcher(principal)(name);
-  }
-
-  /**
-   * Validates arguments against the tool's full input schema. Returns an isError result listing
-   * the problems (with the schema, so a model can correct itself), or undefined when valid.
-   */
-  checkArguments(entry: CatalogEntry, args: Record<string, unknown>): Result | undefined {
-    const catalog = this.catalog;
-    let perCatalog = this.validators.get(catalog);
-    if (!perCatalog) {
-      perCatalog = new Map();
-      this.validators.set(catalog, perCatalog);
-    }
-    let validate = perCatalog.get(entry.name);
-    if (validate === undefined) {
-      const compiled = compileArgsValidator(entry.full.inputSchema);
-      if (compiled.ok) validate = compiled.validate;
-      else {
-        validate = null;
-        this.log.warn('guard.args_unvalidated', {
-          rule: 'schema-unsupported',
-          server: entry.server,
-          tool: entry.name,
-          reason: compiled.reason,
-        });
-      }
-      perCatalog.set(entry.name, validate);
-    }
-    if (validate === null) return undefined;
-    const check = validate(args);
-    if (check.valid) return undefined;
-    const text = [
-      `Invalid arguments for tool ${entry.name}; it was not called:`,
-      ...check.problems.map((p) => `- ${p}`),
-      '',
-      `Full input schema: ${JSON.stringify(entry.full.inputSchema)}`,
-    ].join('\n');
-    return { content: [{ type: 'text', text }], isError: true };
-  }
-
-  /**
-   * A refusal for a tool that is listed but must not run (drift quarantine hooks in here), as an
-   * isError result; undefined when the call may proceed.
-   */
-  refuse(entry: CatalogEntry): Result | undefined {
-    if (!entry.quarantined) return undefined;
-    return { content: [{ type: 'text', text: quarantineDescription(entry.server) }], isError: true };
-  }
-
-  /**
-   * Applies the server's result cap (E1) and returns the result serialized. Results that fit pass
-   * through untouched and are serialized once (the cap's measurement is reused).
-   */
-  capResult(entry: CatalogEntry, result: Result): string {
-    const server = this.pool.get(entry.server)?.config;
-    const max = server?.maxResultBytes ?? this.config.gateway.maxResultBytes;
-    let cap = this.caps.get(entry.server);
-    if (!cap) {
-      cap = resultCap(max);
-      this.caps.set(entry.server, cap);
-    }
-    const capped = cap(result);
-    if (capped.truncated) {
-      this.log.info('guard.result_truncated', {
-        server: entry.server,
-        tool: entry.name,
-        bytes: capped.originalBytes,
-        max,
-      });
-    }
-    return capped.json ?? JSON.stringify(capped.result);
   }
 
   async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {

@@ -88,10 +88,10 @@ async function relay(
   if (entry.meta === 'describe_tool') {
     return respond('allowed', resultMessage(request.id, describeTool(gateway, principal, argsObject)));
   }
-  const refusal = gateway.refuse(entry);
+  const refusal = gateway.guards.refuse(entry);
   if (refusal) return respond('quarantined', resultMessage(request.id, refusal));
   // Arguments are checked against the full schema before anything is sent.
-  const invalid = gateway.checkArguments(entry, argsObject);
+  const invalid = gateway.guards.checkArguments(gateway.catalog, entry, argsObject);
   if (invalid) return respond('invalid', resultMessage(request.id, invalid));
 
   const upstream = gateway.pool.get(entry.server);
@@ -106,7 +106,7 @@ async function relay(
   session.inflight.set(key, controller);
   const done = () => session.inflight.delete(key);
   const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
-  const answer = (result: Result) => rawResultMessage(request.id, gateway.capResult(entry, result));
+  const answer = (result: Result) => rawResultMessage(request.id, gateway.guards.capResult(entry, result));
   const failure = (e: unknown): { verdict: Verdict; body: string } => {
     const asResult = errorAsResult(entry, e);
     return asResult
