@@ -1,16 +1,13 @@
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { ManifoldError } from '../errors.js';
+import { stripUnsafe } from '../guards/text.js';
 
-// C0/C1 controls, zero-width and bidirectional-override characters (built from code points so
-// the source holds no control characters).
-const UNSAFE = new RegExp(
-  `[${String.fromCharCode(0)}-${String.fromCharCode(0x1f)}${String.fromCharCode(0x7f)}-${String.fromCharCode(0x9f)}\u200b-\u200f\u202a-\u202e\u2066-\u2069]+`,
-  'g',
-);
-
-/** Upstream text is untrusted: one line, no control characters, bounded. */
+/**
+ * Upstream text is untrusted: escapes, controls, bidi and zero-width characters go (the same
+ * rule as for descriptions), then it becomes one bounded line.
+ */
 export function sanitizeUpstreamText(text: string, max = 300): string {
-  const clean = text.replace(UNSAFE, ' ').trim();
+  const clean = stripUnsafe(text).replace(/\s+/g, ' ').trim();
   return clean.length > max ? `${clean.slice(0, max)}…` : clean;
 }
 
