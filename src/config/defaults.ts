@@ -1,0 +1,102 @@
+/**
+ * Defaults and limits of the config: what the gateway and `gateway.auth` use when a key is not
+ * set, the bounds the shapes enforce, and the JWS algorithms and key sources auth accepts.
+ */
+import type { LogLevel } from '../log.js';
+import type { AuthConfig, GatewayConfig } from './types.js';
+
+/** Where the Node host keeps drift baselines and the catalog cache unless `gateway.store` says otherwise. */
+export const DEFAULT_STORE_PATH = './.manifold/state.db';
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const satisfies readonly LogLevel[];
+
+export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
+  host: '127.0.0.1',
+  port: 8787,
+  logLevel: 'info',
+  allowedOrigins: Object.freeze([]) as unknown as string[],
+  hostnames: Object.freeze([]) as unknown as string[],
+  maxBodyBytes: 1_048_576,
+  maxSessions: 10_000,
+  sessionIdleSeconds: 3600,
+  callTimeoutMs: 60_000,
+  maxCallTimeoutMs: 600_000,
+  connectTimeoutMs: 15_000,
+  listTimeoutMs: 15_000,
+  maxListPages: 100,
+  pageSize: 500,
+  shutdownGraceMs: 10_000,
+  allowedHosts: Object.freeze([]) as unknown as string[],
+  maxResultBytes: 65_536,
+  maxUpstreamBodyBytes: 8_388_608,
+  maxSchemaBytes: 20_480,
+  maxDescriptionBytes: 4096,
+  maxToolsPerServer: 1000,
+  disclosure: Object.freeze({
+    budgetTokens: 20_000,
+    alwaysLoad: Object.freeze([]) as unknown as string[],
+  }),
+  store: Object.freeze({ path: DEFAULT_STORE_PATH }),
+  drift: Object.freeze({ recheckSeconds: 300 }),
+});
+
+/** setTimeout fires at once for anything above this, so millisecond settings stop here. */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** The same bound for settings in whole seconds. */
+export const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
+export const MAX_PAGE_SIZE = 10_000;
+export const MAX_NAME_LENGTH = 32;
+export const RESERVED_NAME = 'manifold';
+
+export const TRANSPORT_TYPES = ['stdio', 'streamable-http', 'http', 'sse'] as const;
+
+// --- gateway.auth ------------------------------------------------------------------------------
+
+/** JWS algorithms a token may be verified with (RFC 7518 §3.1, RFC 8037). `none` is never one. */
+export const ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+] as const;
+export const SYMMETRIC_ALGORITHMS = ['HS256', 'HS384', 'HS512'] as const;
+export const JWS_ALGORITHMS = [...ASYMMETRIC_ALGORITHMS, ...SYMMETRIC_ALGORITHMS] as const;
+
+/** The four ways to give the verification key; exactly one must be set. */
+export const KEY_SOURCES = ['jwksUrl', 'jwksFile', 'publicKey', 'secret'] as const;
+export type KeySource = (typeof KEY_SOURCES)[number];
+
+/** The shortest HMAC secret accepted, in bytes: the hash output size (RFC 7518 §3.2). */
+export const MIN_SECRET_BYTES: Readonly<Record<(typeof SYMMETRIC_ALGORITHMS)[number], number>> = {
+  HS256: 32,
+  HS384: 48,
+  HS512: 64,
+};
+export const MAX_CLOCK_TOLERANCE_SECONDS = 60;
+/** A JWKS fetch must give up quickly (SECURITY A11), so its timeout is capped. */
+export const MAX_JWKS_TIMEOUT_MS = 60_000;
+
+export const AUTH_DEFAULTS: Readonly<
+  Pick<
+    AuthConfig,
+    | 'clockToleranceSeconds'
+    | 'tenantClaim'
+    | 'tenants'
+    | 'authorizationServers'
+    | 'jwksCooldownSeconds'
+    | 'jwksTimeoutMs'
+  >
+> = Object.freeze({
+  clockToleranceSeconds: 30,
+  tenantClaim: 'sub',
+  tenants: Object.freeze({}) as Record<string, never>,
+  authorizationServers: Object.freeze([]) as unknown as string[],
+  jwksCooldownSeconds: 30,
+  jwksTimeoutMs: 5000,
+});

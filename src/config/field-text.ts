@@ -1,0 +1,242 @@
+/**
+ * Wording for each field: what was expected, and how to fix it. Nothing here ever echoes a value.
+ */
+import { MAX_CLOCK_TOLERANCE_SECONDS, MAX_JWKS_TIMEOUT_MS, MAX_TIMER_SECONDS } from './defaults.js';
+
+interface FieldText {
+  expected: string;
+  fix: string;
+}
+
+const positive = (unit: string, example: number): FieldText => ({
+  expected: `a positive integer (${unit})`,
+  fix: `write a whole number without quotes, e.g. ${example}`,
+});
+
+const BUDGET_TEXT: FieldText = {
+  expected: 'a positive integer (tokens) or "off"',
+  fix: 'write budgetTokens as a whole number without quotes, e.g. 20000, or "off" to inline every schema',
+};
+
+const GATEWAY_TEXT: Record<string, FieldText> = {
+  host: { expected: 'a non-empty string', fix: 'set host to the address to listen on, e.g. "127.0.0.1"' },
+  port: { expected: 'an integer from 1 to 65535', fix: 'write a port number without quotes, e.g. 8787' },
+  logLevel: {
+    expected: '"debug", "info", "warn" or "error"',
+    fix: 'set logLevel to "debug", "info", "warn" or "error"',
+  },
+  allowedOrigins: {
+    expected: 'an array of origins',
+    fix: 'write allowedOrigins as an array such as ["https://app.example.com"]',
+  },
+  'allowedOrigins[]': {
+    expected: 'an origin string',
+    fix: 'write an origin such as "https://app.example.com"',
+  },
+  hostnames: {
+    expected: 'an array of host names',
+    fix: 'write hostnames as an array such as ["mcp.example.com"]',
+  },
+  'hostnames[]': { expected: 'a host name string', fix: 'write a host name such as "mcp.example.com"' },
+  maxBodyBytes: positive('bytes', 1048576),
+  maxSessions: positive('sessions', 10000),
+  sessionIdleSeconds: positive('seconds', 3600),
+  callTimeoutMs: positive('milliseconds', 60000),
+  maxCallTimeoutMs: positive('milliseconds', 600000),
+  connectTimeoutMs: positive('milliseconds', 15000),
+  listTimeoutMs: positive('milliseconds', 15000),
+  maxListPages: positive('pages', 100),
+  pageSize: { expected: 'an integer from 1 to 10000', fix: 'write a whole number without quotes, e.g. 500' },
+  shutdownGraceMs: positive('milliseconds', 10000),
+  allowedHosts: {
+    expected: 'an array of host names',
+    fix: 'write allowedHosts as an array such as ["api.example.com", "127.0.0.1:3001"]',
+  },
+  'allowedHosts[]': {
+    expected: 'a host name string',
+    fix: 'write the bare host name, e.g. "api.example.com" or "127.0.0.1:3001"',
+  },
+  maxResultBytes: positive('bytes', 65536),
+  maxUpstreamBodyBytes: positive('bytes', 8388608),
+  maxSchemaBytes: positive('bytes', 20480),
+  maxDescriptionBytes: positive('bytes', 4096),
+  maxToolsPerServer: positive('tools', 1000),
+  disclosure: {
+    expected: 'an object with "budgetTokens" and/or "alwaysLoad"',
+    fix: 'write disclosure as {"budgetTokens": 20000, "alwaysLoad": ["github"]}',
+  },
+  'disclosure.budgetTokens': BUDGET_TEXT,
+  'disclosure.alwaysLoad': {
+    expected: 'an array of server names',
+    fix: 'write alwaysLoad as an array of server names, e.g. ["github"]',
+  },
+  'disclosure.alwaysLoad[]': {
+    expected: 'a server name string',
+    fix: 'write the name of a server configured under mcpServers, e.g. "github"',
+  },
+  callsPerMinute: positive('calls per minute per tenant', 120),
+  drift: {
+    expected: 'an object with "recheckSeconds"',
+    fix: 'write drift as {"recheckSeconds": 300}',
+  },
+  'drift.recheckSeconds': {
+    expected: `an integer from 0 to ${MAX_TIMER_SECONDS} (seconds)`,
+    fix: 'write a whole number of seconds without quotes, e.g. 300, or 0 to turn the periodic recheck off',
+  },
+};
+
+const STORE_FIX = 'write "store": {"path": "./.manifold/state.db"}, or "store": false';
+
+const STORE_TEXT: Record<string, FieldText> = {
+  path: { expected: 'a non-empty file path string', fix: STORE_FIX },
+};
+
+const AUTH_TEXT: Record<string, FieldText> = {
+  issuer: {
+    expected: 'a non-empty string',
+    fix: 'set issuer to the exact "iss" of your tokens, e.g. "https://auth.example.com/"',
+  },
+  audience: {
+    expected: 'a non-empty string',
+    fix: 'set audience to the "aud" your tokens are issued for, e.g. "https://mcp.example.com/mcp"',
+  },
+  jwksUrl: {
+    expected: 'a non-empty URL string',
+    fix: 'set jwksUrl to the https URL of the issuer\'s JWKS, e.g. "https://auth.example.com/.well-known/jwks.json"',
+  },
+  jwksFile: {
+    expected: 'a non-empty path string',
+    fix: 'set jwksFile to the path of a JWKS file, e.g. "keys/jwks.json" (see `manifold keys`)',
+  },
+  publicKey: {
+    expected: 'a PEM string',
+    fix: 'set publicKey to a PEM public key that starts with -----BEGIN PUBLIC KEY-----',
+  },
+  secret: {
+    expected: 'a string',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+    fix: 'generate one with `openssl rand -base64 48`, put it in an environment variable and write "secret": "${JWT_SECRET}"',
+  },
+  algorithms: {
+    expected: 'a non-empty array of JWS algorithm names',
+    fix: 'write algorithms as an array such as ["ES256"], or remove it to use the default for the key source',
+  },
+  'algorithms[]': { expected: 'an algorithm name string', fix: 'write an algorithm name such as "ES256"' },
+  clockToleranceSeconds: {
+    expected: `an integer from 0 to ${MAX_CLOCK_TOLERANCE_SECONDS} (seconds)`,
+    fix: `write a whole number of seconds from 0 to ${MAX_CLOCK_TOLERANCE_SECONDS} without quotes, e.g. 30`,
+  },
+  tenantClaim: {
+    expected: 'a claim name string',
+    fix: 'set tenantClaim to the claim that names the tenant, e.g. "sub" or "tid"',
+  },
+  grantsClaim: {
+    expected: 'a claim name string',
+    fix: 'set grantsClaim to a claim holding an array of tool patterns, e.g. "permissions", or remove it to use "scope"',
+  },
+  tenants: {
+    expected: 'an object that maps tenant ids to tenant settings',
+    fix: 'write tenants as {"acme": {"grants": ["github__*"], "callsPerMinute": 60}}',
+  },
+  'tenants.*': {
+    expected: 'an object with "grants" and/or "callsPerMinute"',
+    fix: 'write the tenant as {"grants": ["github__*"], "callsPerMinute": 60}',
+  },
+  'tenants.*.grants': {
+    expected: 'an array of glob strings',
+    fix: 'write grants as an array of exposed tool names or globs, e.g. ["github__*"]',
+  },
+  'tenants.*.grants[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write an exposed tool name or a glob such as "github__*"',
+  },
+  'tenants.*.callsPerMinute': positive('calls per minute', 60),
+  authorizationServers: {
+    expected: 'an array of https URLs',
+    fix: 'write authorizationServers as an array such as ["https://auth.example.com/"]',
+  },
+  'authorizationServers[]': {
+    expected: 'an https URL string',
+    fix: 'write the issuer URL of an authorization server, e.g. "https://auth.example.com/"',
+  },
+  resource: {
+    expected: 'an absolute URL string',
+    fix: 'set resource to the public URL of the MCP endpoint, e.g. "https://mcp.example.com/mcp"',
+  },
+  jwksCooldownSeconds: positive('seconds', 30),
+  jwksTimeoutMs: {
+    expected: `an integer from 1 to ${MAX_JWKS_TIMEOUT_MS} (milliseconds)`,
+    fix: 'write a whole number of milliseconds without quotes, e.g. 5000',
+  },
+};
+
+const SERVER_TEXT: Record<string, FieldText> = {
+  type: {
+    expected: '"stdio", "streamable-http" (or "http") or "sse"',
+    fix: 'set type to "stdio" for a local command or "streamable-http" for a URL, or remove it to infer the transport',
+  },
+  command: {
+    expected: 'a non-empty string',
+    fix: 'set command to the program to start, e.g. "npx"; put its arguments in args',
+  },
+  args: {
+    expected: 'an array of strings',
+    fix: 'write args as an array of strings, e.g. ["-y", "@modelcontextprotocol/server-everything"]',
+  },
+  'args[]': { expected: 'a string', fix: 'quote the argument so that it is a string' },
+  env: { expected: 'an object of string values', fix: 'write env as an object such as {"NAME": "value"}' },
+  'env.*': { expected: 'a string', fix: 'quote the value; environment variable values must be strings' },
+  cwd: { expected: 'a non-empty string', fix: 'set cwd to the directory to start the command in' },
+  url: {
+    expected: 'a non-empty string',
+    fix: 'set url to the server endpoint, e.g. "https://example.com/mcp"',
+  },
+  headers: {
+    expected: 'an object of string values',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+    fix: 'write headers as an object such as {"Authorization": "Bearer ${TOKEN}"}',
+  },
+  'headers.*': { expected: 'a string', fix: 'quote the value; header values must be strings' },
+  prefix: {
+    expected: 'a name string or false',
+    fix: 'set prefix to a name such as "gh", or to false to mount the tools without a prefix',
+  },
+  tools: {
+    expected: 'an object with "allow" and/or "deny" arrays',
+    fix: 'write tools as {"allow": ["search_*"], "deny": ["delete_*"]}',
+  },
+  'tools.allow': {
+    expected: 'an array of glob strings',
+    fix: 'write tools.allow as an array of tool names or globs, e.g. ["search_*"]',
+  },
+  'tools.allow[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write a tool name or a glob such as "search_*"',
+  },
+  'tools.deny': {
+    expected: 'an array of glob strings',
+    fix: 'write tools.deny as an array of tool names or globs, e.g. ["delete_*"]',
+  },
+  'tools.deny[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write a tool name or a glob such as "delete_*"',
+  },
+  timeoutMs: positive('milliseconds', 60000),
+  disabled: { expected: 'true or false', fix: 'write true or false without quotes' },
+  maxResultBytes: positive('bytes', 65536),
+  budgetTokens: BUDGET_TEXT,
+};
+
+export type FieldTable = Record<string, FieldText>;
+export const FIELD_TEXT: { gateway: FieldTable; server: FieldTable; auth: FieldTable; store: FieldTable } = {
+  gateway: GATEWAY_TEXT,
+  server: SERVER_TEXT,
+  auth: AUTH_TEXT,
+  store: STORE_TEXT,
+};
+
+/** The fix for a `gateway.store` that is neither an object nor false. */
+export const STORE_SHAPE_TEXT: FieldText = {
+  expected: 'an object with "path", or false',
+  fix: STORE_FIX,
+};

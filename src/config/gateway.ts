@@ -1,0 +1,223 @@
+/**
+ * Reads `gateway`: the plain settings through one shape, `disclosure` and `drift` key by key,
+ * the host lists, the cross-field limits, and `auth` and `store` through their own readers.
+ */
+import { readAuth } from './auth.js';
+import { bindIssue, isLoopbackHost } from './bind.js';
+import { DEFAULT_STORE_PATH, GATEWAY_DEFAULTS } from './defaults.js';
+import { FIELD_TEXT, STORE_SHAPE_TEXT } from './field-text.js';
+import { error, type Findings, hasIssueUnder, interpolateField, readNested } from './findings.js';
+import { checkAllowedHost, checkHostname, checkOrigin } from './hosts.js';
+import { describeKind, validateShape } from './issues.js';
+import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import type { PathSegment } from './paths.js';
+import {
+  DISCLOSURE_KEYS,
+  DRIFT_KEYS,
+  GATEWAY_KEYS,
+  gatewayEntrySchema,
+  STORE_KEYS,
+  storeEntrySchema,
+} from './schema.js';
+import type { GatewayConfig } from './types.js';
+import { unknownKeyWarning } from './unknown-keys.js';
+
+export interface GatewayRead {
+  config: GatewayConfig;
+  /**
+   * Keys whose configured value was rejected (the default stands in for them); keys inside
+   * `disclosure` and `drift` are written `disclosure.budgetTokens`.
+   */
+  invalid: Set<string>;
+  /** `disclosure.alwaysLoad` as written (interpolated, not deduplicated), so indices match the file. */
+  alwaysLoad: string[];
+}
+
+/** `gateway.store`: `false` (state in memory only), or `{"path": ...}`; a missing path keeps the default. */
+function readStore(f: Findings, raw: unknown, base: PathSegment[]): GatewayConfig['store'] | undefined {
+  if (raw === false) return false;
+  if (!isObject(raw)) {
+    error(f, base, `expected ${STORE_SHAPE_TEXT.expected}, got ${describeKind(raw)}`, STORE_SHAPE_TEXT.fix);
+    return undefined;
+  }
+  const picked = readNested(f, raw, base, STORE_KEYS) as JsonObject;
+  const issues = validateShape(storeEntrySchema, picked, {
+    table: FIELD_TEXT.store,
+    base,
+    tainted: f.interpolator.tainted,
+  });
+  f.errors.push(...issues);
+  if (issues.length > 0) return undefined;
+  const path = (picked.path as string | undefined) ?? DEFAULT_STORE_PATH;
+  if (path.includes('\0')) {
+    error(
+      f,
+      [...base, 'path'],
+      'contains a NUL character',
+      'remove the NUL character; file paths cannot hold it',
+    );
+    return undefined;
+  }
+  return { path };
+}
+
+export function readGateway(f: Findings, raw: unknown): GatewayRead {
+  const base = ['gateway'];
+  const config: GatewayConfig = {
+    ...GATEWAY_DEFAULTS,
+    allowedOrigins: [],
+    hostnames: [],
+    allowedHosts: [],
+    disclosure: { ...GATEWAY_DEFAULTS.disclosure, alwaysLoad: [] },
+    store: { path: DEFAULT_STORE_PATH },
+    drift: { ...GATEWAY_DEFAULTS.drift },
+  };
+  const invalid = new Set<string>();
+  const nestedKeys = [
+    ...DISCLOSURE_KEYS.map((k) => `disclosure.${k}`),
+    ...DRIFT_KEYS.map((k) => `drift.${k}`),
+  ];
+  let alwaysLoad: string[] = [];
+  if (raw === undefined) return { config, invalid, alwaysLoad };
+  if (!isObject(raw)) {
+    error(
+      f,
+      base,
+      `expected an object, got ${describeKind(raw)}`,
+      'write gateway as an object such as {"port": 8787}, or remove it',
+    );
+    for (const k of [...GATEWAY_KEYS, ...nestedKeys]) invalid.add(k);
+    return { config, invalid, alwaysLoad };
+  }
+  const picked: JsonObject = {};
+  for (const key of keysOf(raw)) {
+    if (!(GATEWAY_KEYS as string[]).includes(key)) {
+      f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
+      continue;
+    }
+    // `auth` and `store` have their own readers and rules (below); the other keys go through one shape.
+    if (key === 'auth' || key === 'store') continue;
+    picked[key] =
+      key === 'disclosure'
+        ? readNested(f, raw[key], [...base, key], DISCLOSURE_KEYS)
+        : key === 'drift'
+          ? readNested(f, raw[key], [...base, key], DRIFT_KEYS)
+          : interpolateField(f, raw[key], [...base, key]);
+  }
+  const issues = validateShape(gatewayEntrySchema, picked, {
+    table: FIELD_TEXT.gateway,
+    base,
+    tainted: f.interpolator.tainted,
+  });
+  f.errors.push(...issues);
+  const target = config as unknown as JsonObject;
+  for (const key of GATEWAY_KEYS) {
+    if (picked[key] === undefined || key === 'disclosure' || key === 'drift' || key === 'auth') continue;
+    if (hasIssueUnder(issues, [...base, key])) invalid.add(key);
+    else target[key] = picked[key];
+  }
+  /** Copies the valid keys of `disclosure` or `drift` over their defaults; false if it was not an object. */
+  const applyNested = (name: 'disclosure' | 'drift', known: readonly string[]): boolean => {
+    const given = picked[name];
+    if (given === undefined) return true;
+    if (!isObject(given)) {
+      invalid.add(name);
+      for (const k of known) invalid.add(`${name}.${k}`);
+      return false;
+    }
+    const nested = config[name] as unknown as JsonObject;
+    for (const key of known) {
+      if (given[key] === undefined) continue;
+      if (hasIssueUnder(issues, [...base, name, key])) invalid.add(`${name}.${key}`);
+      else nested[key] = given[key];
+    }
+    return true;
+  };
+  if (picked.disclosure !== undefined && applyNested('disclosure', DISCLOSURE_KEYS)) {
+    alwaysLoad = config.disclosure.alwaysLoad;
+    config.disclosure.alwaysLoad = [...new Set(alwaysLoad)];
+  }
+  applyNested('drift', DRIFT_KEYS);
+
+  if (!invalid.has('allowedOrigins')) {
+    const origins: string[] = [];
+    config.allowedOrigins.forEach((o, i) => {
+      const ok = checkOrigin(f, o, [...base, 'allowedOrigins', i]);
+      if (ok !== undefined && !origins.includes(ok)) origins.push(ok);
+    });
+    config.allowedOrigins = origins;
+  }
+  if (!invalid.has('hostnames')) {
+    const hosts: string[] = [];
+    config.hostnames.forEach((h, i) => {
+      const ok = checkHostname(f, h, [...base, 'hostnames', i]);
+      if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
+    });
+    config.hostnames = hosts;
+  }
+  if (!invalid.has('allowedHosts')) {
+    const hosts: string[] = [];
+    config.allowedHosts.forEach((h, i) => {
+      const ok = checkAllowedHost(f, h, [...base, 'allowedHosts', i]);
+      if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
+    });
+    config.allowedHosts = hosts;
+  }
+  if (!invalid.has('maxResultBytes') && !invalid.has('maxUpstreamBodyBytes')) {
+    const { maxResultBytes, maxUpstreamBodyBytes } = config;
+    if (maxResultBytes > maxUpstreamBodyBytes) {
+      if (picked.maxUpstreamBodyBytes !== undefined) {
+        error(
+          f,
+          [...base, 'maxUpstreamBodyBytes'],
+          `must be at least gateway.maxResultBytes (${maxResultBytes}), got ${maxUpstreamBodyBytes}`,
+          `raise maxUpstreamBodyBytes to ${maxResultBytes} or more, or lower maxResultBytes`,
+        );
+        invalid.add('maxUpstreamBodyBytes');
+      } else {
+        error(
+          f,
+          [...base, 'maxResultBytes'],
+          `must be at most gateway.maxUpstreamBodyBytes (${maxUpstreamBodyBytes}), got ${maxResultBytes}`,
+          `lower maxResultBytes to ${maxUpstreamBodyBytes} or less, or raise maxUpstreamBodyBytes`,
+        );
+        invalid.add('maxResultBytes');
+      }
+    }
+  }
+  if (!invalid.has('callTimeoutMs') && !invalid.has('maxCallTimeoutMs')) {
+    const { callTimeoutMs, maxCallTimeoutMs } = config;
+    if (callTimeoutMs > maxCallTimeoutMs) {
+      if (picked.maxCallTimeoutMs !== undefined) {
+        error(
+          f,
+          [...base, 'maxCallTimeoutMs'],
+          `must be at least gateway.callTimeoutMs (${callTimeoutMs}), got ${maxCallTimeoutMs}`,
+          `raise maxCallTimeoutMs to ${callTimeoutMs} or more, or lower callTimeoutMs`,
+        );
+      } else {
+        error(
+          f,
+          [...base, 'callTimeoutMs'],
+          `must be at most gateway.maxCallTimeoutMs (${maxCallTimeoutMs}), got ${callTimeoutMs}`,
+          `lower callTimeoutMs to ${maxCallTimeoutMs} or less, or raise maxCallTimeoutMs`,
+        );
+      }
+      invalid.add('callTimeoutMs');
+    }
+  }
+  if (Object.hasOwn(raw, 'auth')) {
+    const auth = readAuth(f, raw.auth, [...base, 'auth']);
+    if (auth === undefined) invalid.add('auth');
+    else config.auth = auth;
+  } else if (!invalid.has('host') && !isLoopbackHost(config.host)) {
+    // Safe by default: no auth configured means loopback only; `"auth": false` is the way out.
+    f.errors.push(bindIssue());
+  }
+  if (Object.hasOwn(raw, 'store')) {
+    const store = readStore(f, raw.store, [...base, 'store']);
+    if (store === undefined) invalid.add('store');
+    else config.store = store;
+  }
+  return { config, invalid, alwaysLoad };
+}

@@ -1,0 +1,248 @@
+/**
+ * Reads one entry of `mcpServers`: its name, its shape, the transport (explicit or inferred), the
+ * prefix it claims, and the per-server limits checked against the gateway's.
+ */
+import { FIELD_TEXT } from './field-text.js';
+import { error, type Findings, hasIssueUnder, interpolateField, isTainted } from './findings.js';
+import type { GatewayRead } from './gateway.js';
+import { describeKind, validateShape } from './issues.js';
+import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { nameProblems, suggestName } from './names.js';
+import { formatPath, type PathSegment } from './paths.js';
+import { HTTP_ONLY_KEYS, SERVER_KEYS, STDIO_ONLY_KEYS, serverSchema, TOOLS_KEYS } from './schema.js';
+import { checkHeaders, checkStdioStrings, checkUrl } from './server-checks.js';
+import type { ServerConfig, TransportKind } from './types.js';
+import { unknownKeyWarning } from './unknown-keys.js';
+
+export interface PrefixClaim {
+  server: string;
+  prefix: string;
+  /** Where a collision is reported: the explicit prefix, or the entry itself. */
+  path: PathSegment[];
+  tainted: boolean;
+}
+
+function readTools(f: Findings, raw: unknown, base: PathSegment[]): unknown {
+  if (!isObject(raw)) return raw;
+  const picked: JsonObject = {};
+  for (const key of keysOf(raw)) {
+    if (TOOLS_KEYS.includes(key)) picked[key] = interpolateField(f, raw[key], [...base, key]);
+    else f.warnings.push(unknownKeyWarning([...base, key], TOOLS_KEYS));
+  }
+  return picked;
+}
+
+export function readServer(
+  f: Findings,
+  mapKey: string,
+  name: string,
+  raw: unknown,
+  gateway: GatewayRead,
+  claims: PrefixClaim[],
+): ServerConfig | undefined {
+  const base: PathSegment[] = [mapKey, name];
+  const before = f.errors.length;
+
+  const badName = nameProblems(name, 'server name');
+  if (badName.length > 0) {
+    error(f, base, badName.join('; '), `rename the server, e.g. to ${JSON.stringify(suggestName(name))}`);
+  }
+  if (!isObject(raw)) {
+    error(
+      f,
+      base,
+      `expected an object describing the server, got ${describeKind(raw)}`,
+      'write the entry as {"command": "...", "args": [...]} for a local server or {"url": "https://..."} for a remote one',
+    );
+    return undefined;
+  }
+
+  const picked: JsonObject = {};
+  for (const key of keysOf(raw)) {
+    if (!SERVER_KEYS.includes(key)) {
+      f.warnings.push(unknownKeyWarning([...base, key], SERVER_KEYS));
+      continue;
+    }
+    picked[key] =
+      key === 'tools'
+        ? readTools(f, raw[key], [...base, key])
+        : interpolateField(f, raw[key], [...base, key]);
+  }
+  const issues = validateShape(serverSchema, picked, {
+    table: FIELD_TEXT.server,
+    base,
+    tainted: f.interpolator.tainted,
+  });
+  f.errors.push(...issues);
+  const has = (key: string) => picked[key] !== undefined;
+  const valid = (key: string) => has(key) && !hasIssueUnder(issues, [...base, key]);
+
+  // Transport: explicit, or inferred from command / url.
+  let type: TransportKind | undefined;
+  let inferred = false;
+  if (has('type')) {
+    if (valid('type')) type = picked.type === 'http' ? 'streamable-http' : (picked.type as TransportKind);
+  } else if (has('command') && has('url')) {
+    error(
+      f,
+      base,
+      'has both "command" and "url", so the transport is ambiguous',
+      'remove one of them: keep command, args, env and cwd for a local stdio server, or url and headers for a remote one',
+    );
+  } else if (has('command')) {
+    type = 'stdio';
+    inferred = true;
+  } else if (has('url')) {
+    type = 'streamable-http';
+    inferred = true;
+  } else {
+    error(
+      f,
+      base,
+      'has neither "command" nor "url", so there is nothing to connect to',
+      'add "command" to start a local server, or "url" to connect to a remote one',
+    );
+  }
+
+  if (type !== undefined) {
+    const stdio = type === 'stdio';
+    const how = inferred ? ` (inferred from "${stdio ? 'command' : 'url'}")` : '';
+    for (const key of stdio ? HTTP_ONLY_KEYS : STDIO_ONLY_KEYS) {
+      if (!has(key)) continue;
+      error(
+        f,
+        [...base, key],
+        `"${key}" applies only to ${stdio ? 'streamable-http and sse' : 'stdio'} servers, but this server uses ${type}${how}`,
+        stdio
+          ? `remove ${key}; a stdio server is started with command, args, env and cwd`
+          : `remove ${key}; a ${type} server is reached through url and headers`,
+      );
+    }
+    if (stdio && !has('command')) {
+      error(
+        f,
+        [...base, 'command'],
+        'is missing: a stdio server needs a command to start',
+        'set command to the program to start, e.g. "npx"',
+      );
+    }
+    if (!stdio && !has('url')) {
+      error(
+        f,
+        [...base, 'url'],
+        `is missing: a ${type} server needs a url`,
+        'set url to the server endpoint, e.g. "https://example.com/mcp"',
+      );
+    }
+    if (!stdio && valid('url')) checkUrl(f, picked.url as string, [...base, 'url']);
+    if (!stdio && valid('headers')) checkHeaders(f, picked.headers as JsonObject, [...base, 'headers']);
+    if (stdio) checkStdioStrings(f, picked, base);
+  }
+
+  // Prefix.
+  let prefix: string | false = name;
+  let prefixTainted = false;
+  if (valid('prefix')) {
+    prefix = picked.prefix as string | false;
+    prefixTainted = isTainted(f, [...base, 'prefix']);
+    if (typeof prefix === 'string') {
+      const bad = nameProblems(prefix, 'prefix');
+      if (bad.length > 0) {
+        error(
+          f,
+          [...base, 'prefix'],
+          bad.join('; '),
+          prefixTainted
+            ? 'set prefix to a valid name, or to false'
+            : `set prefix to a valid name such as ${JSON.stringify(suggestName(prefix))}, or to false`,
+        );
+      }
+    }
+  }
+  const disabled = valid('disabled') ? (picked.disabled as boolean) : false;
+  if (typeof prefix === 'string' && !disabled && !(has('prefix') && !valid('prefix'))) {
+    claims.push({
+      server: name,
+      prefix,
+      path: has('prefix') ? [...base, 'prefix'] : base,
+      tainted: prefixTainted,
+    });
+  }
+
+  // Tools.
+  const tools = (valid('tools') ? picked.tools : {}) as { allow?: string[]; deny?: string[] };
+  if (tools.allow !== undefined && tools.allow.length === 0) {
+    f.warnings.push({
+      path: formatPath([...base, 'tools', 'allow']),
+      message: 'is empty, so no tools from this server are exposed',
+      fix: 'add tool names or globs, or remove allow to expose every tool',
+    });
+  }
+
+  // Timeout.
+  let timeoutMs = gateway.config.callTimeoutMs;
+  if (valid('timeoutMs')) {
+    timeoutMs = picked.timeoutMs as number;
+    const max = gateway.config.maxCallTimeoutMs;
+    if (!gateway.invalid.has('maxCallTimeoutMs') && timeoutMs > max) {
+      error(
+        f,
+        [...base, 'timeoutMs'],
+        `must be at most gateway.maxCallTimeoutMs (${max}), got ${timeoutMs}`,
+        `lower timeoutMs to ${max} or less, or raise gateway.maxCallTimeoutMs`,
+      );
+    }
+  }
+
+  // Result cap.
+  let maxResultBytes = gateway.config.maxResultBytes;
+  if (valid('maxResultBytes')) {
+    maxResultBytes = picked.maxResultBytes as number;
+    const max = gateway.config.maxUpstreamBodyBytes;
+    if (!gateway.invalid.has('maxUpstreamBodyBytes') && maxResultBytes > max) {
+      error(
+        f,
+        [...base, 'maxResultBytes'],
+        `must be at most gateway.maxUpstreamBodyBytes (${max}), got ${maxResultBytes}`,
+        `lower maxResultBytes to ${max} or less, or raise gateway.maxUpstreamBodyBytes`,
+      );
+    }
+  }
+
+  // Disclosure budget: alwaysLoad wins over any budget.
+  let budgetTokens = gateway.config.disclosure.budgetTokens;
+  if (valid('budgetTokens')) budgetTokens = picked.budgetTokens as number | 'off';
+  if (gateway.config.disclosure.alwaysLoad.includes(name)) {
+    if (valid('budgetTokens') && budgetTokens !== 'off') {
+      f.warnings.push({
+        path: formatPath([...base, 'budgetTokens']),
+        message:
+          'is ignored: this server is listed in gateway.disclosure.alwaysLoad, so its schemas are always inlined',
+        fix: 'remove budgetTokens, or remove the server from gateway.disclosure.alwaysLoad',
+      });
+    }
+    budgetTokens = 'off';
+  }
+
+  if (f.errors.length > before || type === undefined) return undefined;
+  const server: ServerConfig = {
+    name,
+    type,
+    args: (picked.args as string[] | undefined) ?? [],
+    env: (picked.env as Record<string, string> | undefined) ?? {},
+    headers: (picked.headers as Record<string, string> | undefined) ?? {},
+    prefix,
+    tools: { ...(tools.allow ? { allow: tools.allow } : {}), deny: tools.deny ?? [] },
+    timeoutMs,
+    disabled,
+    maxResultBytes,
+    budgetTokens,
+  };
+  if (type === 'stdio') {
+    server.command = picked.command as string;
+    if (has('cwd')) server.cwd = picked.cwd as string;
+  } else {
+    server.url = picked.url as string;
+  }
+  return server;
+}
