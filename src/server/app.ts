@@ -1,11 +1,12 @@
 import { Hono } from 'hono';
 import { createAuthenticator } from '../auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../auth/principal.js';
+import { isLoopbackHost } from '../config/bind.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import { readTextCapped } from '../read-capped.js';
 import { toRpcError } from './errors.js';
-import { isLoopbackHost, originGuard } from './http-guards.js';
+import { originGuard } from './http-guards.js';
 import { errorMessage } from './jsonrpc.js';
 import { broadcastListChanged, createMcpHandlers } from './mcp.js';
 

@@ -1,12 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
+import { isLoopbackHost } from '../config/bind.js';
 import { ManifoldError } from '../errors.js';
 import { readTextCapped } from '../read-capped.js';
-
-const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
-
-export function isLoopbackHost(host: string): boolean {
-  return LOOPBACK.has(host.toLowerCase()) || /^127(\.\d{1,3}){3}$/.test(host);
-}
 
 function hostnameOf(hostHeader: string): string {
   const h = hostHeader.trim().toLowerCase();
