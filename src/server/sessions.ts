@@ -10,7 +10,7 @@ export interface Session {
   /** The standalone GET stream, for server-initiated notifications such as list_changed. */
   stream?: SseStream;
   /** In-flight downstream requests, for notifications/cancelled. */
-  inflight: Map<string, AbortController>;
+  inflight: Map<string, { abort(reason?: unknown): void }>;
 }
 
 export function inflightKey(id: string | number): string {

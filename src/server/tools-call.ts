@@ -1,5 +1,6 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Principal } from '../auth/principal.js';
+import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import { errorMessage, type JsonRpcRequest, rawResultMessage, resultMessage } from './jsonrpc.js';
@@ -101,9 +102,9 @@ async function relay(
   const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: argsObject };
   if (Object.keys(restMeta).length > 0) upstreamParams._meta = restMeta;
 
-  const controller = new AbortController();
+  const cancellation = new Cancellation();
   const key = inflightKey(request.id);
-  session.inflight.set(key, controller);
+  session.inflight.set(key, cancellation);
   const done = () => session.inflight.delete(key);
   const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
   const answer = (result: Result) => rawResultMessage(request.id, gateway.guards.capResult(entry, result));
@@ -119,7 +120,7 @@ async function relay(
     void gateway
       .track(() =>
         upstream.callTool(upstreamParams, {
-          signal: controller.signal,
+          cancellation,
           onprogress: (p) => {
             stream.send(
               JSON.stringify({
@@ -139,7 +140,7 @@ async function relay(
         },
         (e) => {
           // A cancelled request gets no response (spec: utilities/cancellation).
-          if (controller.signal.aborted) {
+          if (cancellation.aborted) {
             audit('error', 0);
             return;
           }
@@ -156,13 +157,10 @@ async function relay(
   }
 
   try {
-    const result = await gateway.track(() =>
-      upstream.callTool(upstreamParams, { signal: controller.signal }),
-    );
+    const result = await gateway.track(() => upstream.callTool(upstreamParams, { cancellation }));
     return respond('allowed', answer(result));
   } catch (e) {
-    if (controller.signal.aborted)
-      return respond('error', errorMessage(request.id, -32800, 'request cancelled'));
+    if (cancellation.aborted) return respond('error', errorMessage(request.id, -32800, 'request cancelled'));
     const f = failure(e);
     return respond(f.verdict, f.body);
   } finally {

@@ -1,5 +1,5 @@
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { ManifoldError } from '../errors.js';
+import { describeError, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
 
 /**
@@ -57,4 +57,9 @@ function outcomeUnknown(server: string, cause: unknown): ManifoldError {
     `the connection to server ${server} failed during the call. The outcome is unknown: the tool may have run. It was not retried.`,
     { cause },
   );
+}
+
+/** Upstream error text is untrusted and unbounded: one clean line for logs and /healthz. */
+export function brief(e: unknown): string {
+  return sanitizeUpstreamText(describeError(e), 200);
 }

@@ -1,4 +1,5 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   ErrorCode,
@@ -7,16 +8,17 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { z } from 'zod';
+import type { Cancellation } from '../cancellation.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
 import type { VerifiedListing } from '../drift-gate.js';
-import { describeError, ManifoldError } from '../errors.js';
+import { ManifoldError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import { type BackoffOptions, backoffDelay, defaultBackoff } from './backoff.js';
-import { mapCallError, sanitizeUpstreamText } from './call-errors.js';
+import { brief, mapCallError } from './call-errors.js';
+import { DirectCaller, routeMessages } from './direct-call.js';
 import { listAllTools } from './discovery.js';
+import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
 import { createTransport } from './transports.js';
 
 export type UpstreamState =
@@ -43,15 +45,6 @@ export const FAILED_AFTER = 5;
 /** A connection that stayed up this long ends a failure streak when it drops. */
 const STABLE_MS = 30_000;
 
-// Results are relayed, not interpreted: parse once at the edge, never re-validate here.
-const PassThrough = z.custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null);
-
-// The gateway never validates upstream output through the SDK; this keeps Ajv (which uses
-// `new Function`, forbidden on Workers) out of the client.
-const noValidation: jsonSchemaValidator = {
-  getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }),
-};
-
 export interface UpstreamDeps {
   platform: Platform;
   gateway: GatewayConfig;
@@ -61,7 +54,7 @@ export interface UpstreamDeps {
 }
 
 export interface CallOptions {
-  signal?: AbortSignal;
+  cancellation?: Cancellation;
   onprogress?: (p: { progress: number; total?: number; message?: string }) => void;
 }
 
@@ -91,6 +84,8 @@ export class Upstream {
   verified: VerifiedListing | undefined;
 
   private client: Client | undefined;
+  /** The tools/call fast path of a streamable-HTTP upstream (see direct-call.ts). */
+  private direct: DirectCaller | undefined;
   private generation = 0;
   private readyAt = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -141,15 +136,7 @@ export class Upstream {
     let client: Client | undefined;
     try {
       const transport: Transport = createTransport(this.config, platform, this.log);
-      client = new Client(
-        { name: 'manifold', version: this.deps.clientVersion },
-        { capabilities: {}, jsonSchemaValidator: noValidation },
-      );
-      // Upstream -> client requests (sampling, elicitation, roots) are refused clearly for now;
-      // a later relay can route them to the downstream request that caused them.
-      client.fallbackRequestHandler = async (request) => {
-        throw new McpError(ErrorCode.MethodNotFound, `Manifold does not relay ${request.method} to clients`);
-      };
+      client = newSdkClient(this.deps.clientVersion);
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged(gen));
       client.onclose = () => this.onClosed(gen);
       client.onerror = (e) => {
@@ -162,7 +149,7 @@ export class Upstream {
         gateway.connectTimeoutMs,
         'connect',
       );
-      deferResponses(transport);
+      const direct = this.routeMessages(transport, client);
       const tools = client.getServerCapabilities()?.tools ? await this.list(client) : [];
       const verified = await this.verify(tools);
       if (gen !== this.generation) {
@@ -170,6 +157,7 @@ export class Upstream {
         return;
       }
       this.client = client;
+      this.direct = direct;
       this.tools = tools;
       this.verified = verified;
       this.state = 'ready';
@@ -202,6 +190,7 @@ export class Upstream {
   }
 
   private fail(e: unknown): void {
+    this.dropDirect();
     this.client = undefined;
     this.tools = [];
     this.verified = undefined;
@@ -301,30 +290,47 @@ export class Upstream {
       );
     }
     const timeout = this.config.timeoutMs;
+    const maxTotal = Math.max(timeout, this.deps.gateway.maxCallTimeoutMs);
+    const direct = this.direct;
+    if (direct) {
+      try {
+        return await direct.call(params, {
+          cancellation: options.cancellation,
+          onprogress: options.onprogress,
+          timeoutMs: timeout,
+          maxTotalMs: maxTotal,
+        });
+      } catch (e) {
+        throw this.callFailed(e, timeout, options.cancellation);
+      }
+    }
     // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
     // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
     const local = new AbortController();
-    const downstream = options.signal;
-    const forward = () => local.abort(downstream?.reason);
-    if (downstream?.aborted) forward();
-    else downstream?.addEventListener('abort', forward, { once: true });
+    const cancellation = options.cancellation;
+    if (cancellation?.aborted) local.abort(cancellation.reason);
+    const off = cancellation?.onAbort((reason) => local.abort(reason));
     try {
       return await client.request({ method: 'tools/call', params: params as { name: string } }, PassThrough, {
         signal: local.signal,
         ...(options.onprogress ? { onprogress: options.onprogress } : {}),
         timeout,
         resetTimeoutOnProgress: true,
-        maxTotalTimeout: Math.max(timeout, this.deps.gateway.maxCallTimeoutMs),
+        maxTotalTimeout: maxTotal,
       });
     } catch (e) {
       const data = e instanceof McpError ? (e.data as { maxTotalTimeout?: unknown } | undefined) : undefined;
       if (typeof data?.maxTotalTimeout === 'number' && !local.signal.aborted) local.abort(e);
-      const mapped = mapCallError(e, this.name, timeout, downstream?.aborted === true);
-      if (mapped.code === 'ERR_OUTCOME_UNKNOWN') this.probe(this.generation);
-      throw mapped;
+      throw this.callFailed(e, timeout, cancellation);
     } finally {
-      downstream?.removeEventListener('abort', forward);
+      off?.();
     }
+  }
+
+  private callFailed(e: unknown, timeout: number, cancellation: Cancellation | undefined): ManifoldError {
+    const mapped = mapCallError(e, this.name, timeout, cancellation?.aborted === true);
+    if (mapped.code === 'ERR_OUTCOME_UNKNOWN') this.probe(this.generation);
+    return mapped;
   }
 
   /**
@@ -344,6 +350,7 @@ export class Upstream {
           if (gen !== this.generation || this.state !== 'ready') return;
           this.generation++;
           this.client = undefined;
+          this.dropDirect();
           void client.close().catch(() => {});
           this.fail(new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `connection lost: ${brief(e)}`));
         },
@@ -359,36 +366,34 @@ export class Upstream {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     const client = this.client;
     this.client = undefined;
+    this.dropDirect();
     if (client) await client.close().catch(() => {});
   }
-}
 
-/**
- * The SDK runs notification handlers one microtask late but settles responses at once, so a
- * progress notification that arrives in the same chunk as its response would find its handler
- * already gone. Delivering responses one microtask late keeps the wire order (B7).
- */
-function deferResponses(transport: Transport): void {
-  const deliver = transport.onmessage;
-  if (!deliver) return;
-  transport.onmessage = (message, extra) => {
-    if ('id' in message && !('method' in message)) queueMicrotask(() => deliver(message, extra));
-    else deliver(message, extra);
-  };
-}
-
-/** Upstream error text is untrusted and unbounded: one clean line for logs and /healthz. */
-function brief(e: unknown): string {
-  return sanitizeUpstreamText(describeError(e), 200);
-}
-
-function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new ManifoldError('ERR_UPSTREAM_TIMEOUT', `${what} timed out after ${ms} ms`)),
-      ms,
+  /** Messages go to the SDK client, except answers to direct calls (streamable HTTP only). */
+  private routeMessages(transport: Transport, client: Client): DirectCaller | undefined {
+    return routeMessages(transport, (deliver) =>
+      transport instanceof StreamableHTTPClientTransport
+        ? new DirectCaller({
+            url: this.config.url ?? '',
+            fetch: this.deps.platform.fetch,
+            headers: this.config.headers,
+            endpoint: transport,
+            deliver,
+            cancel: (requestId, reason) => {
+              client
+                .notification({ method: 'notifications/cancelled', params: { requestId, reason } })
+                .catch(() => {});
+            },
+            now: () => this.deps.platform.now(),
+            log: this.log,
+          })
+        : undefined,
     );
-  });
-  return Promise.race([p, deadline]).finally(() => timer !== undefined && clearTimeout(timer));
+  }
+
+  private dropDirect(): void {
+    this.direct?.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+    this.direct = undefined;
+  }
 }

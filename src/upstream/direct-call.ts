@@ -1,0 +1,364 @@
+/**
+ * tools/call over streamable HTTP in one POST, without the SDK's per-message machinery.
+ *
+ * The SDK Client still owns the connection: it does the handshake, holds the session id and the
+ * negotiated protocol version, lists tools, keeps the standalone GET stream and answers server
+ * requests. Only the hot path, relaying one tools/call, skips it: the SDK builds a Headers object,
+ * validates every message with zod, and runs its timeout and progress bookkeeping per request,
+ * which together cost more CPU than the HTTP hop itself (measured in docs/design.md).
+ *
+ * Calls made here carry string ids with a `manifold:` prefix, which the SDK never uses (its ids
+ * are numbers), so every stream the transport reads can route their answers back here: the POST's
+ * own JSON or SSE answer, the standalone GET stream, and a resumed stream (Last-Event-ID).
+ */
+
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  ErrorCode,
+  type JSONRPCMessage,
+  McpError,
+  type MessageExtraInfo,
+} from '@modelcontextprotocol/sdk/types.js';
+import { createParser } from 'eventsource-parser';
+import type { Cancellation } from '../cancellation.js';
+import type { Logger } from '../log.js';
+
+/** What a direct call needs from the SDK transport that owns the session. */
+export interface DirectEndpoint {
+  readonly sessionId: string | undefined;
+  readonly protocolVersion: string | undefined;
+  /** Resumes a stream from an event id (the SDK's GET with Last-Event-ID). */
+  send(message: JSONRPCMessage, options: { resumptionToken: string }): Promise<void>;
+}
+
+export interface DirectCallerOptions {
+  url: string;
+  fetch: typeof fetch;
+  /** The server's configured headers (sent as the SDK transport sends them). */
+  headers: Record<string, string>;
+  endpoint: DirectEndpoint;
+  /** Where every message that is not an answer to a direct call goes: the SDK client. */
+  deliver: Deliver;
+  /** Tells the upstream a call was abandoned (notifications/cancelled). */
+  cancel: (requestId: string, reason: string) => void;
+  now: () => number;
+  log: Logger;
+}
+
+export interface DirectCallOptions {
+  cancellation?: Cancellation | undefined;
+  onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
+  /** Idle timeout, restarted by each progress notification. */
+  timeoutMs: number;
+  /** Absolute cap, progress notwithstanding. */
+  maxTotalMs: number;
+}
+
+type Result = Record<string, unknown>;
+
+interface Pending {
+  answer(message: Record<string, unknown>): void;
+  progress(params: Record<string, unknown>): void;
+  fail(error: unknown): void;
+}
+
+const PREFIX = 'manifold:';
+/** Unused request signals kept for reuse (see `signals`). */
+const SPARE_SIGNALS = 64;
+
+type Deliver = (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
+
+/**
+ * Puts a router in front of the SDK client on `transport`: answers to direct calls go to the
+ * caller `makeDirect` builds (if any), everything else to the client. Responses reach the client
+ * one microtask late: the SDK runs notification handlers a microtask late but settles responses
+ * at once, so a progress notification in the same chunk as its response would find its handler
+ * gone. Delaying responses keeps the wire order (B7).
+ */
+export function routeMessages(
+  transport: Transport,
+  makeDirect: (deliver: Deliver) => DirectCaller | undefined,
+): DirectCaller | undefined {
+  const deliver = transport.onmessage;
+  if (!deliver) return undefined;
+  const sdk: Deliver = (message, extra) => {
+    if ('id' in message && !('method' in message)) queueMicrotask(() => deliver(message, extra));
+    else deliver(message, extra);
+  };
+  const direct = makeDirect(sdk);
+  transport.onmessage = direct
+    ? (message, extra) => {
+        if (!direct.route(message)) sdk(message, extra);
+      }
+    : sdk;
+  return direct;
+}
+
+export class DirectCaller {
+  private readonly pending = new Map<string, Pending>();
+  private seq = 0;
+  private headers: Record<string, string> | undefined;
+  private headersFor = '';
+  /**
+   * Controllers whose signal never fired, for the next POST. Each request needs a signal of its
+   * own (a timed-out or cancelled call must free its connection), but making an AbortSignal on
+   * Node 20 costs more than the rest of the request bookkeeping; a finished request leaves its
+   * signal clean (the fetch removes its listener), so it is reused.
+   */
+  private readonly signals: AbortController[] = [];
+
+  constructor(private readonly o: DirectCallerOptions) {}
+
+  /**
+   * Takes the messages that belong to direct calls (answers and progress) and returns true;
+   * anything else is the SDK client's. Late ones (after a timeout) are dropped here, not handed
+   * to the SDK, which would report an unknown id as a transport error.
+   */
+  route(message: JSONRPCMessage): boolean {
+    const m = message as Record<string, unknown>;
+    if ('method' in m) {
+      if (m.method !== 'notifications/progress') return false;
+      const params = m.params as Record<string, unknown> | undefined;
+      const token = params?.progressToken;
+      if (typeof token !== 'string' || !token.startsWith(PREFIX)) return false;
+      this.pending.get(token)?.progress(params!);
+      return true;
+    }
+    const id = m.id;
+    if (typeof id !== 'string' || !id.startsWith(PREFIX)) return false;
+    this.pending.get(id)?.answer(m);
+    return true;
+  }
+
+  /** Fails every call in flight (the connection closed under them). */
+  closeAll(error: unknown): void {
+    for (const p of [...this.pending.values()]) p.fail(error);
+  }
+
+  call(params: Record<string, unknown>, options: DirectCallOptions): Promise<Result> {
+    const id = `${PREFIX}${++this.seq}`;
+    const { cancellation, onprogress } = options;
+    let callParams = params;
+    if (onprogress) {
+      const meta = (params._meta as Record<string, unknown> | undefined) ?? {};
+      callParams = { ...params, _meta: { ...meta, progressToken: id } };
+    }
+    const message = { jsonrpc: '2.0' as const, id, method: 'tools/call', params: callParams };
+    return new Promise<Result>((resolve, reject) => {
+      if (cancellation?.aborted) {
+        reject(cancellation.reason);
+        return;
+      }
+      const controller = this.signals.pop() ?? new AbortController();
+      const started = this.o.now();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let settled = false;
+      let off: (() => void) | undefined;
+      const finish = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        if (timer !== undefined) clearTimeout(timer);
+        this.pending.delete(id);
+        off?.();
+        return true;
+      };
+      // Abandoned calls are cancelled upstream too (spec: utilities/cancellation), and their
+      // request is aborted so its connection is freed.
+      const abandon = (error: unknown, reason: string) => {
+        if (!finish()) return;
+        this.o.cancel(id, reason);
+        controller.abort(error);
+        reject(error);
+      };
+      const arm = () => {
+        if (timer !== undefined) clearTimeout(timer);
+        const left = options.maxTotalMs - (this.o.now() - started);
+        timer = setTimeout(onTimeout, Math.max(0, Math.min(options.timeoutMs, left)));
+      };
+      const onTimeout = () => {
+        const elapsed = this.o.now() - started;
+        const error =
+          elapsed >= options.maxTotalMs
+            ? new McpError(ErrorCode.RequestTimeout, 'Maximum total timeout exceeded', {
+                maxTotalTimeout: options.maxTotalMs,
+                totalElapsed: elapsed,
+              })
+            : new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout: options.timeoutMs });
+        abandon(error, String(error.message));
+      };
+      off = cancellation?.onAbort((reason) => abandon(reason, 'cancelled by the client'));
+      this.pending.set(id, {
+        answer: (m) => {
+          if (!finish()) return;
+          const error = m.error as { code?: unknown; message?: unknown; data?: unknown } | undefined;
+          if (error && typeof error === 'object') {
+            const code = typeof error.code === 'number' ? error.code : ErrorCode.InternalError;
+            reject(new McpError(code, String(error.message ?? 'error'), error.data));
+          } else if (typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result)) {
+            resolve(m.result as Result);
+          } else {
+            reject(new UpstreamProtocolError('the answer has no result object'));
+          }
+        },
+        progress: (p) => {
+          if (settled || typeof p.progress !== 'number') return;
+          arm();
+          const { progressToken: _token, ...rest } = p;
+          onprogress?.(rest as { progress: number });
+        },
+        fail: (error) => {
+          if (!finish()) return;
+          controller.abort(error);
+          reject(error);
+        },
+      });
+      arm();
+      this.post(message, controller.signal).then(
+        (resumeFrom) => {
+          // The request is over and its signal unused: keep it for the next one.
+          if (!controller.signal.aborted && this.signals.length < SPARE_SIGNALS)
+            this.signals.push(controller);
+          // Answered, or a 202 (the answer comes on another stream; the timeout bounds the wait).
+          if (settled || resumeFrom === undefined) return;
+          // The server ended a resumable stream before answering: the SDK resumes it (GET with
+          // Last-Event-ID) and the answer reaches route() from there.
+          this.o.endpoint.send(message, { resumptionToken: resumeFrom }).catch((e: unknown) => {
+            if (finish()) reject(e);
+          });
+        },
+        (e: unknown) => {
+          if (finish()) reject(e);
+        },
+      );
+    });
+  }
+
+  private currentHeaders(): Record<string, string> {
+    const { sessionId, protocolVersion } = this.o.endpoint;
+    const key = `${sessionId ?? ''}\n${protocolVersion ?? ''}`;
+    if (!this.headers || key !== this.headersFor) {
+      this.headers = {
+        ...this.o.headers,
+        ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
+        ...(protocolVersion ? { 'mcp-protocol-version': protocolVersion } : {}),
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      };
+      this.headersFor = key;
+    }
+    return this.headers;
+  }
+
+  /**
+   * One POST. Resolves once its answer stream is read; with an event id to resume from when a
+   * resumable stream ended before the call was answered.
+   */
+  private async post(
+    message: { id: string } & Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<string | undefined> {
+    const response = await this.o.fetch(this.o.url, {
+      method: 'POST',
+      headers: this.currentHeaders(),
+      body: JSON.stringify(message),
+      signal,
+    });
+    if (!response.ok) {
+      const text = await response.text().catch(() => '');
+      throw new UpstreamHttpError(response.status, text);
+    }
+    if (response.status === 202) {
+      await response.body?.cancel().catch(() => {});
+      return undefined;
+    }
+    const type = mediaType(response.headers.get('content-type'));
+    if (type === 'application/json') {
+      const data: unknown = await response.json();
+      for (const m of Array.isArray(data) ? data : [data]) this.receive(m);
+      if (this.pending.has(message.id))
+        throw new UpstreamProtocolError('the JSON answer did not answer the call');
+      return undefined;
+    }
+    if (type === 'text/event-stream' && response.body) {
+      const lastEventId = await this.readEvents(response.body);
+      if (!this.pending.has(message.id)) return undefined;
+      if (lastEventId !== undefined) return lastEventId;
+      throw new UpstreamProtocolError('the upstream closed its event stream before answering');
+    }
+    await response.body?.cancel().catch(() => {});
+    throw new UpstreamProtocolError(`unexpected content type ${type || '(none)'}`);
+  }
+
+  /** Reads an answer stream to its end; returns the last event id seen, if any. */
+  private async readEvents(body: ReadableStream<Uint8Array>): Promise<string | undefined> {
+    let lastEventId: string | undefined;
+    const parser = createParser({
+      onEvent: (event) => {
+        if (event.id) lastEventId = event.id;
+        if (!event.data || (event.event && event.event !== 'message')) return;
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(event.data);
+        } catch {
+          this.o.log.debug('upstream.bad_event', { bytes: event.data.length });
+          return;
+        }
+        this.receive(parsed);
+      },
+    });
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        parser.feed(decoder.decode(value, { stream: true }));
+      }
+    } catch (e) {
+      // A stream that broke after an event id can be resumed; otherwise the outcome is unknown.
+      if (lastEventId === undefined) throw e;
+    } finally {
+      reader.releaseLock();
+    }
+    return lastEventId;
+  }
+
+  private receive(m: unknown): void {
+    if (!isMessage(m)) {
+      this.o.log.debug('upstream.bad_message');
+      return;
+    }
+    if (!this.route(m)) this.o.deliver(m);
+  }
+}
+
+function isMessage(m: unknown): m is JSONRPCMessage {
+  return (
+    typeof m === 'object' && m !== null && !Array.isArray(m) && (m as { jsonrpc?: unknown }).jsonrpc === '2.0'
+  );
+}
+
+/** The media type of a Content-Type value, lowercased, without parameters. */
+function mediaType(value: string | null): string {
+  if (!value) return '';
+  const semi = value.indexOf(';');
+  return (semi === -1 ? value : value.slice(0, semi)).trim().toLowerCase();
+}
+
+/** A non-2xx answer to the POST. Its text stays in the error (for logs), never in a result. */
+export class UpstreamHttpError extends Error {
+  constructor(
+    readonly status: number,
+    text: string,
+  ) {
+    super(`HTTP ${status} from the upstream${text ? `: ${text.slice(0, 200)}` : ''}`);
+    this.name = 'UpstreamHttpError';
+  }
+}
+
+export class UpstreamProtocolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UpstreamProtocolError';
+  }
+}
