@@ -98,13 +98,25 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
     return v;
   };
 
+  // Parsed once per endpoint string (bounded); URLs are never mutated here, only replaced.
+  const urls = new Map<string, URL>();
+  const parse = (href: string): URL => {
+    let url = urls.get(href);
+    if (!url) {
+      url = new URL(href);
+      if (urls.size >= 256) urls.clear();
+      urls.set(href, url);
+    }
+    return url;
+  };
+
   const egressFetch = async function egressFetch(
     input: RequestInfo | URL,
     init?: RequestInit,
   ): Promise<Response> {
-    const request = await outgoing(input, init);
-    let { url, method, body } = request;
-    const { headers, mode, rest } = request;
+    const request = await outgoing(input, init, parse);
+    let { url, method, body, headers } = request;
+    const { mode, rest } = request;
     for (let hop = 0; ; hop++) {
       const verdict = checkUrl(url);
       if (!verdict.ok) throw refuse(verdict.reason);
@@ -149,7 +161,9 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
       ) {
         method = 'GET';
         body = null;
-        for (const h of REQUEST_BODY_HEADERS) headers.delete(h);
+        const edited = new Headers(headers);
+        for (const h of REQUEST_BODY_HEADERS) edited.delete(h);
+        headers = edited;
       } else if (body instanceof ReadableStream) {
         // HTTP-redirect fetch: a streamed body was consumed by the first request; no replay.
         throw new ManifoldError(
@@ -159,7 +173,9 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
       }
       // HTTP-redirect fetch drops Authorization when the redirect leaves the origin; see above.
       if (next.origin !== url.origin) {
-        for (const h of [...headers.keys()]) if (!CROSS_ORIGIN_KEPT.has(h)) headers.delete(h);
+        const edited = new Headers(headers);
+        for (const h of [...edited.keys()]) if (!CROSS_ORIGIN_KEPT.has(h)) edited.delete(h);
+        headers = edited;
       }
       url = next;
     }
@@ -171,19 +187,24 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
 interface Outgoing {
   url: URL;
   method: string;
-  headers: Headers;
+  /** As the caller gave them until a redirect has to edit them (most requests never redirect). */
+  headers: HeadersInit | undefined;
   body: BodyInit | null;
   mode: NonNullable<RequestInit['redirect']>;
   rest: RequestInit;
 }
 
-async function outgoing(input: RequestInfo | URL, init: RequestInit | undefined): Promise<Outgoing> {
+async function outgoing(
+  input: RequestInfo | URL,
+  init: RequestInit | undefined,
+  parse: (href: string) => URL,
+): Promise<Outgoing> {
   if (typeof input === 'string' || input instanceof URL) {
     const { method, headers, body, redirect, ...rest } = init ?? {};
     return {
-      url: input instanceof URL ? input : new URL(input),
+      url: input instanceof URL ? input : parse(input),
       method: normalizeMethod(method ?? 'GET'),
-      headers: new Headers(headers),
+      headers,
       body: body ?? null,
       mode: redirect ?? 'follow',
       rest,
