@@ -1,6 +1,7 @@
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { describeError, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
+import { UpstreamRpcError } from './direct-call.js';
 
 /**
  * Upstream text is untrusted: escapes, controls, bidi and zero-width characters go (the same
@@ -23,9 +24,16 @@ export function mapCallError(
 ): ManifoldError {
   if (e instanceof ManifoldError) return e;
   if (cancelled) return new ManifoldError('ERR_CANCELLED', 'the request was cancelled');
+  if (e instanceof UpstreamRpcError) return upstreamError(server, e, e.code);
   if (e instanceof McpError) {
-    if (e.code === ErrorCode.RequestTimeout) {
-      const max = (e.data as { maxTotalTimeout?: unknown } | undefined)?.maxTotalTimeout;
+    // The SDK reports its own timeouts and closed connections as McpErrors too, with these codes;
+    // an upstream may send the same codes for its own reasons. The SDK's own carry its markers.
+    const data = e.data as { timeout?: unknown; maxTotalTimeout?: unknown } | undefined;
+    if (
+      e.code === ErrorCode.RequestTimeout &&
+      (typeof data?.timeout === 'number' || typeof data?.maxTotalTimeout === 'number')
+    ) {
+      const max = data?.maxTotalTimeout;
       if (typeof max === 'number') {
         return new ManifoldError(
           'ERR_UPSTREAM_TIMEOUT',
@@ -39,16 +47,20 @@ export function mapCallError(
         { cause: e },
       );
     }
-    if (e.code === ErrorCode.ConnectionClosed) {
+    if (e.code === ErrorCode.ConnectionClosed && /Connection closed$/.test(e.message)) {
       return outcomeUnknown(server, e);
     }
-    return new ManifoldError(
-      'ERR_UPSTREAM_ERROR',
-      `server ${server} returned an error: ${sanitizeUpstreamText(e.message.replace(/^MCP error -?\d+: /, ''))}`,
-      { cause: e, data: { upstreamCode: e.code } },
-    );
+    return upstreamError(server, e, e.code);
   }
   return outcomeUnknown(server, e);
+}
+
+function upstreamError(server: string, e: Error, code: number): ManifoldError {
+  return new ManifoldError(
+    'ERR_UPSTREAM_ERROR',
+    `server ${server} returned an error: ${sanitizeUpstreamText(e.message.replace(/^MCP error -?\d+: /, ''))}`,
+    { cause: e, data: { upstreamCode: code } },
+  );
 }
 
 function outcomeUnknown(server: string, cause: unknown): ManifoldError {

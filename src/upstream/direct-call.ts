@@ -193,7 +193,7 @@ export class DirectCaller {
           const error = m.error as { code?: unknown; message?: unknown; data?: unknown } | undefined;
           if (error && typeof error === 'object') {
             const code = typeof error.code === 'number' ? error.code : ErrorCode.InternalError;
-            reject(new McpError(code, String(error.message ?? 'error'), error.data));
+            reject(new UpstreamRpcError(code, String(error.message ?? 'error'), error.data));
           } else if (typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result)) {
             resolve(m.result as Result);
           } else {
@@ -215,9 +215,11 @@ export class DirectCaller {
       arm();
       this.post(message, controller.signal).then(
         (resumeFrom) => {
-          // The request is over and its signal unused: keep it for the next one.
-          if (!controller.signal.aborted && this.signals.length < SPARE_SIGNALS)
+          // The call is over and its signal never fired: keep it for the next one. A call still
+          // waiting (202, resumed stream) keeps its signal, since a timeout may yet abort it.
+          if (settled && !controller.signal.aborted && this.signals.length < SPARE_SIGNALS) {
             this.signals.push(controller);
+          }
           // Answered, or a 202 (the answer comes on another stream; the timeout bounds the wait).
           if (settled || resumeFrom === undefined) return;
           // The server ended a resumable stream before answering: the SDK resumes it (GET with
@@ -353,6 +355,21 @@ export class UpstreamHttpError extends Error {
   ) {
     super(`HTTP ${status} from the upstream${text ? `: ${text.slice(0, 200)}` : ''}`);
     this.name = 'UpstreamHttpError';
+  }
+}
+
+/**
+ * An error answer from the upstream. Its own class, so that an upstream's -32000 or -32001 is
+ * never mistaken for the SDK's own "connection closed" or "request timed out".
+ */
+export class UpstreamRpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+    this.name = 'UpstreamRpcError';
   }
 }
 

@@ -9,6 +9,7 @@ import { negotiateVersion } from '../../src/server/protocol.js';
 import { SessionTable } from '../../src/server/sessions.js';
 import { backoffDelay } from '../../src/upstream/backoff.js';
 import { mapCallError, sanitizeUpstreamText } from '../../src/upstream/call-errors.js';
+import { UpstreamRpcError } from '../../src/upstream/direct-call.js';
 
 describe('JSON-RPC classification', () => {
   it('tells requests, notifications and responses apart', () => {
@@ -79,13 +80,32 @@ describe('error edge mapping', () => {
   });
 
   it('F5: a timeout and a dropped connection both say the outcome is unknown', () => {
-    const t = mapCallError(new McpError(ErrorCode.RequestTimeout, 'x'), 'srv', 500, false);
+    // The SDK's own errors, as its Protocol makes them.
+    const t = mapCallError(
+      new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout: 500 }),
+      'srv',
+      500,
+      false,
+    );
     expect(t.code).toBe('ERR_UPSTREAM_TIMEOUT');
     expect(t.publicMessage).toMatch(/outcome is unknown.*not retried/);
-    const c = mapCallError(new McpError(ErrorCode.ConnectionClosed, 'x'), 'srv', 500, false);
+    const c = mapCallError(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'), 'srv', 500, false);
     expect(c.code).toBe('ERR_OUTCOME_UNKNOWN');
     expect(c.publicMessage).toMatch(/outcome is unknown/);
     expect(mapCallError(new Error('aborted'), 'srv', 500, true).code).toBe('ERR_CANCELLED');
+  });
+
+  it("an upstream's own -32000 or -32001 answer is its error, not the SDK's closed connection or timeout", () => {
+    // Through the SDK (stdio, SSE): an error answer becomes an McpError with the upstream's code.
+    for (const code of [ErrorCode.ConnectionClosed, ErrorCode.RequestTimeout]) {
+      const viaSdk = mapCallError(new McpError(code, 'boom'), 'srv', 500, false);
+      expect(viaSdk.code).toBe('ERR_UPSTREAM_ERROR');
+      expect(viaSdk.publicMessage).toBe('server srv returned an error: boom');
+      // The direct path has its own class for error answers.
+      const direct = mapCallError(new UpstreamRpcError(code, 'boom'), 'srv', 500, false);
+      expect(direct.code).toBe('ERR_UPSTREAM_ERROR');
+      expect(direct.data).toMatchObject({ upstreamCode: code });
+    }
   });
 
   it('upstream text is one bounded line without control or bidi characters', () => {
