@@ -83,6 +83,12 @@ export class Gateway {
   private epoch = 0;
   private readonly trustPollMs: number;
   private live: Promise<void> = Promise.resolve();
+  /**
+   * True during a cold start's first connection attempts. Nothing can see the catalog then
+   * (tools/list and tools/call wait for `ready`), so it is built once at the end rather than once
+   * per upstream that answers: with many upstreams that is most of the gateway's own start work.
+   */
+  private coldDiscovery = false;
 
   constructor(options: GatewayOptions) {
     this.config = options.config;
@@ -99,7 +105,9 @@ export class Gateway {
       clientVersion: options.version,
       ...(options.backoff ? { backoff: options.backoff } : {}),
     });
-    this.pool.onChange = () => this.rebuild();
+    this.pool.onChange = () => {
+      if (!this.coldDiscovery) this.rebuild();
+    };
     this.guards = new CallGuards(options.config, this.log);
     this.store = options.store ?? new MemoryStateStore();
     this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), options.secrets ?? []);
@@ -125,7 +133,16 @@ export class Gateway {
     this.started = true;
     this.epoch = this.drift.trustEpoch();
     const warmed = this.loadWarm();
-    const live = warmed.then(() => this.pool.start());
+    const live = warmed
+      .then((count) => {
+        this.coldDiscovery = count === 0;
+        return this.pool.start();
+      })
+      .finally(() => {
+        if (!this.coldDiscovery) return;
+        this.coldDiscovery = false;
+        this.rebuild();
+      });
     this.live = live;
     this.ready = warmed
       .then((count) => (count > 0 ? undefined : live))

@@ -1,0 +1,63 @@
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { describe, expect, it } from 'vitest';
+import type { Catalog } from '../../src/aggregate/catalog.js';
+import { parseConfigObject } from '../../src/config/index.js';
+import { Gateway } from '../../src/gateway.js';
+import { silentLogger } from '../../src/log.js';
+import type { Platform } from '../../src/platform.js';
+
+// Upstreams over in-memory transports that answer one after another, 20 ms apart.
+function staggeredPlatform(): Platform {
+  let n = 0;
+  return {
+    fetch,
+    runtime: 'test',
+    now: Date.now,
+    log: silentLogger,
+    connectStdio: (spec): Transport => {
+      const [client, server] = InMemoryTransport.createLinkedPair();
+      const mcp = new McpServer({ name: spec.server, version: '1' });
+      mcp.registerTool('t', { description: `tool of ${spec.server}` }, async () => ({ content: [] }));
+      const delay = 20 * n++;
+      const start = client.start.bind(client);
+      client.start = async () => {
+        await mcp.connect(server);
+        await new Promise((r) => setTimeout(r, delay));
+        await start();
+      };
+      return client;
+    },
+  };
+}
+
+describe('cold start', () => {
+  it('builds the catalog once, when every first attempt has settled, not once per upstream', async () => {
+    const servers = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`s${i}`, { command: 'x' }]));
+    const parsed = parseConfigObject({ mcpServers: servers }, {});
+    if (!parsed.ok) throw new Error('config');
+    const gateway = new Gateway({ config: parsed.config, platform: staggeredPlatform(), version: 't' });
+    const published: Catalog[] = [];
+    gateway.onCatalogChange((c) => published.push(c));
+    try {
+      await gateway.start();
+      expect(published).toHaveLength(1);
+      expect(published[0]!.entries.map((e) => e.name).sort()).toEqual([
+        's0__t',
+        's1__t',
+        's2__t',
+        's3__t',
+        's4__t',
+      ]);
+      expect(gateway.catalog).toBe(published[0]);
+      // After the start, a change is published at once again.
+      await gateway.pool.get('s2')!.close();
+      gateway.pool.get('s2')!.onChange();
+      expect(published).toHaveLength(2);
+      expect(published[1]!.entries.map((e) => e.name)).not.toContain('s2__t');
+    } finally {
+      await gateway.close();
+    }
+  });
+});
