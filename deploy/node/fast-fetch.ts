@@ -4,8 +4,7 @@
  * on the hot path. Every relayed tools/call goes through here, so each allocation counts.
  */
 import { setMaxListeners } from 'node:events';
-import { Readable } from 'node:stream';
-import type { Agent } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import { ManifoldError } from '../../src/errors.js';
 
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
@@ -44,37 +43,154 @@ export function fastFetch(agent: Agent, slow: typeof fetch, maxBodyBytes: number
     const headers = lowercased(init?.headers);
     // The body is read whole below; ask for it uncompressed so its bytes are what they say.
     headers['accept-encoding'] = 'identity';
+    return exchange(
+      agent,
+      {
+        origin,
+        path,
+        method: (init?.method ?? 'GET') as 'GET',
+        headers,
+        ...(typeof body === 'string' ? { body } : {}),
+      },
+      init?.signal ?? undefined,
+      maxBodyBytes,
+    );
+  }) as typeof fetch;
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
+}
+
+/**
+ * One request through undici's dispatcher interface, which hands each response part to a handler
+ * (no intermediate body stream, no promise per chunk): a JSON answer is collected into a
+ * BufferedResponse, an event stream becomes a web stream with backpressure, a null-body status
+ * has no body. The signal aborts the request at any stage; its listener is removed at the end, so
+ * a caller may reuse a signal that never fired.
+ */
+function exchange(
+  agent: Agent,
+  options: Dispatcher.DispatchOptions,
+  signal: AbortSignal | undefined,
+  max: number,
+): Promise<Response> {
+  return new Promise<Response>((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(abortReason(signal));
+      return;
+    }
+    let controller: Dispatcher.DispatchController | undefined;
+    let headers: HeaderRecord = {};
+    let status = 200;
+    let abortedEarly: unknown;
+    let settled = false;
+    let stream: ReadableStreamDefaultController<Uint8Array> | undefined;
+    let chunks: Buffer[] | undefined;
+    let size = 0;
+    const onAbort = () => {
+      const reason = abortReason(signal!);
+      if (controller) controller.abort(reason as Error);
+      else {
+        // Still queued: settle now, and abort when a connection picks it up.
+        abortedEarly = reason;
+        fail(reason);
+      }
+    };
     // MCP transports pass one long-lived signal with every request; each in-flight request adds
     // a listener to it, so concurrency past ten would warn of a leak that is not one.
-    const signal = init?.signal;
     if (signal && !unlimited.has(signal)) {
       setMaxListeners(0, signal);
       unlimited.add(signal);
     }
-    const res = await agent.request({
-      origin,
-      path,
-      method: (init?.method ?? 'GET') as 'GET',
-      headers,
-      ...(typeof body === 'string' ? { body } : {}),
-      ...(signal ? { signal } : {}),
+    signal?.addEventListener('abort', onAbort);
+    const done = () => signal?.removeEventListener('abort', onAbort);
+    const fail = (error: unknown) => {
+      done();
+      if (!settled) {
+        settled = true;
+        reject(error);
+      } else {
+        try {
+          stream?.error(error);
+        } catch {
+          // already closed
+        }
+      }
+    };
+    agent.dispatch(options, {
+      onRequestStart(c) {
+        controller = c;
+        if (abortedEarly !== undefined) c.abort(abortedEarly as Error);
+      },
+      onResponseStart(c, statusCode, raw) {
+        headers = raw as HeaderRecord;
+        status = statusCode;
+        if (NULL_BODY.has(status)) {
+          settled = true;
+          resolve(new Response(null, { status, headers: toHeaders(headers) }));
+          return;
+        }
+        const type = headers['content-type'];
+        if (typeof type === 'string' && type.toLowerCase().includes('text/event-stream')) {
+          const body = new ReadableStream<Uint8Array>({
+            start(s) {
+              stream = s;
+            },
+            pull() {
+              if (c.paused) c.resume();
+            },
+            cancel(reason) {
+              c.abort(reason instanceof Error ? reason : new Error('the reader cancelled the stream'));
+            },
+          });
+          settled = true;
+          resolve(new Response(body, { status, headers: toHeaders(headers) }));
+          return;
+        }
+        const declared = headers['content-length'];
+        if (typeof declared === 'string' && /^[0-9]+$/.test(declared) && Number(declared) > max) {
+          c.abort(tooLarge(max));
+          return;
+        }
+        chunks = [];
+      },
+      onResponseData(c, chunk) {
+        if (stream) {
+          stream.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+          if ((stream.desiredSize ?? 1) <= 0) c.pause();
+          return;
+        }
+        if (!chunks) return;
+        size += chunk.byteLength;
+        if (size > max) {
+          chunks = undefined;
+          c.abort(tooLarge(max));
+          return;
+        }
+        chunks.push(chunk);
+      },
+      onResponseEnd() {
+        done();
+        if (stream) {
+          try {
+            stream.close();
+          } catch {
+            // cancelled by its reader
+          }
+          return;
+        }
+        if (settled || !chunks) return;
+        settled = true;
+        const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+        const record: HeaderRecord = { ...headers, 'content-length': String(buf.byteLength) };
+        resolve(new BufferedResponse(buf, status, new RecordHeaders(record)) as unknown as Response);
+      },
+      onResponseError(_c, error) {
+        fail(error);
+      },
     });
-    const status = res.statusCode;
-    if (NULL_BODY.has(status)) {
-      res.body.resume();
-      return new Response(null, { status, headers: toHeaders(res.headers) });
-    }
-    const type = res.headers['content-type'];
-    if (typeof type === 'string' && type.toLowerCase().includes('text/event-stream')) {
-      return new Response(Readable.toWeb(res.body) as ReadableStream<Uint8Array>, {
-        status,
-        headers: toHeaders(res.headers),
-      });
-    }
-    const buf = await readCapped(res.body, res.headers['content-length'], maxBodyBytes);
-    const record: HeaderRecord = { ...res.headers, 'content-length': String(buf.byteLength) };
-    return new BufferedResponse(buf, status, new RecordHeaders(record)) as unknown as Response;
-  }) as typeof fetch;
+  });
 }
 
 function lowercased(given: HeadersInit | undefined): Record<string, string> {
@@ -97,35 +213,6 @@ function tooLarge(max: number): ManifoldError {
     'ERR_UPSTREAM_BODY_TOO_LARGE',
     `the upstream response exceeded maxUpstreamBodyBytes (${max} bytes)`,
   );
-}
-
-type Body = Awaited<ReturnType<Agent['request']>>['body'];
-
-/**
- * The whole body, refused past `max`. A declared length is checked before reading and then bounds
- * the read (HTTP framing ends the body there); without one, bytes are counted as they arrive.
- */
-async function readCapped(body: Body, declared: HeaderRecord[string], max: number): Promise<Buffer> {
-  const length = typeof declared === 'string' && /^[0-9]+$/.test(declared) ? Number(declared) : undefined;
-  if (length !== undefined) {
-    if (length > max) {
-      body.destroy();
-      throw tooLarge(max);
-    }
-    const bytes = await body.bytes();
-    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += (chunk as Buffer).byteLength;
-    if (size > max) {
-      body.destroy();
-      throw tooLarge(max);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
 function toHeaders(record: HeaderRecord): Headers {

@@ -1,0 +1,155 @@
+import { getEventListeners } from 'node:events';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeEgressFetch } from '../../deploy/node/egress.js';
+
+// The Node egress fetch over undici's dispatcher (deploy/node/fast-fetch.ts), against a real
+// loopback server whose routes script each answer.
+const CAP = 64 * 1024;
+let server: Server;
+let base: string;
+let f: typeof fetch;
+const closed: string[] = [];
+const streams = new Map<string, ServerResponse>();
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const path = req.url ?? '/';
+    res.on('close', () => closed.push(path));
+    if (path === '/json') {
+      const body = JSON.stringify({
+        ok: true,
+        accept: req.headers['accept-encoding'],
+        x: req.headers['x-key'],
+      });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    } else if (path === '/chunked-big') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const piece = 'x'.repeat(8192);
+      let sent = 0;
+      const timer = setInterval(() => {
+        if (res.destroyed || sent > 40) return clearInterval(timer);
+        res.write(piece);
+        sent++;
+      }, 1);
+    } else if (path === '/declared-big') {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(CAP + 1) });
+      res.write('{');
+    } else if (path === '/empty') {
+      res.writeHead(204).end();
+    } else if (path.startsWith('/sse')) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: first\n\n');
+      streams.set(path, res);
+    } else if (path === '/slow') {
+      // Headers only after a while: long enough to abort before the response starts.
+      setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'), 500);
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  base = `http://127.0.0.1:${port}`;
+  f = nodeEgressFetch({ allowedHosts: [`127.0.0.1:${port}`], maxUpstreamBodyBytes: CAP });
+});
+
+afterAll(async () => {
+  for (const s of streams.values()) s.destroy();
+  await new Promise((r) => server.close(r));
+});
+
+async function until(check: () => boolean, what: string) {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  if (!check()) throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('Node egress fetch (undici dispatcher)', () => {
+  it('a JSON answer: status, headers by any case, its length, the body once; headers sent lowercased, uncompressed', async () => {
+    const r = await f(`${base}/json`, { method: 'POST', headers: { 'X-Key': 'k1' }, body: '{}' });
+    expect(r.status).toBe(200);
+    expect(r.ok).toBe(true);
+    expect(r.headers.get('Content-Type')).toBe('application/json');
+    const text = await r.clone().text();
+    expect(Number(r.headers.get('content-length'))).toBe(Buffer.byteLength(text));
+    expect(await r.json()).toEqual({ ok: true, accept: 'identity', x: 'k1' });
+    await expect(r.text()).rejects.toThrow(/already been read/);
+    expect([...r.headers.keys()]).toContain('content-type');
+  });
+
+  it('a body past the cap is refused: without a length while it streams, with one before reading', async () => {
+    await expect(f(`${base}/chunked-big`)).rejects.toMatchObject({ code: 'ERR_UPSTREAM_BODY_TOO_LARGE' });
+    await expect(f(`${base}/declared-big`)).rejects.toMatchObject({ code: 'ERR_UPSTREAM_BODY_TOO_LARGE' });
+    // The upstream's connection was cut, not read to the end.
+    await until(() => closed.includes('/chunked-big') && closed.includes('/declared-big'), 'both closed');
+  });
+
+  it('a null-body status has no body', async () => {
+    const r = await f(`${base}/empty`);
+    expect(r.status).toBe(204);
+    expect(r.body).toBeNull();
+  });
+
+  it('an event stream is a stream: events arrive while the answer is still open', async () => {
+    const r = await f(`${base}/sse-a`);
+    expect(r.headers.get('content-type')).toBe('text/event-stream');
+    const reader = r.body!.getReader();
+    const decoder = new TextDecoder();
+    expect(decoder.decode((await reader.read()).value)).toBe('data: first\n\n');
+    streams.get('/sse-a')!.write('data: second\n\n');
+    expect(decoder.decode((await reader.read()).value)).toBe('data: second\n\n');
+    streams.get('/sse-a')!.end();
+    expect((await reader.read()).done).toBe(true);
+  });
+
+  it('an event stream read slowly loses nothing (backpressure pauses the socket, reading resumes it)', async () => {
+    const r = await f(`${base}/sse-b`);
+    const res = streams.get('/sse-b')!;
+    const event = `data: ${'y'.repeat(1000)}\n\n`;
+    for (let i = 0; i < 300; i++) res.write(event);
+    res.end();
+    const reader = r.body!.getReader();
+    let bytes = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      bytes += value.byteLength;
+      await new Promise((r2) => setImmediate(r2));
+    }
+    expect(bytes).toBe('data: first\n\n'.length + 300 * event.length);
+  });
+
+  it('aborting mid-stream errors the stream with the reason and closes the connection', async () => {
+    const ac = new AbortController();
+    const r = await f(`${base}/sse-c`, { signal: ac.signal });
+    const reader = r.body!.getReader();
+    await reader.read();
+    ac.abort(new Error('enough'));
+    await expect(reader.read()).rejects.toThrow('enough');
+    await until(() => closed.includes('/sse-c'), 'sse-c closed');
+  });
+
+  it('aborting before the answer starts rejects with the reason at once', async () => {
+    const ac = new AbortController();
+    const p = f(`${base}/slow`, { signal: ac.signal });
+    setTimeout(() => ac.abort(new Error('gave up')), 20);
+    await expect(p).rejects.toThrow('gave up');
+    await expect(f(`${base}/json`, { signal: ac.signal })).rejects.toThrow('gave up');
+  });
+
+  it('a finished request leaves no listener on its signal, so a signal that never fired can be reused', async () => {
+    const ac = new AbortController();
+    for (let i = 0; i < 3; i++) {
+      const r = await f(`${base}/json`, { method: 'POST', body: '{}', signal: ac.signal });
+      await r.json();
+      expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
+    }
+    const r = await f(`${base}/sse-d`, { signal: ac.signal });
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(1);
+    streams.get('/sse-d')!.end();
+    await r.text();
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
+  });
+});
