@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+// What one idle downstream session costs the gateway: the gateway runs in this process (started
+// with --expose-gc), N sessions are opened over loopback HTTP, and the JS heap plus external
+// memory is compared after full collections. RSS is far too coarse for this (it moves by tens of
+// MB with the collector's heap sizing). Options as JSON in argv[2]: { config, token, sessions }.
+// Prints one JSON line: { sessions, bytesPerSession, before, after }.
+import { resolveJwksFile } from '../../dist/deploy/node/load.js';
+import { startGateway } from '../../dist/deploy/node/serve.js';
+import { parseConfigObject } from '../../dist/src/config/index.js';
+import { silentLogger } from '../../dist/src/log.js';
+
+if (typeof globalThis.gc !== 'function') throw new Error('run with --expose-gc');
+const o = JSON.parse(process.argv[2]);
+const parsed = parseConfigObject(o.config, process.env);
+if (!parsed.ok) throw new Error(`config: ${JSON.stringify(parsed.errors)}`);
+const config = parsed.config;
+const jwksIssue = resolveJwksFile(config);
+if (jwksIssue) throw new Error(`config: ${jwksIssue.message}`);
+config.gateway.port = 0;
+const gw = await startGateway({ config, log: silentLogger, version: 'bench', waitReady: true });
+
+const used = () => {
+  for (let i = 0; i < 4; i++) globalThis.gc();
+  const m = process.memoryUsage();
+  return m.heapUsed + m.external;
+};
+const headers = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  authorization: `Bearer ${o.token}`,
+};
+const init = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } },
+});
+const open = async () => {
+  const r = await fetch(gw.url, { method: 'POST', headers, body: init });
+  await r.text();
+  if (r.status !== 200 || !r.headers.get('mcp-session-id')) throw new Error(`initialize: ${r.status}`);
+};
+// Warm every path first, at the same concurrency (code, caches, and the 50 keep-alive
+// connections on both sides, which would otherwise be counted as session cost), then measure.
+for (let i = 0; i < 2; i++) await Promise.all(Array.from({ length: 50 }, open));
+const before = used();
+for (let i = 0; i < o.sessions; i += 50) {
+  await Promise.all(Array.from({ length: Math.min(50, o.sessions - i) }, open));
+}
+const after = used();
+process.stdout.write(
+  `${JSON.stringify({ sessions: o.sessions, bytesPerSession: Math.round((after - before) / o.sessions), before, after })}\n`,
+);
+await gw.stop();
+process.exit(0);
