@@ -27,6 +27,9 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     expect(json.context.withBudget.bytes).toBeLessThan(json.context.withoutBudget.bytes);
     expect(json.coldStart.gateway.map((g: { upstreams: number }) => g.upstreams)).toEqual([1, 10]);
     expect(json.memory.rssSeriesMb.length).toBe(6);
+    // Measured on the heap after full collections in a gateway started for it.
+    expect(json.memory.idleSessionBytes).toBeGreaterThan(0);
+    expect(json.throughputC16.B2.rounds).toBe(1);
     expect(Object.keys(json.targets).sort()).toEqual([
       'addedLatency',
       'coldStart',
