@@ -1,10 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { DirectCaller } from '../../src/upstream/direct-call.js';
+import { type Fixture, type FixtureEvent, health, startFixture } from '../helpers/fixture.js';
 import {
   connectClient,
   eventually,
@@ -12,7 +11,6 @@ import {
   type Spawned,
   startEverythingHttp,
   startTestGateway,
-  stopChild,
   type TestGateway,
 } from '../helpers/harness.js';
 
@@ -22,53 +20,6 @@ import {
 
 const SCRIPTED = resolve(ROOT, 'test/fixtures/scripted-http.mjs');
 
-interface FixtureEvent {
-  event: string;
-  [k: string]: unknown;
-}
-
-interface Fixture {
-  child: ChildProcess;
-  port: number;
-  url: string;
-  events: FixtureEvent[];
-  stop(): Promise<void>;
-}
-
-/** Starts a fixture that prints JSON lines on stdout, the first `{"event":"listening","port":N}`. */
-async function startFixture(script: string, env: Record<string, string> = {}): Promise<Fixture> {
-  const child = spawn(process.execPath, [script], {
-    env: { ...process.env, PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const events: FixtureEvent[] = [];
-  const lines = createInterface({ input: child.stdout! });
-  lines.on('line', (line) => {
-    try {
-      events.push(JSON.parse(line) as FixtureEvent);
-    } catch {
-      // not ours
-    }
-  });
-  await eventually(() => events.some((e) => e.event === 'listening'), `${script} listening`);
-  const port = Number(events.find((e) => e.event === 'listening')!.port);
-  return { child, port, url: `http://127.0.0.1:${port}/mcp`, events, stop: () => stopChild(child) };
-}
-
-interface UpstreamHealth {
-  name: string;
-  state: string;
-  tools: number;
-  lastError?: string;
-}
-
-async function health(gw: TestGateway): Promise<Record<string, UpstreamHealth>> {
-  const h = (await (await fetch(gw.url.replace('/mcp', '/healthz'))).json()) as {
-    upstreams: UpstreamHealth[];
-  };
-  return Object.fromEntries(h.upstreams.map((u) => [u.name, u]));
-}
-
 /** The fixture's `call` event for the call tagged `tag` (waits for it). */
 async function callEvent(fixture: Fixture, tag: string): Promise<FixtureEvent> {
   await eventually(() => fixture.events.some((e) => e.event === 'call' && e.tag === tag), `call ${tag}`);
@@ -77,6 +28,18 @@ async function callEvent(fixture: Fixture, tag: string): Promise<FixtureEvent> {
 
 function has(fixture: Fixture, match: (e: FixtureEvent) => boolean): boolean {
   return fixture.events.some(match);
+}
+
+/** The upstream got notifications/cancelled for the call `id`, and saw its request closed. */
+async function cancelledAndAborted(fixture: Fixture, id: unknown) {
+  await eventually(
+    () => has(fixture, (ev) => ev.event === 'cancelled' && ev.requestId === id),
+    'notifications/cancelled upstream',
+  );
+  await eventually(
+    () => has(fixture, (ev) => ev.event === 'request-closed' && ev.id === id),
+    'the upstream request closed',
+  );
 }
 
 /** Rejection of a tools/call through the gateway, as the McpError the client got. */
@@ -96,31 +59,47 @@ function text(res: unknown): string {
 
 const MANIFOLD_ID = /^manifold:\d+$/;
 
+/**
+ * A gateway in front of the scripted fixture, the fixture named `name`, and a client on it: one
+ * per describe block. `stillConnected` checks that the upstream is still the connection made at
+ * start (ready, never reconnected).
+ */
+function scripted(name: string, gateway: Record<string, unknown>, server: Record<string, unknown>) {
+  let running: { fixture: Fixture; gw: TestGateway; client: Client } | undefined;
+  return {
+    async start() {
+      const fixture = await startFixture(SCRIPTED);
+      const gw = await startTestGateway({
+        gateway: { allowedHosts: [`127.0.0.1:${fixture.port}`], ...gateway },
+        mcpServers: { [name]: { url: fixture.url, ...server } },
+      });
+      running = { fixture, gw, client: await connectClient(gw.url) };
+      return running;
+    },
+    async stop() {
+      await running?.client.close();
+      await running?.gw.stop();
+      await running?.fixture.stop();
+    },
+    async stillConnected() {
+      const { fixture, gw } = running!;
+      expect((await health(gw))[name]).toMatchObject({ state: 'ready', tools: 12 });
+      expect(fixture.events.filter((e) => e.event === 'initialize')).toHaveLength(1);
+      expect(gw.logs.filter((l) => l.event === 'upstream.ready' && l.server === name)).toHaveLength(1);
+    },
+  };
+}
+
 describe('direct tools/call: answers of a scripted streamable-HTTP upstream', () => {
   let fixture: Fixture;
   let gw: TestGateway;
   let client: Client;
-
+  const setup = scripted('s', {}, { timeoutMs: 10_000 });
   beforeAll(async () => {
-    fixture = await startFixture(SCRIPTED);
-    gw = await startTestGateway({
-      gateway: { allowedHosts: [`127.0.0.1:${fixture.port}`] },
-      mcpServers: { s: { url: fixture.url, timeoutMs: 10_000 } },
-    });
-    client = await connectClient(gw.url);
+    ({ fixture, gw, client } = await setup.start());
   });
-  afterAll(async () => {
-    await client?.close();
-    await gw?.stop();
-    await fixture?.stop();
-  });
-
-  /** The upstream is still the connection made at start: ready, never reconnected. */
-  async function stillConnected() {
-    expect((await health(gw)).s).toMatchObject({ state: 'ready', tools: 12 });
-    expect(fixture.events.filter((e) => e.event === 'initialize')).toHaveLength(1);
-    expect(gw.logs.filter((l) => l.event === 'upstream.ready' && l.server === 's')).toHaveLength(1);
-  }
+  afterAll(() => setup.stop());
+  const stillConnected = () => setup.stillConnected();
 
   it('sends the call with a manifold:<n> string id on the negotiated session and protocol version', async () => {
     const res = await client.callTool({ name: 's__echo', arguments: { tag: 'first' } });
@@ -276,44 +255,19 @@ describe('direct tools/call: deadlines (timeoutMs 300, maxCallTimeoutMs 1500)', 
   let fixture: Fixture;
   let gw: TestGateway;
   let client: Client;
-
+  const setup = scripted('t', { callTimeoutMs: 300, maxCallTimeoutMs: 1500 }, { timeoutMs: 300 });
   beforeAll(async () => {
-    fixture = await startFixture(SCRIPTED);
-    gw = await startTestGateway({
-      gateway: {
-        allowedHosts: [`127.0.0.1:${fixture.port}`],
-        callTimeoutMs: 300,
-        maxCallTimeoutMs: 1500,
-      },
-      mcpServers: { t: { url: fixture.url, timeoutMs: 300 } },
-    });
-    client = await connectClient(gw.url);
+    ({ fixture, gw, client } = await setup.start());
   });
-  afterAll(async () => {
-    await client?.close();
-    await gw?.stop();
-    await fixture?.stop();
-  });
-
-  async function stillConnected() {
-    expect((await health(gw)).t).toMatchObject({ state: 'ready', tools: 12 });
-    expect(fixture.events.filter((e) => e.event === 'initialize')).toHaveLength(1);
-    expect(gw.logs.filter((l) => l.event === 'upstream.ready' && l.server === 't')).toHaveLength(1);
-  }
+  afterAll(() => setup.stop());
+  const stillConnected = () => setup.stillConnected();
 
   it('idle timeout: the call fails, is cancelled upstream with its manifold: id, and its request is aborted', async () => {
     const e = await callError(client.callTool({ name: 't__hang', arguments: { tag: 'idle-1' } }));
     expect(e.message).toContain('timed out after 300 ms without progress');
     const call = await callEvent(fixture, 'idle-1');
     expect(call.id).toMatch(MANIFOLD_ID);
-    await eventually(
-      () => has(fixture, (ev) => ev.event === 'cancelled' && ev.requestId === call.id),
-      'notifications/cancelled upstream',
-    );
-    await eventually(
-      () => has(fixture, (ev) => ev.event === 'request-closed' && ev.id === call.id),
-      'the upstream request closed',
-    );
+    await cancelledAndAborted(fixture, call.id);
     await stillConnected();
   });
 
@@ -330,14 +284,7 @@ describe('direct tools/call: deadlines (timeoutMs 300, maxCallTimeoutMs 1500)', 
     expect(seen.length).toBeGreaterThan(3);
     const call = await callEvent(fixture, 'tick-1');
     expect(call.progressToken).toBe(call.id);
-    await eventually(
-      () => has(fixture, (ev) => ev.event === 'cancelled' && ev.requestId === call.id),
-      'notifications/cancelled upstream',
-    );
-    await eventually(
-      () => has(fixture, (ev) => ev.event === 'request-closed' && ev.id === call.id),
-      'the upstream request closed',
-    );
+    await cancelledAndAborted(fixture, call.id);
     await stillConnected();
   });
 

@@ -1,10 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Fixture, health, startFixture } from '../helpers/fixture.js';
 import {
   connectClient,
   eventually,
@@ -13,7 +12,6 @@ import {
   type Spawned,
   startEverythingHttp,
   startTestGateway,
-  stopChild,
   type TestGateway,
 } from '../helpers/harness.js';
 
@@ -22,54 +20,6 @@ import {
 
 const REDIRECT_SERVER = resolve(ROOT, 'test/fixtures/redirect-server.mjs');
 const HUGE_BODY_SERVER = resolve(ROOT, 'test/fixtures/huge-body-server.mjs');
-
-interface FixtureEvent {
-  event: string;
-  [k: string]: unknown;
-}
-
-interface Fixture {
-  child: ChildProcess;
-  port: number;
-  url: string;
-  events: FixtureEvent[];
-  stop(): Promise<void>;
-}
-
-/** Starts a fixture that prints JSON lines on stdout, the first `{"event":"listening","port":N}`. */
-async function startFixture(script: string, env: Record<string, string> = {}): Promise<Fixture> {
-  const child = spawn(process.execPath, [script], {
-    env: { ...process.env, PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const events: FixtureEvent[] = [];
-  const lines = createInterface({ input: child.stdout! });
-  lines.on('line', (line) => {
-    try {
-      events.push(JSON.parse(line) as FixtureEvent);
-    } catch {
-      // not ours
-    }
-  });
-  await eventually(() => events.some((e) => e.event === 'listening'), `${script} listening`);
-  const port = Number(events.find((e) => e.event === 'listening')!.port);
-  return { child, port, url: `http://127.0.0.1:${port}/mcp`, events, stop: () => stopChild(child) };
-}
-
-interface UpstreamHealth {
-  name: string;
-  state: string;
-  tools: number;
-  rule?: string;
-  lastError?: string;
-}
-
-async function health(gw: TestGateway): Promise<Record<string, UpstreamHealth>> {
-  const h = (await (await fetch(gw.url.replace('/mcp', '/healthz'))).json()) as {
-    upstreams: UpstreamHealth[];
-  };
-  return Object.fromEntries(h.upstreams.map((u) => [u.name, u]));
-}
 
 describe('egress: an HTTP upstream on loopback that is listed in allowedHosts', () => {
   let everything: Spawned;
