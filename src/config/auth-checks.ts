@@ -3,7 +3,13 @@
  * algorithm list and the resource indicator. Each reports its own errors; none shows a secret.
  */
 import { isLoopbackHost } from './bind.js';
-import { JWS_ALGORITHMS, type KeySource, MIN_SECRET_BYTES, SYMMETRIC_ALGORITHMS } from './defaults.js';
+import {
+  JWS_ALGORITHMS,
+  type KeySource,
+  MIN_SECRET_BYTES,
+  OPT_IN_ALGORITHMS,
+  SYMMETRIC_ALGORITHMS,
+} from './defaults.js';
 import { error, type Findings, isTainted } from './findings.js';
 import { showValue } from './issues.js';
 import { formatPath, type PathSegment } from './paths.js';
@@ -95,7 +101,7 @@ export function checkAlgorithms(
   source: KeySource | undefined,
   base: PathSegment[],
 ): string[] {
-  const known = JWS_ALGORITHMS as readonly string[];
+  const known: readonly string[] = [...JWS_ALGORITHMS, ...OPT_IN_ALGORITHMS];
   const symmetric = SYMMETRIC_ALGORITHMS as readonly string[];
   const out: string[] = [];
   algorithms.forEach((alg, i) => {
@@ -115,7 +121,7 @@ export function checkAlgorithms(
       error(
         f,
         path,
-        `expected a JWS algorithm (RS256/384/512, PS256/384/512, ES256/384/512, EdDSA or HS256/384/512), got ${showValue(alg, tainted)}`,
+        `expected a JWS algorithm (RS256/384/512, PS256/384/512, ES256/384/512, EdDSA, Ed25519 or HS256/384/512), got ${showValue(alg, tainted)}`,
         near
           ? `write ${JSON.stringify(near)}; algorithm names are case-sensitive`
           : 'write an algorithm name such as "ES256"',

@@ -67,6 +67,11 @@ export const ASYMMETRIC_ALGORITHMS = [
 ] as const;
 export const SYMMETRIC_ALGORITHMS = ['HS256', 'HS384', 'HS512'] as const;
 export const JWS_ALGORITHMS = [...ASYMMETRIC_ALGORITHMS, ...SYMMETRIC_ALGORITHMS] as const;
+/**
+ * Accepted when listed, never a default: RFC 9864's fully specified `Ed25519`, the same key and
+ * signature scheme as `EdDSA` (which stays the default for Ed25519 keys).
+ */
+export const OPT_IN_ALGORITHMS = ['Ed25519'] as const;
 
 /** The four ways to give the verification key; exactly one must be set. */
 export const KEY_SOURCES = ['jwksUrl', 'jwksFile', 'publicKey', 'secret'] as const;

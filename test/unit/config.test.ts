@@ -1556,6 +1556,17 @@ describe('gateway.auth: algorithms', () => {
     expect(JWS_ALGORITHMS).toHaveLength(13);
   });
 
+  it("accepts RFC 9864's Ed25519 when listed (never a default), for public-key sources only", () => {
+    expect(authOf(algs(['Ed25519'])).algorithms).toEqual(['Ed25519']);
+    expect(authOf(algs(['EdDSA', 'Ed25519'], { publicKey: PEM })).algorithms).toEqual(['EdDSA', 'Ed25519']);
+    expect(errorsOf(algs(['Ed25519'], { secret: SECRET_32 }))).toEqual([
+      'gateway.auth.algorithms[0]: "Ed25519" needs a public key, but the key source is "secret"',
+    ]);
+    expect(one(failed(algs(['ed25519'])).errors, 'gateway.auth.algorithms[0]').fix).toBe(
+      'write "Ed25519"; algorithm names are case-sensitive',
+    );
+  });
+
   it('A5: "none" is never allowed, in any case', () => {
     for (const none of ['none', 'None', 'NONE']) {
       const issue = one(failed(algs(['ES256', none])).errors, 'gateway.auth.algorithms[1]');

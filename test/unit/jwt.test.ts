@@ -225,6 +225,13 @@ describe('createVerifier: construction', () => {
     const ed = await generateKeyPair('EdDSA');
     const vEd = createVerifier({ auth: authConfig({ publicKey: await exportSPKI(ed.publicKey) }), fetch });
     await expect(vEd(await mint(ed.privateKey, { alg: 'EdDSA' }))).resolves.toBeTruthy();
+    // RFC 9864's fully specified name for the same scheme: only when configured.
+    await unauthorized(vEd(await mint(ed.privateKey, { alg: 'Ed25519' })), 'ERR_JOSE_ALG_NOT_ALLOWED');
+    const vEd25519 = createVerifier({
+      auth: authConfig({ publicKey: await exportSPKI(ed.publicKey), algorithms: ['Ed25519'] }),
+      fetch,
+    });
+    await expect(vEd25519(await mint(ed.privateKey, { alg: 'Ed25519' }))).resolves.toBeTruthy();
 
     const hs = createVerifier({ auth: authConfig({ secret: 's'.repeat(32) }), fetch });
     await expect(
