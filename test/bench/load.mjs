@@ -3,6 +3,7 @@
 //   mode "throughput": autocannon, `connections` concurrent, for `duration` s or `amount` requests.
 //   mode "latency": one request at a time over a kept-alive undici connection, timed with
 //   hrtime (autocannon's histogram has whole-millisecond resolution, too coarse for a proxy hop).
+//   With `samples: true` the sorted samples (µs) come back too, for merging rounds.
 import autocannon from 'autocannon';
 import { Client } from 'undici';
 
@@ -36,7 +37,7 @@ if (o.mode === 'latency') {
   await client.close();
   samples.sort((a, b) => a - b);
   process.stdout.write(
-    `${JSON.stringify({ requests: n, errors, p50Us: pct(samples, 50), p90Us: pct(samples, 90), p99Us: pct(samples, 99) })}\n`,
+    `${JSON.stringify({ requests: n, errors, p50Us: pct(samples, 50), p90Us: pct(samples, 90), p99Us: pct(samples, 99), ...(o.samples ? { samples } : {}) })}\n`,
   );
 } else {
   const result = await autocannon({

@@ -230,20 +230,43 @@ async function main() {
   results.latencyC1 = {};
   results.throughputC16 = {};
   results.cpuPerCallUs = {};
-  for (const [name, t] of Object.entries(targets)) {
-    log('latency', name);
-    results.latencyC1[name] = await load({
-      mode: 'latency',
-      url: t.url,
-      headers: t.headers,
-      body: t.body,
-      duration: D,
-    });
-  }
-  // Throughput in alternating rounds (B0, B1, B2, B0, ...), each path D seconds in all: this
-  // 2-core VM's speed drifts by a third over minutes, and back-to-back phases would compare B2
-  // measured in a slow minute with B1 measured in a fast one.
+  // Latency and throughput run in alternating rounds (B0, B1, B2, B0, ...), each path D seconds
+  // in all: this 2-core VM's speed drifts by a third over minutes, and back-to-back phases would
+  // compare B2 measured in a slow minute with B1 measured in a fast one.
   const ROUNDS = smoke ? 1 : 5;
+  const latencySamples = Object.fromEntries(
+    Object.keys(targets).map((k) => [k, { samples: [], requests: 0, errors: 0 }]),
+  );
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, t] of Object.entries(targets)) {
+      log('latency', name, `round ${round + 1}/${ROUNDS}`);
+      const r = await load({
+        mode: 'latency',
+        url: t.url,
+        headers: t.headers,
+        body: t.body,
+        duration: D / ROUNDS,
+        warmup: 20,
+        samples: true,
+      });
+      const acc = latencySamples[name];
+      acc.samples.push(...r.samples);
+      acc.requests += r.requests;
+      acc.errors += r.errors;
+    }
+  }
+  for (const [name, acc] of Object.entries(latencySamples)) {
+    const sorted = acc.samples.sort((a, b) => a - b);
+    const pct = (p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+    results.latencyC1[name] = {
+      requests: acc.requests,
+      errors: acc.errors,
+      rounds: ROUNDS,
+      p50Us: pct(50),
+      p90Us: pct(90),
+      p99Us: pct(99),
+    };
+  }
   const acc = Object.fromEntries(
     Object.keys(targets).map((k) => [
       k,
@@ -311,7 +334,8 @@ async function main() {
     }
     return low;
   };
-  const chunk = MEMORY_CALLS / 5;
+  const CHUNKS = 10;
+  const chunk = MEMORY_CALLS / CHUNKS;
   await load({
     mode: 'throughput',
     url: b2.url,
@@ -321,7 +345,7 @@ async function main() {
     amount: chunk,
   });
   const series = [await settledRss()];
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < CHUNKS; i++) {
     await load({
       mode: 'throughput',
       url: b2.url,
@@ -332,10 +356,11 @@ async function main() {
     });
     series.push(await settledRss());
   }
-  // A leak raises the floor of every later reading; the collector's slack shows as a one-off
-  // spike. So growth compares the lower of the first two readings with the lower of the last two.
-  const rss0 = Math.min(series[0], series[1]);
-  const rss1 = Math.min(series[series.length - 2], series[series.length - 1]);
+  // A leak raises the floor of every later reading; the collector's slack shows as one-off
+  // spikes (RSS stays wherever a chunk's garbage collections left it, ±20 MB here). So growth
+  // compares the lowest of the first three readings with the lowest of the last three.
+  const rss0 = Math.min(...series.slice(0, 3));
+  const rss1 = Math.min(...series.slice(-3));
   // Idle sessions: measured on the JS heap (plus external memory) after full collections, in a
   // gateway started for it with --expose-gc; RSS moves by tens of MB with heap sizing alone.
   const sessionCost = await new Promise((res, rej) => {
@@ -512,7 +537,7 @@ function markdown(r) {
   const t = r.targets;
   return `# Benchmark results
 
-${r.date}${r.smoke ? ' (smoke run: durations too short to judge)' : ''}. Machine: ${r.machine.cpus} cores (${r.machine.model}), Node ${r.machine.node}. ${r.phaseSeconds} s per phase; throughput in alternating rounds (B0, B1, B2, B0, …), ${r.phaseSeconds} s per path in all.
+${r.date}${r.smoke ? ' (smoke run: durations too short to judge)' : ''}. Machine: ${r.machine.cpus} cores (${r.machine.model}), Node ${r.machine.node}. ${r.phaseSeconds} s per phase; latency and throughput in alternating rounds (B0, B1, B2, B0, …), ${r.phaseSeconds} s per path in all.
 
 B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on.
 
@@ -526,7 +551,7 @@ ${rows.join('\n')}
 | Throughput c=16: B2 ≥ 50% of B1 | ${(t.throughput.ratio * 100).toFixed(0)}% | ${t.throughput.pass ? 'yes' : 'no'} |
 | Cached tools/list, ${r.toolsList.tools} tools / 10 upstreams: p50 ≤ 2 ms | ${f(r.toolsList.p50Us)} µs | ${t.toolsList.pass ? 'yes' : 'no'} |
 | Cold start, 10 stdio upstreams: ≤ slowest single + 200 ms | ${r.coldStart.gateway[1].discoveryMs} ms (slowest single ${r.coldStart.slowestSingleMs} ms) | ${t.coldStart.pass ? 'yes' : 'no'} |
-| Memory: ≤ 10 MB over ${r.memory.calls} calls; idle session ≤ 10 KB | ${r.memory.growthMb >= 0 ? '+' : ''}${r.memory.growthMb} MB (settled RSS after each fifth: ${r.memory.rssSeriesMb.join(', ')} MB); ${r.memory.idleSessionBytes} B per idle session (heap after GC) | ${t.memory.pass ? 'yes' : 'no'} |
+| Memory: ≤ 10 MB over ${r.memory.calls} calls; idle session ≤ 10 KB | ${r.memory.growthMb >= 0 ? '+' : ''}${r.memory.growthMb} MB (settled RSS after each tenth: ${r.memory.rssSeriesMb.join(', ')} MB); ${r.memory.idleSessionBytes} B per idle session (heap after GC) | ${t.memory.pass ? 'yes' : 'no'} |
 
 Context: a 900-tool catalog's tools/list is ${r.context.withBudget.bytes} bytes with the default disclosure budget and ${r.context.withoutBudget.bytes} bytes without it (${(100 - (100 * r.context.withBudget.bytes) / r.context.withoutBudget.bytes).toFixed(0)}% smaller).
 `;

@@ -26,7 +26,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     expect(json.context.withoutBudget.tools).toBe(900);
     expect(json.context.withBudget.bytes).toBeLessThan(json.context.withoutBudget.bytes);
     expect(json.coldStart.gateway.map((g: { upstreams: number }) => g.upstreams)).toEqual([1, 10]);
-    expect(json.memory.rssSeriesMb.length).toBe(6);
+    expect(json.memory.rssSeriesMb.length).toBe(11);
     // Measured on the heap after full collections in a gateway started for it.
     expect(json.memory.idleSessionBytes).toBeGreaterThan(0);
     expect(json.throughputC16.B2.rounds).toBe(1);
