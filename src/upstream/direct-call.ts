@@ -65,6 +65,12 @@ interface Pending {
 const PREFIX = 'manifold:';
 /** Unused request signals kept for reuse (see `signals`). */
 const SPARE_SIGNALS = 64;
+/**
+ * Requests one signal serves at most. Node's fetch provably leaves no listener behind; a runtime
+ * whose fetch did would grow a reused signal's listener list, so each signal retires after this
+ * many (bounding any such growth while keeping almost all of the saving).
+ */
+export const MAX_SIGNAL_USES = 256;
 
 type Deliver = (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
 
@@ -106,6 +112,7 @@ export class DirectCaller {
    * signal clean (the fetch removes its listener), so it is reused.
    */
   private readonly signals: AbortController[] = [];
+  private readonly uses = new WeakMap<AbortController, number>();
 
   constructor(private readonly o: DirectCallerOptions) {}
 
@@ -150,6 +157,8 @@ export class DirectCaller {
         return;
       }
       const controller = this.signals.pop() ?? new AbortController();
+      const used = (this.uses.get(controller) ?? 0) + 1;
+      this.uses.set(controller, used);
       const started = this.o.now();
       let timer: ReturnType<typeof setTimeout> | undefined;
       let settled = false;
@@ -213,13 +222,22 @@ export class DirectCaller {
         },
       });
       arm();
-      this.post(message, controller.signal).then(
+      // The request is over and the call answered: a signal that never fired serves the next
+      // call. (A call still waiting, after a 202 or on a resumed stream, keeps its signal, since
+      // a timeout may yet abort it.) Runs as soon as the answer is read, before the caller
+      // resumes, so back-to-back calls share one signal.
+      const requestOver = () => {
+        if (
+          settled &&
+          !controller.signal.aborted &&
+          used < MAX_SIGNAL_USES &&
+          this.signals.length < SPARE_SIGNALS
+        ) {
+          this.signals.push(controller);
+        }
+      };
+      this.post(message, controller.signal, requestOver).then(
         (resumeFrom) => {
-          // The call is over and its signal never fired: keep it for the next one. A call still
-          // waiting (202, resumed stream) keeps its signal, since a timeout may yet abort it.
-          if (settled && !controller.signal.aborted && this.signals.length < SPARE_SIGNALS) {
-            this.signals.push(controller);
-          }
           // Answered, or a 202 (the answer comes on another stream; the timeout bounds the wait).
           if (settled || resumeFrom === undefined) return;
           // The server ended a resumable stream before answering: the SDK resumes it (GET with
@@ -258,6 +276,7 @@ export class DirectCaller {
   private async post(
     message: { id: string } & Record<string, unknown>,
     signal: AbortSignal,
+    requestOver: () => void,
   ): Promise<string | undefined> {
     const response = await this.o.fetch(this.o.url, {
       method: 'POST',
@@ -279,11 +298,15 @@ export class DirectCaller {
       for (const m of Array.isArray(data) ? data : [data]) this.receive(m);
       if (this.pending.has(message.id))
         throw new UpstreamProtocolError('the JSON answer did not answer the call');
+      requestOver();
       return undefined;
     }
     if (type === 'text/event-stream' && response.body) {
       const lastEventId = await this.readEvents(response.body);
-      if (!this.pending.has(message.id)) return undefined;
+      if (!this.pending.has(message.id)) {
+        requestOver();
+        return undefined;
+      }
       if (lastEventId !== undefined) return lastEventId;
       throw new UpstreamProtocolError('the upstream closed its event stream before answering');
     }

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { Cancellation } from '../../src/cancellation.js';
+import { silentLogger } from '../../src/log.js';
+import { DirectCaller, MAX_SIGNAL_USES } from '../../src/upstream/direct-call.js';
+
+// Which abort signal each direct call's request carries. The fetch here is a recording double that
+// answers like a JSON-mode upstream (the behaviour of real fetches with signals is tested in
+// fast-fetch.test.ts); what is under test is the caller's reuse policy.
+function caller(options: { hang?: (body: { params: { name: string } }) => boolean } = {}) {
+  const signals: AbortSignal[] = [];
+  const fetch = (async (_url: string, init: RequestInit) => {
+    signals.push(init.signal!);
+    const message = JSON.parse(String(init.body)) as { id: string; params: { name: string } };
+    if (options.hang?.(message)) {
+      return new Promise<Response>((_, reject) =>
+        init.signal!.addEventListener('abort', () => reject(init.signal!.reason), { once: true }),
+      );
+    }
+    return new Response(JSON.stringify({ jsonrpc: '2.0', id: message.id, result: { content: [] } }), {
+      headers: { 'content-type': 'application/json' },
+    });
+  }) as unknown as typeof globalThis.fetch;
+  const cancelled: string[] = [];
+  const direct = new DirectCaller({
+    url: 'http://upstream.test/mcp',
+    fetch,
+    headers: {},
+    endpoint: { sessionId: 's', protocolVersion: '2025-11-25', send: async () => {} },
+    deliver: () => {},
+    cancel: (id) => cancelled.push(id),
+    now: Date.now,
+    log: silentLogger,
+  });
+  const call = (name = 'echo', cancellation?: Cancellation) =>
+    direct.call({ name, arguments: {} }, { timeoutMs: 5_000, maxTotalMs: 5_000, cancellation });
+  return { call, signals, cancelled };
+}
+
+describe('direct calls: request signals', () => {
+  it('a finished call leaves its signal for the next one; each signal retires after MAX_SIGNAL_USES', async () => {
+    const { call, signals } = caller();
+    for (let i = 0; i < MAX_SIGNAL_USES + 1; i++) await call();
+    expect(new Set(signals.slice(0, MAX_SIGNAL_USES)).size).toBe(1);
+    expect(signals[MAX_SIGNAL_USES]).not.toBe(signals[0]);
+    expect(signals.every((s) => !s.aborted)).toBe(true);
+  });
+
+  it('concurrent calls each get their own signal', async () => {
+    const { call, signals } = caller();
+    await Promise.all([call(), call(), call()]);
+    expect(new Set(signals).size).toBe(3);
+  });
+
+  it('a cancelled call aborts its own request only, and its signal is never used again', async () => {
+    const { call, signals, cancelled } = caller({ hang: (m) => m.params.name === 'hang' });
+    await call();
+    const c = new Cancellation();
+    const hung = call('hang', c);
+    const other = call();
+    c.abort(new Error('cancelled by the client'));
+    await expect(hung).rejects.toThrow('cancelled by the client');
+    await expect(other).resolves.toEqual({ content: [] });
+    expect(cancelled).toEqual([expect.stringMatching(/^manifold:\d+$/)]);
+    const [first, hangSignal, otherSignal] = signals;
+    expect(hangSignal).toBe(first);
+    expect(hangSignal!.aborted).toBe(true);
+    expect(otherSignal!.aborted).toBe(false);
+    for (let i = 0; i < 5; i++) await call();
+    expect(signals.slice(3)).not.toContain(hangSignal);
+  });
+});
