@@ -179,20 +179,23 @@ export class DirectCaller {
         controller.abort(error);
         reject(error);
       };
+      // Which deadline the timer runs for is decided when it is armed: timers may fire a
+      // millisecond early by the wall clock, so the elapsed time cannot tell them apart later.
+      let forTotal = false;
       const arm = () => {
         if (timer !== undefined) clearTimeout(timer);
         const left = options.maxTotalMs - (this.o.now() - started);
-        timer = setTimeout(onTimeout, Math.max(0, Math.min(options.timeoutMs, left)));
+        forTotal = left < options.timeoutMs;
+        timer = setTimeout(onTimeout, Math.max(0, forTotal ? left : options.timeoutMs));
       };
       const onTimeout = () => {
         const elapsed = this.o.now() - started;
-        const error =
-          elapsed >= options.maxTotalMs
-            ? new McpError(ErrorCode.RequestTimeout, 'Maximum total timeout exceeded', {
-                maxTotalTimeout: options.maxTotalMs,
-                totalElapsed: elapsed,
-              })
-            : new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout: options.timeoutMs });
+        const error = forTotal
+          ? new McpError(ErrorCode.RequestTimeout, 'Maximum total timeout exceeded', {
+              maxTotalTimeout: options.maxTotalMs,
+              totalElapsed: elapsed,
+            })
+          : new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout: options.timeoutMs });
         abandon(error, String(error.message));
       };
       off = cancellation?.onAbort((reason) => abandon(reason, 'cancelled by the client'));

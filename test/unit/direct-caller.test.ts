@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import type { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Cancellation } from '../../src/cancellation.js';
 import { silentLogger } from '../../src/log.js';
 import { DirectCaller, MAX_SIGNAL_USES } from '../../src/upstream/direct-call.js';
@@ -67,5 +68,69 @@ describe('direct calls: request signals', () => {
     expect(otherSignal!.aborted).toBe(false);
     for (let i = 0; i < 5; i++) await call();
     expect(signals.slice(3)).not.toContain(hangSignal);
+  });
+});
+
+describe('direct calls: deadlines', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  // A call whose request never answers; progress is fed through route() as the transport would.
+  function hangingCall(clock: () => number, timeoutMs: number, maxTotalMs: number) {
+    const fetch = ((_url: string, init: RequestInit) =>
+      new Promise<Response>((_, reject) =>
+        init.signal!.addEventListener('abort', () => reject(init.signal!.reason), { once: true }),
+      )) as unknown as typeof globalThis.fetch;
+    const cancelled: string[] = [];
+    const direct = new DirectCaller({
+      url: 'http://upstream.test/mcp',
+      fetch,
+      headers: {},
+      endpoint: { sessionId: 's', protocolVersion: '2025-11-25', send: async () => {} },
+      deliver: () => {},
+      cancel: (id) => cancelled.push(id),
+      now: clock,
+      log: silentLogger,
+    });
+    const result = direct
+      .call({ name: 'tick', arguments: {} }, { timeoutMs, maxTotalMs, onprogress: () => {} })
+      .then(
+        () => undefined,
+        (e: unknown) => e as McpError,
+      );
+    const progress = (n: number) =>
+      direct.route({
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: 'manifold:1', progress: n },
+      });
+    return { result, progress, cancelled };
+  }
+
+  it('without progress: the idle timeout, cancelled upstream', async () => {
+    vi.useFakeTimers();
+    const { result, cancelled } = hangingCall(() => Date.now(), 100, 1_000);
+    await vi.advanceTimersByTimeAsync(100);
+    const e = await result;
+    expect(e?.data).toEqual({ timeout: 100 });
+    expect(cancelled).toEqual(['manifold:1']);
+  });
+
+  it('progress restarts the idle timeout, and the absolute maximum ends the call even when the wall clock runs slow', async () => {
+    vi.useFakeTimers();
+    // A wall clock 1% slower than the timers: when the last timer fires, the clock says the
+    // maximum is a few milliseconds away. The error must still name the maximum.
+    const t0 = Date.now();
+    const clock = () => t0 + Math.floor((Date.now() - t0) * 0.99);
+    const { result, progress, cancelled } = hangingCall(clock, 1_000, 1_500);
+    for (let t = 1; t <= 4; t++) {
+      await vi.advanceTimersByTimeAsync(300);
+      expect(progress(t)).toBe(true);
+    }
+    await vi.advanceTimersByTimeAsync(400);
+    const e = await result;
+    expect(e?.data).toMatchObject({ maxTotalTimeout: 1_500 });
+    expect(cancelled).toEqual(['manifold:1']);
   });
 });
