@@ -1,7 +1,6 @@
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { describeError, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
-import { UpstreamRpcError } from './direct-call.js';
 
 /**
  * Upstream text is untrusted: escapes, controls, bidi and zero-width characters go (the same
@@ -74,4 +73,39 @@ function outcomeUnknown(server: string, cause: unknown): ManifoldError {
 /** Upstream error text is untrusted and unbounded: one clean line for logs and /healthz. */
 export function brief(e: unknown): string {
   return sanitizeUpstreamText(describeError(e), 200);
+}
+
+// Failures of a direct call (direct-call.ts), mapped above like the SDK's own.
+
+/** A non-2xx answer to the POST. Its text stays in the error (for logs), never in a result. */
+export class UpstreamHttpError extends Error {
+  constructor(
+    readonly status: number,
+    text: string,
+  ) {
+    super(`HTTP ${status} from the upstream${text ? `: ${text.slice(0, 200)}` : ''}`);
+    this.name = 'UpstreamHttpError';
+  }
+}
+
+/**
+ * An error answer from the upstream. Its own class, so that an upstream's -32000 or -32001 is
+ * never mistaken for the SDK's own "connection closed" or "request timed out".
+ */
+export class UpstreamRpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+    this.name = 'UpstreamRpcError';
+  }
+}
+
+export class UpstreamProtocolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UpstreamProtocolError';
+  }
 }

@@ -22,6 +22,7 @@ import {
 import { createParser } from 'eventsource-parser';
 import type { Cancellation } from '../cancellation.js';
 import type { Logger } from '../log.js';
+import { UpstreamHttpError, UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
 
 /** What a direct call needs from the SDK transport that owns the session. */
 export interface DirectEndpoint {
@@ -371,37 +372,4 @@ function mediaType(value: string | null): string {
   if (!value) return '';
   const semi = value.indexOf(';');
   return (semi === -1 ? value : value.slice(0, semi)).trim().toLowerCase();
-}
-
-/** A non-2xx answer to the POST. Its text stays in the error (for logs), never in a result. */
-export class UpstreamHttpError extends Error {
-  constructor(
-    readonly status: number,
-    text: string,
-  ) {
-    super(`HTTP ${status} from the upstream${text ? `: ${text.slice(0, 200)}` : ''}`);
-    this.name = 'UpstreamHttpError';
-  }
-}
-
-/**
- * An error answer from the upstream. Its own class, so that an upstream's -32000 or -32001 is
- * never mistaken for the SDK's own "connection closed" or "request timed out".
- */
-export class UpstreamRpcError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-    this.name = 'UpstreamRpcError';
-  }
-}
-
-export class UpstreamProtocolError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UpstreamProtocolError';
-  }
 }

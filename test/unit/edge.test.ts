@@ -8,8 +8,7 @@ import { classify } from '../../src/server/jsonrpc.js';
 import { negotiateVersion } from '../../src/server/protocol.js';
 import { SessionTable } from '../../src/server/sessions.js';
 import { backoffDelay } from '../../src/upstream/backoff.js';
-import { mapCallError, sanitizeUpstreamText } from '../../src/upstream/call-errors.js';
-import { UpstreamRpcError } from '../../src/upstream/direct-call.js';
+import { mapCallError, sanitizeUpstreamText, UpstreamRpcError } from '../../src/upstream/call-errors.js';
 
 describe('JSON-RPC classification', () => {
   it('tells requests, notifications and responses apart', () => {
