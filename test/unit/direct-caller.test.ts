@@ -4,23 +4,15 @@ import { Cancellation } from '../../src/cancellation.js';
 import { silentLogger } from '../../src/log.js';
 import { DirectCaller, MAX_SIGNAL_USES } from '../../src/upstream/direct-call.js';
 
-// Which abort signal each direct call's request carries. The fetch here is a recording double that
-// answers like a JSON-mode upstream (the behaviour of real fetches with signals is tested in
-// fast-fetch.test.ts); what is under test is the caller's reuse policy.
-function caller(options: { hang?: (body: { params: { name: string } }) => boolean } = {}) {
-  const signals: AbortSignal[] = [];
-  const fetch = (async (_url: string, init: RequestInit) => {
-    signals.push(init.signal!);
-    const message = JSON.parse(String(init.body)) as { id: string; params: { name: string } };
-    if (options.hang?.(message)) {
-      return new Promise<Response>((_, reject) =>
-        init.signal!.addEventListener('abort', () => reject(init.signal!.reason), { once: true }),
-      );
-    }
-    return new Response(JSON.stringify({ jsonrpc: '2.0', id: message.id, result: { content: [] } }), {
-      headers: { 'content-type': 'application/json' },
-    });
-  }) as unknown as typeof globalThis.fetch;
+/** A request that never answers, until its signal aborts it. */
+function hang(signal: AbortSignal): Promise<Response> {
+  return new Promise<Response>((_, reject) =>
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true }),
+  );
+}
+
+/** A direct caller on `fetch` and `clock`, recording the ids it cancels upstream. */
+function directCaller(fetch: typeof globalThis.fetch, clock: () => number = Date.now) {
   const cancelled: string[] = [];
   const direct = new DirectCaller({
     url: 'http://upstream.test/mcp',
@@ -29,9 +21,26 @@ function caller(options: { hang?: (body: { params: { name: string } }) => boolea
     endpoint: { sessionId: 's', protocolVersion: '2025-11-25', send: async () => {} },
     deliver: () => {},
     cancel: (id) => cancelled.push(id),
-    now: Date.now,
+    now: clock,
     log: silentLogger,
   });
+  return { direct, cancelled };
+}
+
+// Which abort signal each direct call's request carries. The fetch here is a recording double that
+// answers like a JSON-mode upstream (the behaviour of real fetches with signals is tested in
+// fast-fetch.test.ts); what is under test is the caller's reuse policy.
+function caller(options: { hang?: (body: { params: { name: string } }) => boolean } = {}) {
+  const signals: AbortSignal[] = [];
+  const fetch = (async (_url: string, init: RequestInit) => {
+    signals.push(init.signal!);
+    const message = JSON.parse(String(init.body)) as { id: string; params: { name: string } };
+    if (options.hang?.(message)) return hang(init.signal!);
+    return new Response(JSON.stringify({ jsonrpc: '2.0', id: message.id, result: { content: [] } }), {
+      headers: { 'content-type': 'application/json' },
+    });
+  }) as unknown as typeof globalThis.fetch;
+  const { direct, cancelled } = directCaller(fetch);
   const call = (name = 'echo', cancellation?: Cancellation) =>
     direct.call({ name, arguments: {} }, { timeoutMs: 5_000, maxTotalMs: 5_000, cancellation });
   return { call, signals, cancelled };
@@ -79,20 +88,8 @@ describe('direct calls: deadlines', () => {
   // A call whose request never answers; progress is fed through route() as the transport would.
   function hangingCall(clock: () => number, timeoutMs: number, maxTotalMs: number) {
     const fetch = ((_url: string, init: RequestInit) =>
-      new Promise<Response>((_, reject) =>
-        init.signal!.addEventListener('abort', () => reject(init.signal!.reason), { once: true }),
-      )) as unknown as typeof globalThis.fetch;
-    const cancelled: string[] = [];
-    const direct = new DirectCaller({
-      url: 'http://upstream.test/mcp',
-      fetch,
-      headers: {},
-      endpoint: { sessionId: 's', protocolVersion: '2025-11-25', send: async () => {} },
-      deliver: () => {},
-      cancel: (id) => cancelled.push(id),
-      now: clock,
-      log: silentLogger,
-    });
+      hang(init.signal!)) as unknown as typeof globalThis.fetch;
+    const { direct, cancelled } = directCaller(fetch, clock);
     const result = direct
       .call({ name: 'tick', arguments: {} }, { timeoutMs, maxTotalMs, onprogress: () => {} })
       .then(
