@@ -9,11 +9,14 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const HERE = join(ROOT, 'test/bench');
 const CLI = join(ROOT, 'dist/deploy/node/cli.js');
+const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const args = process.argv.slice(2);
 const smoke = args.includes('--smoke');
 const outDir = resolve(
@@ -345,8 +348,9 @@ async function main() {
       connections: 16,
       amount: chunk,
     });
-  // One chunk first to reach steady state, then a reading after each of CHUNKS more.
-  await calls();
+  // Three chunks first: RSS steps up while V8's heap grows to its working size (one chunk was
+  // not always enough here), then a reading before and after each of CHUNKS more.
+  for (let i = 0; i < 3; i++) await calls();
   const series = [await settledRss()];
   for (let i = 0; i < CHUNKS; i++) {
     await calls();
@@ -446,6 +450,49 @@ async function main() {
   }
   await stop(bigUp.child);
   results.context = context;
+
+  // The stdio path with a real server: server-everything over stdio, its `echo` through Manifold,
+  // next to the same calls from an SDK client on its own stdio child. Context, not a target.
+  log('stdio (server-everything)');
+  const echoBody = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 9,
+    method: 'tools/call',
+    params: { name: 'everything__echo', arguments: { message: 'hello' } },
+  });
+  const ev = await manifold({
+    mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } },
+    gateway: { store: false },
+  });
+  const evHeaders = await openSession(ev.url);
+  const evCheck = await rpc(ev.url, JSON.parse(echoBody), evHeaders);
+  if (!evCheck.text.includes('hello')) throw new Error(`stdio echo failed: ${evCheck.text.slice(0, 300)}`);
+  ev.quiet();
+  const evTarget = { url: ev.url, headers: evHeaders, body: echoBody };
+  const evLatency = await load({ mode: 'latency', ...evTarget, duration: D });
+  const evCpu0 = cpuMs(ev.child.pid);
+  const evThroughput = await load({ mode: 'throughput', ...evTarget, connections: 16, duration: D });
+  const evCpuPerCall = Math.round(
+    ((cpuMs(ev.child.pid) - evCpu0) * 1000) / Math.max(1, evThroughput.requests),
+  );
+  await stop(ev.child);
+  const direct = new Client({ name: 'bench', version: '1' });
+  await direct.connect(new StdioClientTransport({ command: process.execPath, args: [EVERYTHING, 'stdio'] }));
+  const directSamples = [];
+  const until = performance.now() + D * 1000;
+  while (performance.now() < until) {
+    const t0 = performance.now();
+    await direct.callTool({ name: 'echo', arguments: { message: 'hello' } });
+    directSamples.push((performance.now() - t0) * 1000);
+  }
+  await direct.close();
+  directSamples.sort((a, b) => a - b);
+  results.stdioEverything = {
+    latencyC1: evLatency,
+    throughputC16: evThroughput,
+    cpuPerCallUs: evCpuPerCall,
+    directSdkClientP50Us: directSamples[Math.floor(directSamples.length / 2)],
+  };
 
   // Cold start: 10 stdio upstreams, discovery measured from the gateway's own log.
   log('cold start');
@@ -548,6 +595,8 @@ ${rows.join('\n')}
 | Cached tools/list, ${r.toolsList.tools} tools / 10 upstreams: p50 ≤ 2 ms | ${f(r.toolsList.p50Us)} µs | ${t.toolsList.pass ? 'yes' : 'no'} |
 | Cold start, 10 stdio upstreams: ≤ slowest single + 200 ms | ${r.coldStart.gateway[1].discoveryMs} ms (slowest single ${r.coldStart.slowestSingleMs} ms) | ${t.coldStart.pass ? 'yes' : 'no'} |
 | Memory: ≤ 10 MB over ${r.memory.calls} calls; idle session ≤ 10 KB | ${r.memory.growthMb >= 0 ? '+' : ''}${r.memory.growthMb} MB (settled RSS after each tenth: ${r.memory.rssSeriesMb.join(', ')} MB); ${r.memory.idleSessionBytes} B per idle session (heap after GC) | ${t.memory.pass ? 'yes' : 'no'} |
+
+stdio path: server-everything's \`echo\` through Manifold, p50 ${f(r.stdioEverything.latencyC1.p50Us)} µs at c=1 (an SDK client on its own stdio child: ${f(r.stdioEverything.directSdkClientP50Us)} µs), ${f(Math.round(r.stdioEverything.throughputC16.rps))} rps at c=16, ${f(r.stdioEverything.cpuPerCallUs)} µs gateway CPU per call.
 
 Context: a 900-tool catalog's tools/list is ${r.context.withBudget.bytes} bytes with the default disclosure budget and ${r.context.withoutBudget.bytes} bytes without it (${(100 - (100 * r.context.withBudget.bytes) / r.context.withoutBudget.bytes).toFixed(0)}% smaller).
 `;

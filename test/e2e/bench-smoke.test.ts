@@ -22,6 +22,11 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       expect(json.throughputC16[k].requests).toBeGreaterThan(0);
       expect(json.throughputC16[k].non2xx).toBe(0);
     }
+    // server-everything over stdio, through the gateway and directly.
+    expect(json.stdioEverything.throughputC16.requests).toBeGreaterThan(0);
+    expect(json.stdioEverything.throughputC16.non2xx).toBe(0);
+    expect(json.stdioEverything.latencyC1.errors).toBe(0);
+    expect(json.stdioEverything.directSdkClientP50Us).toBeGreaterThan(0);
     expect(json.toolsList.tools).toBe(1000);
     expect(json.context.withoutBudget.tools).toBe(900);
     expect(json.context.withBudget.bytes).toBeLessThan(json.context.withoutBudget.bytes);
