@@ -3,19 +3,19 @@ import {
   type Catalog,
   type CatalogEntry,
   type Diagnostic,
+  digestOf,
   emptyCatalog,
 } from './aggregate/catalog.js';
 import { CursorSealer } from './aggregate/cursor.js';
 import { grantsMatcher } from './auth/grants.js';
 import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
+import { CallGuards } from './call-guards.js';
 import type { Config } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
 import { ManifoldError } from './errors.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
-import { CallGuards } from './server/call-guards.js';
-import { SessionTable } from './server/sessions.js';
 import { MemoryStateStore, type StateStore } from './store/state.js';
 import type { BackoffOptions } from './upstream/backoff.js';
 import { UpstreamPool } from './upstream/pool.js';
@@ -43,6 +43,13 @@ export interface Health {
   diagnostics: readonly Diagnostic[];
 }
 
+interface View {
+  version: number;
+  entries: CatalogEntry[];
+  names: Set<string>;
+  digest?: string;
+}
+
 export interface ToolPage {
   tools: CatalogEntry['tool'][];
   nextCursor?: string;
@@ -57,7 +64,6 @@ export class Gateway {
   readonly platform: Platform;
   readonly version: string;
   readonly pool: UpstreamPool;
-  readonly sessions: SessionTable;
   readonly log: Logger;
   catalog: Catalog = emptyCatalog;
   /** Settles when every upstream's first attempt has settled. */
@@ -67,7 +73,7 @@ export class Gateway {
   private inflight = 0;
   private drained: (() => void) | undefined;
   private cursors: Promise<CursorSealer>;
-  private visibleCache = new Map<string, { version: number; entries: CatalogEntry[]; names: Set<string> }>();
+  private visibleCache = new Map<string, View>();
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
   private pageCache = new Map<string, { version: number; json: string }>();
@@ -75,6 +81,7 @@ export class Gateway {
   readonly takeCall: ReturnType<typeof rateLimiter>;
   /** Listeners for a verified catalog change (downstream list_changed). */
   private listeners = new Set<(catalog: Catalog) => void>();
+  private shutdownListeners: (() => void)[] = [];
   readonly store: StateStore;
   readonly drift: DriftGate;
   /** Verified listings from the store, served until each upstream answers (warm start). */
@@ -95,10 +102,6 @@ export class Gateway {
     this.platform = options.platform;
     this.version = options.version;
     this.log = options.platform.log;
-    this.sessions = new SessionTable({
-      max: options.config.gateway.maxSessions,
-      idleSeconds: options.config.gateway.sessionIdleSeconds,
-    });
     this.pool = new UpstreamPool(options.config, {
       platform: options.platform,
       log: options.platform.log,
@@ -217,6 +220,11 @@ export class Gateway {
     this.rebuild();
   }
 
+  /** Runs once the gateway has drained, before upstreams close (the edge ends its streams). */
+  onShutdown(listener: () => void): void {
+    this.shutdownListeners.push(listener);
+  }
+
   onCatalogChange(listener: (catalog: Catalog) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -259,7 +267,20 @@ export class Gateway {
     return this.visibility(principal).entries;
   }
 
-  private visibility(principal: Principal): { version: number; entries: CatalogEntry[]; names: Set<string> } {
+  /**
+   * A digest of what a principal can see now: equal digests mean an unchanged list, so a change
+   * it cannot see is never announced to it.
+   */
+  viewDigest(principal: Principal): string {
+    const view = this.visibility(principal);
+    view.digest ??=
+      view.entries === this.catalog.entries
+        ? this.catalog.digest
+        : digestOf(JSON.stringify(view.entries.map((e) => e.tool)));
+    return view.digest;
+  }
+
+  private visibility(principal: Principal): View {
     const catalog = this.catalog;
     const hit = this.visibleCache.get(principal.viewKey);
     if (hit && hit.version === catalog.version) return hit;
@@ -272,7 +293,7 @@ export class Gateway {
       entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name)) : [];
     }
     if (this.visibleCache.size > 1000) this.visibleCache.clear();
-    const view = { version: catalog.version, entries, names: new Set(entries.map((e) => e.name)) };
+    const view: View = { version: catalog.version, entries, names: new Set(entries.map((e) => e.name)) };
     this.visibleCache.set(principal.viewKey, view);
     return view;
   }
@@ -305,14 +326,16 @@ export class Gateway {
     await this.ready;
     const sealer = await this.cursors;
     const catalog = this.catalog;
-    const offset = cursor === undefined ? 0 : await sealer.open(cursor, catalog.version, principal.viewKey);
+    // Cursors name the catalog by its content, not this process's version counter, so another
+    // instance serving the same catalog accepts them (any instance serves any modern request).
+    const offset = cursor === undefined ? 0 : await sealer.open(cursor, catalog.digest, principal.viewKey);
     const visible = this.visibleEntries(principal);
     if (visible.length === 0 && offset === 0) this.assertSomeUpstreamUp();
     const pageSize = this.config.gateway.pageSize;
     const page = visible.slice(offset, offset + pageSize);
     const out: ToolPage = { tools: page.map((e) => e.tool) };
     if (offset + pageSize < visible.length) {
-      out.nextCursor = await sealer.seal(catalog.version, offset + pageSize, principal.viewKey);
+      out.nextCursor = await sealer.seal(catalog.digest, offset + pageSize, principal.viewKey);
     }
     return out;
   }
@@ -388,7 +411,7 @@ export class Gateway {
         };
       });
     }
-    this.sessions.clear();
+    for (const l of this.shutdownListeners) l();
     await this.pool.close();
     this.store.close?.();
   }

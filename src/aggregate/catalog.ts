@@ -61,6 +61,8 @@ export interface Catalog {
   removed: ReadonlyMap<string, string>;
   /** Equal signatures mean clients would see exactly the same list. */
   signature: string;
+  /** A short digest of `signature`: the same on every instance that built the same catalog. */
+  digest: string;
 }
 
 export const emptyCatalog: Catalog = {
@@ -71,6 +73,7 @@ export const emptyCatalog: Catalog = {
   diagnostics: [],
   removed: new Map(),
   signature: '[]',
+  digest: digestOf('[]'),
 };
 
 const defaultOptions: CatalogOptions = { maxDescriptionBytes: 4096, maxSchemaBytes: 20_480 };
@@ -198,6 +201,7 @@ export function buildCatalog(
   }
   const byName = new Map<string, CatalogEntry>();
   for (const e of entries) byName.set(e.name, e);
+  const signature = JSON.stringify(entries.map((e) => e.tool));
   for (const name of byName.keys()) removed.delete(name);
   return {
     version,
@@ -206,8 +210,24 @@ export function buildCatalog(
     collisions,
     diagnostics,
     removed,
-    signature: JSON.stringify(entries.map((e) => e.tool)),
+    signature,
+    digest: digestOf(signature),
   };
+}
+
+/**
+ * Two independent 32-bit FNV-1a hashes over the UTF-16 code units, as 16 hex digits: enough to
+ * tell catalogs apart (it is never a security boundary: cursors are MACed separately).
+ */
+export function digestOf(text: string): string {
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ 0x5bd1e995;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995) ^ (b >>> 13);
+  }
+  return (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
 }
 
 function findingMessage(f: { rule: string; tool: string } & Record<string, unknown>): string {

@@ -4,8 +4,8 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 
 interface CursorBody {
-  /** Catalog version the page belongs to. */
-  v: number;
+  /** Digest of the catalog the page belongs to. */
+  v: string;
   /** Offset of the next page in the principal's visible list. */
   o: number;
   /** Owner: a cursor is only valid for the principal it was issued to (SECURITY B8). */
@@ -46,14 +46,14 @@ export class CursorSealer {
     return new CursorSealer(key);
   }
 
-  async seal(version: number, offset: number, owner: string): Promise<string> {
+  async seal(version: string, offset: number, owner: string): Promise<string> {
     const body = enc.encode(JSON.stringify({ v: version, o: offset, p: owner } satisfies CursorBody));
     const mac = new Uint8Array(await crypto.subtle.sign('HMAC', this.key, body as BufferSource));
     return `${b64url(body)}.${b64url(mac.subarray(0, 16))}`;
   }
 
   /** The offset, or an -32602 error for anything forged, foreign, stale or malformed. */
-  async open(cursor: unknown, version: number, owner: string): Promise<number> {
+  async open(cursor: unknown, version: string, owner: string): Promise<number> {
     if (typeof cursor !== 'string' || cursor.length > 512) throw invalid();
     const [bodyPart, macPart, extra] = cursor.split('.');
     if (!bodyPart || !macPart || extra !== undefined) throw invalid();

@@ -5,10 +5,13 @@ import { isLoopbackHost } from '../config/bind.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import { readTextCapped } from '../read-capped.js';
+import type { Edge } from './dispatch.js';
 import { toRpcError } from './errors.js';
 import { originGuard } from './http-guards.js';
 import { errorMessage } from './jsonrpc.js';
-import { broadcastListChanged, createMcpHandlers } from './mcp.js';
+import { ListenRegistry } from './listen.js';
+import { announceToolsChanged, createMcpHandlers, type DisconnectHook } from './mcp.js';
+import { SessionTable } from './sessions.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -20,7 +23,15 @@ export interface AppOptions {
   authenticate?: Authenticator;
   /** Check the Host header. Defaults to on when the gateway is bound to a loopback address. */
   checkHost?: boolean;
+  /**
+   * How the runtime tells that a client went away mid-request (a modern request is then
+   * cancelled). Default: the request's own AbortSignal.
+   */
+  onDisconnect?: DisconnectHook;
 }
+
+/** How long a modern client may treat a list as fresh (list_changed still invalidates it at once). */
+const LIST_TTL_MS = 60_000;
 
 /**
  * The HTTP edge. Every error thrown below becomes a status plus a JSON-RPC error body here,
@@ -35,8 +46,21 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
   const resource = (c: { req: { url: string } }) => auth?.resource ?? `${new URL(c.req.url).origin}/mcp`;
   const metadataUrl = (c: { req: { url: string } }) =>
     `${new URL(resource(c)).origin}/.well-known/oauth-protected-resource/mcp`;
-  const mcp = createMcpHandlers(gateway);
-  gateway.onCatalogChange(() => broadcastListChanged(gateway));
+  // Sessions and listen streams belong to the HTTP edge: nothing below it knows about them.
+  const edge: Edge = {
+    gateway,
+    sessions: new SessionTable({ max: g.maxSessions, idleSeconds: g.sessionIdleSeconds }),
+    listeners: new ListenRegistry({ perPrincipal: 16, total: g.maxSessions, keepaliveMs: 25_000 }),
+    // A list is private whenever what it holds depends on who asks (spec 2026-07-28: caching).
+    listCache: { ttlMs: LIST_TTL_MS, cacheScope: auth ? 'private' : 'public' },
+    serverInfo: { name: 'manifold', version: gateway.version },
+  };
+  const mcp = createMcpHandlers(edge, options.onDisconnect);
+  gateway.onCatalogChange(() => announceToolsChanged(edge));
+  gateway.onShutdown(() => {
+    edge.listeners.closeAll();
+    edge.sessions.clear();
+  });
 
   const app = new Hono();
   app.onError((err, c) => {
@@ -52,7 +76,7 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
       headers['www-authenticate'] =
         `Bearer resource_metadata="${metadataUrl(c)}"${presented ? ', error="invalid_token"' : ''}`;
     }
-    return new Response(errorMessage(null, e.code, e.message, { manifold: e.data.manifold }), {
+    return new Response(errorMessage(null, e.code, e.message, e.data), {
       status,
       headers,
     });

@@ -1,4 +1,5 @@
 import { type ErrorCode, ManifoldError } from '../errors.js';
+import { type Era, McpCode } from '../protocol/versions.js';
 import { RpcCode } from './jsonrpc.js';
 
 interface Mapping {
@@ -19,7 +20,12 @@ const table: Record<ErrorCode, Mapping> = {
   ERR_BODY_TOO_LARGE: { status: 413, rpc: RpcCode.InvalidRequest },
   ERR_ORIGIN: { status: 403, rpc: RpcCode.InvalidRequest },
   ERR_HOST: { status: 403, rpc: RpcCode.InvalidRequest },
-  ERR_PROTOCOL_VERSION: { status: 400, rpc: RpcCode.InvalidRequest },
+  // 2026-07-28 (basic/versioning, streamable-http "Server Validation", basic/index `_meta`).
+  ERR_PROTOCOL_VERSION: { status: 400, rpc: McpCode.UnsupportedProtocolVersion },
+  ERR_HEADER_MISMATCH: { status: 400, rpc: McpCode.HeaderMismatch },
+  ERR_BAD_META: { status: 400, rpc: RpcCode.InvalidParams },
+  ERR_MIXED_ERA: { status: 400, rpc: RpcCode.InvalidRequest },
+  ERR_MISSING_CAPABILITY: { status: 400, rpc: McpCode.MissingRequiredClientCapability },
   ERR_SESSION_REQUIRED: { status: 400, rpc: RpcCode.InvalidRequest },
   ERR_SESSION_NOT_FOUND: { status: 404, rpc: -32001 },
   ERR_NOT_ACCEPTABLE: { status: 406, rpc: RpcCode.InvalidRequest },
@@ -48,8 +54,15 @@ export interface RpcError {
   data: { manifold: ErrorCode | 'ERR_INTERNAL' } & Record<string, unknown>;
 }
 
-/** Anything thrown while serving becomes a safe, stable error. Unknown errors say nothing inside. */
-export function toRpcError(e: unknown): RpcError {
+/** `data` members a client may see; everything else in a ManifoldError's data is for logs. */
+const PUBLIC_DATA = ['upstreams', 'supported', 'requested', 'requiredCapabilities', 'retryAfterSeconds'];
+
+/**
+ * Anything thrown while serving becomes a safe, stable error. Unknown errors say nothing inside.
+ * `era` only changes the HTTP status: a 2026-07-28 server answers an unknown method with 404
+ * (spec 2026-07-28: streamable-http, protocol version header).
+ */
+export function toRpcError(e: unknown, era: Era = 'legacy'): RpcError {
   if (e instanceof ManifoldError) {
     const m = table[e.code];
     let code = m.rpc;
@@ -63,8 +76,10 @@ export function toRpcError(e: unknown): RpcError {
     ) {
       code = upstreamCode;
     }
-    const extra = e.code === 'ERR_ALL_UPSTREAMS_FAILED' && e.data ? { upstreams: e.data.upstreams } : {};
-    return { status: m.status, code, message: e.publicMessage, data: { manifold: e.code, ...extra } };
+    const data: RpcError['data'] = { manifold: e.code };
+    if (e.data) for (const k of PUBLIC_DATA) if (e.data[k] !== undefined) data[k] = e.data[k];
+    const status = era === 'modern' && e.code === 'ERR_METHOD_NOT_FOUND' ? 404 : m.status;
+    return { status, code, message: e.publicMessage, data };
   }
   return {
     status: 200,

@@ -1,181 +1,128 @@
 import type { Context } from 'hono';
-import type { Principal } from '../auth/principal.js';
-import { describeError, ManifoldError } from '../errors.js';
-import type { Gateway } from '../gateway.js';
-import { toRpcError } from './errors.js';
+import { ManifoldError } from '../errors.js';
+import { isModernVersion, SUPPORTED_VERSIONS } from '../protocol/versions.js';
+import { type Edge, failResponse } from './dispatch.js';
+import { decideEra, unsupportedVersion } from './era.js';
 import { readBodyCapped } from './http-guards.js';
-import {
-  classify,
-  errorMessage,
-  type JsonRpcId,
-  type JsonRpcRequest,
-  rawResultMessage,
-  resultMessage,
-} from './jsonrpc.js';
-import { isSupportedVersion, negotiateVersion } from './protocol.js';
-import { inflightKey, type Session } from './sessions.js';
-import { SseStream, sseHeaders } from './sse.js';
-import { toolsCall } from './tools-call.js';
+import type { JsonRpcId } from './jsonrpc.js';
+import { legacyBatch, legacyDelete, legacyGet, legacyPost } from './legacy.js';
+import { modernPost } from './modern.js';
 
-const SESSION_HEADER = 'mcp-session-id';
-const jsonHeaders = { 'content-type': 'application/json' };
-
-function json(body: string, status = 200, extra?: Record<string, string>): Response {
-  return new Response(body, { status, headers: extra ? { ...jsonHeaders, ...extra } : jsonHeaders });
-}
+export type DisconnectHook = (c: Context, listener: () => void) => () => void;
 
 function accepts(c: Context, type: string): boolean {
   const accept = c.req.header('accept');
   return accept === undefined || accept.includes(type) || accept.includes('*/*');
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function idOf(body: unknown): JsonRpcId | null {
+  const id = isObject(body) ? body.id : undefined;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
+}
+
+/** Client disconnects seen through the request's own signal (made lazily, so only when asked). */
+export const signalDisconnect: DisconnectHook = (c, listener) => {
+  const signal = c.req.raw.signal;
+  if (signal.aborted) {
+    listener();
+    return () => {};
+  }
+  signal.addEventListener('abort', listener, { once: true });
+  return () => signal.removeEventListener('abort', listener);
+};
+
 /**
- * Streamable HTTP (spec: basic/transports, 2025-11-25). One parse per message; the SDK server
- * stack is not in this path, and no McpServer is ever built per request.
+ * Streamable HTTP for both eras. Each POST is parsed once; its era is decided from its headers
+ * and body (era.ts) and it goes to legacy.ts or modern.ts. The SDK server stack is not in this
+ * path, and no McpServer is ever built per request.
  */
-export function createMcpHandlers(gateway: Gateway) {
-  const log = gateway.log;
-
-  const fail = (id: JsonRpcId | null, e: unknown): string => {
-    const err = toRpcError(e);
-    if (err.data.manifold === 'ERR_INTERNAL')
-      log.error('request.internal_error', { error: describeError(e) });
-    return errorMessage(id, err.code, err.message, err.data);
-  };
-
-  const checkVersionHeader = (c: Context) => {
-    const v = c.req.header('mcp-protocol-version');
-    if (v !== undefined && !isSupportedVersion(v)) {
-      throw new ManifoldError('ERR_PROTOCOL_VERSION', `unsupported MCP-Protocol-Version: ${v.slice(0, 32)}`);
-    }
-  };
-
-  const requireSession = (c: Context, principal: Principal): Session => {
-    const id = c.req.header(SESSION_HEADER);
-    if (!id) throw new ManifoldError('ERR_SESSION_REQUIRED', 'Mcp-Session-Id header is required');
-    const session = gateway.sessions.get(id, principal.key);
-    if (!session) throw new ManifoldError('ERR_SESSION_NOT_FOUND', 'session not found: initialize again');
-    return session;
-  };
-
+export function createMcpHandlers(edge: Edge, onDisconnect: DisconnectHook = signalDisconnect) {
   async function post(c: Context): Promise<Response> {
     const principal = c.get('principal');
-    if (!accepts(c, 'application/json') && !accepts(c, 'text/event-stream')) {
+    const canStream = accepts(c, 'text/event-stream');
+    if (!accepts(c, 'application/json') && !canStream) {
       throw new ManifoldError(
         'ERR_NOT_ACCEPTABLE',
         'Accept must include application/json and text/event-stream',
       );
     }
-    checkVersionHeader(c);
-    const text = await readBodyCapped(c.req.raw, gateway.config.gateway.maxBodyBytes);
+    const versionHeader = c.req.header('mcp-protocol-version');
+    const text = await readBodyCapped(c.req.raw, edge.gateway.config.gateway.maxBodyBytes);
     let body: unknown;
     try {
       body = JSON.parse(text);
     } catch {
       throw new ManifoldError('ERR_PARSE', 'parse error: the body is not valid JSON');
     }
-    const incoming = classify(body);
-
-    if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
-      if (gateway.isStopping) throw new ManifoldError('ERR_SHUTTING_DOWN', 'the gateway is shutting down');
-      const version = negotiateVersion(incoming.message.params?.protocolVersion);
-      const session = gateway.sessions.create(principal.key, version, gateway.platform.now());
-      const result = {
-        protocolVersion: version,
-        capabilities: { tools: { listChanged: true } },
-        serverInfo: { name: 'manifold', title: 'Manifold MCP gateway', version: gateway.version },
-        // Upstream `instructions` are never forwarded (SECURITY C5); the gateway sends none of its own.
-      };
-      return json(resultMessage(incoming.message.id, result), 200, { [SESSION_HEADER]: session.id });
-    }
-
-    const session = requireSession(c, principal);
-    if (incoming.kind === 'response') return new Response(null, { status: 202 });
-    if (incoming.kind === 'notification') {
-      onNotification(session, incoming.message.method, incoming.message.params);
-      return new Response(null, { status: 202 });
-    }
-    const request = incoming.message;
+    const modernHeader = isModernVersion(versionHeader);
     try {
-      return await dispatch(c, session, principal, request, text.length);
-    } catch (e) {
-      return json(fail(request.id, e));
-    }
-  }
-
-  function onNotification(
-    session: Session,
-    method: string,
-    params: Record<string, unknown> | undefined,
-  ): void {
-    if (method === 'notifications/cancelled') {
-      const id = params?.requestId;
-      if (typeof id === 'string' || typeof id === 'number') {
-        session.inflight.get(inflightKey(id))?.abort(new Error('cancelled by the client'));
+      if (Array.isArray(body)) {
+        if (modernHeader)
+          throw new ManifoldError(
+            'ERR_BATCH',
+            `JSON-RPC batches are not part of ${versionHeader}: send one message per POST`,
+          );
+        if (versionHeader !== undefined && !SUPPORTED_VERSIONS.includes(versionHeader))
+          throw unsupportedVersion(versionHeader);
+        return await legacyBatch(edge, { c, principal, bytesIn: text.length, canStream }, body);
       }
-    }
-    // notifications/initialized and others need no action.
-  }
-
-  async function dispatch(
-    c: Context,
-    session: Session,
-    principal: Principal,
-    request: JsonRpcRequest,
-    bytesIn: number,
-  ) {
-    switch (request.method) {
-      case 'ping':
-        return json(resultMessage(request.id, {}));
-      case 'tools/list': {
-        const page = await gateway.listToolsJson(principal, request.params?.cursor);
-        return json(rawResultMessage(request.id, page));
-      }
-      case 'tools/call':
-        return toolsCall({
-          gateway,
-          session,
+      if (!isObject(body)) throw new ManifoldError('ERR_BAD_REQUEST', 'expected one JSON-RPC 2.0 message');
+      const decision = decideEra({
+        versionHeader,
+        sessionHeader: c.req.header('mcp-session-id'),
+        message: body,
+      });
+      if (decision.era === 'modern') {
+        return await modernPost(edge, {
+          c,
           principal,
-          request,
-          canStream: accepts(c, 'text/event-stream'),
-          bytesIn,
-          json: (b, s) => json(b, s),
-          fail,
+          message: body,
+          meta: decision.meta,
+          bytesIn: text.length,
+          canStream,
+          onDisconnect: (listener) => onDisconnect(c, listener),
         });
-      default:
-        throw new ManifoldError('ERR_METHOD_NOT_FOUND', `Method not found: ${request.method.slice(0, 64)}`);
+      }
+      return await legacyPost(edge, { c, principal, message: body, bytesIn: text.length, canStream });
+    } catch (e) {
+      return failResponse(edge, idOf(body), e, modernHeader ? 'modern' : 'legacy');
     }
   }
 
-  /** The standalone stream: server-initiated messages such as tools/list_changed. */
-  async function get(c: Context): Promise<Response> {
-    checkVersionHeader(c);
-    const accept = c.req.header('accept') ?? '';
-    if (!accept.includes('text/event-stream')) {
-      throw new ManifoldError('ERR_NOT_ACCEPTABLE', 'Accept must include text/event-stream');
-    }
-    const session = requireSession(c, c.get('principal'));
-    // A newer stream replaces an older one, so a client reconnecting after a dead socket is never locked out.
-    session.stream?.close();
-    const stream = new SseStream({ keepaliveMs: 25_000 });
-    session.stream = stream;
-    stream.onclose = () => {
-      if (session.stream === stream) session.stream = undefined;
-    };
-    return new Response(stream.readable, { status: 200, headers: sseHeaders });
+  /** GET and DELETE belong to the legacy era; a 2026-07-28 server answers them 405 (streamable-http). */
+  function get(c: Context): Response {
+    const v = c.req.header('mcp-protocol-version');
+    if (isModernVersion(v)) return methodNotAllowed();
+    if (v !== undefined && !SUPPORTED_VERSIONS.includes(v)) throw unsupportedVersion(v);
+    return legacyGet(edge, c, c.get('principal'));
   }
 
-  async function del(c: Context): Promise<Response> {
-    const session = requireSession(c, c.get('principal'));
-    gateway.sessions.delete(session.id);
-    return new Response(null, { status: 204 });
+  function del(c: Context): Response {
+    const v = c.req.header('mcp-protocol-version');
+    if (isModernVersion(v)) return methodNotAllowed();
+    return legacyDelete(edge, c, c.get('principal'));
   }
 
-  return { post, get, delete: del, fail };
+  return { post, get, delete: del };
 }
 
-/** Sends tools/list_changed on every open standalone stream. */
-export function broadcastListChanged(gateway: Gateway): void {
+function methodNotAllowed(): Response {
+  return new Response(null, { status: 405, headers: { allow: 'POST' } });
+}
+
+/** Announces a verified catalog change to every legacy GET stream and modern listen stream whose view changed. */
+export function announceToolsChanged(edge: Edge): void {
+  const { gateway } = edge;
   const note = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
-  for (const s of gateway.sessions.all()) s.stream?.send(note);
+  for (const s of edge.sessions.all()) {
+    if (!s.stream) continue;
+    const now = gateway.viewDigest(s.principal);
+    if (now === s.seen) continue;
+    s.seen = now;
+    s.stream.send(note);
+  }
+  edge.listeners.changed('tools', (p) => gateway.viewDigest(p));
 }

@@ -1,14 +1,21 @@
 import { LRUCache } from 'lru-cache';
+import type { Principal } from '../auth/principal.js';
 import type { SseStream } from './sse.js';
 
 export interface Session {
   id: string;
   /** Principal.key of whoever opened it; any other principal gets 404 (SECURITY A4, A14). */
   owner: string;
+  /** The principal of the latest request on this session (what its list_changed is judged by). */
+  principal: Principal;
   protocolVersion: string;
   createdAt: number;
   /** The standalone GET stream, for server-initiated notifications such as list_changed. */
   stream?: SseStream;
+  /** Digest of what the owner could see when last told of a change (see ListenRegistry). */
+  seen?: string;
+  /** The capabilities the client declared at initialize. */
+  clientCapabilities: Record<string, unknown>;
   /** In-flight downstream requests, for notifications/cancelled. */
   inflight: Map<string, { abort(reason?: unknown): void }>;
 }
@@ -33,12 +40,19 @@ export class SessionTable {
     });
   }
 
-  create(owner: string, protocolVersion: string, now: number): Session {
+  create(
+    principal: Principal,
+    protocolVersion: string,
+    now: number,
+    clientCapabilities: Record<string, unknown> = {},
+  ): Session {
     const session: Session = {
       id: crypto.randomUUID(),
-      owner,
+      owner: principal.key,
+      principal,
       protocolVersion,
       createdAt: now,
+      clientCapabilities,
       inflight: new Map(),
     };
     this.cache.set(session.id, session);

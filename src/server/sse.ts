@@ -66,4 +66,6 @@ export const sseHeaders = {
   'content-type': 'text/event-stream',
   'cache-control': 'no-cache, no-transform',
   connection: 'keep-alive',
+  // Reverse proxies must not buffer events (spec 2026-07-28: streamable-http, "Receiving Messages").
+  'x-accel-buffering': 'no',
 };

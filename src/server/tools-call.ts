@@ -1,25 +1,12 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
-import type { Principal } from '../auth/principal.js';
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
-import type { Gateway } from '../gateway.js';
-import { errorMessage, type JsonRpcRequest, rawResultMessage, resultMessage } from './jsonrpc.js';
+import { isReservedMetaKey } from '../protocol/versions.js';
+import { type Edge, failBody, json } from './dispatch.js';
+import type { Exchange } from './exchange.js';
+import { errorMessage, rawResultMessage, resultMessage } from './jsonrpc.js';
 import { describeTool } from './local-tools.js';
-import { inflightKey, type Session } from './sessions.js';
 import { SseStream, sseHeaders } from './sse.js';
-
-export interface CallContext {
-  gateway: Gateway;
-  session: Session;
-  principal: Principal;
-  request: JsonRpcRequest;
-  /** The client accepts text/event-stream on this POST. */
-  canStream: boolean;
-  /** Size of the request as received (for the audit line; arguments are never logged). */
-  bytesIn: number;
-  json: (body: string, status?: number) => Response;
-  fail: (id: JsonRpcRequest['id'], e: unknown) => string;
-}
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
@@ -29,11 +16,12 @@ export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error'
  * is plain JSON unless the client asked for progress, in which case the POST becomes an SSE
  * stream carrying the upstream's progress (re-keyed to the client's token) and then the response.
  */
-export async function toolsCall(ctx: CallContext): Promise<Response> {
-  const { gateway, principal, request } = ctx;
+export async function toolsCall(edge: Edge, ex: Exchange): Promise<Response> {
+  const { gateway } = edge;
+  const { principal, request } = ex;
   const started = gateway.platform.now();
   const params = request.params ?? {};
-  const bytesIn = ctx.bytesIn;
+  const bytesIn = ex.bytesIn;
   let entry: CatalogEntry | undefined;
   // Argument values are never logged: only sizes, names and the verdict.
   const audit = (verdict: Verdict, bytesOut: number) =>
@@ -66,15 +54,17 @@ export async function toolsCall(ctx: CallContext): Promise<Response> {
     audit('denied', 0);
     throw e;
   }
-  return relay(ctx, entry, audit);
+  return relay(edge, ex, entry, audit);
 }
 
 async function relay(
-  ctx: CallContext,
+  edge: Edge,
+  ex: Exchange,
   entry: CatalogEntry,
   audit: (verdict: Verdict, bytesOut: number) => void,
 ): Promise<Response> {
-  const { gateway, session, principal, request } = ctx;
+  const { gateway } = edge;
+  const { principal, request } = ex;
   const params = request.params ?? {};
   const args = params.arguments;
   if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args))) {
@@ -84,39 +74,42 @@ async function relay(
   const argsObject = (args ?? {}) as Record<string, unknown>;
   const respond = (verdict: Verdict, body: string) => {
     audit(verdict, body.length);
-    return ctx.json(body);
+    return json(body);
   };
+  const local = (r: Result) => resultMessage(request.id, ex.result(r));
   if (entry.meta === 'describe_tool') {
-    return respond('allowed', resultMessage(request.id, describeTool(gateway, principal, argsObject)));
+    return respond('allowed', local(describeTool(gateway, principal, argsObject)));
   }
   const refusal = gateway.guards.refuse(entry);
-  if (refusal) return respond('quarantined', resultMessage(request.id, refusal));
+  if (refusal) return respond('quarantined', local(refusal));
   // Arguments are checked against the full schema before anything is sent.
   const invalid = gateway.guards.checkArguments(gateway.catalog, entry, argsObject);
-  if (invalid) return respond('invalid', resultMessage(request.id, invalid));
+  if (invalid) return respond('invalid', local(invalid));
 
   const upstream = gateway.pool.get(entry.server);
   if (!upstream) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
 
-  const { progressToken, ...restMeta } = (params._meta ?? {}) as Record<string, unknown>;
   const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: argsObject };
-  if (Object.keys(restMeta).length > 0) upstreamParams._meta = restMeta;
+  const { progressToken, relayed } = splitMeta(params._meta);
+  if (relayed) upstreamParams._meta = relayed;
 
   const cancellation = new Cancellation();
-  const key = inflightKey(request.id);
-  session.inflight.set(key, cancellation);
-  const done = () => session.inflight.delete(key);
+  const done = ex.track(request.id, cancellation);
   const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
-  const answer = (result: Result) => rawResultMessage(request.id, gateway.guards.capResult(entry, result));
-  const failure = (e: unknown): { verdict: Verdict; body: string } => {
+  const answer = (result: Result) =>
+    rawResultMessage(request.id, gateway.guards.capResult(entry, ex.result(result)));
+  const failure = (e: unknown): { verdict: Verdict; body: string; status: number } => {
     const asResult = errorAsResult(entry, e);
-    return asResult
-      ? { verdict: 'error', body: resultMessage(request.id, asResult) }
-      : { verdict: 'error', body: ctx.fail(request.id, e) };
+    if (asResult) return { verdict: 'error', body: local(asResult), status: 200 };
+    return { verdict: 'error', ...failBody(edge, request.id, e, ex.era) };
   };
 
-  if (validToken && ctx.canStream) {
+  if (validToken && ex.canStream) {
     const stream = new SseStream();
+    // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
+    // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
+    if (ex.era === 'modern')
+      stream.onclose = () => cancellation.abort(new Error('the client closed the stream'));
     void gateway
       .track(() =>
         upstream.callTool(upstreamParams, {
@@ -162,10 +155,34 @@ async function relay(
   } catch (e) {
     if (cancellation.aborted) return respond('error', errorMessage(request.id, -32800, 'request cancelled'));
     const f = failure(e);
-    return respond(f.verdict, f.body);
+    audit(f.verdict, f.body.length);
+    // A legacy client reads method errors inside a 200; a modern one also gets the statuses the
+    // 2026-07-28 revision requires (400 for a missing client capability…).
+    return json(f.body, ex.era === 'modern' ? f.status : 200);
   } finally {
     done();
   }
+}
+
+/**
+ * The downstream `_meta`: its progress token is the gateway's to map, and keys under a reserved
+ * MCP prefix describe the client's own request (version, capabilities, identity), so the upstream
+ * edge writes its own instead. Everything else (trace context, vendor keys) is relayed.
+ */
+function splitMeta(meta: unknown): { progressToken: unknown; relayed: Record<string, unknown> | undefined } {
+  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) {
+    return { progressToken: undefined, relayed: undefined };
+  }
+  let progressToken: unknown;
+  let relayed: Record<string, unknown> | undefined;
+  for (const [key, value] of Object.entries(meta)) {
+    if (key === 'progressToken') progressToken = value;
+    else if (!isReservedMetaKey(key)) {
+      relayed ??= {};
+      relayed[key] = value;
+    }
+  }
+  return { progressToken, relayed };
 }
 
 /** Failures that belong to the tool's answer rather than to the protocol become isError results. */

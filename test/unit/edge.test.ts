@@ -2,10 +2,11 @@ import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import * as fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CursorSealer } from '../../src/aggregate/cursor.js';
+import { anonymousPrincipal } from '../../src/auth/principal.js';
 import { ManifoldError } from '../../src/errors.js';
 import { toRpcError } from '../../src/server/errors.js';
 import { classify } from '../../src/server/jsonrpc.js';
-import { negotiateVersion } from '../../src/server/protocol.js';
+import { negotiateVersion } from '../../src/server/legacy.js';
 import { SessionTable } from '../../src/server/sessions.js';
 import { backoffDelay } from '../../src/upstream/backoff.js';
 import { mapCallError, sanitizeUpstreamText, UpstreamRpcError } from '../../src/upstream/call-errors.js';
@@ -126,41 +127,43 @@ describe('protocol negotiation', () => {
 describe('cursors', () => {
   it('B8: round-trips for its owner and version only', async () => {
     const s = await CursorSealer.create();
-    const c = await s.seal(3, 50, 'alice');
-    expect(await s.open(c, 3, 'alice')).toBe(50);
-    await expect(s.open(c, 3, 'bob')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
-    await expect(s.open(c, 4, 'alice')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
+    const c = await s.seal('v3', 50, 'alice');
+    expect(await s.open(c, 'v3', 'alice')).toBe(50);
+    await expect(s.open(c, 'v3', 'bob')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
+    await expect(s.open(c, 'v4', 'alice')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
     const other = await CursorSealer.create();
-    await expect(other.open(c, 3, 'alice')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
+    await expect(other.open(c, 'v3', 'alice')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
   });
 
   it('B8: any tampering is -32602, never a crash', async () => {
     const s = await CursorSealer.create();
-    const c = await s.seal(1, 10, 'p');
+    const c = await s.seal('v1', 10, 'p');
     await fc.assert(
       fc.asyncProperty(fc.string(), async (junk) => {
         if (junk === c) return;
-        await expect(s.open(junk, 1, 'p')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
+        await expect(s.open(junk, 'v1', 'p')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
       }),
       { numRuns: 200 },
     );
     const [body, mac] = c.split('.') as [string, string];
-    const forged = btoa(JSON.stringify({ v: 1, o: 0, p: 'p' })).replace(/=+$/, '');
-    await expect(s.open(`${forged}.${mac}`, 1, 'p')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
-    await expect(s.open(`${body}.${mac.slice(1)}`, 1, 'p')).rejects.toMatchObject({
+    const forged = btoa(JSON.stringify({ v: 'v1', o: 0, p: 'p' })).replace(/=+$/, '');
+    await expect(s.open(`${forged}.${mac}`, 'v1', 'p')).rejects.toMatchObject({ code: 'ERR_INVALID_PARAMS' });
+    await expect(s.open(`${body}.${mac.slice(1)}`, 'v1', 'p')).rejects.toMatchObject({
       code: 'ERR_INVALID_PARAMS',
     });
   });
 });
 
 describe('session table', () => {
+  const who = (key: string) => ({ ...anonymousPrincipal, key, viewKey: key });
+
   it('E5: is bounded; the evicted session is gone', () => {
     const t = new SessionTable({ max: 3, idleSeconds: 3600 });
-    const a = t.create('p', '2025-11-25', 0);
-    const b = t.create('p', '2025-11-25', 0);
-    t.create('p', '2025-11-25', 0);
+    const a = t.create(who('p'), '2025-11-25', 0);
+    const b = t.create(who('p'), '2025-11-25', 0);
+    t.create(who('p'), '2025-11-25', 0);
     t.get(b.id, 'p');
-    t.create('p', '2025-11-25', 0);
+    t.create(who('p'), '2025-11-25', 0);
     expect(t.size).toBe(3);
     expect(t.get(a.id, 'p')).toBeUndefined();
     expect(t.get(b.id, 'p')).toBeDefined();
@@ -168,14 +171,14 @@ describe('session table', () => {
 
   it('A4: a session belongs to its owner; another principal cannot find it', () => {
     const t = new SessionTable({ max: 10, idleSeconds: 3600 });
-    const s = t.create('alice', '2025-11-25', 0);
+    const s = t.create(who('alice'), '2025-11-25', 0);
     expect(t.get(s.id, 'alice')?.id).toBe(s.id);
     expect(t.get(s.id, 'bob')).toBeUndefined();
   });
 
   it('ending a session aborts its in-flight calls', () => {
     const t = new SessionTable({ max: 10, idleSeconds: 3600 });
-    const s = t.create('p', '2025-11-25', 0);
+    const s = t.create(who('p'), '2025-11-25', 0);
     const ac = new AbortController();
     s.inflight.set('number:1', ac);
     t.delete(s.id);

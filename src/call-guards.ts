@@ -1,9 +1,9 @@
-import type { Catalog, CatalogEntry } from '../aggregate/catalog.js';
-import type { Config } from '../config/types.js';
-import { type ArgsCheck, compileArgsValidator } from '../guards/args.js';
-import { quarantineDescription } from '../guards/drift.js';
-import { resultCap } from '../guards/result-cap.js';
-import type { Logger } from '../log.js';
+import type { Catalog, CatalogEntry } from './aggregate/catalog.js';
+import type { Config } from './config/types.js';
+import { type ArgsCheck, compileArgsValidator } from './guards/args.js';
+import { quarantineDescription } from './guards/drift.js';
+import { resultCap } from './guards/result-cap.js';
+import type { Logger } from './log.js';
 
 type Result = Record<string, unknown>;
 type Validator = ((args: unknown) => ArgsCheck) | null;

@@ -1,0 +1,64 @@
+import { describeError, ManifoldError } from '../errors.js';
+import type { Gateway } from '../gateway.js';
+import type { Era } from '../protocol/versions.js';
+import { toRpcError } from './errors.js';
+import type { CacheHint, Exchange } from './exchange.js';
+import { errorMessage, type JsonRpcId } from './jsonrpc.js';
+import type { ListenRegistry } from './listen.js';
+import type { SessionTable } from './sessions.js';
+import { toolsCall } from './tools-call.js';
+
+/** What the era handlers share: the gateway, the edge's own tables, and one way to answer. */
+export interface Edge {
+  gateway: Gateway;
+  sessions: SessionTable;
+  listeners: ListenRegistry;
+  /** How long a client may treat a list as fresh, and whether shared caches may keep it. */
+  listCache: CacheHint;
+  /** The gateway's identity in modern results. */
+  serverInfo: { name: string; version: string };
+}
+
+const jsonHeaders = { 'content-type': 'application/json' };
+
+export function json(body: string, status = 200, extra?: Record<string, string>): Response {
+  return new Response(body, { status, headers: extra ? { ...jsonHeaders, ...extra } : jsonHeaders });
+}
+
+/** A JSON-RPC error body for `e`, logged when it is the gateway's own bug. */
+export function failBody(
+  edge: Edge,
+  id: JsonRpcId | null,
+  e: unknown,
+  era: Era,
+): { status: number; body: string } {
+  const err = toRpcError(e, era);
+  if (err.data.manifold === 'ERR_INTERNAL') {
+    edge.gateway.log.error('request.internal_error', { error: describeError(e) });
+  }
+  return { status: err.status, body: errorMessage(id, err.code, err.message, err.data) };
+}
+
+/** An error as the whole HTTP answer: its own status (4xx for transport-level problems). */
+export function failResponse(edge: Edge, id: JsonRpcId | null, e: unknown, era: Era): Response {
+  const { status, body } = failBody(edge, id, e, era);
+  return json(body, status);
+}
+
+/** The methods both eras serve the same way. Era-only methods are handled before this. */
+export async function dispatchCommon(edge: Edge, ex: Exchange): Promise<Response> {
+  const { principal, request } = ex;
+  const { gateway } = edge;
+  switch (request.method) {
+    case 'tools/list': {
+      const page = await gateway.listToolsJson(principal, request.params?.cursor);
+      return json(
+        `{"jsonrpc":"2.0","id":${JSON.stringify(request.id)},"result":${ex.resultJson(page, edge.listCache)}}`,
+      );
+    }
+    case 'tools/call':
+      return toolsCall(edge, ex);
+    default:
+      throw new ManifoldError('ERR_METHOD_NOT_FOUND', `Method not found: ${request.method.slice(0, 64)}`);
+  }
+}

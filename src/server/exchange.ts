@@ -1,0 +1,61 @@
+import type { Principal } from '../auth/principal.js';
+import type { Cancellation } from '../cancellation.js';
+import { type Era, META } from '../protocol/versions.js';
+import type { JsonRpcId, JsonRpcRequest } from './jsonrpc.js';
+
+type Result = Record<string, unknown>;
+
+/**
+ * One downstream request as the code below the wire sees it: who asks, what, with which declared
+ * client capabilities, and how its era wants results dressed. Built once at the edge (legacy.ts
+ * or modern.ts); dispatch and the tools/call relay read it and never look at headers.
+ */
+export interface Exchange {
+  principal: Principal;
+  request: JsonRpcRequest;
+  era: Era;
+  /** What the client declared: at initialize (legacy) or in this request's `_meta` (modern). */
+  clientCapabilities: Record<string, unknown>;
+  /** The client accepts text/event-stream on this POST. */
+  canStream: boolean;
+  /** Size of the request as received (for the audit line; arguments are never logged). */
+  bytesIn: number;
+  /** Dresses a complete result for the client's era. */
+  result(result: Result): Result;
+  /** The same for a result that is already serialized (a JSON object). */
+  resultJson(json: string, cache?: CacheHint): string;
+  /** Makes `cancellation` reachable by the client's way of cancelling; returns its remover. */
+  track(id: JsonRpcId, cancellation: Cancellation): () => void;
+}
+
+/** `ttlMs` and `cacheScope` of a cacheable result (spec 2026-07-28: server/utilities/caching). */
+export interface CacheHint {
+  ttlMs: number;
+  cacheScope: 'public' | 'private';
+}
+
+/** Legacy results go out as they are (an upstream's 2026 fields were removed at its edge). */
+export const legacyResult = {
+  result: (r: Result) => r,
+  resultJson: (json: string) => json,
+};
+
+/**
+ * Modern results carry `resultType` (basic/index, "ResultType") and the gateway's own identity in
+ * `_meta` (basic/index, "Per-response protocol fields"), never an upstream's.
+ */
+export function modernResult(serverInfo: { name: string; version: string }) {
+  const infoJson = JSON.stringify(serverInfo);
+  const head = `{"resultType":"complete","_meta":{"${META.serverInfo}":${infoJson}}`;
+  return {
+    result(r: Result): Result {
+      const meta = r._meta && typeof r._meta === 'object' ? (r._meta as Result) : undefined;
+      return { ...r, resultType: 'complete', _meta: { ...meta, [META.serverInfo]: serverInfo } };
+    },
+    resultJson(json: string, cache?: CacheHint): string {
+      const hint = cache ? `,"ttlMs":${cache.ttlMs},"cacheScope":"${cache.cacheScope}"` : '';
+      const rest = json.length > 2 ? `,${json.slice(1)}` : '}';
+      return `${head}${hint}${rest}`;
+    },
+  };
+}

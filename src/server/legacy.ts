@@ -1,0 +1,178 @@
+/**
+ * The legacy era downstream: revisions 2025-11-25, 2025-06-18 and 2025-03-26 of streamable HTTP
+ * (spec 2025-11-25: basic/transports, basic/lifecycle). The initialize handshake opens a session
+ * held in the edge's bounded table; the GET stream carries list_changed; DELETE ends a session.
+ */
+import type { Context } from 'hono';
+import type { Principal } from '../auth/principal.js';
+import { ManifoldError } from '../errors.js';
+import { LATEST_LEGACY, LEGACY_VERSIONS } from '../protocol/versions.js';
+import { dispatchCommon, type Edge, failBody, json } from './dispatch.js';
+import { batchAllowed } from './era.js';
+import { type Exchange, legacyResult } from './exchange.js';
+import { classify, type JsonRpcNotification, type JsonRpcRequest, resultMessage } from './jsonrpc.js';
+import { inflightKey, type Session } from './sessions.js';
+import { SseStream, sseHeaders } from './sse.js';
+
+export const SESSION_HEADER = 'mcp-session-id';
+
+/** A client may ask for any revision; the answer is one the gateway serves (basic/lifecycle). */
+export function negotiateVersion(requested: unknown): string {
+  return typeof requested === 'string' && (LEGACY_VERSIONS as readonly string[]).includes(requested)
+    ? requested
+    : LATEST_LEGACY;
+}
+
+export function requireSession(edge: Edge, c: Context, principal: Principal): Session {
+  const id = c.req.header(SESSION_HEADER);
+  if (!id) throw new ManifoldError('ERR_SESSION_REQUIRED', 'Mcp-Session-Id header is required');
+  const session = edge.sessions.get(id, principal.key);
+  if (!session) throw new ManifoldError('ERR_SESSION_NOT_FOUND', 'session not found: initialize again');
+  session.principal = principal;
+  return session;
+}
+
+export interface LegacyPost {
+  c: Context;
+  principal: Principal;
+  message: Record<string, unknown>;
+  bytesIn: number;
+  canStream: boolean;
+}
+
+export function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): Response {
+  const { gateway } = edge;
+  if (gateway.isStopping) throw new ManifoldError('ERR_SHUTTING_DOWN', 'the gateway is shutting down');
+  const version = negotiateVersion(request.params?.protocolVersion);
+  const caps = request.params?.capabilities;
+  const session = edge.sessions.create(
+    p.principal,
+    version,
+    gateway.platform.now(),
+    typeof caps === 'object' && caps !== null && !Array.isArray(caps)
+      ? (caps as Record<string, unknown>)
+      : {},
+  );
+  session.seen = gateway.viewDigest(p.principal);
+  const result = {
+    protocolVersion: version,
+    capabilities: { tools: { listChanged: true } },
+    serverInfo: { name: 'manifold', title: 'Manifold MCP gateway', version: gateway.version },
+    // Upstream `instructions` are never forwarded (SECURITY C5); the gateway sends none of its own.
+  };
+  return json(resultMessage(request.id, result), 200, { [SESSION_HEADER]: session.id });
+}
+
+/** One legacy message that is not an initialize: it needs its session. */
+export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Response> {
+  const incoming = classify(p.message);
+  if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
+    return initialize(edge, p, incoming.message);
+  }
+  const session = requireSession(edge, p.c, p.principal);
+  if (incoming.kind === 'response') return new Response(null, { status: 202 });
+  if (incoming.kind === 'notification') {
+    onNotification(session, incoming.message);
+    return new Response(null, { status: 202 });
+  }
+  const request = incoming.message;
+  try {
+    return await dispatch(edge, exchange(p, session, request));
+  } catch (e) {
+    return json(failBody(edge, request.id, e, 'legacy').body);
+  }
+}
+
+function exchange(p: LegacyPost, session: Session, request: JsonRpcRequest): Exchange {
+  return {
+    principal: p.principal,
+    request,
+    era: 'legacy',
+    clientCapabilities: session.clientCapabilities,
+    canStream: p.canStream,
+    bytesIn: p.bytesIn,
+    ...legacyResult,
+    track: (id, cancellation) => {
+      const key = inflightKey(id);
+      session.inflight.set(key, cancellation);
+      return () => session.inflight.delete(key);
+    },
+  };
+}
+
+function dispatch(edge: Edge, ex: Exchange): Promise<Response> {
+  if (ex.request.method === 'ping') return Promise.resolve(json(resultMessage(ex.request.id, {})));
+  return dispatchCommon(edge, ex);
+}
+
+function onNotification(session: Session, note: JsonRpcNotification): void {
+  if (note.method === 'notifications/cancelled') {
+    const id = note.params?.requestId;
+    if (typeof id === 'string' || typeof id === 'number') {
+      session.inflight.get(inflightKey(id))?.abort(new Error('cancelled by the client'));
+    }
+  }
+  // notifications/initialized and others need no action.
+}
+
+/**
+ * A 2025-03-26 batch: every request is answered, in order, in one JSON array; notifications and
+ * responses in it need no answer, and a batch of only those gets 202 (spec 2025-03-26: transports).
+ */
+export async function legacyBatch(
+  edge: Edge,
+  p: Omit<LegacyPost, 'message'>,
+  batch: unknown[],
+): Promise<Response> {
+  const versionHeader = p.c.req.header('mcp-protocol-version');
+  if (batch.length === 0) throw new ManifoldError('ERR_BATCH', 'an empty JSON-RPC batch is not a message');
+  const incoming = batch.map((m) => classify(m));
+  if (incoming.some((m) => m.kind === 'request' && m.message.method === 'initialize')) {
+    throw new ManifoldError('ERR_BATCH', 'initialize must not be part of a JSON-RPC batch');
+  }
+  const session = requireSession(edge, p.c, p.principal);
+  if (!batchAllowed(versionHeader, session.protocolVersion)) {
+    throw new ManifoldError(
+      'ERR_BATCH',
+      `JSON-RPC batches are part of 2025-03-26 only; this session speaks ${versionHeader ?? session.protocolVersion}: send one message per POST`,
+    );
+  }
+  const answers: string[] = [];
+  for (const m of incoming) {
+    if (m.kind === 'notification') onNotification(session, m.message);
+    if (m.kind !== 'request') continue;
+    const ex = exchange({ ...p, canStream: false, message: {} }, session, m.message);
+    let response: Response;
+    try {
+      response = await dispatch(edge, ex);
+    } catch (e) {
+      response = json(failBody(edge, m.message.id, e, 'legacy').body);
+    }
+    answers.push(await response.text());
+  }
+  if (answers.length === 0) return new Response(null, { status: 202 });
+  return json(`[${answers.join(',')}]`);
+}
+
+/** The standalone stream: server-initiated messages such as tools/list_changed. */
+export function legacyGet(edge: Edge, c: Context, principal: Principal): Response {
+  const accept = c.req.header('accept') ?? '';
+  if (!accept.includes('text/event-stream')) {
+    throw new ManifoldError('ERR_NOT_ACCEPTABLE', 'Accept must include text/event-stream');
+  }
+  const session = requireSession(edge, c, principal);
+  // A newer stream replaces an older one, so a client reconnecting after a dead socket is never locked out.
+  session.stream?.close();
+  const stream = new SseStream({ keepaliveMs: 25_000 });
+  session.stream = stream;
+  stream.onclose = () => {
+    if (session.stream === stream) session.stream = undefined;
+  };
+  return new Response(stream.readable, { status: 200, headers: sseHeaders });
+}
+
+export function legacyDelete(edge: Edge, c: Context, principal: Principal): Response {
+  const session = requireSession(edge, c, principal);
+  edge.sessions.delete(session.id);
+  return new Response(null, { status: 204 });
+}

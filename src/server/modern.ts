@@ -1,0 +1,190 @@
+/**
+ * The modern era downstream: revision 2026-07-28 (spec: basic/transports/streamable-http,
+ * basic/versioning, server/discover, patterns/subscriptions). Every request stands alone: no
+ * session, no earlier request, so any instance can serve it.
+ */
+import type { Context } from 'hono';
+import type { CatalogEntry } from '../aggregate/catalog.js';
+import type { Principal } from '../auth/principal.js';
+import type { Cancellation } from '../cancellation.js';
+import { ManifoldError } from '../errors.js';
+import {
+  decodeHeaderValue,
+  type ParamHeaderPlan,
+  paramHeaderPlan,
+  paramValue,
+  sameParamValue,
+} from '../protocol/headers.js';
+import { SUPPORTED_VERSIONS } from '../protocol/versions.js';
+import { dispatchCommon, type Edge, failResponse, json } from './dispatch.js';
+import type { RequestMeta } from './era.js';
+import { type Exchange, modernResult } from './exchange.js';
+import { classify, type JsonRpcRequest } from './jsonrpc.js';
+import { type ListenFilter, ListenRegistry } from './listen.js';
+import { sseHeaders } from './sse.js';
+
+export interface ModernPost {
+  c: Context;
+  principal: Principal;
+  message: Record<string, unknown>;
+  meta: RequestMeta;
+  bytesIn: number;
+  canStream: boolean;
+  /** Runs `listener` when the client goes away before the answer is complete; returns its remover. */
+  onDisconnect: (listener: () => void) => () => void;
+}
+
+/** Methods whose target travels in `Mcp-Name` ("Standard Request Headers"). */
+const NAMED: Record<string, 'name' | 'uri'> = {
+  'tools/call': 'name',
+  'prompts/get': 'name',
+  'resources/read': 'uri',
+};
+
+const plans = new WeakMap<CatalogEntry, ParamHeaderPlan>();
+
+export async function modernPost(edge: Edge, p: ModernPost): Promise<Response> {
+  const incoming = classify(p.message);
+  // No client notification is defined on streamable HTTP in 2026-07-28; accepting one is harmless.
+  if (incoming.kind !== 'request') return new Response(null, { status: 202 });
+  const request = incoming.message;
+  try {
+    checkStandardHeaders(p.c, request);
+    if (request.method === 'tools/call') checkParamHeaders(edge, p, request);
+    return await dispatch(edge, exchange(edge, p, request), p);
+  } catch (e) {
+    return failResponse(edge, request.id, e, 'modern');
+  }
+}
+
+/**
+ * `Mcp-Method` must be present and equal the body's method; `Mcp-Name` likewise for the named
+ * methods, after decoding the Base64 sentinel (streamable-http, "Server Validation").
+ */
+function checkStandardHeaders(c: Context, request: JsonRpcRequest): void {
+  const method = c.req.header('mcp-method');
+  if (method === undefined) {
+    throw new ManifoldError(
+      'ERR_HEADER_MISMATCH',
+      `Header mismatch: the Mcp-Method header is required (${request.method.slice(0, 64)})`,
+    );
+  }
+  if (method !== request.method) {
+    throw new ManifoldError(
+      'ERR_HEADER_MISMATCH',
+      `Header mismatch: Mcp-Method header value ${JSON.stringify(method.slice(0, 64))} does not match body value ${JSON.stringify(request.method.slice(0, 64))}`,
+    );
+  }
+  const field = NAMED[request.method];
+  if (!field) return;
+  const body = request.params?.[field];
+  const raw = c.req.header('mcp-name');
+  if (raw === undefined) {
+    throw new ManifoldError(
+      'ERR_HEADER_MISMATCH',
+      `Header mismatch: the Mcp-Name header is required for ${request.method}`,
+    );
+  }
+  const name = decodeHeaderValue(raw);
+  if (name === undefined)
+    throw new ManifoldError('ERR_HEADER_MISMATCH', 'Header mismatch: the Mcp-Name header value is malformed');
+  if (name !== body) {
+    throw new ManifoldError(
+      'ERR_HEADER_MISMATCH',
+      `Header mismatch: Mcp-Name header value ${JSON.stringify(name.slice(0, 128))} does not match body value ${JSON.stringify(String(body).slice(0, 128))}`,
+    );
+  }
+}
+
+/**
+ * `Mcp-Param-*` headers of a tool whose exposed schema marks arguments with `x-mcp-header` must
+ * match the arguments ("Server Behavior for Custom Headers"). Unrecognised ones pass unread.
+ */
+function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest): void {
+  const name = request.params?.name;
+  const entry = typeof name === 'string' ? edge.gateway.catalog.byName.get(name) : undefined;
+  if (!entry) return;
+  let plan = plans.get(entry);
+  if (!plan) {
+    plan = paramHeaderPlan(entry.tool.inputSchema);
+    plans.set(entry, plan);
+  }
+  if (!plan.ok || plan.params.length === 0) return;
+  const args = request.params?.arguments;
+  const values =
+    typeof args === 'object' && args !== null && !Array.isArray(args)
+      ? (args as Record<string, unknown>)
+      : {};
+  for (const param of plan.params) {
+    const expected = paramValue(values, param);
+    const raw = p.c.req.header(`mcp-param-${param.header}`);
+    if (expected === undefined) continue;
+    if (raw === undefined) {
+      throw new ManifoldError(
+        'ERR_HEADER_MISMATCH',
+        `Header mismatch: the Mcp-Param-${param.header} header is required when that argument is set`,
+      );
+    }
+    const got = decodeHeaderValue(raw);
+    if (got === undefined || !sameParamValue(got, expected, param.type)) {
+      throw new ManifoldError(
+        'ERR_HEADER_MISMATCH',
+        `Header mismatch: Mcp-Param-${param.header} does not match the argument in the body`,
+      );
+    }
+  }
+}
+
+function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange {
+  return {
+    principal: p.principal,
+    request,
+    era: 'modern',
+    clientCapabilities: p.meta.clientCapabilities,
+    canStream: p.canStream,
+    bytesIn: p.bytesIn,
+    ...modernResult(edge.serverInfo),
+    // Closing the response is the cancellation on streamable HTTP (patterns/cancellation).
+    track: (_id, cancellation: Cancellation) =>
+      p.onDisconnect(() => cancellation.abort(new Error('the client closed the request'))),
+  };
+}
+
+async function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Response> {
+  switch (ex.request.method) {
+    case 'server/discover':
+      return json(
+        `{"jsonrpc":"2.0","id":${JSON.stringify(ex.request.id)},"result":${ex.resultJson(
+          JSON.stringify({
+            supportedVersions: SUPPORTED_VERSIONS,
+            capabilities: { tools: { listChanged: true } },
+            // Upstream `instructions` are never forwarded (SECURITY C5); the gateway has none.
+          }),
+          { ttlMs: edge.listCache.ttlMs, cacheScope: 'public' },
+        )}}`,
+      );
+    case 'subscriptions/listen':
+      return listen(edge, ex, p);
+    default:
+      return dispatchCommon(edge, ex);
+  }
+}
+
+function listen(edge: Edge, ex: Exchange, p: ModernPost): Response {
+  if (!p.canStream) {
+    throw new ManifoldError(
+      'ERR_NOT_ACCEPTABLE',
+      'subscriptions/listen answers with a stream: Accept must include text/event-stream',
+    );
+  }
+  const raw = ex.request.params?.notifications;
+  const filter = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as ListenFilter) : {};
+  const honoured = ListenRegistry.honoured(filter);
+  const stream = edge.listeners.open(
+    ex.request.id,
+    ex.principal,
+    honoured,
+    edge.gateway.viewDigest(ex.principal),
+  );
+  return new Response(stream.readable, { status: 200, headers: sseHeaders });
+}
