@@ -225,6 +225,10 @@ const SERVER_TEXT: Record<string, FieldText> = {
   disabled: { expected: 'true or false', fix: 'write true or false without quotes' },
   maxResultBytes: positive('bytes', 65536),
   budgetTokens: BUDGET_TEXT,
+  protocol: {
+    expected: '"auto", "2026-07-28" or "2025-11-25"',
+    fix: 'write "auto" (the default: probe with server/discover, then fall back to initialize), "2026-07-28" to require the stateless revision, or "2025-11-25" to skip the probe and use the initialize handshake',
+  },
 };
 
 export type FieldTable = Record<string, FieldText>;

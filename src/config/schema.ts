@@ -95,6 +95,9 @@ export const gatewaySchema = z.object({
 
 const glob = () => z.array(z.string().min(1));
 
+/** A server's `protocol`: find its era by probing, or pin one (the legacy pin runs initialize). */
+export const PROTOCOL_SETTINGS = ['auto', '2026-07-28', '2025-11-25'] as const;
+
 export const toolsSchema = z.object({ allow: glob(), deny: glob() });
 
 export const serverEntrySchema = z.object({
@@ -111,6 +114,7 @@ export const serverEntrySchema = z.object({
   disabled: z.boolean(),
   maxResultBytes: count(),
   budgetTokens: budget(),
+  protocol: z.enum(PROTOCOL_SETTINGS),
 });
 
 export const gatewayEntrySchema = gatewaySchema.partial();

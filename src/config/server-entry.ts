@@ -224,6 +224,14 @@ export function readServer(
     budgetTokens = 'off';
   }
 
+  if (type === 'sse' && valid('protocol') && picked.protocol === '2026-07-28') {
+    error(
+      f,
+      [...base, 'protocol'],
+      'is "2026-07-28", but an "sse" server speaks the deprecated HTTP+SSE transport, which only legacy revisions use',
+      'set "type": "http" if the server speaks streamable HTTP, or remove protocol',
+    );
+  }
   if (f.errors.length > before || type === undefined) return undefined;
   const server: ServerConfig = {
     name,
@@ -237,6 +245,7 @@ export function readServer(
     disabled,
     maxResultBytes,
     budgetTokens,
+    protocol: valid('protocol') ? (picked.protocol as ServerConfig['protocol']) : 'auto',
   };
   if (type === 'stdio') {
     server.command = picked.command as string;

@@ -29,6 +29,12 @@ export interface ServerConfig {
    * Defaults to gateway.disclosure.budgetTokens; 'off' when listed in gateway.disclosure.alwaysLoad.
    */
   budgetTokens: number | 'off';
+  /**
+   * The era to speak: `auto` probes with server/discover and falls back to initialize (default);
+   * `2026-07-28` requires a modern server; `2025-11-25` uses the handshake without probing. SSE
+   * servers are always legacy.
+   */
+  protocol: 'auto' | '2026-07-28' | '2025-11-25';
 }
 
 export interface DisclosureConfig {

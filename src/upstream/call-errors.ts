@@ -1,6 +1,7 @@
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { describeError, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
+import { McpCode } from '../protocol/versions.js';
 
 /**
  * Upstream text is untrusted: escapes, controls, bidi and zero-width characters go (the same
@@ -23,7 +24,22 @@ export function mapCallError(
 ): ManifoldError {
   if (e instanceof ManifoldError) return e;
   if (cancelled) return new ManifoldError('ERR_CANCELLED', 'the request was cancelled');
-  if (e instanceof UpstreamRpcError) return upstreamError(server, e, e.code);
+  if (e instanceof UpstreamRpcError) {
+    // The request needs a client capability the gateway did not declare upstream (2026-07-28:
+    // basic/index). Relayed as the same error, so a modern client gets -32021 with HTTP 400.
+    if (e.code === McpCode.MissingRequiredClientCapability) {
+      const required = (e.data as { requiredCapabilities?: unknown } | undefined)?.requiredCapabilities;
+      return new ManifoldError(
+        'ERR_MISSING_CAPABILITY',
+        `server ${server} needs a client capability the gateway does not relay: ${sanitizeUpstreamText(e.message)}`,
+        {
+          cause: e,
+          data: { requiredCapabilities: boundedCapabilities(required) },
+        },
+      );
+    }
+    return upstreamError(server, e, e.code);
+  }
   if (e instanceof McpError) {
     // The SDK reports its own timeouts and closed connections as McpErrors too, with these codes;
     // an upstream may send the same codes for its own reasons. The SDK's own carry its markers.
@@ -52,6 +68,18 @@ export function mapCallError(
     return upstreamError(server, e, e.code);
   }
   return outcomeUnknown(server, e);
+}
+
+/** Upstream data is untrusted: capability names as keys, small objects as values, a few at most. */
+function boundedCapabilities(v: unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return out;
+  for (const [k, value] of Object.entries(v).slice(0, 8)) {
+    if (!/^[A-Za-z][\w./-]{0,63}$/.test(k)) continue;
+    const small = typeof value === 'object' && value !== null && JSON.stringify(value).length <= 512;
+    out[k] = small ? value : {};
+  }
+  return out;
 }
 
 function upstreamError(server: string, e: Error, code: number): ManifoldError {

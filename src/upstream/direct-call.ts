@@ -1,5 +1,6 @@
 /**
- * tools/call over streamable HTTP in one POST, without the SDK's per-message machinery.
+ * Requests relayed without the SDK's per-message machinery: tools/call over streamable HTTP in one
+ * POST in the legacy era, and every request of a modern upstream, over HTTP or stdio.
  *
  * The SDK Client still owns the connection: it does the handshake, holds the session id and the
  * negotiated protocol version, lists tools, keeps the standalone GET stream and answers server
@@ -19,26 +20,19 @@ import {
   McpError,
   type MessageExtraInfo,
 } from '@modelcontextprotocol/sdk/types.js';
-import { createParser } from 'eventsource-parser';
 import type { Cancellation } from '../cancellation.js';
 import type { Logger } from '../log.js';
-import { UpstreamHttpError, UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
-
-/** What a direct call needs from the SDK transport that owns the session. */
-export interface DirectEndpoint {
-  readonly sessionId: string | undefined;
-  readonly protocolVersion: string | undefined;
-  /** Resumes a stream from an event id (the SDK's GET with Last-Event-ID). */
-  send(message: JSONRPCMessage, options: { resumptionToken: string }): Promise<void>;
-}
+import { UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
+import { postMessage, type StreamEnd, type Wire } from './http-wire.js';
 
 export interface DirectCallerOptions {
-  url: string;
-  fetch: typeof fetch;
-  /** The server's configured headers (sent as the SDK transport sends them). */
-  headers: Record<string, string>;
-  endpoint: DirectEndpoint;
-  /** Where every message that is not an answer to a direct call goes: the SDK client. */
+  /** Streamable HTTP: each request is a POST on this wire. */
+  http?: { url: string; fetch: typeof fetch; wire: Wire };
+  /** stdio: each request is written to the child (its answers reach `route`). */
+  send?: (message: JSONRPCMessage) => Promise<void>;
+  /** The params as sent (modern upstreams: the gateway's own per-request `_meta`). */
+  stamp?: (params: Record<string, unknown>) => Record<string, unknown>;
+  /** Where every message that is not an answer to a direct call goes (the SDK client, or a listener). */
   deliver: Deliver;
   /** Tells the upstream a call was abandoned (notifications/cancelled). */
   cancel: (requestId: string, reason: string) => void;
@@ -104,8 +98,6 @@ export function routeMessages(
 export class DirectCaller {
   private readonly pending = new Map<string, Pending>();
   private seq = 0;
-  private headers: Record<string, string> | undefined;
-  private headersFor = '';
   /**
    * Controllers whose signal never fired, for the next POST. Each request needs a signal of its
    * own (a timed-out or cancelled call must free its connection), but making an AbortSignal on
@@ -144,22 +136,27 @@ export class DirectCaller {
   }
 
   call(params: Record<string, unknown>, options: DirectCallOptions): Promise<Result> {
+    return this.request('tools/call', params, options);
+  }
+
+  request(method: string, params: Record<string, unknown>, options: DirectCallOptions): Promise<Result> {
     const id = `${PREFIX}${++this.seq}`;
     const { cancellation, onprogress } = options;
-    let callParams = params;
+    let callParams = this.o.stamp ? this.o.stamp(params) : params;
     if (onprogress) {
-      const meta = (params._meta as Record<string, unknown> | undefined) ?? {};
-      callParams = { ...params, _meta: { ...meta, progressToken: id } };
+      const meta = (callParams._meta as Record<string, unknown> | undefined) ?? {};
+      callParams = { ...callParams, _meta: { ...meta, progressToken: id } };
     }
-    const message = { jsonrpc: '2.0' as const, id, method: 'tools/call', params: callParams };
+    const message = { jsonrpc: '2.0' as const, id, method, params: callParams };
     return new Promise<Result>((resolve, reject) => {
       if (cancellation?.aborted) {
         reject(cancellation.reason);
         return;
       }
-      const controller = this.signals.pop() ?? new AbortController();
-      const used = (this.uses.get(controller) ?? 0) + 1;
-      this.uses.set(controller, used);
+      // Only a POST needs a signal (stdio requests have no connection of their own to free).
+      const controller = this.o.http ? (this.signals.pop() ?? new AbortController()) : undefined;
+      const used = controller ? (this.uses.get(controller) ?? 0) + 1 : 0;
+      if (controller) this.uses.set(controller, used);
       const started = this.o.now();
       let timer: ReturnType<typeof setTimeout> | undefined;
       let settled = false;
@@ -177,7 +174,7 @@ export class DirectCaller {
       const abandon = (error: unknown, reason: string) => {
         if (!finish()) return;
         this.o.cancel(id, reason);
-        controller.abort(error);
+        controller?.abort(error);
         reject(error);
       };
       // Which deadline the timer runs for is decided when it is armed: timers may fire a
@@ -221,7 +218,7 @@ export class DirectCaller {
         },
         fail: (error) => {
           if (!finish()) return;
-          controller.abort(error);
+          controller?.abort(error);
           reject(error);
         },
       });
@@ -230,8 +227,12 @@ export class DirectCaller {
       // call. (A call still waiting, after a 202 or on a resumed stream, keeps its signal, since
       // a timeout may yet abort it.) Runs as soon as the answer is read, before the caller
       // resumes, so back-to-back calls share one signal.
+      let over = false;
       const requestOver = () => {
+        if (over) return;
+        over = true;
         if (
+          controller &&
           settled &&
           !controller.signal.aborted &&
           used < MAX_SIGNAL_USES &&
@@ -240,15 +241,23 @@ export class DirectCaller {
           this.signals.push(controller);
         }
       };
-      this.post(message, controller.signal, requestOver).then(
-        (resumeFrom) => {
+      this.post(message, controller?.signal, requestOver).then(
+        (end) => {
           // Answered, or a 202 (the answer comes on another stream; the timeout bounds the wait).
-          if (settled || resumeFrom === undefined) return;
+          const resume = this.o.http?.wire.resume;
+          if (settled || end?.lastEventId === undefined || !resume) return;
           // The server ended a resumable stream before answering: the SDK resumes it (GET with
-          // Last-Event-ID) and the answer reaches route() from there.
-          this.o.endpoint.send(message, { resumptionToken: resumeFrom }).catch((e: unknown) => {
-            if (finish()) reject(e);
-          });
+          // Last-Event-ID) after the delay the server asked for with `retry:` (spec 2025-11-25:
+          // transports, resumability), and the answer reaches route() from there.
+          const from = end.lastEventId;
+          const again = () => {
+            if (settled) return;
+            resume(message, from).catch((e: unknown) => {
+              if (finish()) reject(e);
+            });
+          };
+          if (end.retryMs && end.retryMs > 0) setTimeout(again, Math.min(end.retryMs, options.maxTotalMs));
+          else again();
         },
         (e: unknown) => {
           if (finish()) reject(e);
@@ -257,99 +266,42 @@ export class DirectCaller {
     });
   }
 
-  private currentHeaders(): Record<string, string> {
-    const { sessionId, protocolVersion } = this.o.endpoint;
-    const key = `${sessionId ?? ''}\n${protocolVersion ?? ''}`;
-    if (!this.headers || key !== this.headersFor) {
-      this.headers = {
-        ...this.o.headers,
-        ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
-        ...(protocolVersion ? { 'mcp-protocol-version': protocolVersion } : {}),
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      };
-      this.headersFor = key;
-    }
-    return this.headers;
-  }
-
   /**
-   * One POST. Resolves once its answer stream is read; with an event id to resume from when a
-   * resumable stream ended before the call was answered.
+   * Sends one request. Resolves once its answer is read (HTTP) or written (stdio); with where to
+   * resume from when a resumable stream ended before the call was answered.
    */
   private async post(
-    message: { id: string } & Record<string, unknown>,
-    signal: AbortSignal,
+    message: { id: string; method: string; params: Record<string, unknown> },
+    signal: AbortSignal | undefined,
     requestOver: () => void,
-  ): Promise<string | undefined> {
-    const response = await this.o.fetch(this.o.url, {
-      method: 'POST',
-      headers: this.currentHeaders(),
-      body: JSON.stringify(message),
-      signal,
-    });
-    if (!response.ok) {
-      const text = await response.text().catch(() => '');
-      throw new UpstreamHttpError(response.status, text);
-    }
-    if (response.status === 202) {
-      await response.body?.cancel().catch(() => {});
+  ): Promise<StreamEnd | undefined> {
+    const http = this.o.http;
+    if (!http || !signal) {
+      await this.o.send!(message as JSONRPCMessage);
       return undefined;
     }
-    const type = mediaType(response.headers.get('content-type'));
-    if (type === 'application/json') {
-      const data: unknown = await response.json();
-      for (const m of Array.isArray(data) ? data : [data]) this.receive(m);
-      if (this.pending.has(message.id))
-        throw new UpstreamProtocolError('the JSON answer did not answer the call');
+    const end = await postMessage(
+      {
+        ...http,
+        log: this.o.log,
+        receive: (m) => this.receive(m),
+        // The request is over as soon as its answer is read: release its signal before the
+        // caller resumes, so back-to-back calls share one.
+        onRead: () => {
+          if (!this.pending.has(message.id)) requestOver();
+        },
+      },
+      message,
+      signal,
+    );
+    if (end === 'accepted') return undefined;
+    if (!this.pending.has(message.id)) {
       requestOver();
       return undefined;
     }
-    if (type === 'text/event-stream' && response.body) {
-      const lastEventId = await this.readEvents(response.body);
-      if (!this.pending.has(message.id)) {
-        requestOver();
-        return undefined;
-      }
-      if (lastEventId !== undefined) return lastEventId;
-      throw new UpstreamProtocolError('the upstream closed its event stream before answering');
-    }
-    await response.body?.cancel().catch(() => {});
-    throw new UpstreamProtocolError(`unexpected content type ${type || '(none)'}`);
-  }
-
-  /** Reads an answer stream to its end; returns the last event id seen, if any. */
-  private async readEvents(body: ReadableStream<Uint8Array>): Promise<string | undefined> {
-    let lastEventId: string | undefined;
-    const parser = createParser({
-      onEvent: (event) => {
-        if (event.id) lastEventId = event.id;
-        if (!event.data || (event.event && event.event !== 'message')) return;
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(event.data);
-        } catch {
-          this.o.log.debug('upstream.bad_event', { bytes: event.data.length });
-          return;
-        }
-        this.receive(parsed);
-      },
-    });
-    const reader = body.getReader();
-    const decoder = new TextDecoder();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        parser.feed(decoder.decode(value, { stream: true }));
-      }
-    } catch (e) {
-      // A stream that broke after an event id can be resumed; otherwise the outcome is unknown.
-      if (lastEventId === undefined) throw e;
-    } finally {
-      reader.releaseLock();
-    }
-    return lastEventId;
+    if (end.json) throw new UpstreamProtocolError('the JSON answer did not answer the call');
+    if (end.lastEventId !== undefined && http.wire.resume) return end;
+    throw new UpstreamProtocolError('the upstream closed its event stream before answering');
   }
 
   private receive(m: unknown): void {
@@ -365,11 +317,4 @@ function isMessage(m: unknown): m is JSONRPCMessage {
   return (
     typeof m === 'object' && m !== null && !Array.isArray(m) && (m as { jsonrpc?: unknown }).jsonrpc === '2.0'
   );
-}
-
-/** The media type of a Content-Type value, lowercased, without parameters. */
-function mediaType(value: string | null): string {
-  if (!value) return '';
-  const semi = value.indexOf(';');
-  return (semi === -1 ? value : value.slice(0, semi)).trim().toLowerCase();
 }

@@ -61,7 +61,7 @@ export function createTransport(server: ServerConfig, platform: Platform, log: L
  * guarded fetch would refuse the first request anyway; this fails before a transport exists and
  * logs the detailed reason under the server's name (the error itself stays generic).
  */
-function upstreamUrl(server: ServerConfig, platform: Platform, log: Logger): URL {
+export function upstreamUrl(server: ServerConfig, platform: Platform, log: Logger): URL {
   const url = new URL(server.url ?? '');
   const verdict = egressPolicyOf(platform.fetch)?.checkUrl(url);
   if (verdict && !verdict.ok) {

@@ -1,25 +1,16 @@
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  ErrorCode,
-  ListToolsResultSchema,
-  McpError,
-  type Tool,
-  ToolListChangedNotificationSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Cancellation } from '../cancellation.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
 import type { VerifiedListing } from '../drift-gate.js';
 import { ManifoldError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
+import type { Era } from '../protocol/versions.js';
 import { type BackoffOptions, backoffDelay, defaultBackoff } from './backoff.js';
 import { brief, mapCallError } from './call-errors.js';
-import { DirectCaller, routeMessages } from './direct-call.js';
 import { listAllTools } from './discovery.js';
-import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
-import { createTransport } from './transports.js';
+import { openSession } from './probe.js';
+import type { UpstreamSession } from './session.js';
 
 export type UpstreamState =
   | 'connecting'
@@ -38,12 +29,17 @@ export interface UpstreamStatus {
   lastError?: string;
   rule?: string;
   consecutiveFailures: number;
+  /** The era it speaks and the revision in use, once connected. */
+  era?: Era;
+  protocolVersion?: string;
 }
 
 /** Consecutive failures after which a server is reported `failed` (it is still probed at the cap). */
 export const FAILED_AFTER = 5;
 /** A connection that stayed up this long ends a failure streak when it drops. */
 const STABLE_MS = 30_000;
+/** A server's `ttlMs` never makes the gateway list more often than this. */
+const MIN_TTL_RELIST_MS = 5_000;
 
 export interface UpstreamDeps {
   platform: Platform;
@@ -59,8 +55,9 @@ export interface CallOptions {
 }
 
 /**
- * One configured upstream server: its SDK Client, its last complete tool listing, and the
- * reconnect loop. It never throws into its siblings: every failure becomes state + lastError.
+ * One configured upstream server: its session (in whichever era it speaks), its last complete
+ * tool listing, and the reconnect loop. It never throws into its siblings: every failure becomes
+ * state + lastError.
  */
 export class Upstream {
   readonly config: ServerConfig;
@@ -83,9 +80,10 @@ export class Upstream {
   });
   verified: VerifiedListing | undefined;
 
-  private client: Client | undefined;
-  /** The tools/call fast path of a streamable-HTTP upstream (see direct-call.ts). */
-  private direct: DirectCaller | undefined;
+  private session: UpstreamSession | undefined;
+  /** The era of the last good connection: the next one skips the probe (basic/versioning). */
+  private eraHint: Era | undefined;
+  private ttlTimer: ReturnType<typeof setTimeout> | undefined;
   private generation = 0;
   private readyAt = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -126,6 +124,7 @@ export class Upstream {
       consecutiveFailures: this.consecutiveFailures,
       ...(this.lastError ? { lastError: this.lastError } : {}),
       ...(this.rule ? { rule: this.rule } : {}),
+      ...(this.session ? { era: this.session.era, protocolVersion: this.session.protocolVersion } : {}),
     };
   }
 
@@ -133,65 +132,83 @@ export class Upstream {
     const gen = ++this.generation;
     const { gateway, platform } = this.deps;
     this.state = 'connecting';
-    let client: Client | undefined;
+    let session: UpstreamSession | undefined;
     try {
-      const transport: Transport = createTransport(this.config, platform, this.log);
-      client = newSdkClient(this.deps.clientVersion);
-      client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged(gen));
-      client.onclose = () => this.onClosed(gen);
-      client.onerror = (e) => {
-        this.log.debug('upstream.transport_error', { error: brief(e) });
-        // HTTP and SSE transports report a dead stream here and never close; find out for sure.
-        this.probe(gen);
-      };
-      await withDeadline(
-        client.connect(transport, { timeout: gateway.connectTimeoutMs }),
-        gateway.connectTimeoutMs,
-        'connect',
+      session = await openSession(
+        { config: this.config, gateway, platform, log: this.log, clientVersion: this.deps.clientVersion },
+        {
+          onListChanged: () => this.onListChanged(gen),
+          onClosed: () => this.onClosed(gen),
+          onSuspect: () => this.probe(gen),
+        },
+        this.eraHint,
       );
-      const direct = this.routeMessages(transport, client);
-      const tools = client.getServerCapabilities()?.tools ? await this.list(client) : [];
-      const verified = await this.verify(tools);
+      const listed = session.hasTools ? await this.list(session) : { tools: [] };
+      const verified = await this.verify(listed.tools);
       if (gen !== this.generation) {
-        await client.close().catch(() => {});
+        await session.close();
         return;
       }
-      this.client = client;
-      this.direct = direct;
-      this.tools = tools;
+      this.session = session;
+      this.eraHint = session.era;
+      session.noteTools(listed.tools);
+      this.tools = listed.tools;
       this.verified = verified;
       this.state = 'ready';
       this.readyAt = platform.now();
       this.lastError = undefined;
       this.rule = undefined;
-      this.log.info('upstream.ready', { tools: tools.length });
+      this.log.info('upstream.ready', {
+        tools: listed.tools.length,
+        era: session.era,
+        protocolVersion: session.protocolVersion,
+      });
+      this.relistAfter(listed.ttlMs);
       this.onChange();
     } catch (e) {
-      if (client) await client.close().catch(() => {});
+      if (session) await session.close().catch(() => {});
       if (gen !== this.generation) return;
+      // The era may have changed under a cached verdict (a server upgraded): probe next time.
+      this.eraHint = undefined;
       this.fail(e);
     }
   }
 
-  private list(client: Client): Promise<Tool[]> {
+  private list(session: UpstreamSession): Promise<{ tools: Tool[]; ttlMs?: number }> {
     const { gateway } = this.deps;
+    let ttlMs: number | undefined;
     return listAllTools(
-      async (cursor, signal) =>
-        client.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, ListToolsResultSchema, {
-          signal,
-          timeout: gateway.listTimeoutMs,
-        }),
+      async (cursor, signal) => {
+        const page = await session.listTools(cursor, signal);
+        if (page.ttlMs !== undefined) ttlMs = Math.min(ttlMs ?? page.ttlMs, page.ttlMs);
+        return page;
+      },
       {
         maxPages: gateway.maxListPages,
         deadlineMs: gateway.listTimeoutMs,
         maxTools: gateway.maxToolsPerServer,
       },
-    );
+    ).then((tools) => (ttlMs === undefined ? { tools } : { tools, ttlMs }));
+  }
+
+  /**
+   * A server's `ttlMs` on its listing is a hint for when the list may be stale (2026-07-28:
+   * caching); the gateway lists again then, and drift verification runs on that listing as on
+   * every other.
+   */
+  private relistAfter(ttlMs: number | undefined): void {
+    if (this.ttlTimer) clearTimeout(this.ttlTimer);
+    this.ttlTimer = undefined;
+    if (ttlMs === undefined || this.state !== 'ready') return;
+    const delay = Math.min(Math.max(ttlMs, MIN_TTL_RELIST_MS), 2_147_483_647);
+    this.ttlTimer = setTimeout(() => {
+      this.ttlTimer = undefined;
+      void this.refresh();
+    }, delay);
   }
 
   private fail(e: unknown): void {
-    this.dropDirect();
-    this.client = undefined;
+    this.dropSession();
     this.tools = [];
     this.verified = undefined;
     this.lastError = brief(e);
@@ -245,15 +262,17 @@ export class Upstream {
     this.relisting = (async () => {
       do {
         this.relistAgain = false;
-        const client = this.client;
+        const session = this.session;
         const gen = this.generation;
-        if (!client || this.state !== 'ready') return;
+        if (!session || this.state !== 'ready') return;
         try {
-          const tools = await this.list(client);
-          const verified = await this.verify(tools);
+          const listed = await this.list(session);
+          const verified = await this.verify(listed.tools);
           if (gen !== this.generation) return;
-          this.tools = tools;
+          session.noteTools(listed.tools);
+          this.tools = listed.tools;
           this.verified = verified;
+          this.relistAfter(listed.ttlMs);
           this.onChange();
         } catch (e) {
           // Keep the last complete listing: never load half of one.
@@ -282,48 +301,23 @@ export class Upstream {
     params: Record<string, unknown>,
     options: CallOptions = {},
   ): Promise<Record<string, unknown>> {
-    const client = this.client;
-    if (!client || this.state !== 'ready') {
+    const session = this.session;
+    if (!session || this.state !== 'ready') {
       throw new ManifoldError(
         'ERR_UPSTREAM_UNAVAILABLE',
         `server ${this.name} is not connected right now (${this.state}); the call was not sent`,
       );
     }
     const timeout = this.config.timeoutMs;
-    const maxTotal = Math.max(timeout, this.deps.gateway.maxCallTimeoutMs);
-    const direct = this.direct;
-    if (direct) {
-      try {
-        return await direct.call(params, {
-          cancellation: options.cancellation,
-          onprogress: options.onprogress,
-          timeoutMs: timeout,
-          maxTotalMs: maxTotal,
-        });
-      } catch (e) {
-        throw this.callFailed(e, timeout, options.cancellation);
-      }
-    }
-    // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
-    // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
-    const local = new AbortController();
-    const cancellation = options.cancellation;
-    if (cancellation?.aborted) local.abort(cancellation.reason);
-    const off = cancellation?.onAbort((reason) => local.abort(reason));
     try {
-      return await client.request({ method: 'tools/call', params: params as { name: string } }, PassThrough, {
-        signal: local.signal,
-        ...(options.onprogress ? { onprogress: options.onprogress } : {}),
-        timeout,
-        resetTimeoutOnProgress: true,
-        maxTotalTimeout: maxTotal,
+      return await session.callTool(params, {
+        cancellation: options.cancellation,
+        onprogress: options.onprogress,
+        timeoutMs: timeout,
+        maxTotalMs: Math.max(timeout, this.deps.gateway.maxCallTimeoutMs),
       });
     } catch (e) {
-      const data = e instanceof McpError ? (e.data as { maxTotalTimeout?: unknown } | undefined) : undefined;
-      if (typeof data?.maxTotalTimeout === 'number' && !local.signal.aborted) local.abort(e);
-      throw this.callFailed(e, timeout, cancellation);
-    } finally {
-      off?.();
+      throw this.callFailed(e, timeout, options.cancellation);
     }
   }
 
@@ -339,19 +333,16 @@ export class Upstream {
    * what turns that into a reconnect, and the reconnect into a list_changed on recovery (F4).
    */
   private probe(gen: number): void {
-    const client = this.client;
-    if (this.probing || !client || gen !== this.generation || this.state !== 'ready') return;
+    const session = this.session;
+    if (this.probing || !session || gen !== this.generation || this.state !== 'ready') return;
     this.probing = true;
-    client
-      .ping({ timeout: Math.min(this.deps.gateway.connectTimeoutMs, 10_000) })
+    session
+      .ping(Math.min(this.deps.gateway.connectTimeoutMs, 10_000))
       .then(
         () => undefined,
         (e: unknown) => {
           if (gen !== this.generation || this.state !== 'ready') return;
           this.generation++;
-          this.client = undefined;
-          this.dropDirect();
-          void client.close().catch(() => {});
           this.fail(new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `connection lost: ${brief(e)}`));
         },
       )
@@ -364,36 +355,14 @@ export class Upstream {
     this.state = 'closed';
     this.generation++;
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    const client = this.client;
-    this.client = undefined;
-    this.dropDirect();
-    if (client) await client.close().catch(() => {});
+    await this.dropSession();
   }
 
-  /** Messages go to the SDK client, except answers to direct calls (streamable HTTP only). */
-  private routeMessages(transport: Transport, client: Client): DirectCaller | undefined {
-    return routeMessages(transport, (deliver) =>
-      transport instanceof StreamableHTTPClientTransport
-        ? new DirectCaller({
-            url: this.config.url ?? '',
-            fetch: this.deps.platform.fetch,
-            headers: this.config.headers,
-            endpoint: transport,
-            deliver,
-            cancel: (requestId, reason) => {
-              client
-                .notification({ method: 'notifications/cancelled', params: { requestId, reason } })
-                .catch(() => {});
-            },
-            now: () => this.deps.platform.now(),
-            log: this.log,
-          })
-        : undefined,
-    );
-  }
-
-  private dropDirect(): void {
-    this.direct?.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
-    this.direct = undefined;
+  private dropSession(): Promise<void> {
+    if (this.ttlTimer) clearTimeout(this.ttlTimer);
+    this.ttlTimer = undefined;
+    const session = this.session;
+    this.session = undefined;
+    return session ? session.close().catch(() => {}) : Promise.resolve();
   }
 }

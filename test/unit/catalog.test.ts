@@ -17,6 +17,7 @@ function server(name: string, over: Partial<ServerConfig> = {}): ServerConfig {
     disabled: false,
     maxResultBytes: 65536,
     budgetTokens: 'off',
+    protocol: 'auto',
     ...over,
   };
 }

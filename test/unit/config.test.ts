@@ -102,6 +102,7 @@ describe('pasted client configs', () => {
       disabled: false,
       maxResultBytes: 65536,
       budgetTokens: 20000,
+      protocol: 'auto',
     });
   });
 
@@ -426,6 +427,7 @@ describe('defaults and limits', () => {
       disabled: false,
       maxResultBytes: 65536,
       budgetTokens: 20000,
+      protocol: 'auto',
     });
   });
 
@@ -450,6 +452,7 @@ describe('defaults and limits', () => {
       disabled: true,
       maxResultBytes: 1000,
       budgetTokens: 'off',
+      protocol: 'auto',
     };
     const result = ok(parseConfigObject(cfg({ s: server }, { gateway }), {}));
     expect(result.config.gateway).toMatchObject({

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Cancellation } from '../../src/cancellation.js';
 import { silentLogger } from '../../src/log.js';
 import { DirectCaller, MAX_SIGNAL_USES } from '../../src/upstream/direct-call.js';
+import { legacyWire } from '../../src/upstream/http-wire.js';
 
 /** A request that never answers, until its signal aborts it. */
 function hang(signal: AbortSignal): Promise<Response> {
@@ -15,10 +16,11 @@ function hang(signal: AbortSignal): Promise<Response> {
 function directCaller(fetch: typeof globalThis.fetch, clock: () => number = Date.now) {
   const cancelled: string[] = [];
   const direct = new DirectCaller({
-    url: 'http://upstream.test/mcp',
-    fetch,
-    headers: {},
-    endpoint: { sessionId: 's', protocolVersion: '2025-11-25', send: async () => {} },
+    http: {
+      url: 'http://upstream.test/mcp',
+      fetch,
+      wire: legacyWire({ sessionId: 's', protocolVersion: '2025-11-25', send: async () => {} }, {}),
+    },
     deliver: () => {},
     cancel: (id) => cancelled.push(id),
     now: clock,

@@ -31,6 +31,7 @@ function serverConfig(extra: Partial<ServerConfig> = {}): ServerConfig {
     disabled: false,
     maxResultBytes: 65_536,
     budgetTokens: 20_000,
+    protocol: 'auto',
     ...extra,
   };
 }

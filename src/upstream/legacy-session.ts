@@ -1,0 +1,140 @@
+/**
+ * A legacy upstream (2025-11-25 and earlier): the SDK client owns the handshake, the session, the
+ * GET stream and listings; tools/call over streamable HTTP goes out directly (direct-call.ts).
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  ErrorCode,
+  ListToolsResultSchema,
+  McpError,
+  type Tool,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { brief } from './call-errors.js';
+import { DirectCaller, routeMessages } from './direct-call.js';
+import { legacyWire } from './http-wire.js';
+import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
+import type {
+  ListedPage,
+  SessionCallOptions,
+  SessionDeps,
+  SessionEvents,
+  UpstreamSession,
+} from './session.js';
+
+export class LegacySession implements UpstreamSession {
+  readonly era = 'legacy' as const;
+
+  private constructor(
+    private readonly deps: SessionDeps,
+    private readonly client: Client,
+    /** The tools/call fast path of a streamable-HTTP upstream. */
+    private direct: DirectCaller | undefined,
+    /** The revision the handshake settled on. */
+    readonly protocolVersion: string,
+  ) {}
+
+  get hasTools(): boolean {
+    return Boolean(this.client.getServerCapabilities()?.tools);
+  }
+
+  /** Runs the initialize handshake on `transport` (which may already be started, see probe.ts). */
+  static async open(deps: SessionDeps, transport: Transport, events: SessionEvents): Promise<LegacySession> {
+    const client = newSdkClient(deps.clientVersion);
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => events.onListChanged());
+    client.onclose = () => events.onClosed();
+    client.onerror = (e) => {
+      deps.log.debug('upstream.transport_error', { error: brief(e) });
+      // HTTP and SSE transports report a dead stream here and never close; find out for sure.
+      events.onSuspect(e);
+    };
+    // The SDK tells the transport which revision initialize settled on; keep it for /healthz.
+    let negotiated = 'unknown';
+    const tell = transport.setProtocolVersion?.bind(transport);
+    transport.setProtocolVersion = (v: string) => {
+      negotiated = v;
+      tell?.(v);
+    };
+    const timeout = deps.gateway.connectTimeoutMs;
+    try {
+      await withDeadline(client.connect(transport, { timeout }), timeout, 'connect');
+    } catch (e) {
+      await client.close().catch(() => {});
+      throw e;
+    }
+    const direct = routeMessages(transport, (deliver) =>
+      transport instanceof StreamableHTTPClientTransport
+        ? new DirectCaller({
+            http: {
+              url: deps.config.url ?? '',
+              fetch: deps.platform.fetch,
+              wire: legacyWire(transport, deps.config.headers),
+            },
+            deliver,
+            cancel: (requestId, reason) => {
+              client
+                .notification({ method: 'notifications/cancelled', params: { requestId, reason } })
+                .catch(() => {});
+            },
+            now: () => deps.platform.now(),
+            log: deps.log,
+          })
+        : undefined,
+    );
+    return new LegacySession(deps, client, direct, negotiated);
+  }
+
+  async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
+    return this.client.request(
+      { method: 'tools/list', params: cursor ? { cursor } : {} },
+      ListToolsResultSchema,
+      { signal, timeout: this.deps.gateway.listTimeoutMs },
+    );
+  }
+
+  noteTools(_tools: readonly Tool[]): void {}
+
+  async callTool(
+    params: Record<string, unknown>,
+    options: SessionCallOptions,
+  ): Promise<Record<string, unknown>> {
+    if (this.direct) return this.direct.call(params, options);
+    // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
+    // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
+    const local = new AbortController();
+    const cancellation = options.cancellation;
+    if (cancellation?.aborted) local.abort(cancellation.reason);
+    const off = cancellation?.onAbort((reason) => local.abort(reason));
+    try {
+      return await this.client.request(
+        { method: 'tools/call', params: params as { name: string } },
+        PassThrough,
+        {
+          signal: local.signal,
+          ...(options.onprogress ? { onprogress: options.onprogress } : {}),
+          timeout: options.timeoutMs,
+          resetTimeoutOnProgress: true,
+          maxTotalTimeout: options.maxTotalMs,
+        },
+      );
+    } catch (e) {
+      const data = e instanceof McpError ? (e.data as { maxTotalTimeout?: unknown } | undefined) : undefined;
+      if (typeof data?.maxTotalTimeout === 'number' && !local.signal.aborted) local.abort(e);
+      throw e;
+    } finally {
+      off?.();
+    }
+  }
+
+  async ping(timeoutMs: number): Promise<void> {
+    await this.client.ping({ timeout: timeoutMs });
+  }
+
+  async close(): Promise<void> {
+    this.direct?.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+    this.direct = undefined;
+    await this.client.close().catch(() => {});
+  }
+}

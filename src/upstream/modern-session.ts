@@ -1,0 +1,268 @@
+/**
+ * A 2026-07-28 upstream: no handshake and no session, every request standing alone with its own
+ * `_meta` (spec 2026-07-28: basic/index, basic/versioning). Requests go out directly, one POST
+ * each over HTTP or one line each over stdio; change notifications arrive on a
+ * `subscriptions/listen` request kept open for the life of the session (patterns/subscriptions).
+ */
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, type JSONRPCMessage, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { Cancellation } from '../cancellation.js';
+import { ManifoldError } from '../errors.js';
+import type { ParamHeader } from '../protocol/headers.js';
+import { META } from '../protocol/versions.js';
+import { backoffDelay } from './backoff.js';
+import { brief, UpstreamProtocolError } from './call-errors.js';
+import { DirectCaller } from './direct-call.js';
+import { postMessage } from './http-wire.js';
+import { headerPlans, modernStamp, modernWire } from './modern-wire.js';
+import type {
+  ListedPage,
+  SessionCallOptions,
+  SessionDeps,
+  SessionEvents,
+  UpstreamSession,
+} from './session.js';
+
+/** What `server/discover` told us (patterns: server/discover). */
+export interface DiscoverInfo {
+  version: string;
+  capabilities: Record<string, unknown>;
+}
+
+type Result = Record<string, unknown>;
+
+/** A listen stream that stayed up this long resets the reconnect backoff. */
+const LISTEN_STABLE_MS = 30_000;
+
+export class ModernSession implements UpstreamSession {
+  readonly era = 'modern' as const;
+  private plans: ReadonlyMap<string, readonly ParamHeader[]> = new Map();
+  private readonly caller: DirectCaller;
+  private readonly stamp: (p: Result) => Result;
+  private closed = false;
+  private stopListening: (() => void) | undefined;
+
+  private constructor(
+    private readonly deps: SessionDeps,
+    private readonly info: DiscoverInfo,
+    private readonly events: SessionEvents,
+    private readonly transport: Transport | undefined,
+  ) {
+    this.stamp = modernStamp(info.version, deps.clientVersion);
+    const common = {
+      stamp: this.stamp,
+      deliver: (m: JSONRPCMessage) => this.onMessage(m),
+      now: () => deps.platform.now(),
+      log: deps.log,
+    };
+    if (transport) {
+      // stdio has no per-request stream to close: cancellation is a notification (transports/stdio).
+      this.caller = new DirectCaller({
+        ...common,
+        send: (m) => transport.send(m),
+        cancel: (requestId, reason) => {
+          transport
+            .send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason } })
+            .catch(() => {});
+        },
+      });
+      transport.onmessage = (m) => {
+        if (!this.caller.route(m)) this.onMessage(m);
+      };
+      transport.onclose = () => events.onClosed();
+      transport.onerror = (e) => deps.log.debug('upstream.transport_error', { error: brief(e) });
+    } else {
+      // Over HTTP, closing a request's stream is its cancellation (patterns/cancellation).
+      this.caller = new DirectCaller({
+        ...common,
+        http: {
+          url: deps.config.url ?? '',
+          fetch: deps.platform.fetch,
+          wire: modernWire(deps.config.headers, info.version, () => this.plans),
+        },
+        cancel: () => {},
+      });
+    }
+  }
+
+  static http(deps: SessionDeps, info: DiscoverInfo, events: SessionEvents): ModernSession {
+    const s = new ModernSession(deps, info, events, undefined);
+    s.listen();
+    return s;
+  }
+
+  /** A session on a stdio child that is already started (and answered the probe). */
+  static stdio(
+    deps: SessionDeps,
+    transport: Transport,
+    info: DiscoverInfo,
+    events: SessionEvents,
+  ): ModernSession {
+    const s = new ModernSession(deps, info, events, transport);
+    s.listen();
+    return s;
+  }
+
+  get protocolVersion(): string {
+    return this.info.version;
+  }
+
+  get hasTools(): boolean {
+    return typeof this.info.capabilities.tools === 'object' && this.info.capabilities.tools !== null;
+  }
+
+  private get wantsListChanged(): boolean {
+    const tools = this.info.capabilities.tools as { listChanged?: unknown } | undefined;
+    return tools?.listChanged === true;
+  }
+
+  async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
+    const timeout = this.deps.gateway.listTimeoutMs;
+    const cancellation = new Cancellation();
+    const onAbort = () => cancellation.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const r = await this.caller.request('tools/list', cursor ? { cursor } : {}, {
+        cancellation,
+        timeoutMs: timeout,
+        maxTotalMs: timeout,
+      });
+      if (!Array.isArray(r.tools))
+        throw new UpstreamProtocolError('tools/list answered without a tools array');
+      const page: ListedPage = { tools: r.tools as Tool[] };
+      if (typeof r.nextCursor === 'string') page.nextCursor = r.nextCursor;
+      if (typeof r.ttlMs === 'number' && r.ttlMs > 0) page.ttlMs = r.ttlMs;
+      return page;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  noteTools(tools: readonly Tool[]): void {
+    this.plans = headerPlans(tools);
+  }
+
+  async callTool(params: Result, options: SessionCallOptions): Promise<Result> {
+    return this.complete(await this.caller.call(params, options));
+  }
+
+  /**
+   * A complete result without its 2026 dress. `input_required` asks the gateway's client for
+   * sampling, elicitation or roots, which are not relayed: the call fails with that reason rather
+   * than pass an upstream's request state to a client. An unknown `resultType` is invalid
+   * (basic/index, "ResultType").
+   */
+  private complete(r: Result): Result {
+    const type = r.resultType;
+    if (type === 'input_required') {
+      throw new ManifoldError(
+        'ERR_UPSTREAM_ERROR',
+        `server ${this.deps.config.name} asked the client for input (sampling, elicitation or roots), which the gateway does not relay yet; the call did not complete`,
+      );
+    }
+    if (type !== undefined && type !== 'complete') {
+      throw new UpstreamProtocolError(
+        `the result has an unknown resultType ${JSON.stringify(String(type).slice(0, 40))}`,
+      );
+    }
+    const { resultType: _t, ...rest } = r;
+    const meta = rest._meta as Result | undefined;
+    if (meta && typeof meta === 'object' && META.serverInfo in meta) {
+      const { [META.serverInfo]: _i, ...others } = meta;
+      if (Object.keys(others).length > 0) rest._meta = others;
+      else delete rest._meta;
+    }
+    return rest;
+  }
+
+  async ping(timeoutMs: number): Promise<void> {
+    await this.caller.request('server/discover', {}, { timeoutMs, maxTotalMs: timeoutMs });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stopListening?.();
+    this.caller.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+    await this.transport?.close().catch(() => {});
+  }
+
+  private onMessage(m: JSONRPCMessage): void {
+    const method = (m as { method?: unknown }).method;
+    if (method === 'notifications/tools/list_changed') this.events.onListChanged();
+    // Logging and other request-scoped notifications are not relayed yet.
+  }
+
+  /** Opens `subscriptions/listen` for tools/list_changed when the server offers it. */
+  private listen(): void {
+    if (!this.wantsListChanged) return;
+    const params = this.stamp({ notifications: { toolsListChanged: true } });
+    const transport = this.transport;
+    if (transport) {
+      // On stdio the subscription is a request on the shared channel, identified by its id.
+      const id = 'manifold:listen';
+      transport.send({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params }).catch(() => {});
+      this.stopListening = () => {
+        transport
+          .send({
+            jsonrpc: '2.0',
+            method: 'notifications/cancelled',
+            params: { requestId: id, reason: 'closing' },
+          })
+          .catch(() => {});
+      };
+      return;
+    }
+    void this.listenHttp(params);
+  }
+
+  /**
+   * Keeps one listen stream open over HTTP. A stream that ends is opened again with backoff, and
+   * the tools are listed again then, since a change may have gone by unannounced.
+   */
+  private async listenHttp(params: Result): Promise<void> {
+    const { deps } = this;
+    const wire = modernWire(deps.config.headers, this.info.version, () => new Map());
+    let failures = 0;
+    let rounds = 0;
+    while (!this.closed) {
+      const controller = new AbortController();
+      this.stopListening = () => controller.abort(new Error('closing'));
+      const opened = deps.platform.now();
+      try {
+        await postMessage(
+          {
+            url: deps.config.url ?? '',
+            fetch: deps.platform.fetch,
+            wire,
+            log: deps.log,
+            receive: (m) => this.onMessage(m as JSONRPCMessage),
+          },
+          { id: `manifold:listen:${++rounds}`, method: 'subscriptions/listen', params },
+          controller.signal,
+        );
+      } catch (e) {
+        if (this.closed) return;
+        deps.log.debug('upstream.listen_failed', { error: brief(e) });
+      }
+      if (this.closed) return;
+      failures = deps.platform.now() - opened >= LISTEN_STABLE_MS ? 1 : failures + 1;
+      const delay = backoffDelay(failures, { baseMs: 1000, capMs: 30_000, jitter: 0.2 });
+      await new Promise((r) => setTimeout(r, delay));
+      if (!this.closed) this.events.onListChanged();
+    }
+  }
+}
+
+/** Reads a DiscoverResult; undefined when it is not one (then the server is not modern). */
+export function readDiscover(result: unknown, supported: readonly string[]): DiscoverInfo | undefined {
+  if (typeof result !== 'object' || result === null) return undefined;
+  const r = result as { supportedVersions?: unknown; capabilities?: unknown };
+  if (!Array.isArray(r.supportedVersions)) return undefined;
+  const version = supported.find((v) => (r.supportedVersions as unknown[]).includes(v));
+  if (!version) return undefined;
+  const capabilities =
+    typeof r.capabilities === 'object' && r.capabilities !== null
+      ? (r.capabilities as Record<string, unknown>)
+      : {};
+  return { version, capabilities };
+}

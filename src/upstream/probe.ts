@@ -1,0 +1,199 @@
+/**
+ * Which era an upstream speaks, found by the spec's backward-compatibility probe, and the session
+ * opened in it (spec 2026-07-28: basic/versioning "Backward Compatibility"; streamable-http and
+ * stdio "Backward Compatibility"):
+ *
+ * - Send `server/discover` with the gateway's modern version in `_meta`.
+ * - A DiscoverResult, or a recognised modern error (HeaderMismatch, MissingRequiredClientCapability,
+ *   UnsupportedProtocolVersion naming a version we share), means a modern server.
+ * - Anything else (another error, a non-JSON 4xx, silence on stdio) means legacy: fall back to
+ *   the initialize handshake, on the same stdio child.
+ *
+ * A server's `protocol` setting pins the era instead. The verdict is kept per upstream (the era is
+ * a property of the server) until a connection in that era fails.
+ */
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { ManifoldError } from '../errors.js';
+import { type Era, McpCode, MODERN_VERSIONS } from '../protocol/versions.js';
+import { brief, UpstreamHttpError } from './call-errors.js';
+import { postMessage } from './http-wire.js';
+import { LegacySession } from './legacy-session.js';
+import { type DiscoverInfo, ModernSession, readDiscover } from './modern-session.js';
+import { modernStamp, modernWire } from './modern-wire.js';
+import type { SessionDeps, SessionEvents, UpstreamSession } from './session.js';
+import { createTransport, upstreamUrl } from './transports.js';
+
+const PROBE_ID = 'manifold:probe';
+/** A stdio server that says nothing to the probe within this is taken as legacy. */
+const STDIO_PROBE_MS = 3000;
+
+type Verdict = { era: 'modern'; info: DiscoverInfo } | { era: 'legacy'; reason: string };
+
+/** The era a server setting asks for, or undefined for `auto`. */
+function pinned(deps: SessionDeps): Era | undefined {
+  const p = deps.config.protocol;
+  if (deps.config.type === 'sse') return 'legacy';
+  if (p === 'auto') return undefined;
+  return (MODERN_VERSIONS as readonly string[]).includes(p) ? 'modern' : 'legacy';
+}
+
+/** Reads the probe's answer: a result, or an error body. */
+function judge(message: Record<string, unknown> | undefined): Verdict {
+  if (!message) return { era: 'legacy', reason: 'no answer to server/discover' };
+  const info = readDiscover(message.result, MODERN_VERSIONS);
+  if (info) return { era: 'modern', info };
+  const error = message.error as { code?: unknown; data?: { supported?: unknown } } | undefined;
+  if (error?.code === McpCode.UnsupportedProtocolVersion) {
+    const shared = readDiscover({ supportedVersions: error.data?.supported }, MODERN_VERSIONS);
+    if (shared) return { era: 'modern', info: shared };
+    return { era: 'legacy', reason: 'server/discover: no modern version in common' };
+  }
+  if (error?.code === McpCode.HeaderMismatch || error?.code === McpCode.MissingRequiredClientCapability) {
+    return { era: 'modern', info: { version: MODERN_VERSIONS[0], capabilities: {} } };
+  }
+  return {
+    era: 'legacy',
+    reason: `server/discover answered ${brief(JSON.stringify(error ?? message.result))}`,
+  };
+}
+
+function discoverMessage(deps: SessionDeps) {
+  const stamp = modernStamp(MODERN_VERSIONS[0], deps.clientVersion);
+  return { jsonrpc: '2.0' as const, id: PROBE_ID, method: 'server/discover', params: stamp({}) };
+}
+
+async function probeHttp(deps: SessionDeps): Promise<Verdict> {
+  let answer: Record<string, unknown> | undefined;
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new Error('server/discover timed out')),
+    deps.gateway.connectTimeoutMs,
+  );
+  try {
+    await postMessage(
+      {
+        url: deps.config.url ?? '',
+        fetch: deps.platform.fetch,
+        wire: modernWire(deps.config.headers, MODERN_VERSIONS[0], () => new Map()),
+        log: deps.log,
+        receive: (m) => {
+          const msg = m as Record<string, unknown>;
+          if (msg.id === PROBE_ID) answer = msg;
+        },
+      },
+      discoverMessage(deps),
+      controller.signal,
+    );
+  } catch (e) {
+    // An HTTP error without a modern error body is a legacy server (or a legacy error: the
+    // handshake will tell). A network failure is not an answer: it fails this attempt.
+    if (e instanceof UpstreamHttpError) return { era: 'legacy', reason: `server/discover: HTTP ${e.status}` };
+    if (controller.signal.aborted)
+      throw new ManifoldError(
+        'ERR_UPSTREAM_TIMEOUT',
+        `server/discover timed out after ${deps.gateway.connectTimeoutMs} ms`,
+      );
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+  return judge(answer);
+}
+
+/** Probes a started stdio child; any answer but a modern one, or none, is legacy (transports/stdio). */
+async function probeStdio(transport: Transport): Promise<Verdict> {
+  return new Promise<Verdict>((resolve, reject) => {
+    const timer = setTimeout(
+      () => resolve({ era: 'legacy', reason: 'no answer to server/discover' }),
+      STDIO_PROBE_MS,
+    );
+    transport.onmessage = (m: JSONRPCMessage) => {
+      const msg = m as unknown as Record<string, unknown>;
+      if (msg.id !== PROBE_ID) return;
+      clearTimeout(timer);
+      resolve(judge(msg));
+    };
+    transport.onclose = () => {
+      clearTimeout(timer);
+      reject(
+        new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', 'the server exited while answering server/discover'),
+      );
+    };
+  });
+}
+
+/** A started transport the SDK client may "start" again: it only takes over the handlers. */
+function alreadyStarted(t: Transport): Transport {
+  return {
+    start: async () => {},
+    send: (message, options) => t.send(message, options),
+    close: () => t.close(),
+    get onmessage() {
+      return t.onmessage;
+    },
+    set onmessage(h) {
+      t.onmessage = h;
+    },
+    get onclose() {
+      return t.onclose;
+    },
+    set onclose(h) {
+      t.onclose = h;
+    },
+    get onerror() {
+      return t.onerror;
+    },
+    set onerror(h) {
+      t.onerror = h;
+    },
+    setProtocolVersion: (v: string) => t.setProtocolVersion?.(v),
+  };
+}
+
+/**
+ * Opens a session with the upstream in the era it speaks. `hint` is the verdict of an earlier
+ * connection (skips the probe); the era chosen is returned with the session.
+ */
+export async function openSession(
+  deps: SessionDeps,
+  events: SessionEvents,
+  hint: Era | undefined,
+): Promise<UpstreamSession> {
+  const pin = pinned(deps) ?? hint;
+  if (deps.config.type === 'stdio') {
+    const transport = createTransport(deps.config, deps.platform, deps.log);
+    await transport.start();
+    try {
+      let verdict: Verdict | undefined;
+      if (pin !== 'legacy') {
+        transport.send(discoverMessage(deps) as JSONRPCMessage).catch(() => {});
+        verdict = await probeStdio(transport);
+        if (pin === 'modern' && verdict.era === 'legacy') throw notModern(deps, verdict.reason);
+      }
+      if (verdict?.era === 'modern') return ModernSession.stdio(deps, transport, verdict.info, events);
+      transport.onmessage = undefined;
+      transport.onclose = undefined;
+      return await LegacySession.open(deps, alreadyStarted(transport), events);
+    } catch (e) {
+      await transport.close().catch(() => {});
+      throw e;
+    }
+  }
+  if (deps.config.type === 'streamable-http' && pin !== 'legacy') {
+    // A statically denied URL fails here, with its reason logged under the server's name.
+    upstreamUrl(deps.config, deps.platform, deps.log);
+    const verdict = await probeHttp(deps);
+    if (verdict.era === 'modern') return ModernSession.http(deps, verdict.info, events);
+    if (pin === 'modern') throw notModern(deps, verdict.reason);
+    deps.log.debug('upstream.legacy', { reason: verdict.reason });
+  }
+  return LegacySession.open(deps, createTransport(deps.config, deps.platform, deps.log), events);
+}
+
+function notModern(deps: SessionDeps, reason: string): ManifoldError {
+  return new ManifoldError(
+    'ERR_UPSTREAM_UNAVAILABLE',
+    `server ${deps.config.name} is pinned to protocol ${deps.config.protocol} but did not answer as a 2026-07-28 server (${reason}); set "protocol": "auto" or "2025-11-25"`,
+  );
+}

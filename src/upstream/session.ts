@@ -1,0 +1,61 @@
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Cancellation } from '../cancellation.js';
+import type { GatewayConfig, ServerConfig } from '../config/types.js';
+import type { Logger } from '../log.js';
+import type { Platform } from '../platform.js';
+import type { Era } from '../protocol/versions.js';
+
+/** One page of an upstream's tools/list, with its freshness hint when the server gives one. */
+export interface ListedPage {
+  tools: Tool[];
+  nextCursor?: string | undefined;
+  /** The result's `ttlMs` (2026-07-28 caching): a hint for when to list again. */
+  ttlMs?: number;
+}
+
+export interface SessionCallOptions {
+  cancellation?: Cancellation | undefined;
+  onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
+  /** Idle timeout, restarted by each progress notification. */
+  timeoutMs: number;
+  /** Absolute cap, progress notwithstanding. */
+  maxTotalMs: number;
+}
+
+/** What a session tells the upstream that owns it. */
+export interface SessionEvents {
+  /** The server says its tools changed (legacy notification, or the modern listen stream). */
+  onListChanged(): void;
+  /** The connection is gone for good (a stdio child exited, the SDK client closed). */
+  onClosed(): void;
+  /** Something went wrong on the connection that may mean it is dead: check it. */
+  onSuspect(error: unknown): void;
+}
+
+export interface SessionDeps {
+  config: ServerConfig;
+  gateway: GatewayConfig;
+  platform: Platform;
+  log: Logger;
+  clientVersion: string;
+}
+
+/**
+ * One live connection to an upstream, in the era it speaks. The era ends here: `Upstream` and
+ * everything above it sees tools, results and errors, never `initialize`, sessions or `_meta`.
+ * Results come back era-neutral: a modern server's `resultType` and self-reported identity are
+ * removed, so the downstream edge dresses them for whichever era its client speaks.
+ */
+export interface UpstreamSession {
+  readonly era: Era;
+  readonly protocolVersion: string;
+  /** The server has the tools capability (otherwise nothing is listed). */
+  readonly hasTools: boolean;
+  listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage>;
+  /** The listing now in force (a modern session reads its `x-mcp-header` annotations from it). */
+  noteTools(tools: readonly Tool[]): void;
+  callTool(params: Record<string, unknown>, options: SessionCallOptions): Promise<Record<string, unknown>>;
+  /** Resolves if the connection still works. */
+  ping(timeoutMs: number): Promise<void>;
+  close(): Promise<void>;
+}
