@@ -75,6 +75,10 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     fix: 'write the name of a server configured under mcpServers, e.g. "github"',
   },
   callsPerMinute: positive('calls per minute per tenant', 120),
+  cursorSecret: {
+    expected: 'a string of at least 32 characters',
+    fix: 'generate one with `openssl rand -base64 48`, put it in an environment variable and write "cursorSecret": "${MANIFOLD_CURSOR_SECRET}"; every instance of one deployment uses the same value',
+  },
   drift: {
     expected: 'an object with "recheckSeconds"',
     fix: 'write drift as {"recheckSeconds": 300}',

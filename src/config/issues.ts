@@ -67,7 +67,10 @@ function translateIssue(issue: ZodIssue, path: PathSegment[], ctx: TranslateCont
       }
       break;
     case 'too_small':
-      if (issue.origin === 'string' || issue.origin === 'array') message = 'must not be empty';
+      if (issue.origin === 'string' && Number(issue.minimum) > 1) {
+        // A long minimum is for secrets: say how long, never what was given.
+        message = `must be at least ${String(issue.minimum)} characters long`;
+      } else if (issue.origin === 'string' || issue.origin === 'array') message = 'must not be empty';
       else message = `must be at least ${String(issue.minimum)}, got ${String(input)}`;
       break;
     case 'too_big':

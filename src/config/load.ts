@@ -41,9 +41,10 @@ function validate(raw: unknown, env: Env, initial: ConfigIssue[]): ConfigResult 
   if (f.errors.length > 0) return { ok: false, errors: f.errors, warnings: f.warnings };
   const config: Config = { gateway: gateway.config, servers };
   const secrets = f.interpolator.secrets;
-  // A shared secret is redacted from logs even when it was written literally.
-  const secret = config.gateway.auth ? config.gateway.auth.secret : undefined;
-  if (secret !== undefined && !secrets.includes(secret)) secrets.push(secret);
+  // Shared secrets are redacted from logs even when they were written literally.
+  for (const secret of [config.gateway.auth ? config.gateway.auth.secret : undefined, config.gateway.cursorSecret]) {
+    if (secret !== undefined && !secrets.includes(secret)) secrets.push(secret);
+  }
   return { ok: true, config, warnings: f.warnings, secrets };
 }
 

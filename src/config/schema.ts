@@ -91,6 +91,8 @@ export const gatewaySchema = z.object({
   disclosure: disclosureSchema.partial(),
   callsPerMinute: count(),
   drift: driftSchema.partial(),
+  // Values never appear in messages (field-text.ts words them without the value).
+  cursorSecret: z.string().min(32),
 });
 
 const glob = () => z.array(z.string().min(1));

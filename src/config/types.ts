@@ -125,6 +125,11 @@ export interface GatewayConfig {
   /** Default per-tenant rate limit for tools/call; absent means unlimited. */
   callsPerMinute?: number;
   /**
+   * Key of the MAC on pagination cursors. Instances that share it accept each other's cursors (a
+   * modern client may page on one and continue on another). Absent: random per process.
+   */
+  cursorSecret?: string;
+  /**
    * Durable state (drift baselines, catalog cache). `false`: in memory only, so baselines last
    * as long as the process. Default `{ path: "./.manifold/state.db" }` on Node.
    */

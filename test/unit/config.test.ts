@@ -1887,3 +1887,41 @@ describe('gateway.auth.jwksFile (read by the Node host)', () => {
     }
   });
 });
+
+describe('protocol eras and multi-instance keys', () => {
+  it('protocol defaults to auto, accepts the two revisions, and names the path and the fix otherwise', () => {
+    const servers = (protocol?: unknown) =>
+      cfg({ a: protocol === undefined ? stdio : { ...stdio, protocol } });
+    expect(ok(parseConfigObject(servers(), {})).config.servers[0]!.protocol).toBe('auto');
+    expect(ok(parseConfigObject(servers('2026-07-28'), {})).config.servers[0]!.protocol).toBe('2026-07-28');
+    expect(ok(parseConfigObject(servers('2025-11-25'), {})).config.servers[0]!.protocol).toBe('2025-11-25');
+    const bad = failed(parseConfigObject(servers('2024-01-01'), {}));
+    expect(bad.errors[0]).toMatchObject({ path: 'mcpServers.a.protocol' });
+    expect(bad.errors[0]!.fix).toContain('"auto"');
+  });
+
+  it('an sse server cannot be pinned to 2026-07-28', () => {
+    const r = parseConfigObject(
+      cfg({ s: { type: 'sse', url: 'https://x.example/sse', protocol: '2026-07-28' } }),
+      {},
+    );
+    expect(errorsOf(r)).toEqual([expect.stringMatching(/^mcpServers\.s\.protocol: .*legacy/)]);
+  });
+
+  it('cursorSecret: at least 32 characters, never echoed, and redacted even when written literally', () => {
+    const short = failed(parseConfigObject(cfg({ a: stdio }, { gateway: { cursorSecret: 'tooshort' } }), {}));
+    expect(short.errors[0]).toMatchObject({
+      path: 'gateway.cursorSecret',
+      message: 'must be at least 32 characters long',
+    });
+    expect(JSON.stringify(short.errors)).not.toContain('tooshort');
+    const literal = 'x'.repeat(40);
+    const r = ok(parseConfigObject(cfg({ a: stdio }, { gateway: { cursorSecret: literal } }), {}));
+    expect(r.config.gateway.cursorSecret).toBe(literal);
+    expect(r.secrets).toContain(literal);
+    const fromEnv = ok(
+      parseConfigObject(cfg({ a: stdio }, { gateway: { cursorSecret: '${CS}' } }), { CS: 'y'.repeat(48) }),
+    );
+    expect(fromEnv.config.gateway.cursorSecret).toBe('y'.repeat(48));
+  });
+});
