@@ -236,6 +236,8 @@ function findingMessage(f: { rule: string; tool: string } & Record<string, unkno
       return `tool ${f.tool} withheld: its ${String(f.which)} is ${String(f.bytes)} bytes, over maxSchemaBytes`;
     case 'description-clipped':
       return `tool ${f.tool}: description of ${String(f.bytes)} bytes clipped to maxDescriptionBytes`;
+    case 'invalid-x-mcp-header':
+      return `tool ${f.tool} withheld: ${String(f.reason)}`;
     case 'unsafe-text-stripped':
       return `tool ${f.tool}: control, bidirectional or zero-width characters stripped from ${String(f.field)}`;
     default:

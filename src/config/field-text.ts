@@ -77,6 +77,7 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   callsPerMinute: positive('calls per minute per tenant', 120),
   cursorSecret: {
     expected: 'a string of at least 32 characters',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
     fix: 'generate one with `openssl rand -base64 48`, put it in an environment variable and write "cursorSecret": "${MANIFOLD_CURSOR_SECRET}"; every instance of one deployment uses the same value',
   },
   drift: {

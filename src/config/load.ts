@@ -42,7 +42,10 @@ function validate(raw: unknown, env: Env, initial: ConfigIssue[]): ConfigResult 
   const config: Config = { gateway: gateway.config, servers };
   const secrets = f.interpolator.secrets;
   // Shared secrets are redacted from logs even when they were written literally.
-  for (const secret of [config.gateway.auth ? config.gateway.auth.secret : undefined, config.gateway.cursorSecret]) {
+  for (const secret of [
+    config.gateway.auth ? config.gateway.auth.secret : undefined,
+    config.gateway.cursorSecret,
+  ]) {
     if (secret !== undefined && !secrets.includes(secret)) secrets.push(secret);
   }
   return { ok: true, config, warnings: f.warnings, secrets };

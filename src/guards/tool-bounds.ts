@@ -1,4 +1,5 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { paramHeaderPlan } from '../protocol/headers.js';
 import { clipText, hasUnsafe, stripUnsafe, utf8Bytes } from './text.js';
 
 export interface ToolBoundsOptions {
@@ -21,7 +22,8 @@ export type ToolFinding =
       /** Set when the schema nests deeper than this many levels, whatever its size. */
       depth?: number;
     }
-  | { rule: 'unsafe-text-stripped'; tool: string; field: string };
+  | { rule: 'unsafe-text-stripped'; tool: string; field: string }
+  | { rule: 'invalid-x-mcp-header'; tool: string; reason: string };
 
 export interface BoundedTool {
   /** `null` when the tool is withheld. */
@@ -96,6 +98,14 @@ export function toolBounds(options: ToolBoundsOptions): (tool: Tool) => BoundedT
       }
     }
     if (withheld) return { tool: null, findings };
+    // A tool whose x-mcp-header annotations break the rules is left out, as a streamable-HTTP
+    // client must (spec 2026-07-28: streamable-http, "Schema Extension"): the gateway re-exposes
+    // tools over HTTP, so it applies the rule whatever transport the upstream uses.
+    const headers = paramHeaderPlan(tool.inputSchema);
+    if (!headers.ok) {
+      findings.push({ rule: 'invalid-x-mcp-header', tool: label, reason: headers.reason.slice(0, 200) });
+      return { tool: null, findings };
+    }
 
     let out: Tool = Object.keys(schemas).length > 0 ? { ...tool, ...schemas } : tool;
     const description = boundText(tool.description, maxDescriptionBytes, 'description', label, findings);

@@ -219,3 +219,27 @@ describe('toolBounds', () => {
     expect(() => toolBounds({} as never)).toThrow(/maxDescriptionBytes/);
   });
 });
+
+describe('x-mcp-header annotations (spec 2026-07-28: streamable-http, Schema Extension)', () => {
+  const bound = toolBounds({ maxDescriptionBytes: 4096, maxSchemaBytes: 20_480 });
+  it('a tool with valid annotations passes unchanged', () => {
+    const tool = {
+      name: 'q',
+      inputSchema: {
+        type: 'object' as const,
+        properties: { region: { type: 'string', 'x-mcp-header': 'Region' } },
+      },
+    };
+    expect(bound(tool)).toEqual({ tool, findings: [] });
+  });
+  it('a tool with an invalid annotation is withheld, with the reason', () => {
+    const r = bound({
+      name: 'q',
+      inputSchema: { type: 'object' as const, properties: { n: { type: 'number', 'x-mcp-header': 'N' } } },
+    });
+    expect(r.tool).toBeNull();
+    expect(r.findings).toEqual([
+      { rule: 'invalid-x-mcp-header', tool: 'q', reason: expect.stringContaining('number') },
+    ]);
+  });
+});
