@@ -103,4 +103,108 @@ describe('E6: fuzzed input', () => {
       { numRuns: 300 },
     );
   });
+
+  // The 2026-07-28 edge: headers and per-request `_meta` fuzzed together, since the era, the
+  // header/body agreement and the metadata checks all run before dispatch.
+  const modernVersion = fc.oneof(
+    fc.constantFrom('2026-07-28', '2025-11-25', '2025-03-26', 'v999.0.0', ''),
+    fc.string({ maxLength: 20 }),
+  );
+  const modernMessage = fc.record(
+    {
+      jsonrpc: fc.constant('2.0'),
+      id: fc.oneof(fc.integer(), fc.string({ maxLength: 10 })),
+      method: fc.oneof(
+        fc.constantFrom(
+          'server/discover',
+          'tools/list',
+          'tools/call',
+          'subscriptions/listen',
+          'initialize',
+          'ping',
+        ),
+        fc.string({ maxLength: 20 }),
+      ),
+      params: fc.record(
+        {
+          name: fc.oneof(fc.string({ maxLength: 20 }), fc.integer()),
+          arguments: fc.jsonValue({ maxDepth: 3 }),
+          cursor: fc.oneof(fc.string({ maxLength: 40 }), fc.integer()),
+          notifications: fc.jsonValue({ maxDepth: 2 }),
+          _meta: fc.oneof(
+            fc.record(
+              {
+                'io.modelcontextprotocol/protocolVersion': modernVersion,
+                'io.modelcontextprotocol/clientCapabilities': fc.jsonValue({ maxDepth: 2 }),
+                'io.modelcontextprotocol/clientInfo': fc.jsonValue({ maxDepth: 2 }),
+                'io.modelcontextprotocol/logLevel': fc.oneof(
+                  fc.constantFrom('info', 'debug'),
+                  fc.jsonValue({ maxDepth: 1 }),
+                ),
+                progressToken: fc.jsonValue({ maxDepth: 1 }),
+              },
+              { requiredKeys: [] },
+            ),
+            fc.jsonValue({ maxDepth: 2 }),
+          ),
+        },
+        { requiredKeys: [] },
+      ),
+    },
+    { requiredKeys: [] },
+  );
+  const headerValue = fc.oneof(
+    fc.string({ maxLength: 30 }).filter((v) => /^[\x20-\x7e]*$/.test(v)),
+    fc.constantFrom(
+      '=?base64?dG9vbHMvbGlzdA==?=',
+      '=?base64?!!?=',
+      '=?base64??=',
+      'tools/list',
+      'tools/call',
+    ),
+  );
+  const modernHeaders = fc.record(
+    {
+      'mcp-protocol-version': modernVersion.filter((v) => /^[\x20-\x7e]*$/.test(v)),
+      'mcp-method': headerValue,
+      'mcp-name': headerValue,
+      'mcp-param-region': headerValue,
+      'mcp-session-id': headerValue,
+      accept: fc.constantFrom(
+        'application/json, text/event-stream',
+        'application/json',
+        'text/event-stream',
+        '*/*',
+      ),
+    },
+    { requiredKeys: [] },
+  );
+
+  it('never answers 5xx to fuzzed 2026-07-28 messages and headers, and always answers a JSON-RPC body or 202/405', async () => {
+    await fc.assert(
+      fc.asyncProperty(modernMessage, modernHeaders, async (m, headers) => {
+        const r = await app.fetch(
+          new Request('http://127.0.0.1/mcp', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', ...headers },
+            body: JSON.stringify(m),
+          }),
+        );
+        expect(r.status).toBeLessThan(500);
+        const type = r.headers.get('content-type') ?? '';
+        if (type.includes('text/event-stream')) {
+          // A listen stream stays open: read its first event (the acknowledgement), then close it.
+          const reader = r.body!.getReader();
+          const first = await reader.read();
+          expect(new TextDecoder().decode(first.value)).toContain('"jsonrpc":"2.0"');
+          await reader.cancel();
+          return;
+        }
+        const text = await r.text();
+        if (r.status !== 202 && r.status !== 405 && r.status !== 406)
+          expect(JSON.parse(text).jsonrpc).toBe('2.0');
+      }),
+      { numRuns: 400 },
+    );
+  });
 });
