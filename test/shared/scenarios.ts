@@ -15,6 +15,7 @@ import {
   startEverythingHttp,
   stopChild,
 } from '../helpers/harness.js';
+import { modernListen, modernRequest } from '../helpers/modern.js';
 
 /**
  * One suite, two runtimes: the same scenarios against the Node gateway (in process) and the
@@ -47,6 +48,7 @@ interface Health {
 const ISS = 'https://issuer.example';
 const AUD = 'manifold-scenarios';
 const DRIFT = join(ROOT, 'test/fixtures/drift-server.mjs');
+const REFERENCE = join(ROOT, 'test/fixtures/reference-server.mjs');
 const ACCEPT = 'application/json, text/event-stream';
 const INIT = {
   jsonrpc: '2.0',
@@ -398,6 +400,79 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
         await close(client);
       } finally {
         await gw.stop();
+      }
+    });
+
+    it('a 2026-07-28 client through the gateway to a modern and a legacy HTTP upstream: discover, list, call, listen', async () => {
+      const ref = spawn(process.execPath, [REFERENCE, 'http', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      try {
+        const refPort = await new Promise<number>((res, rej) => {
+          let out = '';
+          ref.once('exit', (code) => rej(new Error(`reference fixture exited with ${code}`)));
+          ref.stdout?.on('data', (d) => {
+            out += String(d);
+            const m = /listening (\d+)/.exec(out);
+            if (m) res(Number(m[1]));
+          });
+        });
+        const gw = await boot({
+          config: open(
+            { everything: { url: everything.url }, ref: { url: `http://127.0.0.1:${refPort}/mcp` } },
+            { allowedHosts: [`127.0.0.1:${everything.port}`, `127.0.0.1:${refPort}`] },
+          ),
+        });
+        try {
+          const eras = async () =>
+            Object.fromEntries(
+              (await health(gw)).upstreams.map((u) => [u.name, (u as { era?: string }).era]),
+            );
+          await eventually(
+            async () => Object.values(await eras()).every(Boolean),
+            'both upstreams connected',
+          );
+          expect(await eras()).toEqual({ everything: 'legacy', ref: 'modern' });
+          const discover = await modernRequest(gw.url, 'server/discover');
+          expect(discover.body.result?.supportedVersions).toContain('2026-07-28');
+          const listed: string[] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await modernRequest(gw.url, 'tools/list', cursor ? { cursor } : {});
+            expect(page.body.result?.resultType).toBe('complete');
+            listed.push(...(page.body.result!.tools as { name: string }[]).map((t) => t.name));
+            cursor = page.body.result!.nextCursor as string | undefined;
+          } while (cursor);
+          expect(listed).toEqual(expect.arrayContaining(['everything__echo', 'ref__test_simple_text']));
+          const legacyCall = await modernRequest(gw.url, 'tools/call', {
+            name: 'everything__echo',
+            arguments: { message: 'modern' },
+          });
+          expect(text(legacyCall.body.result)).toBe('Echo: modern');
+          const modernCall = await modernRequest(gw.url, 'tools/call', {
+            name: 'ref__test_simple_text',
+            arguments: {},
+          });
+          expect(text(modernCall.body.result)).toContain('simple text');
+          // x-mcp-header: the client mirrors the argument (checked at the gateway's edge), and the
+          // gateway mirrors it again upstream (the fixture refuses the call without the header).
+          const args = { name: 'ref__test_custom_header', arguments: { region: 'eu-west-1', query: 'q' } };
+          const missing = await modernRequest(gw.url, 'tools/call', args);
+          expect([missing.status, missing.body.error?.code]).toEqual([400, -32020]);
+          const header = await modernRequest(gw.url, 'tools/call', args, {
+            headers: { 'mcp-param-region': 'eu-west-1' },
+          });
+          expect(header.body.error).toBeUndefined();
+          expect(text(header.body.result)).toBe('region=eu-west-1 query=q');
+          const listen = await modernListen(gw.url, { toolsListChanged: true });
+          try {
+            expect((await listen.next(() => true)).method).toBe('notifications/subscriptions/acknowledged');
+          } finally {
+            listen.close();
+          }
+        } finally {
+          await gw.stop();
+        }
+      } finally {
+        await stopChild(ref);
       }
     });
   });
