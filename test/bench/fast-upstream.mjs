@@ -2,7 +2,8 @@
 // The fast upstream for benchmarks: MCP over streamable HTTP in JSON response mode (or stdio with
 // --stdio), an `echo` tool plus TOOLS-1 small tools (BIG=1: large schemas). Hand-rolled JSON-RPC so
 // that the upstream costs as little as possible and the proxies' own cost is what is measured.
-// Prints its port on stdout (HTTP mode).
+// Prints its port on stdout (HTTP mode). MODERN=1 also answers server/discover as a 2026-07-28
+// server, so the gateway speaks the stateless revision to it (results then carry resultType).
 import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 
@@ -34,7 +35,10 @@ for (let i = 1; i < count; i++) {
     inputSchema: { type: 'object', properties, required: ['field_0'] },
   });
 }
-const listResult = JSON.stringify({ tools });
+const modern = process.env.MODERN === '1';
+const listResult = JSON.stringify(
+  modern ? { tools, resultType: 'complete', ttlMs: 0, cacheScope: 'public' } : { tools },
+);
 
 function answer(msg) {
   switch (msg.method) {
@@ -46,10 +50,21 @@ function answer(msg) {
       };
     case 'ping':
       return {};
+    case 'server/discover':
+      if (!modern) return undefined;
+      return {
+        resultType: 'complete',
+        supportedVersions: ['2026-07-28'],
+        capabilities: { tools: {} },
+        ttlMs: 0,
+        cacheScope: 'public',
+      };
     case 'tools/list':
       return null; // pre-serialized below
-    case 'tools/call':
-      return { content: [{ type: 'text', text: String(msg.params?.arguments?.message ?? '') }] };
+    case 'tools/call': {
+      const content = [{ type: 'text', text: String(msg.params?.arguments?.message ?? '') }];
+      return modern ? { content, resultType: 'complete' } : { content };
+    }
     default:
       return undefined;
   }

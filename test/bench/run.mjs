@@ -170,6 +170,28 @@ const callBodyB2 = JSON.stringify({
   params: { name: 'fast__echo', arguments: { message: 'hello' } },
 });
 const listBody = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/list', params: {} });
+// A 2026-07-28 call: no session, its version, capabilities and identity in _meta and headers.
+const modernMeta = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientCapabilities': {},
+  'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1' },
+};
+const modernCall = (name) => ({
+  body: JSON.stringify({
+    jsonrpc: '2.0',
+    id: 7,
+    method: 'tools/call',
+    params: { name, arguments: { message: 'hello' }, _meta: modernMeta },
+  }),
+  headers: (token) => ({
+    'content-type': 'application/json',
+    accept: ACCEPT,
+    authorization: `Bearer ${token}`,
+    'mcp-protocol-version': '2026-07-28',
+    'mcp-method': 'tools/call',
+    'mcp-name': name,
+  }),
+});
 
 async function main() {
   const results = {
@@ -183,6 +205,8 @@ async function main() {
   const up = start(process.execPath, [join(HERE, 'fast-upstream.mjs')]);
   const upPort = await up.port;
   const upUrl = `http://127.0.0.1:${upPort}/mcp`;
+  const upModern = start(process.execPath, [join(HERE, 'fast-upstream.mjs')], { MODERN: '1' });
+  const upModernPort = await upModern.port;
   const b1 = start(process.execPath, [join(HERE, 'passthrough-proxy.mjs')], { TARGET: upUrl });
   const b1Url = `http://127.0.0.1:${await b1.port}/mcp`;
 
@@ -198,9 +222,9 @@ async function main() {
     .setExpirationTime('2h')
     .sign(privateKey);
   const b2Config = {
-    mcpServers: { fast: { url: upUrl } },
+    mcpServers: { fast: { url: upUrl }, fastm: { url: `http://127.0.0.1:${upModernPort}/mcp` } },
     gateway: {
-      allowedHosts: [`127.0.0.1:${upPort}`],
+      allowedHosts: [`127.0.0.1:${upPort}`, `127.0.0.1:${upModernPort}`],
       store: { path: join(tmp, 'state.db') },
       auth: { issuer: 'https://bench.issuer', audience: 'manifold-bench', jwksFile: join(tmp, 'jwks.json') },
       maxSessions: SESSIONS * 2 + 100,
@@ -212,13 +236,38 @@ async function main() {
   const b2Headers = await openSession(b2.url, { authorization: `Bearer ${token}` });
   const check = await rpc(b2.url, JSON.parse(callBodyB2), b2Headers);
   if (!check.text.includes('hello')) throw new Error(`B2 echo failed: ${check.text.slice(0, 300)}`);
+  const b3 = modernCall('fastm__echo');
+  const b4 = modernCall('fast__echo');
+  for (const m of [b3, b4]) {
+    const r = await rpc(b2.url, JSON.parse(m.body), m.headers(token));
+    if (!r.text.includes('"resultType":"complete"'))
+      throw new Error(`modern echo failed: ${r.text.slice(0, 300)}`);
+  }
+  const admin = await new SignJWT({ scope: 'manifold:admin' })
+    .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
+    .setIssuer('https://bench.issuer')
+    .setAudience('manifold-bench')
+    .setSubject('bench-admin')
+    .setIssuedAt()
+    .setExpirationTime('2h')
+    .sign(privateKey);
+  const eras = await (
+    await fetch(b2.url.replace(/\/mcp$/, '/healthz'), { headers: { authorization: `Bearer ${admin}` } })
+  ).json();
+  if (eras.upstreams?.find((u) => u.name === 'fastm')?.era !== 'modern') {
+    throw new Error(`the modern bench upstream was not detected as modern: ${JSON.stringify(eras)}`);
+  }
   b2.quiet();
 
   const targets = {
     B0: { url: upUrl, headers: b0Headers, body: callBody, pid: up.child.pid },
     B1: { url: b1Url, headers: b1Headers, body: callBody, pid: b1.child.pid },
     B2: { url: b2.url, headers: b2Headers, body: callBodyB2, pid: b2.child.pid },
+    // The same gateway process, 2026-07-28 clients: to a modern upstream, and bridged to a legacy one.
+    B3: { url: b2.url, headers: b3.headers(token), body: b3.body, pid: b2.child.pid },
+    B4: { url: b2.url, headers: b4.headers(token), body: b4.body, pid: b2.child.pid },
   };
+  results.upstreamEras = Object.fromEntries((eras.upstreams ?? []).map((u) => [u.name, u.era]));
 
   // Warm up every path, then latency at concurrency 1 and throughput at 16, with CPU per call.
   for (const t of Object.values(targets))
@@ -312,6 +361,15 @@ async function main() {
   const l = results.latencyC1;
   results.addedLatencyUs = { B1: l.B1.p50Us - l.B0.p50Us, B2: l.B2.p50Us - l.B0.p50Us };
   results.targets = {
+    modernCost: {
+      // Judged with a 10% allowance: one run's CPU figures on this VM move by more than that.
+      rule: 'modern tools/call (B3, B4) gateway CPU <= 1.1 x the legacy one (B2)',
+      ratios: {
+        B3: results.cpuPerCallUs.B3 / results.cpuPerCallUs.B2,
+        B4: results.cpuPerCallUs.B4 / results.cpuPerCallUs.B2,
+      },
+      pass: Math.max(results.cpuPerCallUs.B3, results.cpuPerCallUs.B4) <= 1.1 * results.cpuPerCallUs.B2,
+    },
     addedLatency: {
       rule: '(B2 - B0) <= 2 x (B1 - B0) and < 1000 us (p50, c=1)',
       pass: results.addedLatencyUs.B2 <= 2 * results.addedLatencyUs.B1 && results.addedLatencyUs.B2 < 1000,
@@ -401,7 +459,7 @@ async function main() {
     rule: 'RSS growth <= 10 MB over 100,000 calls; idle session <= 10 KB',
     pass: results.memory.growthMb <= 10 && results.memory.idleSessionBytes <= 10 * 1024,
   };
-  for (const c of [b1.child, b2.child, up.child]) await stop(c);
+  for (const c of [b1.child, b2.child, up.child, upModern.child]) await stop(c);
 
   // Cached tools/list: 1000 tools across 10 upstreams.
   log('tools/list');
@@ -573,7 +631,7 @@ function directStdioColdMs() {
 
 function markdown(r) {
   const f = (n) => (typeof n === 'number' ? (Number.isInteger(n) ? String(n) : n.toFixed(2)) : String(n));
-  const rows = ['B0', 'B1', 'B2'].map(
+  const rows = ['B0', 'B1', 'B2', 'B3', 'B4'].map(
     (k) =>
       `| ${k} | ${f(r.latencyC1[k].p50Us)} | ${f(r.latencyC1[k].p99Us)} | ${f(Math.round(r.throughputC16[k].rps))} | ${f(r.cpuPerCallUs[k])} |`,
   );
@@ -582,7 +640,7 @@ function markdown(r) {
 
 ${r.date}${r.smoke ? ' (smoke run: durations too short to judge)' : ''}. Machine: ${r.machine.cpus} cores (${r.machine.model}), Node ${r.machine.node}. ${r.phaseSeconds} s per phase; latency and throughput in alternating rounds (B0, B1, B2, B0, …), ${r.phaseSeconds} s per path in all.
 
-B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on.
+B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on, a 2025-11-25 client and upstream. B3: the same gateway, a 2026-07-28 client to a 2026-07-28 upstream. B4: a 2026-07-28 client bridged to the 2025-11-25 upstream.
 
 | Path | p50 c=1 (µs) | p99 c=1 (µs) | rps c=16 | proxy CPU per call (µs) |
 | --- | --- | --- | --- | --- |
@@ -590,6 +648,7 @@ ${rows.join('\n')}
 
 | Target | Measured | Pass |
 | --- | --- | --- |
+| Modern tools/call CPU (B3, B4) ≤ 1.1 × legacy (B2) | B3 ${(t.modernCost.ratios.B3 * 100).toFixed(0)}%, B4 ${(t.modernCost.ratios.B4 * 100).toFixed(0)}% of B2 | ${t.modernCost.pass ? 'yes' : 'no'} |
 | Added latency: (B2−B0) ≤ 2×(B1−B0), < 1 ms | B1 +${f(r.addedLatencyUs.B1)} µs, B2 +${f(r.addedLatencyUs.B2)} µs | ${t.addedLatency.pass ? 'yes' : 'no'} |
 | Throughput c=16: B2 ≥ 50% of B1 | ${(t.throughput.ratio * 100).toFixed(0)}% | ${t.throughput.pass ? 'yes' : 'no'} |
 | Cached tools/list, ${r.toolsList.tools} tools / 10 upstreams: p50 ≤ 2 ms | ${f(r.toolsList.p50Us)} µs | ${t.toolsList.pass ? 'yes' : 'no'} |

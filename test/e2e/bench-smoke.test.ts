@@ -16,12 +16,14 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     });
     expect(r.status, r.stderr.slice(-3000)).toBe(0);
     const json = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'));
-    for (const k of ['B0', 'B1', 'B2']) {
+    for (const k of ['B0', 'B1', 'B2', 'B3', 'B4']) {
       expect(json.latencyC1[k].p50Us).toBeGreaterThan(0);
       expect(json.latencyC1[k].errors).toBe(0);
       expect(json.throughputC16[k].requests).toBeGreaterThan(0);
       expect(json.throughputC16[k].non2xx).toBe(0);
     }
+    // B3 really reaches a 2026-07-28 upstream, and B4 a legacy one.
+    expect(json.upstreamEras).toEqual({ fast: 'legacy', fastm: 'modern' });
     // server-everything over stdio, through the gateway and directly.
     expect(json.stdioEverything.throughputC16.requests).toBeGreaterThan(0);
     expect(json.stdioEverything.throughputC16.non2xx).toBe(0);
@@ -39,6 +41,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       'addedLatency',
       'coldStart',
       'memory',
+      'modernCost',
       'throughput',
       'toolsList',
     ]);
