@@ -380,6 +380,11 @@ export class Gateway {
     }
   }
 
+  /** Calls relayed and not yet answered. */
+  get inflightCalls(): number {
+    return this.inflight;
+  }
+
   get isStopping(): boolean {
     return this.stopping;
   }

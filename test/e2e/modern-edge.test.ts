@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVERYTHING, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { EVERYTHING, eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { META_PV, MODERN, modernListen, modernMeta, modernRequest } from '../helpers/modern.js';
 
 const SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
@@ -101,6 +101,31 @@ describe('modern (2026-07-28) requests at the /mcp edge', () => {
     for (const p of progress) expect((p.params as { progressToken: unknown }).progressToken).toBe('tok');
     expect(r.body.result!.resultType).toBe('complete');
     expect(r.raw).not.toMatch(/^id:/m);
+  });
+
+  it('closing a modern request cancels the call upstream (JSON answer, no progress token)', async () => {
+    const ac = new AbortController();
+    const pending = modernRequest(
+      gw.url,
+      'tools/call',
+      { name: 'everything__trigger-long-running-operation', arguments: { duration: 20, steps: 2 } },
+      { signal: ac.signal },
+    ).catch((e: unknown) => e);
+    await eventually(() => gw.gateway.inflightCalls === 1, 'the call is running upstream');
+    ac.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    // Without the cancellation, the call would run for 20 s before its audit line.
+    await eventually(
+      () =>
+        gw.logs.some(
+          (l) =>
+            l.event === 'audit.tools_call' &&
+            l.tool === 'everything__trigger-long-running-operation' &&
+            l.verdict === 'error',
+        ),
+      'the cancelled call is audited as an error',
+      8000,
+    );
   });
 
   it('an unknown or removed method is 404 with -32601, echoing the request id', async () => {
