@@ -176,6 +176,19 @@ describe('direct tools/call: answers of a scripted streamable-HTTP upstream', ()
     await stillConnected();
   });
 
+  it('SSE: the resumption waits for the delay the server asked for with retry:, not at once', async () => {
+    const res = await client.callTool({
+      name: 's__sse_resumable',
+      arguments: { tag: 'resume-2', delayMs: 400 },
+    });
+    expect(text(res)).toContain('resumed done');
+    const call = await callEvent(fixture, 'resume-2');
+    const primed = fixture.events.find((e) => e.event === 'primed' && e.id === call.id);
+    const resumed = fixture.events.find((e) => e.event === 'resumed' && e.id === call.id);
+    // A lower bound from the server's own clock: the gateway's timer may fire a little early.
+    expect(Number(resumed?.at) - Number(primed?.at)).toBeGreaterThanOrEqual(380);
+  });
+
   it('SSE: a stream that ends unanswered without an event id fails at once as outcome unknown, not by timeout', async () => {
     const e = await callError(client.callTool({ name: 's__sse_cut', arguments: { tag: 'cut-1' } }));
     expect(e.message).toContain('outcome is unknown');
