@@ -23,10 +23,14 @@ export async function runCheck(
     await gateway.settled();
     const rows = gateway.health().upstreams;
     const w = Math.max(6, ...rows.map((r) => r.name.length)) + 2;
-    out(`${pad('SERVER', w)}${pad('TRANSPORT', 17)}${pad('STATUS', 13)}${pad('TOOLS', 7)}ERROR`);
+    out(
+      `${pad('SERVER', w)}${pad('TRANSPORT', 17)}${pad('STATUS', 13)}${pad('TOOLS', 7)}${pad('PROTOCOL', 19)}ERROR`,
+    );
     for (const r of rows) {
+      // The era each server was found to speak, and the revision in use.
+      const protocol = r.era ? `${r.era} ${r.protocolVersion ?? ''}` : '-';
       out(
-        `${pad(r.name, w)}${pad(r.transport, 17)}${pad(r.state, 13)}${pad(String(r.tools), 7)}${r.lastError ?? ''}`,
+        `${pad(r.name, w)}${pad(r.transport, 17)}${pad(r.state, 13)}${pad(String(r.tools), 7)}${pad(protocol, 19)}${r.lastError ?? ''}`,
       );
     }
     out('');

@@ -58,7 +58,9 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
     ...(options.trustPollMs ? { trustPollMs: options.trustPollMs } : {}),
     platform: nodePlatform(log, config.gateway),
     version: options.version,
-    ...(config.gateway.cursorSecret ? { cursorSecret: new TextEncoder().encode(config.gateway.cursorSecret) } : {}),
+    ...(config.gateway.cursorSecret
+      ? { cursorSecret: new TextEncoder().encode(config.gateway.cursorSecret) }
+      : {}),
     ...(options.backoff ? { backoff: options.backoff } : {}),
   });
   const app = createApp(gateway, { onDisconnect: nodeDisconnect });

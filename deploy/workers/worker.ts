@@ -68,7 +68,9 @@ export class ManifoldGateway extends DurableObject<Env> {
       version: VERSION,
       store: durableObjectStore(this.ctx.storage as never),
       secrets: parsed.secrets,
-      ...(config.gateway.cursorSecret ? { cursorSecret: new TextEncoder().encode(config.gateway.cursorSecret) } : {}),
+      ...(config.gateway.cursorSecret
+        ? { cursorSecret: new TextEncoder().encode(config.gateway.cursorSecret) }
+        : {}),
     });
     // Host names on Workers are the route's; check them only when the config lists some.
     this.app = createApp(gateway, { checkHost: config.gateway.hostnames.length > 0 });

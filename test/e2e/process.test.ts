@@ -351,13 +351,22 @@ describe('manifold check', () => {
           args: [MEMORY],
           env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
         },
+        modern: {
+          command: process.execPath,
+          args: [join(ROOT, 'test/fixtures/reference-server.mjs'), 'stdio'],
+        },
       },
     });
     const { code, stdout } = await cli(['check', '--config', config]);
     expect(code).toBe(0);
     const lines = stdout.split('\n');
-    expect(lines[0]).toMatch(/^SERVER\s+TRANSPORT\s+STATUS\s+TOOLS\b/);
-    expect(lines.find((l) => l.startsWith('everything'))).toMatch(/^everything\s+stdio\s+ready\s+\d+/);
+    expect(lines[0]).toMatch(/^SERVER\s+TRANSPORT\s+STATUS\s+TOOLS\s+PROTOCOL\b/);
+    expect(lines.find((l) => l.startsWith('everything'))).toMatch(
+      /^everything\s+stdio\s+ready\s+\d+\s+legacy 2025-11-25/,
+    );
+    expect(lines.find((l) => l.startsWith('modern'))).toMatch(
+      /^modern\s+stdio\s+ready\s+\d+\s+modern 2026-07-28/,
+    );
     expect(lines.find((l) => l.startsWith('memory'))).toMatch(/^memory\s+stdio\s+ready\s+\d+/);
     const exposed = lines.filter((l) => l.startsWith('  ')).map((l) => l.trim());
     expect(exposed).toContain('everything__echo');
