@@ -76,6 +76,40 @@ describe('streamable HTTP edge', () => {
     expect(bigGarbage.status).toBe(413);
   });
 
+  it('a 2025-03-26 session may send a batch: every request answered in order in one array, notifications in it need none', async () => {
+    const r = await post(init('2025-03-26'));
+    const old = r.headers.get('mcp-session-id')!;
+    const batch = await post(
+      [
+        { jsonrpc: '2.0', id: 'a', method: 'ping' },
+        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        { jsonrpc: '2.0', id: 'b', method: 'tools/list' },
+        { jsonrpc: '2.0', id: 'c', method: 'no/such' },
+      ],
+      { 'mcp-session-id': old },
+    );
+    expect(batch.status).toBe(200);
+    const answers = (await batch.json()) as {
+      id: string;
+      result?: { tools?: unknown[] };
+      error?: { code: number };
+    }[];
+    expect(answers.map((a) => a.id)).toEqual(['a', 'b', 'c']);
+    expect(answers[1]!.result!.tools!.length).toBeGreaterThan(0);
+    expect(answers[2]!.error!.code).toBe(-32601);
+    const onlyNotes = await post([{ jsonrpc: '2.0', method: 'notifications/initialized' }], {
+      'mcp-session-id': old,
+    });
+    expect(onlyNotes.status).toBe(202);
+    // initialize never rides in a batch, and a later revision's header refuses batches.
+    expect((await post([init('2025-03-26')], { 'mcp-session-id': old })).status).toBe(400);
+    const withHeader = await post([{ jsonrpc: '2.0', id: 1, method: 'ping' }], {
+      'mcp-session-id': old,
+      'mcp-protocol-version': '2025-06-18',
+    });
+    expect(withHeader.status).toBe(400);
+  });
+
   it('invalid JSON is a 400 parse error, and a non-message is an invalid request', async () => {
     const bad = await post('{"jsonrpc":', withSession());
     expect(bad.status).toBe(400);
