@@ -298,6 +298,11 @@ export class Gateway {
     return view;
   }
 
+  /** Whether this principal can see the exposed name (config filters, then grants). */
+  isVisible(principal: Principal, name: string): boolean {
+    return this.visibility(principal).names.has(name);
+  }
+
   /** Resolves an exposed name for this principal; invisible and unknown fail identically (A13). */
   resolve(principal: Principal, name: unknown): CatalogEntry {
     const entry = typeof name === 'string' ? this.catalog.byName.get(name) : undefined;

@@ -103,7 +103,9 @@ function checkStandardHeaders(c: Context, request: JsonRpcRequest): void {
 function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest): void {
   const name = request.params?.name;
   const entry = typeof name === 'string' ? edge.gateway.catalog.byName.get(name) : undefined;
-  if (!entry) return;
+  // A tool the caller cannot see is left to fail like an unknown one (SECURITY A13): checking its
+  // headers would tell the caller it exists and which arguments it mirrors.
+  if (!entry || !edge.gateway.isVisible(p.principal, entry.name)) return;
   let plan = plans.get(entry);
   if (!plan) {
     plan = paramHeaderPlan(entry.tool.inputSchema);

@@ -271,7 +271,7 @@ export class DirectCaller {
    * resume from when a resumable stream ended before the call was answered.
    */
   private async post(
-    message: { id: string; method: string; params: Record<string, unknown> },
+    message: { jsonrpc: '2.0'; id: string; method: string; params: Record<string, unknown> },
     signal: AbortSignal | undefined,
     requestOver: () => void,
   ): Promise<StreamEnd | undefined> {

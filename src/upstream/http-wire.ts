@@ -50,7 +50,7 @@ export interface PostOptions {
  */
 export async function postMessage(
   o: PostOptions,
-  message: { id: string; method: string; params: Record<string, unknown> },
+  message: { jsonrpc: '2.0'; id: string; method: string; params: Record<string, unknown> },
   signal: AbortSignal,
 ): Promise<PostEnd> {
   const response = await o.fetch(o.url, {

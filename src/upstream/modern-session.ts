@@ -237,12 +237,13 @@ export class ModernSession implements UpstreamSession {
             log: deps.log,
             receive: (m) => this.onMessage(m as JSONRPCMessage),
           },
-          { id: `manifold:listen:${++rounds}`, method: 'subscriptions/listen', params },
+          { jsonrpc: '2.0', id: `manifold:listen:${++rounds}`, method: 'subscriptions/listen', params },
           controller.signal,
         );
       } catch (e) {
         if (this.closed) return;
-        deps.log.debug('upstream.listen_failed', { error: brief(e) });
+        // A refused listen is the server's problem to see (and the reason changes arrive late).
+        deps.log.warn('upstream.listen_failed', { error: brief(e) });
       }
       if (this.closed) return;
       failures = deps.platform.now() - opened >= LISTEN_STABLE_MS ? 1 : failures + 1;
