@@ -23,7 +23,7 @@ import {
 import type { Cancellation } from '../cancellation.js';
 import type { Logger } from '../log.js';
 import { UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
-import { postMessage, type StreamEnd, type Wire } from './http-wire.js';
+import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http-wire.js';
 
 export interface DirectCallerOptions {
   /** Streamable HTTP: each request is a POST on this wire. */
@@ -266,42 +266,32 @@ export class DirectCaller {
     });
   }
 
+  /** The POST options, built once: per-call state travels as arguments. */
+  private postOptions: PostOptions | undefined;
+
   /**
    * Sends one request. Resolves once its answer is read (HTTP) or written (stdio); with where to
    * resume from when a resumable stream ended before the call was answered.
    */
-  private async post(
+  private post(
     message: { jsonrpc: '2.0'; id: string; method: string; params: Record<string, unknown> },
     signal: AbortSignal | undefined,
     requestOver: () => void,
   ): Promise<StreamEnd | undefined> {
     const http = this.o.http;
-    if (!http || !signal) {
-      await this.o.send!(message as JSONRPCMessage);
-      return undefined;
-    }
-    const end = await postMessage(
-      {
-        ...http,
-        log: this.o.log,
-        receive: (m) => this.receive(m),
-        // The request is over as soon as its answer is read: release its signal before the
-        // caller resumes, so back-to-back calls share one.
-        onRead: () => {
-          if (!this.pending.has(message.id)) requestOver();
-        },
-      },
-      message,
-      signal,
-    );
-    if (end === 'accepted') return undefined;
-    if (!this.pending.has(message.id)) {
-      requestOver();
-      return undefined;
-    }
-    if (end.json) throw new UpstreamProtocolError('the JSON answer did not answer the call');
-    if (end.lastEventId !== undefined && http.wire.resume) return end;
-    throw new UpstreamProtocolError('the upstream closed its event stream before answering');
+    if (!http || !signal) return this.o.send!(message as JSONRPCMessage).then(() => undefined);
+    this.postOptions ??= { ...http, log: this.o.log, receive: (m) => this.receive(m) };
+    // The request is over as soon as its answer is read: its signal is released before the
+    // caller resumes, so back-to-back calls share one.
+    const onRead = () => {
+      if (!this.pending.has(message.id)) requestOver();
+    };
+    return postMessage(this.postOptions, message, signal, onRead).then((end) => {
+      if (end === 'accepted' || !this.pending.has(message.id)) return undefined;
+      if (end.json) throw new UpstreamProtocolError('the JSON answer did not answer the call');
+      if (end.lastEventId !== undefined && http.wire.resume) return end;
+      throw new UpstreamProtocolError('the upstream closed its event stream before answering');
+    });
   }
 
   private receive(m: unknown): void {

@@ -37,11 +37,6 @@ export interface PostOptions {
   log: Logger;
   /** Every message read from the answer. */
   receive: (message: unknown) => void;
-  /**
-   * Runs as soon as the whole answer has been read, in the same tick as its last message, so a
-   * caller can release the request's resources before its own caller resumes.
-   */
-  onRead?: () => void;
 }
 
 /**
@@ -52,6 +47,11 @@ export async function postMessage(
   o: PostOptions,
   message: { jsonrpc: '2.0'; id: string; method: string; params: Record<string, unknown> },
   signal: AbortSignal,
+  /**
+   * Runs as soon as the whole answer has been read, in the same tick as its last message, so a
+   * caller can release the request's resources before its own caller resumes.
+   */
+  onRead?: () => void,
 ): Promise<PostEnd> {
   const response = await o.fetch(o.url, {
     method: 'POST',
@@ -63,6 +63,7 @@ export async function postMessage(
     const text = await response.text().catch(() => '');
     if (o.wire.readErrorBodies && answersWithError(text, message.id)) {
       o.receive(JSON.parse(text));
+      onRead?.();
       return { json: true };
     }
     throw new UpstreamHttpError(response.status, text);
@@ -75,12 +76,12 @@ export async function postMessage(
   if (type === 'application/json') {
     const data: unknown = await response.json();
     for (const m of Array.isArray(data) ? data : [data]) o.receive(m);
-    o.onRead?.();
+    onRead?.();
     return { json: true };
   }
   if (type === 'text/event-stream' && response.body) {
     const end = await readEvents(o, response.body);
-    o.onRead?.();
+    onRead?.();
     return end;
   }
   await response.body?.cancel().catch(() => {});
