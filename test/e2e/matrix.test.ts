@@ -294,95 +294,61 @@ describe('era matrix: legacy and modern clients x legacy and modern upstreams, o
   });
   const writeDriftTools = (names: string[]) => writeFileSync(toolsFile, JSON.stringify(names.map(driftTool)));
 
+  /** server-everything, the same over stdio and HTTP; its catalog never changes, so `change` is another server. */
+  const everythingColumn = (label: string, server: 'ev' | 'eh', change: Column['change']): Column => ({
+    label,
+    server,
+    era: 'legacy',
+    protocolVersion: '2025-11-25',
+    known: ['echo', 'get-sum', 'trigger-long-running-operation'],
+    simple: { tool: 'echo', args: { message: 'hello matrix' }, text: 'Echo: hello matrix' },
+    progress: {
+      tool: 'trigger-long-running-operation',
+      args: { duration: 0.3, steps: 3 },
+      expected: ['1/3', '2/3', '3/3'],
+    },
+    slow: { tool: 'trigger-long-running-operation', args: { duration: 120, steps: 1 } },
+    denied: [{ tool: 'get-sum', args: { a: 1, b: 2 } }],
+    big: { tool: 'echo', args: { message: 'x'.repeat(5000) } },
+    change,
+    view: () => views[server]!,
+  });
+  /** The reference fixture speaks the same tools over HTTP and stdio: one column shape for both. */
+  const referenceColumn = (label: string, server: 'rh' | 'rs') => ({
+    label,
+    server,
+    era: 'modern' as const,
+    protocolVersion: MODERN,
+    known: ['test_simple_text', 'test_tool_with_progress', 'test_custom_header', 'slow_compute'],
+    simple: {
+      tool: 'test_simple_text',
+      args: {},
+      text: 'This is a simple text response for testing.',
+    },
+    progress: {
+      tool: 'test_tool_with_progress',
+      args: {},
+      expected: ['0/100 step 0', '50/100 step 50', '100/100 step 100'],
+    },
+    slow: { tool: 'slow_compute', args: { seconds: 120, label: 'never' } },
+    denied: [
+      { tool: 'test_tool_with_progress', args: {} },
+      // A tool whose schema mirrors an argument into Mcp-Param-Region.
+      { tool: 'test_custom_header', args: { region: 'eu-west-1', query: 'q' } },
+    ],
+    big: { tool: 'greet', args: { name: 'y'.repeat(5000) } },
+    change: { server, tool: 'test_dynamic_tool', label: 'test_trigger_tool_change' },
+    view: () => views[server]!,
+  });
   const columns: Column[] = [
-    {
-      label: 'legacy stdio',
-      server: 'ev',
-      era: 'legacy',
-      protocolVersion: '2025-11-25',
-      known: ['echo', 'get-sum', 'trigger-long-running-operation'],
-      simple: { tool: 'echo', args: { message: 'hello matrix' }, text: 'Echo: hello matrix' },
-      progress: {
-        tool: 'trigger-long-running-operation',
-        args: { duration: 0.3, steps: 3 },
-        expected: ['1/3', '2/3', '3/3'],
-      },
-      slow: { tool: 'trigger-long-running-operation', args: { duration: 120, steps: 1 } },
-      denied: [{ tool: 'get-sum', args: { a: 1, b: 2 } }],
-      big: { tool: 'echo', args: { message: 'x'.repeat(5000) } },
-      change: { server: 'ds', tool: 'beta', label: 'drift-server over stdio' },
-      view: () => views.ev!,
-    },
-    {
-      label: 'legacy HTTP',
-      server: 'eh',
-      era: 'legacy',
-      protocolVersion: '2025-11-25',
-      known: ['echo', 'get-sum', 'trigger-long-running-operation'],
-      simple: { tool: 'echo', args: { message: 'hello matrix' }, text: 'Echo: hello matrix' },
-      progress: {
-        tool: 'trigger-long-running-operation',
-        args: { duration: 0.3, steps: 3 },
-        expected: ['1/3', '2/3', '3/3'],
-      },
-      slow: { tool: 'trigger-long-running-operation', args: { duration: 120, steps: 1 } },
-      denied: [{ tool: 'get-sum', args: { a: 1, b: 2 } }],
-      big: { tool: 'echo', args: { message: 'x'.repeat(5000) } },
-      change: { server: 'rl', tool: 'test_dynamic_tool', label: 'reference fixture pinned to 2025-11-25' },
-      view: () => views.eh!,
-    },
-    {
-      label: 'modern HTTP',
-      server: 'rh',
-      era: 'modern',
-      protocolVersion: MODERN,
-      known: ['test_simple_text', 'test_tool_with_progress', 'test_custom_header', 'slow_compute'],
-      simple: {
-        tool: 'test_simple_text',
-        args: {},
-        text: 'This is a simple text response for testing.',
-      },
-      progress: {
-        tool: 'test_tool_with_progress',
-        args: {},
-        expected: ['0/100 step 0', '50/100 step 50', '100/100 step 100'],
-      },
-      slow: { tool: 'slow_compute', args: { seconds: 120, label: 'never' } },
-      denied: [
-        { tool: 'test_tool_with_progress', args: {} },
-        // A tool whose schema mirrors an argument into Mcp-Param-Region.
-        { tool: 'test_custom_header', args: { region: 'eu-west-1', query: 'q' } },
-      ],
-      big: { tool: 'greet', args: { name: 'y'.repeat(5000) } },
-      change: { server: 'rh', tool: 'test_dynamic_tool', label: 'test_trigger_tool_change' },
-      view: () => views.rh!,
-    },
-    {
-      label: 'modern stdio',
-      server: 'rs',
-      era: 'modern',
-      protocolVersion: MODERN,
-      known: ['test_simple_text', 'test_tool_with_progress', 'test_custom_header', 'slow_compute'],
-      simple: {
-        tool: 'test_simple_text',
-        args: {},
-        text: 'This is a simple text response for testing.',
-      },
-      progress: {
-        tool: 'test_tool_with_progress',
-        args: {},
-        expected: ['0/100 step 0', '50/100 step 50', '100/100 step 100'],
-      },
-      slow: { tool: 'slow_compute', args: { seconds: 120, label: 'never' } },
-      denied: [
-        { tool: 'test_tool_with_progress', args: {} },
-        // A tool whose schema mirrors an argument into Mcp-Param-Region.
-        { tool: 'test_custom_header', args: { region: 'eu-west-1', query: 'q' } },
-      ],
-      big: { tool: 'greet', args: { name: 'y'.repeat(5000) } },
-      change: { server: 'rs', tool: 'test_dynamic_tool', label: 'test_trigger_tool_change' },
-      view: () => views.rs!,
-    },
+    everythingColumn('legacy stdio', 'ev', { server: 'ds', tool: 'beta', label: 'drift-server over stdio' }),
+    everythingColumn('legacy HTTP', 'eh', {
+      server: 'rl',
+      tool: 'test_dynamic_tool',
+      label: 'reference fixture pinned to 2025-11-25',
+    }),
+    referenceColumn('modern HTTP', 'rh'),
+    referenceColumn('modern stdio', 'rs'),
   ];
   const kinds = ['legacy', 'modern'] as const;
   const handle = (kind: 'legacy' | 'modern'): AnyHandle => (kind === 'legacy' ? legacy : modern);
