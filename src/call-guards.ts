@@ -3,6 +3,7 @@ import type { Config } from './config/types.js';
 import { type ArgsCheck, compileArgsValidator } from './guards/args.js';
 import { quarantineDescription } from './guards/drift.js';
 import { resultCap } from './guards/result-cap.js';
+import { contentsCap, promptResultCap } from './guards/surface-caps.js';
 import type { Logger } from './log.js';
 
 type Result = Record<string, unknown>;
@@ -16,6 +17,10 @@ type Validator = ((args: unknown) => ArgsCheck) | null;
 export class CallGuards {
   private validators = new WeakMap<Catalog, Map<string, Validator>>();
   private caps = new Map<string, { cap: ReturnType<typeof resultCap>; max: number }>();
+  private surfaceCaps = new Map<
+    string,
+    { prompt: ReturnType<typeof promptResultCap>; contents: ReturnType<typeof contentsCap>; max: number }
+  >();
 
   constructor(
     private readonly config: Config,
@@ -66,6 +71,31 @@ export class CallGuards {
       `Full input schema: ${JSON.stringify(entry.full.inputSchema)}`,
     ].join('\n');
     return { content: [{ type: 'text', text }], isError: true };
+  }
+
+  /**
+   * The same cap for a `prompts/get` or `resources/read` answer of `server` (its maxResultBytes),
+   * logged like a tool result's.
+   */
+  capSurface(server: string, kind: 'prompt' | 'contents', what: string, result: Result): Result {
+    let held = this.surfaceCaps.get(server);
+    if (!held) {
+      const max =
+        this.config.servers.find((s) => s.name === server)?.maxResultBytes ??
+        this.config.gateway.maxResultBytes;
+      held = { prompt: promptResultCap(max), contents: contentsCap(max), max };
+      this.surfaceCaps.set(server, held);
+    }
+    const capped = (kind === 'prompt' ? held.prompt : held.contents)(result);
+    if (capped.truncated) {
+      this.log.info('guard.result_truncated', {
+        server,
+        [kind === 'prompt' ? 'prompt' : 'uri']: what.slice(0, 256),
+        bytes: capped.originalBytes,
+        max: held.max,
+      });
+    }
+    return capped.result;
   }
 
   /**

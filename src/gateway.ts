@@ -7,6 +7,7 @@ import {
   emptyCatalog,
 } from './aggregate/catalog.js';
 import { CursorSealer } from './aggregate/cursor.js';
+import { buildSurface, emptySurface, type Surface, type SurfaceInput } from './aggregate/surface.js';
 import { grantsMatcher } from './auth/grants.js';
 import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
@@ -14,12 +15,17 @@ import { CallGuards } from './call-guards.js';
 import type { Config } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
 import { ManifoldError } from './errors.js';
+import { splitDriftListing, splitNames } from './guards/drift-kinds.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
 import { MemoryStateStore, type StateStore } from './store/state.js';
+import { SurfaceViews } from './surface-views.js';
 import type { BackoffOptions } from './upstream/backoff.js';
 import { UpstreamPool } from './upstream/pool.js';
-import type { UpstreamStatus } from './upstream/upstream.js';
+import type { Upstream, UpstreamStatus } from './upstream/upstream.js';
+
+/** The lists a client can be told changed. */
+export type ChangeKind = 'tools' | 'prompts' | 'resources';
 
 export interface GatewayOptions {
   config: Config;
@@ -66,6 +72,10 @@ export class Gateway {
   readonly pool: UpstreamPool;
   readonly log: Logger;
   catalog: Catalog = emptyCatalog;
+  /** Prompts, resources and templates: the rest of the merged catalog. */
+  surface: Surface = emptySurface;
+  /** Per-principal views of `surface`, and where its requests go. */
+  readonly views = new SurfaceViews(() => this.surface);
   /** Settles when every upstream's first attempt has settled. */
   ready: Promise<void> = Promise.resolve();
   private started = false;
@@ -80,7 +90,7 @@ export class Gateway {
   /** Per-tenant token buckets for tools/call (counted per instance). */
   readonly takeCall: ReturnType<typeof rateLimiter>;
   /** Listeners for a verified catalog change (downstream list_changed). */
-  private listeners = new Set<(catalog: Catalog) => void>();
+  private listeners = new Set<(catalog: Catalog, changed: ReadonlySet<ChangeKind>) => void>();
   private shutdownListeners: (() => void)[] = [];
   readonly store: StateStore;
   readonly drift: DriftGate;
@@ -225,14 +235,15 @@ export class Gateway {
     this.shutdownListeners.push(listener);
   }
 
-  onCatalogChange(listener: (catalog: Catalog) => void): () => void {
+  onCatalogChange(listener: (catalog: Catalog, changed: ReadonlySet<ChangeKind>) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
-  /** Recomputes the merged catalog; announces it only if what clients would see changed. */
+  /** Recomputes the merged catalog; announces each list only if what clients would see of it changed. */
   rebuild(): void {
     const inputs = [];
+    const surfaceInputs: SurfaceInput[] = [];
     for (const u of this.pool.upstreams) {
       let listing: VerifiedListing | undefined;
       if (u.state === 'ready' && u.verified) {
@@ -240,26 +251,49 @@ export class Gateway {
         this.warm.delete(u.name);
       } else listing = this.warm.get(u.name);
       if (!listing || listing.identityChanged) continue;
+      // Drift covers tools, prompts and templates as one listing; split it back into its kinds.
+      const trusted = splitDriftListing(listing.trusted);
+      const quarantined = splitDriftListing(listing.quarantined);
       inputs.push({
         server: u.config,
-        tools: listing.trusted,
-        quarantined: listing.quarantined,
-        removed: listing.removed,
+        tools: trusted.tools,
+        quarantined: quarantined.tools,
+        removed: splitNames(listing.removed).tools,
+      });
+      surfaceInputs.push({
+        server: u.config,
+        prompts: trusted.prompts,
+        quarantinedPrompts: quarantined.prompts,
+        // Resources are data, not instructions: not drift-checked, and only served while live.
+        resources: u.state === 'ready' ? u.resources : [],
+        templates: trusted.templates,
+        quarantinedTemplates: quarantined.templates,
       });
     }
     const g = this.config.gateway;
+    const changed = new Set<ChangeKind>();
     const next = buildCatalog(inputs, this.catalog.version + 1, {
       maxDescriptionBytes: g.maxDescriptionBytes,
       maxSchemaBytes: g.maxSchemaBytes,
     });
-    if (next.signature === this.catalog.signature) return;
-    for (const d of next.diagnostics) {
-      const level = d.rule === 'name-collision' || d.rule === 'schema-too-large' ? 'error' : 'warn';
-      this.log[level]('catalog.diagnostic', { ...d });
+    if (next.signature !== this.catalog.signature) {
+      for (const d of next.diagnostics) {
+        const level = d.rule === 'name-collision' || d.rule === 'schema-too-large' ? 'error' : 'warn';
+        this.log[level]('catalog.diagnostic', { ...d });
+      }
+      this.catalog = next;
+      this.visibleCache.clear();
+      changed.add('tools');
     }
-    this.catalog = next;
-    this.visibleCache.clear();
-    for (const l of this.listeners) l(next);
+    const surface = buildSurface(surfaceInputs, { maxDescriptionBytes: g.maxDescriptionBytes });
+    if (surface.digests.prompts !== this.surface.digests.prompts) changed.add('prompts');
+    if (surface.digests.resources !== this.surface.digests.resources) changed.add('resources');
+    if (changed.has('prompts') || changed.has('resources')) {
+      for (const d of surface.diagnostics) this.log.warn('catalog.diagnostic', { ...d });
+      this.surface = surface;
+    }
+    if (changed.size === 0) return;
+    for (const l of this.listeners) l(this.catalog, changed);
   }
 
   /** The entries a principal may see, cached per catalog version (filter after the cache). */
@@ -271,7 +305,8 @@ export class Gateway {
    * A digest of what a principal can see now: equal digests mean an unchanged list, so a change
    * it cannot see is never announced to it.
    */
-  viewDigest(principal: Principal): string {
+  viewDigest(principal: Principal, kind: ChangeKind = 'tools'): string {
+    if (kind !== 'tools') return this.views.digest(principal, kind);
     const view = this.visibility(principal);
     view.digest ??=
       view.entries === this.catalog.entries
@@ -343,6 +378,42 @@ export class Gateway {
       out.nextCursor = await sealer.seal(catalog.digest, offset + pageSize, principal.viewKey);
     }
     return out;
+  }
+
+  /**
+   * The serialized result of prompts/list, resources/list or resources/templates/list for this
+   * principal and cursor. Cursors are bound to the list, its content digest and the view.
+   */
+  async listSurfaceJson(
+    kind: 'prompts' | 'resources' | 'templates',
+    principal: Principal,
+    cursor: unknown,
+  ): Promise<string> {
+    await this.ready;
+    const sealer = await this.cursors;
+    const surface = this.surface;
+    const digest = `${kind}:${kind === 'prompts' ? surface.digests.prompts : surface.digests.resources}`;
+    const items =
+      kind === 'prompts'
+        ? this.views.promptView(principal).entries.map((e) => e.prompt)
+        : kind === 'resources'
+          ? this.views.resourceView(principal).resources.map((e) => e.resource)
+          : this.views.resourceView(principal).templates.map((e) => e.template);
+    const offset = cursor === undefined ? 0 : await sealer.open(cursor, digest, principal.viewKey);
+    const pageSize = this.config.gateway.pageSize;
+    const field = kind === 'templates' ? 'resourceTemplates' : kind;
+    const out: Record<string, unknown> = { [field]: items.slice(offset, offset + pageSize) };
+    if (offset + pageSize < items.length)
+      out.nextCursor = await sealer.seal(digest, offset + pageSize, principal.viewKey);
+    return JSON.stringify(out);
+  }
+
+  /** The upstream that owns a server name, connected or waiting for its first attempt. */
+  async owner(server: string): Promise<Upstream> {
+    const owner = this.pool.get(server);
+    if (!owner) throw new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `server ${server} is not configured`);
+    if (owner.state === 'connecting') await owner.firstAttempt;
+    return owner;
   }
 
   /**

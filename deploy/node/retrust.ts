@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { baselineFrom, diffTool, formatDiff } from '../../src/guards/drift.js';
+import { describeDriftName } from '../../src/guards/drift-kinds.js';
 import type { Logger } from '../../src/log.js';
 import { identityOf, sameIdentity } from '../../src/store/state.js';
 import { Upstream } from '../../src/upstream/upstream.js';
@@ -51,7 +52,8 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
       io.err(`could not list ${name}: ${upstream.lastError ?? upstream.state}\n`);
       return 1;
     }
-    const current = upstream.tools;
+    // Tools, prompts and resource templates: everything drift covers (guards/drift-kinds.ts).
+    const current = upstream.driftRecords();
     const identity = identityOf(server, secrets);
     const row = store.get(name);
     const old = row?.baseline ?? {};
@@ -64,7 +66,9 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
     if (values.tool !== undefined) {
       const tool = values.tool;
       if (!current.some((t) => t.name === tool) && !(tool in old)) {
-        io.err(`server ${name} neither lists nor trusted a tool named ${tool}\n`);
+        io.err(
+          `server ${name} neither lists nor trusted ${describeDriftName(tool)} (prompts are named prompt:NAME, resource templates template:URI)\n`,
+        );
         return 2;
       }
       // Only this tool changes; every other trusted tool keeps its old baseline.
@@ -79,7 +83,7 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
       if (shown !== undefined && t.name !== shown) continue;
       const before = old[t.name]?.tool as Tool | undefined;
       if (!before) {
-        io.out(`+ new tool ${t.name}\n`);
+        io.out(`+ new ${describeDriftName(t.name)}\n`);
         changes++;
         continue;
       }
@@ -93,7 +97,7 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
     }
     for (const gone of Object.keys(old)) {
       if ((shown === undefined || gone === shown) && !current.some((t) => t.name === gone)) {
-        io.out(`- removed tool ${gone}\n`);
+        io.out(`- removed ${describeDriftName(gone)}\n`);
         changes++;
       }
     }

@@ -16,6 +16,29 @@ export const ADMIN_SCOPE = 'manifold:admin';
 
 /** Scope entries `tools:<pattern>` grant `<pattern>`. */
 const TOOLS_SCOPE_PREFIX = 'tools:';
+/**
+ * Grants over the other kinds name their kind: `prompts:<glob over exposed prompt names>` and
+ * `resources:<glob over <label>__<upstream URI or template>>`. A bare pattern (or `tools:`) is
+ * about tools, as it always was.
+ */
+export const KIND_PREFIXES = { prompts: 'prompts:', resources: 'resources:' } as const;
+export type GrantKind = 'tools' | keyof typeof KIND_PREFIXES;
+
+/** The patterns of one kind, prefixes removed. */
+export function patternsOf(patterns: readonly string[], kind: GrantKind): string[] {
+  if (kind === 'tools') {
+    return patterns.filter(
+      (p) => !p.startsWith(KIND_PREFIXES.prompts) && !p.startsWith(KIND_PREFIXES.resources),
+    );
+  }
+  const prefix = KIND_PREFIXES[kind];
+  return patterns
+    .filter((p) => p.startsWith(prefix) && p.length > prefix.length)
+    .map((p) => p.slice(prefix.length));
+}
+
+const isKindScope = (s: string) =>
+  s.startsWith(KIND_PREFIXES.prompts) || s.startsWith(KIND_PREFIXES.resources);
 
 /**
  * RFC 6750 §2.1: `Authorization: Bearer <b64token>`, where
@@ -83,9 +106,12 @@ export function principalFromClaims(payload: JWTPayload, auth: AuthConfig): Prin
           .filter((g) => g !== '')
       : [];
   } else {
-    grants = scopes
-      .filter((s) => s.startsWith(TOOLS_SCOPE_PREFIX) && s.length > TOOLS_SCOPE_PREFIX.length)
-      .map((s) => s.slice(TOOLS_SCOPE_PREFIX.length));
+    grants = [
+      ...scopes
+        .filter((s) => s.startsWith(TOOLS_SCOPE_PREFIX) && s.length > TOOLS_SCOPE_PREFIX.length)
+        .map((s) => s.slice(TOOLS_SCOPE_PREFIX.length)),
+      ...scopes.filter(isKindScope),
+    ];
   }
   grants = [...new Set(grants)].sort();
   const admin = scopes.includes(ADMIN_SCOPE);
@@ -111,10 +137,14 @@ export function principalFromClaims(payload: JWTPayload, auth: AuthConfig): Prin
  * granted('github__get_issue'); // true
  * granted('github__delete_repo'); // false: outside the cap
  */
-export function grantsMatcher(principal: Principal): (exposedName: string) => boolean {
+export function grantsMatcher(
+  principal: Principal,
+  kind: GrantKind = 'tools',
+): (exposedName: string) => boolean {
   const grants = principal.grants;
-  const granted = grants === '*' ? () => true : compileGlobs(Array.isArray(grants) ? grants : []);
-  const capped = principal.cap === undefined ? () => true : compileGlobs(principal.cap);
+  const granted =
+    grants === '*' ? () => true : compileGlobs(patternsOf(Array.isArray(grants) ? grants : [], kind));
+  const capped = principal.cap === undefined ? () => true : compileGlobs(patternsOf(principal.cap, kind));
   return function isGranted(exposedName: string): boolean {
     return granted(exposedName) && capped(exposedName);
   };

@@ -226,6 +226,46 @@ const SERVER_TEXT: Record<string, FieldText> = {
     expected: 'a non-empty glob string',
     fix: 'write a tool name or a glob such as "delete_*"',
   },
+  prompts: {
+    expected: 'an object with "allow" and/or "deny" arrays',
+    fix: 'write prompts as {"allow": ["review_*"], "deny": ["internal_*"]}',
+  },
+  'prompts.allow': {
+    expected: 'an array of glob strings',
+    fix: 'write prompts.allow as an array of prompts or globs, e.g. ["review_*"]',
+  },
+  'prompts.allow[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write a prompt or a glob such as "review_*"',
+  },
+  'prompts.deny': {
+    expected: 'an array of glob strings',
+    fix: 'write prompts.deny as an array of prompts or globs, e.g. ["internal_*"]',
+  },
+  'prompts.deny[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write a prompt or a glob such as "internal_*"',
+  },
+  resources: {
+    expected: 'an object with "allow" and/or "deny" arrays',
+    fix: 'write resources as {"allow": ["file:///docs/*"], "deny": ["file:///secrets/*"]}',
+  },
+  'resources.allow': {
+    expected: 'an array of glob strings',
+    fix: 'write resources.allow as an array of resource URI or templates or globs, e.g. ["file:///docs/*"]',
+  },
+  'resources.allow[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write a resource URI or template or a glob such as "file:///docs/*"',
+  },
+  'resources.deny': {
+    expected: 'an array of glob strings',
+    fix: 'write resources.deny as an array of resource URI or templates or globs, e.g. ["file:///secrets/*"]',
+  },
+  'resources.deny[]': {
+    expected: 'a non-empty glob string',
+    fix: 'write a resource URI or template or a glob such as "file:///secrets/*"',
+  },
   timeoutMs: positive('milliseconds', 60000),
   disabled: { expected: 'true or false', fix: 'write true or false without quotes' },
   maxResultBytes: positive('bytes', 65536),

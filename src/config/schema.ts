@@ -112,6 +112,8 @@ export const serverEntrySchema = z.object({
   headers: z.record(z.string(), z.string()),
   prefix: z.union([z.string(), z.literal(false)]),
   tools: toolsSchema.partial(),
+  prompts: toolsSchema.partial(),
+  resources: toolsSchema.partial(),
   timeoutMs: millis(),
   disabled: z.boolean(),
   maxResultBytes: count(),

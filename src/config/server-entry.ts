@@ -64,7 +64,7 @@ export function readServer(
       continue;
     }
     picked[key] =
-      key === 'tools'
+      key === 'tools' || key === 'prompts' || key === 'resources'
         ? readTools(f, raw[key], [...base, key])
         : interpolateField(f, raw[key], [...base, key]);
   }
@@ -169,15 +169,21 @@ export function readServer(
     });
   }
 
-  // Tools.
-  const tools = (valid('tools') ? picked.tools : {}) as { allow?: string[]; deny?: string[] };
-  if (tools.allow !== undefined && tools.allow.length === 0) {
-    f.warnings.push({
-      path: formatPath([...base, 'tools', 'allow']),
-      message: 'is empty, so no tools from this server are exposed',
-      fix: 'add tool names or globs, or remove allow to expose every tool',
-    });
-  }
+  // Filters: tools, prompts, resources (globs over the upstream's own names and URIs).
+  const filter = (kind: 'tools' | 'prompts' | 'resources') => {
+    const given = (valid(kind) ? picked[kind] : {}) as { allow?: string[]; deny?: string[] };
+    if (given.allow !== undefined && given.allow.length === 0) {
+      f.warnings.push({
+        path: formatPath([...base, kind, 'allow']),
+        message: `is empty, so no ${kind} from this server are exposed`,
+        fix: `add names or globs, or remove allow to expose every one of its ${kind}`,
+      });
+    }
+    return { ...(given.allow ? { allow: given.allow } : {}), deny: given.deny ?? [] };
+  };
+  const tools = filter('tools');
+  const prompts = filter('prompts');
+  const resources = filter('resources');
 
   // Timeout.
   let timeoutMs = gateway.config.callTimeoutMs;
@@ -240,7 +246,9 @@ export function readServer(
     env: (picked.env as Record<string, string> | undefined) ?? {},
     headers: (picked.headers as Record<string, string> | undefined) ?? {},
     prefix,
-    tools: { ...(tools.allow ? { allow: tools.allow } : {}), deny: tools.deny ?? [] },
+    tools,
+    prompts,
+    resources,
     timeoutMs,
     disabled,
     maxResultBytes,

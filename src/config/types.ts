@@ -19,6 +19,10 @@ export interface ServerConfig {
   prefix: string | false;
   /** Globs over the upstream's own tool names. Deny wins. `allow` absent means all. */
   tools: { allow?: string[]; deny: string[] };
+  /** The same over its prompt names. */
+  prompts: { allow?: string[]; deny: string[] };
+  /** The same over its resource URIs and resource templates. */
+  resources: { allow?: string[]; deny: string[] };
   /** Idle deadline for one tools/call; defaults to gateway.callTimeoutMs. */
   timeoutMs: number;
   disabled: boolean;

@@ -10,7 +10,7 @@ import { toRpcError } from './errors.js';
 import { originGuard } from './http-guards.js';
 import { errorMessage } from './jsonrpc.js';
 import { ListenRegistry } from './listen.js';
-import { announceToolsChanged, createMcpHandlers, type DisconnectHook } from './mcp.js';
+import { announceChanged, createMcpHandlers, type DisconnectHook } from './mcp.js';
 import { SessionTable } from './sessions.js';
 
 declare module 'hono' {
@@ -56,7 +56,7 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
     serverInfo: { name: 'manifold', version: gateway.version },
   };
   const mcp = createMcpHandlers(edge, options.onDisconnect);
-  gateway.onCatalogChange(() => announceToolsChanged(edge));
+  gateway.onCatalogChange((_catalog, changed) => announceChanged(edge, changed));
   gateway.onShutdown(() => {
     edge.listeners.closeAll();
     edge.sessions.clear();

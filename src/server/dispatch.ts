@@ -5,8 +5,20 @@ import { toRpcError } from './errors.js';
 import type { CacheHint, Exchange } from './exchange.js';
 import { errorMessage, type JsonRpcId } from './jsonrpc.js';
 import type { ListenRegistry } from './listen.js';
+import { completionComplete, promptsGet, resourcesRead } from './relay.js';
 import type { SessionTable } from './sessions.js';
 import { toolsCall } from './tools-call.js';
+
+/**
+ * What the gateway relays, whatever the client: the server features are aggregated from every
+ * upstream that offers them (a list may be empty). Client features are negotiated per client.
+ */
+export const SERVER_CAPABILITIES = {
+  tools: { listChanged: true },
+  prompts: { listChanged: true },
+  resources: { listChanged: true },
+  completions: {},
+} as const;
 
 /** What the era handlers share: the gateway, the edge's own tables, and one way to answer. */
 export interface Edge {
@@ -58,6 +70,26 @@ export async function dispatchCommon(edge: Edge, ex: Exchange): Promise<Response
     }
     case 'tools/call':
       return toolsCall(edge, ex);
+    case 'prompts/list':
+    case 'resources/list':
+    case 'resources/templates/list': {
+      const kind =
+        request.method === 'prompts/list'
+          ? 'prompts'
+          : request.method === 'resources/list'
+            ? 'resources'
+            : 'templates';
+      const page = await gateway.listSurfaceJson(kind, principal, request.params?.cursor);
+      return json(
+        `{"jsonrpc":"2.0","id":${JSON.stringify(request.id)},"result":${ex.resultJson(page, edge.listCache)}}`,
+      );
+    }
+    case 'prompts/get':
+      return promptsGet(edge, ex);
+    case 'resources/read':
+      return resourcesRead(edge, ex);
+    case 'completion/complete':
+      return completionComplete(edge, ex);
     default:
       throw new ManifoldError('ERR_METHOD_NOT_FOUND', `Method not found: ${request.method.slice(0, 64)}`);
   }

@@ -33,6 +33,8 @@ const table: Record<ErrorCode, Mapping> = {
   ERR_METHOD_NOT_FOUND: { status: 200, rpc: RpcCode.MethodNotFound },
   ERR_INVALID_PARAMS: { status: 200, rpc: RpcCode.InvalidParams },
   ERR_TOOL_UNKNOWN: { status: 200, rpc: RpcCode.InvalidParams },
+  // -32002 until 2025-11-25; -32602 since 2026-07-28 (basic/index, error codes), see toRpcError.
+  ERR_RESOURCE_UNKNOWN: { status: 200, rpc: -32002 },
   ERR_UPSTREAM_UNAVAILABLE: { status: 200, rpc: -32010 },
   ERR_UPSTREAM_TIMEOUT: { status: 200, rpc: RpcCode.RequestTimeout },
   ERR_UPSTREAM_ERROR: { status: 200, rpc: RpcCode.InternalError },
@@ -79,6 +81,7 @@ export function toRpcError(e: unknown, era: Era = 'legacy'): RpcError {
     const data: RpcError['data'] = { manifold: e.code };
     if (e.data) for (const k of PUBLIC_DATA) if (e.data[k] !== undefined) data[k] = e.data[k];
     const status = era === 'modern' && e.code === 'ERR_METHOD_NOT_FOUND' ? 404 : m.status;
+    if (e.code === 'ERR_RESOURCE_UNKNOWN' && era === 'modern') code = RpcCode.InvalidParams;
     return { status, code, message: e.publicMessage, data };
   }
   return {

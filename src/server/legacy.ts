@@ -7,7 +7,7 @@ import type { Context } from 'hono';
 import type { Principal } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import { LATEST_LEGACY, LEGACY_VERSIONS } from '../protocol/versions.js';
-import { dispatchCommon, type Edge, failBody, json } from './dispatch.js';
+import { dispatchCommon, type Edge, failBody, json, SERVER_CAPABILITIES } from './dispatch.js';
 import { batchAllowed } from './era.js';
 import { type Exchange, legacyResult } from './exchange.js';
 import { classify, type JsonRpcNotification, type JsonRpcRequest, resultMessage } from './jsonrpc.js';
@@ -53,10 +53,14 @@ export function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): 
       ? (caps as Record<string, unknown>)
       : {},
   );
-  session.seen = gateway.viewDigest(p.principal);
+  session.seen = {
+    tools: gateway.viewDigest(p.principal),
+    prompts: gateway.viewDigest(p.principal, 'prompts'),
+    resources: gateway.viewDigest(p.principal, 'resources'),
+  };
   const result = {
     protocolVersion: version,
-    capabilities: { tools: { listChanged: true } },
+    capabilities: SERVER_CAPABILITIES,
     serverInfo: { name: 'manifold', title: 'Manifold MCP gateway', version: gateway.version },
     // Upstream `instructions` are never forwarded (SECURITY C5); the gateway sends none of its own.
   };

@@ -11,15 +11,22 @@ export interface ListenFilter {
   resourceSubscriptions?: string[];
 }
 
-export type ChangeKind = 'tools';
+export type ChangeKind = 'tools' | 'prompts' | 'resources';
+export type Seen = Partial<Record<ChangeKind, string>>;
+
+const FILTER_FIELD = {
+  tools: 'toolsListChanged',
+  prompts: 'promptsListChanged',
+  resources: 'resourcesListChanged',
+} as const;
 
 interface Listener {
   id: JsonRpcId;
   principal: Principal;
   filter: ListenFilter;
   stream: SseStream;
-  /** What this principal could see when last told; a change it cannot see is not announced. */
-  seen: string;
+  /** What this principal could see of each list when last told; a change it cannot see is not announced. */
+  seen: Seen;
 }
 
 /**
@@ -34,10 +41,12 @@ export class ListenRegistry {
 
   /** Which filter fields this gateway honours (the acknowledgement lists only these). */
   static honoured(filter: ListenFilter): ListenFilter {
-    return filter.toolsListChanged === true ? { toolsListChanged: true } : {};
+    const out: ListenFilter = {};
+    for (const field of Object.values(FILTER_FIELD)) if (filter[field] === true) out[field] = true;
+    return out;
   }
 
-  open(id: JsonRpcId, principal: Principal, filter: ListenFilter, seen: string): SseStream {
+  open(id: JsonRpcId, principal: Principal, filter: ListenFilter, seen: Seen): SseStream {
     const mine = [...this.listeners].filter((l) => l.principal.key === principal.key);
     while (mine.length >= this.limits.perPrincipal) this.end(mine.shift()!);
     if (this.listeners.size >= this.limits.total) this.end(this.listeners.values().next().value!);
@@ -62,10 +71,10 @@ export class ListenRegistry {
    */
   changed(kind: ChangeKind, viewOf: (p: Principal) => string): void {
     for (const l of this.listeners) {
-      if (kind === 'tools' && !l.filter.toolsListChanged) continue;
+      if (!l.filter[FILTER_FIELD[kind]]) continue;
       const now = viewOf(l.principal);
-      if (now === l.seen) continue;
-      l.seen = now;
+      if (now === l.seen[kind]) continue;
+      l.seen[kind] = now;
       l.stream.send(
         JSON.stringify({
           jsonrpc: '2.0',

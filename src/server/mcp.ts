@@ -6,6 +6,7 @@ import { decideEra, unsupportedVersion } from './era.js';
 import { readBodyCapped } from './http-guards.js';
 import type { JsonRpcId } from './jsonrpc.js';
 import { legacyBatch, legacyDelete, legacyGet, legacyPost } from './legacy.js';
+import type { ChangeKind } from './listen.js';
 import { modernPost } from './modern.js';
 
 export type DisconnectHook = (c: Context, listener: () => void) => () => void;
@@ -113,16 +114,21 @@ function methodNotAllowed(): Response {
   return new Response(null, { status: 405, headers: { allow: 'POST' } });
 }
 
-/** Announces a verified catalog change to every legacy GET stream and modern listen stream whose view changed. */
-export function announceToolsChanged(edge: Edge): void {
+/**
+ * Announces verified catalog changes: on every legacy GET stream and modern listen stream that
+ * asked for that list and whose principal's view of it changed.
+ */
+export function announceChanged(edge: Edge, kinds: ReadonlySet<ChangeKind>): void {
   const { gateway } = edge;
-  const note = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
-  for (const s of edge.sessions.all()) {
-    if (!s.stream) continue;
-    const now = gateway.viewDigest(s.principal);
-    if (now === s.seen) continue;
-    s.seen = now;
-    s.stream.send(note);
+  for (const kind of kinds) {
+    const note = JSON.stringify({ jsonrpc: '2.0', method: `notifications/${kind}/list_changed` });
+    for (const s of edge.sessions.all()) {
+      if (!s.stream) continue;
+      const now = gateway.viewDigest(s.principal, kind);
+      if (now === s.seen[kind]) continue;
+      s.seen[kind] = now;
+      s.stream.send(note);
+    }
+    edge.listeners.changed(kind, (p) => gateway.viewDigest(p, kind));
   }
-  edge.listeners.changed('tools', (p) => gateway.viewDigest(p));
 }

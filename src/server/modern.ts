@@ -16,7 +16,7 @@ import {
   sameParamValue,
 } from '../protocol/headers.js';
 import { SUPPORTED_VERSIONS } from '../protocol/versions.js';
-import { dispatchCommon, type Edge, failResponse, json } from './dispatch.js';
+import { dispatchCommon, type Edge, failResponse, json, SERVER_CAPABILITIES } from './dispatch.js';
 import type { RequestMeta } from './era.js';
 import { type Exchange, modernResult } from './exchange.js';
 import { classify, type JsonRpcRequest } from './jsonrpc.js';
@@ -159,7 +159,7 @@ async function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Respon
         `{"jsonrpc":"2.0","id":${JSON.stringify(ex.request.id)},"result":${ex.resultJson(
           JSON.stringify({
             supportedVersions: SUPPORTED_VERSIONS,
-            capabilities: { tools: { listChanged: true } },
+            capabilities: SERVER_CAPABILITIES,
             // Upstream `instructions` are never forwarded (SECURITY C5); the gateway has none.
           }),
           { ttlMs: edge.listCache.ttlMs, cacheScope: 'public' },
@@ -182,11 +182,12 @@ function listen(edge: Edge, ex: Exchange, p: ModernPost): Response {
   const raw = ex.request.params?.notifications;
   const filter = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as ListenFilter) : {};
   const honoured = ListenRegistry.honoured(filter);
-  const stream = edge.listeners.open(
-    ex.request.id,
-    ex.principal,
-    honoured,
-    edge.gateway.viewDigest(ex.principal),
-  );
+  const g = edge.gateway;
+  const seen = {
+    tools: g.viewDigest(ex.principal),
+    prompts: g.viewDigest(ex.principal, 'prompts'),
+    resources: g.viewDigest(ex.principal, 'resources'),
+  };
+  const stream = edge.listeners.open(ex.request.id, ex.principal, honoured, seen);
   return new Response(stream.readable, { status: 200, headers: sseHeaders });
 }

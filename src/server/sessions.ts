@@ -12,8 +12,8 @@ export interface Session {
   createdAt: number;
   /** The standalone GET stream, for server-initiated notifications such as list_changed. */
   stream?: SseStream;
-  /** Digest of what the owner could see when last told of a change (see ListenRegistry). */
-  seen?: string;
+  /** Digests of what the owner could see of each list when last told of a change (see ListenRegistry). */
+  seen: Partial<Record<'tools' | 'prompts' | 'resources', string>>;
   /** The capabilities the client declared at initialize. */
   clientCapabilities: Record<string, unknown>;
   /** In-flight downstream requests, for notifications/cancelled. */
@@ -53,6 +53,7 @@ export class SessionTable {
       protocolVersion,
       createdAt: now,
       clientCapabilities,
+      seen: {},
       inflight: new Map(),
     };
     this.cache.set(session.id, session);

@@ -21,6 +21,7 @@ export function mapCallError(
   server: string,
   timeoutMs: number,
   cancelled: boolean,
+  method = 'tools/call',
 ): ManifoldError {
   if (e instanceof ManifoldError) return e;
   if (cancelled) return new ManifoldError('ERR_CANCELLED', 'the request was cancelled');
@@ -52,13 +53,13 @@ export function mapCallError(
       if (typeof max === 'number') {
         return new ManifoldError(
           'ERR_UPSTREAM_TIMEOUT',
-          `tools/call on server ${server} ran past the absolute maximum of ${max} ms, progress notwithstanding. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,
+          `${method} on server ${server} ran past the absolute maximum of ${max} ms, progress notwithstanding. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,
           { cause: e },
         );
       }
       return new ManifoldError(
         'ERR_UPSTREAM_TIMEOUT',
-        `tools/call on server ${server} timed out after ${timeoutMs} ms without progress. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,
+        `${method} on server ${server} timed out after ${timeoutMs} ms without progress. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,
         { cause: e },
       );
     }

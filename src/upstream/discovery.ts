@@ -61,7 +61,34 @@ function pages(n: number): string {
  * abort reject even if `fetchPage` ignores its signal. Errors thrown by `fetchPage` are rethrown
  * unchanged.
  */
-export async function listAllTools(fetchPage: FetchPage, options: DiscoveryOptions): Promise<Tool[]> {
+export function listAllTools(fetchPage: FetchPage, options: DiscoveryOptions): Promise<Tool[]> {
+  return listAllItems(
+    async (cursor, signal) => {
+      const page = await fetchPage(cursor, signal);
+      return { items: page.tools, nextCursor: page.nextCursor };
+    },
+    options,
+    { method: 'tools/list', keyOf: (t: Tool) => t.name, noun: 'tool' },
+  );
+}
+
+/** One page of any list method. */
+export interface ItemPage<T> {
+  items: T[];
+  nextCursor?: string | undefined;
+}
+
+/**
+ * The same bounded reading for any paginated list (`prompts/list`, `resources/list`,
+ * `resources/templates/list`): `keyOf` names an item, and an item named twice fails the listing.
+ */
+export async function listAllItems<T>(
+  fetchPage: (cursor: string | undefined, signal: AbortSignal) => Promise<ItemPage<T>>,
+  options: DiscoveryOptions,
+  what: { method: string; keyOf: (item: T) => string; noun?: string },
+): Promise<T[]> {
+  const { method, keyOf } = what;
+  const noun = what.noun ?? 'item';
   const { maxPages, deadlineMs, maxTools, signal: outer } = options;
   const controller = new AbortController();
   let pagesRead = 0;
@@ -75,7 +102,7 @@ export async function listAllTools(fetchPage: FetchPage, options: DiscoveryOptio
       reject(err);
     };
     const aborted = (): ManifoldError =>
-      listingError('aborted', `tools/list was cancelled after ${pages(pagesRead)}`);
+      listingError('aborted', `${method} was cancelled after ${pages(pagesRead)}`);
     if (outer?.aborted) {
       stop(aborted());
       return;
@@ -85,7 +112,7 @@ export async function listAllTools(fetchPage: FetchPage, options: DiscoveryOptio
         stop(
           listingError(
             'deadline',
-            `tools/list did not finish within ${deadlineMs} ms (${pages(pagesRead)} read)`,
+            `${method} did not finish within ${deadlineMs} ms (${pages(pagesRead)} read)`,
           ),
         ),
       Math.min(Math.max(0, deadlineMs), MAX_TIMER_MS),
@@ -99,13 +126,13 @@ export async function listAllTools(fetchPage: FetchPage, options: DiscoveryOptio
   stopped.catch(() => {});
 
   try {
-    const tools: Tool[] = [];
+    const tools: T[] = [];
     const seenTools = new Set<string>();
     const seenCursors = new Set<string>();
     let cursor: string | undefined;
     for (;;) {
       if (pagesRead >= maxPages) {
-        throw listingError('too-many-pages', `tools/list needs more than ${pages(maxPages)}`);
+        throw listingError('too-many-pages', `${method} needs more than ${pages(maxPages)}`);
       }
       // Already stopped (e.g. the caller's signal was aborted up front): don't start a fetch.
       if (controller.signal.aborted) throw controller.signal.reason;
@@ -113,24 +140,25 @@ export async function listAllTools(fetchPage: FetchPage, options: DiscoveryOptio
       const page = await Promise.race([(async () => fetchPage(cursor, controller.signal))(), stopped]);
       pagesRead++;
 
-      for (const tool of page.tools) {
-        if (seenTools.has(tool.name)) {
+      for (const tool of page.items) {
+        const key = keyOf(tool);
+        if (seenTools.has(key)) {
           // The name stays out of the message: it is upstream text; data is for operators.
-          throw listingError('duplicate-tool', `tools/list named the same tool twice (page ${pagesRead})`, {
-            tool: tool.name,
+          throw listingError('duplicate-tool', `${method} named the same ${noun} twice (page ${pagesRead})`, {
+            tool: key,
           });
         }
-        seenTools.add(tool.name);
+        seenTools.add(key);
         tools.push(tool);
         if (maxTools !== undefined && tools.length > maxTools) {
-          throw listingError('too-many-tools', `tools/list returned more than ${maxTools} tools`);
+          throw listingError('too-many-tools', `${method} returned more than ${maxTools} ${noun}s`);
         }
       }
 
       const next = page.nextCursor;
       if (next === undefined || next === '') return tools;
       if (seenCursors.has(next)) {
-        throw listingError('cursor-repeat', `tools/list cursor repeated after ${pages(pagesRead)}`);
+        throw listingError('cursor-repeat', `${method} cursor repeated after ${pages(pagesRead)}`);
       }
       seenCursors.add(next);
       cursor = next;

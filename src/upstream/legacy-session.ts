@@ -7,8 +7,14 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   ErrorCode,
+  ListPromptsResultSchema,
+  ListResourcesResultSchema,
+  ListResourceTemplatesResultSchema,
   ListToolsResultSchema,
   McpError,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -16,13 +22,23 @@ import { brief } from './call-errors.js';
 import { DirectCaller, routeMessages } from './direct-call.js';
 import { legacyWire } from './http-wire.js';
 import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
-import type {
-  ListedPage,
-  SessionCallOptions,
-  SessionDeps,
-  SessionEvents,
-  UpstreamSession,
+import {
+  type ItemsPage,
+  LISTS,
+  type ListedPage,
+  type ListKind,
+  type SessionCallOptions,
+  type SessionDeps,
+  type SessionEvents,
+  type UpstreamSession,
 } from './session.js';
+
+const LIST_SCHEMAS = {
+  tools: ListToolsResultSchema,
+  prompts: ListPromptsResultSchema,
+  resources: ListResourcesResultSchema,
+  templates: ListResourceTemplatesResultSchema,
+} as const;
 
 export class LegacySession implements UpstreamSession {
   readonly era = 'legacy' as const;
@@ -40,10 +56,21 @@ export class LegacySession implements UpstreamSession {
     return Boolean(this.client.getServerCapabilities()?.tools);
   }
 
+  get capabilities(): Record<string, unknown> {
+    return (this.client.getServerCapabilities() as Record<string, unknown> | undefined) ?? {};
+  }
+
   /** Runs the initialize handshake on `transport` (which may already be started, see probe.ts). */
   static async open(deps: SessionDeps, transport: Transport, events: SessionEvents): Promise<LegacySession> {
     const client = newSdkClient(deps.clientVersion);
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => events.onListChanged());
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => events.onListChanged('tools'));
+    client.setNotificationHandler(PromptListChangedNotificationSchema, () => events.onListChanged('prompts'));
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, () =>
+      events.onListChanged('resources'),
+    );
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) =>
+      events.onResourceUpdated(n.params.uri),
+    );
     client.onclose = () => events.onClosed();
     client.onerror = (e) => {
       deps.log.debug('upstream.transport_error', { error: brief(e) });
@@ -94,13 +121,31 @@ export class LegacySession implements UpstreamSession {
     );
   }
 
+  async listPage(kind: ListKind, cursor: string | undefined, signal: AbortSignal): Promise<ItemsPage> {
+    const { method, field } = LISTS[kind];
+    const page = (await this.client.request(
+      { method, params: cursor ? { cursor } : {} },
+      LIST_SCHEMAS[kind],
+      {
+        signal,
+        timeout: this.deps.gateway.listTimeoutMs,
+      },
+    )) as Record<string, unknown>;
+    return { items: page[field] as unknown[], nextCursor: page.nextCursor as string | undefined };
+  }
+
   noteTools(_tools: readonly Tool[]): void {}
 
-  async callTool(
+  callTool(params: Record<string, unknown>, options: SessionCallOptions): Promise<Record<string, unknown>> {
+    return this.request('tools/call', params, options);
+  }
+
+  async request(
+    method: string,
     params: Record<string, unknown>,
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
-    if (this.direct) return this.direct.call(params, options);
+    if (this.direct) return this.direct.request(method, params, options);
     // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
     // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
     const local = new AbortController();
@@ -108,17 +153,13 @@ export class LegacySession implements UpstreamSession {
     if (cancellation?.aborted) local.abort(cancellation.reason);
     const off = cancellation?.onAbort((reason) => local.abort(reason));
     try {
-      return await this.client.request(
-        { method: 'tools/call', params: params as { name: string } },
-        PassThrough,
-        {
-          signal: local.signal,
-          ...(options.onprogress ? { onprogress: options.onprogress } : {}),
-          timeout: options.timeoutMs,
-          resetTimeoutOnProgress: true,
-          maxTotalTimeout: options.maxTotalMs,
-        },
-      );
+      return await this.client.request({ method, params }, PassThrough, {
+        signal: local.signal,
+        ...(options.onprogress ? { onprogress: options.onprogress } : {}),
+        timeout: options.timeoutMs,
+        resetTimeoutOnProgress: true,
+        maxTotalTimeout: options.maxTotalMs,
+      });
     } catch (e) {
       const data = e instanceof McpError ? (e.data as { maxTotalTimeout?: unknown } | undefined) : undefined;
       if (typeof data?.maxTotalTimeout === 'number' && !local.signal.aborted) local.abort(e);

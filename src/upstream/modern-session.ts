@@ -15,12 +15,15 @@ import { brief, UpstreamProtocolError } from './call-errors.js';
 import { DirectCaller } from './direct-call.js';
 import { postMessage } from './http-wire.js';
 import { headerPlans, modernStamp, modernWire } from './modern-wire.js';
-import type {
-  ListedPage,
-  SessionCallOptions,
-  SessionDeps,
-  SessionEvents,
-  UpstreamSession,
+import {
+  type ItemsPage,
+  LISTS,
+  type ListedPage,
+  type ListKind,
+  type SessionCallOptions,
+  type SessionDeps,
+  type SessionEvents,
+  type UpstreamSession,
 } from './session.js';
 
 /** What `server/discover` told us (patterns: server/discover). */
@@ -111,28 +114,61 @@ export class ModernSession implements UpstreamSession {
     return typeof this.info.capabilities.tools === 'object' && this.info.capabilities.tools !== null;
   }
 
-  private get wantsListChanged(): boolean {
-    const tools = this.info.capabilities.tools as { listChanged?: unknown } | undefined;
-    return tools?.listChanged === true;
+  get capabilities(): Record<string, unknown> {
+    return this.info.capabilities;
+  }
+
+  /** What to ask `subscriptions/listen` for: the list changes the server says it announces. */
+  private get listenFilter(): Record<string, boolean> {
+    const changes = (cap: string) =>
+      (this.info.capabilities[cap] as { listChanged?: unknown } | undefined)?.listChanged === true;
+    const filter: Record<string, boolean> = {};
+    if (changes('tools')) filter.toolsListChanged = true;
+    if (changes('prompts')) filter.promptsListChanged = true;
+    if (changes('resources')) filter.resourcesListChanged = true;
+    return filter;
+  }
+
+  async listPage(kind: ListKind, cursor: string | undefined, signal: AbortSignal): Promise<ItemsPage> {
+    const { method, field } = LISTS[kind];
+    const r = await this.listRequest(method, cursor, signal);
+    const items = r[field];
+    if (!Array.isArray(items)) throw new UpstreamProtocolError(`${method} answered without a ${field} array`);
+    const page: ItemsPage = { items };
+    if (typeof r.nextCursor === 'string') page.nextCursor = r.nextCursor;
+    if (typeof r.ttlMs === 'number' && r.ttlMs > 0) page.ttlMs = r.ttlMs;
+    return page;
+  }
+
+  async request(method: string, params: Result, options: SessionCallOptions): Promise<Result> {
+    return this.complete(await this.caller.request(method, params, options));
   }
 
   async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
+    const page = await this.listPage('tools', cursor, signal);
+    return {
+      tools: page.items as Tool[],
+      nextCursor: page.nextCursor,
+      ...(page.ttlMs ? { ttlMs: page.ttlMs } : {}),
+    };
+  }
+
+  /** One page request, tied to the listing's signal (a listing has one deadline for all pages). */
+  private async listRequest(
+    method: string,
+    cursor: string | undefined,
+    signal: AbortSignal,
+  ): Promise<Result> {
     const timeout = this.deps.gateway.listTimeoutMs;
     const cancellation = new Cancellation();
     const onAbort = () => cancellation.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
     try {
-      const r = await this.caller.request('tools/list', cursor ? { cursor } : {}, {
+      return await this.caller.request(method, cursor ? { cursor } : {}, {
         cancellation,
         timeoutMs: timeout,
         maxTotalMs: timeout,
       });
-      if (!Array.isArray(r.tools))
-        throw new UpstreamProtocolError('tools/list answered without a tools array');
-      const page: ListedPage = { tools: r.tools as Tool[] };
-      if (typeof r.nextCursor === 'string') page.nextCursor = r.nextCursor;
-      if (typeof r.ttlMs === 'number' && r.ttlMs > 0) page.ttlMs = r.ttlMs;
-      return page;
     } finally {
       signal.removeEventListener('abort', onAbort);
     }
@@ -188,14 +224,20 @@ export class ModernSession implements UpstreamSession {
 
   private onMessage(m: JSONRPCMessage): void {
     const method = (m as { method?: unknown }).method;
-    if (method === 'notifications/tools/list_changed') this.events.onListChanged();
-    // Logging and other request-scoped notifications are not relayed yet.
+    if (method === 'notifications/tools/list_changed') this.events.onListChanged('tools');
+    else if (method === 'notifications/prompts/list_changed') this.events.onListChanged('prompts');
+    else if (method === 'notifications/resources/list_changed') this.events.onListChanged('resources');
+    else if (method === 'notifications/resources/updated') {
+      const uri = (m as { params?: { uri?: unknown } }).params?.uri;
+      if (typeof uri === 'string') this.events.onResourceUpdated(uri);
+    }
   }
 
   /** Opens `subscriptions/listen` for tools/list_changed when the server offers it. */
   private listen(): void {
-    if (!this.wantsListChanged) return;
-    const params = this.stamp({ notifications: { toolsListChanged: true } });
+    const filter = this.listenFilter;
+    if (Object.keys(filter).length === 0) return;
+    const params = this.stamp({ notifications: filter });
     const transport = this.transport;
     if (transport) {
       // On stdio the subscription is a request on the shared channel, identified by its id.
@@ -249,7 +291,12 @@ export class ModernSession implements UpstreamSession {
       failures = deps.platform.now() - opened >= LISTEN_STABLE_MS ? 1 : failures + 1;
       const delay = backoffDelay(failures, { baseMs: 1000, capMs: 30_000, jitter: 0.2 });
       await new Promise((r) => setTimeout(r, delay));
-      if (!this.closed) this.events.onListChanged();
+      if (this.closed) return;
+      for (const key of Object.keys(params.notifications as object)) {
+        this.events.onListChanged(
+          key === 'toolsListChanged' ? 'tools' : key === 'promptsListChanged' ? 'prompts' : 'resources',
+        );
+      }
     }
   }
 }

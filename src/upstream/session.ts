@@ -5,6 +5,22 @@ import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 
+/** The list methods of the server features the gateway aggregates, and the field each page holds. */
+export const LISTS = {
+  tools: { method: 'tools/list', field: 'tools', capability: 'tools' },
+  prompts: { method: 'prompts/list', field: 'prompts', capability: 'prompts' },
+  resources: { method: 'resources/list', field: 'resources', capability: 'resources' },
+  templates: { method: 'resources/templates/list', field: 'resourceTemplates', capability: 'resources' },
+} as const;
+export type ListKind = keyof typeof LISTS;
+
+/** One page of any list method: the items, as the server sent them. */
+export interface ItemsPage {
+  items: unknown[];
+  nextCursor?: string | undefined;
+  ttlMs?: number;
+}
+
 /** One page of an upstream's tools/list, with its freshness hint when the server gives one. */
 export interface ListedPage {
   tools: Tool[];
@@ -24,8 +40,10 @@ export interface SessionCallOptions {
 
 /** What a session tells the upstream that owns it. */
 export interface SessionEvents {
-  /** The server says its tools changed (legacy notification, or the modern listen stream). */
-  onListChanged(): void;
+  /** The server says a list changed (legacy notification, or the modern listen stream). */
+  onListChanged(kind: 'tools' | 'prompts' | 'resources'): void;
+  /** `notifications/resources/updated` for a URI the gateway subscribed to. */
+  onResourceUpdated(uri: string): void;
   /** The connection is gone for good (a stdio child exited, the SDK client closed). */
   onClosed(): void;
   /** Something went wrong on the connection that may mean it is dead: check it. */
@@ -51,7 +69,17 @@ export interface UpstreamSession {
   readonly protocolVersion: string;
   /** The server has the tools capability (otherwise nothing is listed). */
   readonly hasTools: boolean;
+  /** What the server declared it offers (its ServerCapabilities). */
+  readonly capabilities: Record<string, unknown>;
   listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage>;
+  /** One page of any list. */
+  listPage(kind: ListKind, cursor: string | undefined, signal: AbortSignal): Promise<ItemsPage>;
+  /** Relays one request (prompts/get, resources/read, completion/complete…) and returns its result. */
+  request(
+    method: string,
+    params: Record<string, unknown>,
+    options: SessionCallOptions,
+  ): Promise<Record<string, unknown>>;
   /** The listing now in force (a modern session reads its `x-mcp-header` annotations from it). */
   noteTools(tools: readonly Tool[]): void;
   callTool(params: Record<string, unknown>, options: SessionCallOptions): Promise<Record<string, unknown>>;

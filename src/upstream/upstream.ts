@@ -1,16 +1,17 @@
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Cancellation } from '../cancellation.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
 import type { VerifiedListing } from '../drift-gate.js';
 import { ManifoldError } from '../errors.js';
+import { driftListing } from '../guards/drift-kinds.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 import { type BackoffOptions, backoffDelay, defaultBackoff } from './backoff.js';
 import { brief, mapCallError } from './call-errors.js';
-import { listAllTools } from './discovery.js';
+import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import { openSession } from './probe.js';
-import type { UpstreamSession } from './session.js';
+import type { ListKind, UpstreamSession } from './session.js';
 
 export type UpstreamState =
   | 'connecting'
@@ -62,15 +63,19 @@ export interface CallOptions {
 export class Upstream {
   readonly config: ServerConfig;
   state: UpstreamState = 'connecting';
-  tools: Tool[] = [];
+  /** The last complete listing of every kind (tools, prompts, resources, templates). */
+  listing: Listing = emptyListing();
   lastError?: string;
   rule?: string;
   consecutiveFailures = 0;
-  /** Called whenever the set of tools this upstream contributes may have changed. */
+  /** Called whenever what this upstream contributes may have changed. */
   onChange: () => void = () => {};
+  /** `notifications/resources/updated` from this upstream (original URI). */
+  onResourceUpdated: (uri: string) => void = () => {};
   /**
-   * Checks a complete listing before it is published (drift). Without one, every tool is trusted.
-   * Runs before `tools` changes, so no client ever sees an unverified catalog (C4).
+   * Checks a complete listing before it is published (drift): tools, prompts and templates as
+   * tool-shaped records (guards/drift-kinds.ts). Without one, everything is trusted. Runs before
+   * the listing changes, so no client ever sees an unverified catalog (C4).
    */
   verify: (tools: Tool[]) => Promise<VerifiedListing> = async (tools) => ({
     trusted: tools,
@@ -88,7 +93,8 @@ export class Upstream {
   private readyAt = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private relisting: Promise<void> | undefined;
-  private relistAgain = false;
+  /** Kinds to list again once the current relisting ends. */
+  private relistKinds = new Set<ListKind>();
   private probing = false;
   private readonly log: Logger;
 
@@ -103,6 +109,32 @@ export class Upstream {
 
   get name(): string {
     return this.config.name;
+  }
+
+  get tools(): Tool[] {
+    return this.listing.tools;
+  }
+
+  get prompts(): Prompt[] {
+    return this.listing.prompts;
+  }
+
+  get resources(): Resource[] {
+    return this.listing.resources;
+  }
+
+  get templates(): ResourceTemplate[] {
+    return this.listing.templates;
+  }
+
+  /** What drift covers of the current listing (tools, prompts and templates), tool-shaped. */
+  driftRecords(): Tool[] {
+    return driftListing(this.listing);
+  }
+
+  /** What the server declared, once connected. */
+  get capabilities(): Record<string, unknown> {
+    return this.session?.capabilities ?? {};
   }
 
   /** Settles when the first connection attempt has settled, either way. */
@@ -137,14 +169,17 @@ export class Upstream {
       session = await openSession(
         { config: this.config, gateway, platform, log: this.log, clientVersion: this.deps.clientVersion },
         {
-          onListChanged: () => this.onListChanged(gen),
+          onListChanged: (kind) => this.onListChanged(gen, kind),
+          onResourceUpdated: (uri) => {
+            if (gen === this.generation && this.state === 'ready') this.onResourceUpdated(uri);
+          },
           onClosed: () => this.onClosed(gen),
           onSuspect: () => this.probe(gen),
         },
         this.eraHint,
       );
-      const listed = session.hasTools ? await this.list(session) : { tools: [] };
-      const verified = await this.verify(listed.tools);
+      const listed = await listUpstream(session, gateway, this.log);
+      const verified = await this.verify(driftListing(listed));
       if (gen !== this.generation) {
         await session.close();
         return;
@@ -152,7 +187,7 @@ export class Upstream {
       this.session = session;
       this.eraHint = session.era;
       session.noteTools(listed.tools);
-      this.tools = listed.tools;
+      this.listing = listed;
       this.verified = verified;
       this.state = 'ready';
       this.readyAt = platform.now();
@@ -160,6 +195,9 @@ export class Upstream {
       this.rule = undefined;
       this.log.info('upstream.ready', {
         tools: listed.tools.length,
+        prompts: listed.prompts.length,
+        resources: listed.resources.length,
+        templates: listed.templates.length,
         era: session.era,
         protocolVersion: session.protocolVersion,
       });
@@ -172,23 +210,6 @@ export class Upstream {
       this.eraHint = undefined;
       this.fail(e);
     }
-  }
-
-  private list(session: UpstreamSession): Promise<{ tools: Tool[]; ttlMs?: number }> {
-    const { gateway } = this.deps;
-    let ttlMs: number | undefined;
-    return listAllTools(
-      async (cursor, signal) => {
-        const page = await session.listTools(cursor, signal);
-        if (page.ttlMs !== undefined) ttlMs = Math.min(ttlMs ?? page.ttlMs, page.ttlMs);
-        return page;
-      },
-      {
-        maxPages: gateway.maxListPages,
-        deadlineMs: gateway.listTimeoutMs,
-        maxTools: gateway.maxToolsPerServer,
-      },
-    ).then((tools) => (ttlMs === undefined ? { tools } : { tools, ttlMs }));
   }
 
   /**
@@ -209,7 +230,7 @@ export class Upstream {
 
   private fail(e: unknown): void {
     this.dropSession();
-    this.tools = [];
+    this.listing = emptyListing();
     this.verified = undefined;
     this.lastError = brief(e);
     const rule = e instanceof ManifoldError ? (e.data?.rule as string | undefined) : undefined;
@@ -247,39 +268,38 @@ export class Upstream {
     this.fail(new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', 'connection closed by the upstream'));
   }
 
-  private onListChanged(gen: number): void {
+  private onListChanged(gen: number, kind: 'tools' | 'prompts' | 'resources'): void {
     if (gen !== this.generation || this.state !== 'ready') return;
-    this.log.info('upstream.list_changed');
-    void this.refresh();
+    this.log.info('upstream.list_changed', { list: kind });
+    void this.refresh(kind === 'resources' ? ['resources', 'templates'] : [kind]);
   }
 
   /** Lists again (serialised: changes that arrive meanwhile cause one more pass). */
-  refresh(): Promise<void> {
-    if (this.relisting) {
-      this.relistAgain = true;
-      return this.relisting;
-    }
+  refresh(kinds: readonly ListKind[] = ALL_KINDS): Promise<void> {
+    for (const k of kinds) this.relistKinds.add(k);
+    if (this.relisting) return this.relisting;
     this.relisting = (async () => {
-      do {
-        this.relistAgain = false;
+      while (this.relistKinds.size > 0) {
+        const pending = [...this.relistKinds];
+        this.relistKinds.clear();
         const session = this.session;
         const gen = this.generation;
         if (!session || this.state !== 'ready') return;
         try {
-          const listed = await this.list(session);
-          const verified = await this.verify(listed.tools);
+          const listed = await listUpstream(session, this.deps.gateway, this.log, this.listing, pending);
+          const verified = await this.verify(driftListing(listed));
           if (gen !== this.generation) return;
           session.noteTools(listed.tools);
-          this.tools = listed.tools;
+          this.listing = listed;
           this.verified = verified;
-          this.relistAfter(listed.ttlMs);
+          if (pending.includes('tools')) this.relistAfter(listed.ttlMs);
           this.onChange();
         } catch (e) {
           // Keep the last complete listing: never load half of one.
           this.lastError = brief(e);
           this.log.warn('upstream.relist_failed', { error: this.lastError });
         }
-      } while (this.relistAgain);
+      }
     })().finally(() => {
       this.relisting = undefined;
     });
@@ -290,14 +310,20 @@ export class Upstream {
   async reverify(): Promise<void> {
     if (this.state !== 'ready') return;
     const gen = this.generation;
-    const verified = await this.verify(this.tools);
+    const verified = await this.verify(this.driftRecords());
     if (gen !== this.generation) return;
     this.verified = verified;
     this.onChange();
   }
 
   /** Relays one tools/call. Never retried: a failure after sending has an unknown outcome. */
-  async callTool(
+  callTool(params: Record<string, unknown>, options: CallOptions = {}): Promise<Record<string, unknown>> {
+    return this.request('tools/call', params, options);
+  }
+
+  /** Relays one request to this server, with the call deadlines; never retried. */
+  async request(
+    method: string,
     params: Record<string, unknown>,
     options: CallOptions = {},
   ): Promise<Record<string, unknown>> {
@@ -310,19 +336,24 @@ export class Upstream {
     }
     const timeout = this.config.timeoutMs;
     try {
-      return await session.callTool(params, {
+      return await session.request(method, params, {
         cancellation: options.cancellation,
         onprogress: options.onprogress,
         timeoutMs: timeout,
         maxTotalMs: Math.max(timeout, this.deps.gateway.maxCallTimeoutMs),
       });
     } catch (e) {
-      throw this.callFailed(e, timeout, options.cancellation);
+      throw this.callFailed(e, method, timeout, options.cancellation);
     }
   }
 
-  private callFailed(e: unknown, timeout: number, cancellation: Cancellation | undefined): ManifoldError {
-    const mapped = mapCallError(e, this.name, timeout, cancellation?.aborted === true);
+  private callFailed(
+    e: unknown,
+    method: string,
+    timeout: number,
+    cancellation: Cancellation | undefined,
+  ): ManifoldError {
+    const mapped = mapCallError(e, this.name, timeout, cancellation?.aborted === true, method);
     if (mapped.code === 'ERR_OUTCOME_UNKNOWN') this.probe(this.generation);
     return mapped;
   }

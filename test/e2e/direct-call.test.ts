@@ -362,10 +362,10 @@ describe('direct tools/call: server-everything over streamable HTTP (SSE answers
   let everything: Spawned;
   let gw: TestGateway;
   let client: Client;
-  let spy: MockInstance<DirectCaller['call']>;
+  let spy: MockInstance<DirectCaller['request']>;
 
   beforeAll(async () => {
-    spy = vi.spyOn(DirectCaller.prototype, 'call');
+    spy = vi.spyOn(DirectCaller.prototype, 'request');
     everything = await startEverythingHttp('streamableHttp');
     gw = await startTestGateway({
       gateway: { allowedHosts: [`127.0.0.1:${everything.port}`] },
@@ -385,7 +385,8 @@ describe('direct tools/call: server-everything over streamable HTTP (SSE answers
     const res = await client.callTool({ name: 'e__echo', arguments: { message: 'straight through' } });
     expect(text(res)).toContain('straight through');
     expect(spy).toHaveBeenCalledTimes(1);
-    expect(spy.mock.calls[0]![0]).toMatchObject({ name: 'echo' });
+    expect(spy.mock.calls[0]![0]).toBe('tools/call');
+    expect(spy.mock.calls[0]![1]).toMatchObject({ name: 'echo' });
     expect(await spy.mock.results[0]!.value).toMatchObject({ content: expect.any(Array) });
   });
 
@@ -398,7 +399,7 @@ describe('direct tools/call: server-everything over streamable HTTP (SSE answers
     );
     expect(text(res)).toContain('Long running operation completed');
     expect(spy).toHaveBeenCalledTimes(1);
-    expect(spy.mock.calls[0]![1].onprogress).toBeTypeOf('function');
+    expect(spy.mock.calls[0]![2].onprogress).toBeTypeOf('function');
     await eventually(() => seen.length === 3, 'three progress notifications');
     expect(seen).toEqual([1, 2, 3]);
     expect(gw.logs.filter((l) => l.event === 'upstream.transport_error' && l.server === 'e')).toEqual([]);

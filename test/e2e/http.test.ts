@@ -186,7 +186,7 @@ describe('streamable HTTP edge', () => {
   });
 
   it('an unknown method is -32601 inside a 200', async () => {
-    const r = await post({ jsonrpc: '2.0', id: 5, method: 'resources/list' }, withSession());
+    const r = await post({ jsonrpc: '2.0', id: 5, method: 'no/such/method' }, withSession());
     expect(r.status).toBe(200);
     expect((await r.json()).error.code).toBe(-32601);
   });

@@ -42,7 +42,12 @@ describe('modern (2026-07-28) requests at the /mcp edge', () => {
     const result = r.body.result!;
     expect(result.resultType).toBe('complete');
     expect(result.supportedVersions).toEqual([MODERN, '2025-11-25', '2025-06-18', '2025-03-26']);
-    expect(result.capabilities).toEqual({ tools: { listChanged: true } });
+    expect(result.capabilities).toEqual({
+      tools: { listChanged: true },
+      prompts: { listChanged: true },
+      resources: { listChanged: true },
+      completions: {},
+    });
     expect((result._meta as Record<string, unknown>)[SERVER_INFO]).toEqual({
       name: 'manifold',
       version: 'test',

@@ -13,6 +13,8 @@ function server(name: string, over: Partial<ServerConfig> = {}): ServerConfig {
     headers: {},
     prefix: name,
     tools: { deny: [] },
+    prompts: { deny: [] },
+    resources: { deny: [] },
     timeoutMs: 1000,
     disabled: false,
     maxResultBytes: 65536,

@@ -27,6 +27,8 @@ function serverConfig(extra: Partial<ServerConfig> = {}): ServerConfig {
     headers: {},
     prefix: 'github',
     tools: { deny: [] },
+    prompts: { deny: [] },
+    resources: { deny: [] },
     timeoutMs: 30_000,
     disabled: false,
     maxResultBytes: 65_536,
