@@ -18,6 +18,7 @@ export const SERVER_CAPABILITIES = {
   prompts: { listChanged: true },
   resources: { listChanged: true },
   completions: {},
+  logging: {},
 } as const;
 
 /** What the era handlers share: the gateway, the edge's own tables, and one way to answer. */

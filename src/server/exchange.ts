@@ -18,6 +18,11 @@ export interface Exchange {
   clientCapabilities: Record<string, unknown>;
   /** The client accepts text/event-stream on this POST. */
   canStream: boolean;
+  /**
+   * The log level the client asked for (legacy: `logging/setLevel` on its session; modern: this
+   * request's `_meta`). Absent: no `notifications/message` reaches it (2026-07-28: logging).
+   */
+  logLevel?: string | undefined;
   /** Size of the request as received (for the audit line; arguments are never logged). */
   bytesIn: number;
   /** Dresses a complete result for the client's era. */

@@ -6,7 +6,7 @@
 import type { Context } from 'hono';
 import type { Principal } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
-import { LATEST_LEGACY, LEGACY_VERSIONS } from '../protocol/versions.js';
+import { LATEST_LEGACY, LEGACY_VERSIONS, LOG_LEVELS } from '../protocol/versions.js';
 import { dispatchCommon, type Edge, failBody, json, SERVER_CAPABILITIES } from './dispatch.js';
 import { batchAllowed } from './era.js';
 import { type Exchange, legacyResult } from './exchange.js';
@@ -81,7 +81,7 @@ export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Response> {
   }
   const request = incoming.message;
   try {
-    return await dispatch(edge, exchange(p, session, request));
+    return await dispatch(edge, exchange(p, session, request), session);
   } catch (e) {
     return json(failBody(edge, request.id, e, 'legacy').body);
   }
@@ -94,6 +94,7 @@ function exchange(p: LegacyPost, session: Session, request: JsonRpcRequest): Exc
     era: 'legacy',
     clientCapabilities: session.clientCapabilities,
     canStream: p.canStream,
+    logLevel: session.logLevel,
     bytesIn: p.bytesIn,
     ...legacyResult,
     track: (id, cancellation) => {
@@ -104,8 +105,17 @@ function exchange(p: LegacyPost, session: Session, request: JsonRpcRequest): Exc
   };
 }
 
-function dispatch(edge: Edge, ex: Exchange): Promise<Response> {
+function dispatch(edge: Edge, ex: Exchange, session?: Session): Promise<Response> {
   if (ex.request.method === 'ping') return Promise.resolve(json(resultMessage(ex.request.id, {})));
+  if (ex.request.method === 'logging/setLevel' && session) {
+    // The level applies to this session's later requests (spec 2025-11-25: utilities/logging).
+    const level = ex.request.params?.level;
+    if (!(LOG_LEVELS as readonly unknown[]).includes(level)) {
+      throw new ManifoldError('ERR_INVALID_PARAMS', `level must be one of ${LOG_LEVELS.join(', ')}`);
+    }
+    session.logLevel = level as string;
+    return Promise.resolve(json(resultMessage(ex.request.id, {})));
+  }
   return dispatchCommon(edge, ex);
 }
 
@@ -148,7 +158,7 @@ export async function legacyBatch(
     const ex = exchange({ ...p, canStream: false, message: {} }, session, m.message);
     let response: Response;
     try {
-      response = await dispatch(edge, ex);
+      response = await dispatch(edge, ex, session);
     } catch (e) {
       response = json(failBody(edge, m.message.id, e, 'legacy').body);
     }

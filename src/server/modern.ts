@@ -144,6 +144,7 @@ function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange 
     era: 'modern',
     clientCapabilities: p.meta.clientCapabilities,
     canStream: p.canStream,
+    logLevel: p.meta.logLevel,
     bytesIn: p.bytesIn,
     ...modernResult(edge.serverInfo),
     // Closing the response is the cancellation on streamable HTTP (patterns/cancellation).

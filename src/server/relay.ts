@@ -5,13 +5,13 @@
  * the client's era. Upstream names and URIs are translated both ways.
  */
 import { rewriteUri } from '../aggregate/uris.js';
-import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
 import type { ResourceRoute } from '../surface-views.js';
-import { type Edge, failBody, json } from './dispatch.js';
+import { type Edge, failBody } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import { rawResultMessage } from './jsonrpc.js';
+import { runThrough } from './through.js';
 
 type Result = Record<string, unknown>;
 
@@ -177,36 +177,34 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Response
     );
   }
   const upstream = await gateway.owner(target.server);
-  const cancellation = new Cancellation();
-  const done = ex.track(request.id, cancellation);
-  try {
-    const result = await gateway.track(() =>
-      upstream.request(request.method, target.params, { cancellation }),
-    );
-    const dressed = ex.result(target.finish(result));
-    if (target.cacheable && ex.era === 'modern') {
-      // resources/read is cacheable (2026-07-28: caching): the upstream's hint, private whenever
-      // the answer depends on who asks.
-      dressed.ttlMs = typeof result.ttlMs === 'number' && result.ttlMs >= 0 ? result.ttlMs : 0;
-      dressed.cacheScope =
-        edge.listCache.cacheScope === 'private' || result.cacheScope !== 'public' ? 'private' : 'public';
-    } else {
-      delete dressed.ttlMs;
-      delete dressed.cacheScope;
-    }
-    const body = rawResultMessage(request.id, JSON.stringify(dressed));
-    audit('allowed', body.length);
-    return json(body);
-  } catch (e) {
-    const f = failBody(
-      edge,
-      request.id,
-      cancellation.aborted ? new ManifoldError('ERR_CANCELLED', 'the request was cancelled') : e,
-      ex.era,
-    );
-    audit('error', f.body.length);
-    return json(f.body, ex.era === 'modern' ? f.status : 200);
-  } finally {
-    done();
-  }
+  const { progressToken } = isObject(request.params?._meta) ? (request.params._meta as Result) : {};
+  return runThrough(edge, ex, {
+    upstream,
+    method: request.method,
+    params: target.params,
+    progressToken:
+      typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
+    onResult: (result) => {
+      const dressed = ex.result(target.finish(result));
+      if (target.cacheable && ex.era === 'modern') {
+        // resources/read is cacheable (2026-07-28: caching): the upstream's hint, private
+        // whenever the answer depends on who asks.
+        dressed.ttlMs = typeof result.ttlMs === 'number' && result.ttlMs >= 0 ? result.ttlMs : 0;
+        dressed.cacheScope =
+          edge.listCache.cacheScope === 'private' || result.cacheScope !== 'public' ? 'private' : 'public';
+      } else {
+        delete dressed.ttlMs;
+        delete dressed.cacheScope;
+      }
+      const body = rawResultMessage(request.id, JSON.stringify(dressed));
+      audit('allowed', body.length);
+      return body;
+    },
+    onError: (e) => {
+      const f = failBody(edge, request.id, e, ex.era);
+      audit('error', f.body.length);
+      return f;
+    },
+    onCancelled: () => audit('error', 0),
+  });
 }

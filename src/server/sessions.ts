@@ -14,6 +14,8 @@ export interface Session {
   stream?: SseStream;
   /** Digests of what the owner could see of each list when last told of a change (see ListenRegistry). */
   seen: Partial<Record<'tools' | 'prompts' | 'resources', string>>;
+  /** The level set with `logging/setLevel`; absent until the client sets one. */
+  logLevel?: string;
   /** The capabilities the client declared at initialize. */
   clientCapabilities: Record<string, unknown>;
   /** In-flight downstream requests, for notifications/cancelled. */

@@ -1,20 +1,19 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
-import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
-import { errorMessage, rawResultMessage, resultMessage } from './jsonrpc.js';
+import { rawResultMessage, resultMessage } from './jsonrpc.js';
 import { describeTool } from './local-tools.js';
-import { SseStream, sseHeaders } from './sse.js';
+import { runThrough } from './through.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
 
 /**
  * Relays one tools/call to the upstream that owns it, with one audit line per call. The answer
- * is plain JSON unless the client asked for progress, in which case the POST becomes an SSE
- * stream carrying the upstream's progress (re-keyed to the client's token) and then the response.
+ * is plain JSON unless something must reach the client first (progress re-keyed to its token,
+ * log messages it asked for): then the POST becomes an SSE stream (through.ts, answer.ts).
  */
 export async function toolsCall(edge: Edge, ex: Exchange): Promise<Response> {
   const { gateway } = edge;
@@ -93,75 +92,25 @@ async function relay(
   const { progressToken, relayed } = splitMeta(params._meta);
   if (relayed) upstreamParams._meta = relayed;
 
-  const cancellation = new Cancellation();
-  const done = ex.track(request.id, cancellation);
   const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
-  const answer = (result: Result) =>
-    rawResultMessage(request.id, gateway.guards.capResult(entry, ex.result(result)));
-  const failure = (e: unknown): { verdict: Verdict; body: string; status: number } => {
-    const asResult = errorAsResult(entry, e);
-    if (asResult) return { verdict: 'error', body: local(asResult), status: 200 };
-    return { verdict: 'error', ...failBody(edge, request.id, e, ex.era) };
-  };
-
-  if (validToken && ex.canStream) {
-    const stream = new SseStream();
-    // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
-    // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
-    if (ex.era === 'modern')
-      stream.onclose = () => cancellation.abort(new Error('the client closed the stream'));
-    void gateway
-      .track(() =>
-        upstream.callTool(upstreamParams, {
-          cancellation,
-          onprogress: (p) => {
-            stream.send(
-              JSON.stringify({
-                jsonrpc: '2.0',
-                method: 'notifications/progress',
-                params: { ...p, progressToken },
-              }),
-            );
-          },
-        }),
-      )
-      .then(
-        (result) => {
-          const body = answer(result);
-          audit('allowed', body.length);
-          stream.send(body);
-        },
-        (e) => {
-          // A cancelled request gets no response (spec: utilities/cancellation).
-          if (cancellation.aborted) {
-            audit('error', 0);
-            return;
-          }
-          const f = failure(e);
-          audit(f.verdict, f.body.length);
-          stream.send(f.body);
-        },
-      )
-      .finally(() => {
-        done();
-        stream.close();
-      });
-    return new Response(stream.readable, { status: 200, headers: sseHeaders });
-  }
-
-  try {
-    const result = await gateway.track(() => upstream.callTool(upstreamParams, { cancellation }));
-    return respond('allowed', answer(result));
-  } catch (e) {
-    if (cancellation.aborted) return respond('error', errorMessage(request.id, -32800, 'request cancelled'));
-    const f = failure(e);
-    audit(f.verdict, f.body.length);
-    // A legacy client reads method errors inside a 200; a modern one also gets the statuses the
-    // 2026-07-28 revision requires (400 for a missing client capability…).
-    return json(f.body, ex.era === 'modern' ? f.status : 200);
-  } finally {
-    done();
-  }
+  return runThrough(edge, ex, {
+    upstream,
+    method: 'tools/call',
+    params: upstreamParams,
+    progressToken: validToken ? progressToken : undefined,
+    onResult: (result) => {
+      const body = rawResultMessage(request.id, gateway.guards.capResult(entry, ex.result(result)));
+      audit('allowed', body.length);
+      return body;
+    },
+    onError: (e) => {
+      const asResult = errorAsResult(entry, e);
+      const f = asResult ? { body: local(asResult), status: 200 } : failBody(edge, request.id, e, ex.era);
+      audit('error', f.body.length);
+      return f;
+    },
+    onCancelled: () => audit('error', 0),
+  });
 }
 
 /**

@@ -24,6 +24,10 @@ import type { Cancellation } from '../cancellation.js';
 import type { Logger } from '../log.js';
 import { UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
 import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http-wire.js';
+import type { InputHandler, LogMessage } from './session.js';
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export interface DirectCallerOptions {
   /** Streamable HTTP: each request is a POST on this wire. */
@@ -34,6 +38,8 @@ export interface DirectCallerOptions {
   stamp?: (params: Record<string, unknown>) => Record<string, unknown>;
   /** Where every message that is not an answer to a direct call goes (the SDK client, or a listener). */
   deliver: Deliver;
+  /** A server request arrived on the stream of call `callId` (legacy: the SDK client answers it). */
+  noteServerRequest?: (requestId: string | number, callId: string) => void;
   /** Tells the upstream a call was abandoned (notifications/cancelled). */
   cancel: (requestId: string, reason: string) => void;
   now: () => number;
@@ -43,6 +49,8 @@ export interface DirectCallerOptions {
 export interface DirectCallOptions {
   cancellation?: Cancellation | undefined;
   onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
+  onlog?: ((m: LogMessage) => void) | undefined;
+  onInput?: InputHandler | undefined;
   /** Idle timeout, restarted by each progress notification. */
   timeoutMs: number;
   /** Absolute cap, progress notwithstanding. */
@@ -54,6 +62,8 @@ type Result = Record<string, unknown>;
 interface Pending {
   answer(message: Record<string, unknown>): void;
   progress(params: Record<string, unknown>): void;
+  log?: ((m: LogMessage) => void) | undefined;
+  input?: InputHandler | undefined;
   fail(error: unknown): void;
 }
 
@@ -114,9 +124,22 @@ export class DirectCaller {
    * anything else is the SDK client's. Late ones (after a timeout) are dropped here, not handed
    * to the SDK, which would report an unknown id as a transport error.
    */
-  route(message: JSONRPCMessage): boolean {
+  route(message: JSONRPCMessage, via?: string): boolean {
     const m = message as Record<string, unknown>;
     if ('method' in m) {
+      if (m.method === 'notifications/message') {
+        // On the request's own stream it is that request's; elsewhere (stdio, a GET stream) only
+        // when one request is in flight, so a log line never reaches another tenant's call.
+        const target = via !== undefined ? this.pending.get(via) : this.only();
+        if (!target?.log || !isObject(m.params)) return false;
+        target.log(m.params as unknown as LogMessage);
+        return true;
+      }
+      if ('id' in m && via !== undefined && this.pending.has(via)) {
+        // A request from the server, on a call's stream: its answer belongs to that call.
+        this.o.noteServerRequest?.(m.id as string | number, via);
+        return false;
+      }
       if (m.method !== 'notifications/progress') return false;
       const params = m.params as Record<string, unknown> | undefined;
       const token = params?.progressToken;
@@ -128,6 +151,17 @@ export class DirectCaller {
     if (typeof id !== 'string' || !id.startsWith(PREFIX)) return false;
     this.pending.get(id)?.answer(m);
     return true;
+  }
+
+  /** The one call in flight, when there is exactly one. */
+  only(): Pending | undefined {
+    if (this.pending.size !== 1) return undefined;
+    return this.pending.values().next().value;
+  }
+
+  /** The input handler of a call in flight (by its id), or of the only one. */
+  inputFor(callId: string | undefined): InputHandler | undefined {
+    return (callId !== undefined ? this.pending.get(callId) : this.only())?.input;
   }
 
   /** Fails every call in flight (the connection closed under them). */
@@ -216,6 +250,8 @@ export class DirectCaller {
           const { progressToken: _token, ...rest } = p;
           onprogress?.(rest as { progress: number });
         },
+        log: options.onlog,
+        input: options.onInput,
         fail: (error) => {
           if (!finish()) return;
           controller?.abort(error);
@@ -280,7 +316,7 @@ export class DirectCaller {
   ): Promise<StreamEnd | undefined> {
     const http = this.o.http;
     if (!http || !signal) return this.o.send!(message as JSONRPCMessage).then(() => undefined);
-    this.postOptions ??= { ...http, log: this.o.log, receive: (m) => this.receive(m) };
+    this.postOptions ??= { ...http, log: this.o.log, receive: (m, via) => this.receive(m, via) };
     // The request is over as soon as its answer is read: its signal is released before the
     // caller resumes, so back-to-back calls share one.
     const onRead = () => {
@@ -294,12 +330,12 @@ export class DirectCaller {
     });
   }
 
-  private receive(m: unknown): void {
+  private receive(m: unknown, via?: string): void {
     if (!isMessage(m)) {
       this.o.log.debug('upstream.bad_message');
       return;
     }
-    if (!this.route(m)) this.o.deliver(m);
+    if (!this.route(m, via)) this.o.deliver(m);
   }
 }
 

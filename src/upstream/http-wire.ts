@@ -35,8 +35,8 @@ export interface PostOptions {
   fetch: typeof fetch;
   wire: Wire;
   log: Logger;
-  /** Every message read from the answer. */
-  receive: (message: unknown) => void;
+  /** Every message read from the answer, with the id of the request whose stream carried it. */
+  receive: (message: unknown, via: string) => void;
 }
 
 /**
@@ -62,7 +62,7 @@ export async function postMessage(
   if (!response.ok) {
     const text = await response.text().catch(() => '');
     if (o.wire.readErrorBodies && answersWithError(text, message.id)) {
-      o.receive(JSON.parse(text));
+      o.receive(JSON.parse(text), message.id);
       onRead?.();
       return { json: true };
     }
@@ -75,12 +75,12 @@ export async function postMessage(
   const type = mediaType(response.headers.get('content-type'));
   if (type === 'application/json') {
     const data: unknown = await response.json();
-    for (const m of Array.isArray(data) ? data : [data]) o.receive(m);
+    for (const m of Array.isArray(data) ? data : [data]) o.receive(m, message.id);
     onRead?.();
     return { json: true };
   }
   if (type === 'text/event-stream' && response.body) {
-    const end = await readEvents(o, response.body);
+    const end = await readEvents(o, response.body, message.id);
     onRead?.();
     return end;
   }
@@ -100,7 +100,7 @@ function answersWithError(text: string, id: string): boolean {
 }
 
 /** Reads an answer stream to its end; returns the last event id and retry delay seen, if any. */
-async function readEvents(o: PostOptions, body: ReadableStream<Uint8Array>): Promise<StreamEnd> {
+async function readEvents(o: PostOptions, body: ReadableStream<Uint8Array>, via: string): Promise<StreamEnd> {
   const end: StreamEnd = {};
   const parser = createParser({
     onEvent: (event) => {
@@ -113,7 +113,7 @@ async function readEvents(o: PostOptions, body: ReadableStream<Uint8Array>): Pro
         o.log.debug('upstream.bad_event', { bytes: event.data.length });
         return;
       }
-      o.receive(parsed);
+      o.receive(parsed, via);
     },
     onRetry: (ms) => {
       end.retryMs = ms;

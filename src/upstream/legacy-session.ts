@@ -11,6 +11,7 @@ import {
   ListResourcesResultSchema,
   ListResourceTemplatesResultSchema,
   ListToolsResultSchema,
+  LoggingMessageNotificationSchema,
   McpError,
   PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
@@ -27,6 +28,7 @@ import {
   LISTS,
   type ListedPage,
   type ListKind,
+  type LogMessage,
   type SessionCallOptions,
   type SessionDeps,
   type SessionEvents,
@@ -50,6 +52,8 @@ export class LegacySession implements UpstreamSession {
     private direct: DirectCaller | undefined,
     /** The revision the handshake settled on. */
     readonly protocolVersion: string,
+    /** Requests in flight on the SDK path, for what arrives without saying which it belongs to. */
+    private readonly active: Set<SessionCallOptions>,
   ) {}
 
   get hasTools(): boolean {
@@ -71,6 +75,14 @@ export class LegacySession implements UpstreamSession {
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) =>
       events.onResourceUpdated(n.params.uri),
     );
+    const active = new Set<SessionCallOptions>();
+    // stdio and the GET stream say nothing of which request a log line is about: it goes to the
+    // only request in flight, or nowhere (never to a request of another tenant).
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      if (active.size !== 1) return;
+      const [only] = active;
+      only?.onlog?.(n.params as LogMessage);
+    });
     client.onclose = () => events.onClosed();
     client.onerror = (e) => {
       deps.log.debug('upstream.transport_error', { error: brief(e) });
@@ -110,7 +122,7 @@ export class LegacySession implements UpstreamSession {
           })
         : undefined,
     );
-    return new LegacySession(deps, client, direct, negotiated);
+    return new LegacySession(deps, client, direct, negotiated, active);
   }
 
   async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
@@ -146,6 +158,7 @@ export class LegacySession implements UpstreamSession {
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
     if (this.direct) return this.direct.request(method, params, options);
+    this.active.add(options);
     // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
     // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
     const local = new AbortController();
@@ -166,6 +179,7 @@ export class LegacySession implements UpstreamSession {
       throw e;
     } finally {
       off?.();
+      this.active.delete(options);
     }
   }
 

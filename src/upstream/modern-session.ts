@@ -141,7 +141,7 @@ export class ModernSession implements UpstreamSession {
   }
 
   async request(method: string, params: Result, options: SessionCallOptions): Promise<Result> {
-    return this.complete(await this.caller.request(method, params, options));
+    return this.complete(await this.caller.request(method, withRequestMeta(params, options), options));
   }
 
   async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
@@ -178,8 +178,8 @@ export class ModernSession implements UpstreamSession {
     this.plans = headerPlans(tools);
   }
 
-  async callTool(params: Result, options: SessionCallOptions): Promise<Result> {
-    return this.complete(await this.caller.call(params, options));
+  callTool(params: Result, options: SessionCallOptions): Promise<Result> {
+    return this.request('tools/call', params, options);
   }
 
   /**
@@ -299,6 +299,22 @@ export class ModernSession implements UpstreamSession {
       }
     }
   }
+}
+
+/** The per-request `_meta` the gateway adds for one relayed request: its log level, its client capabilities. */
+function withRequestMeta(params: Result, options: SessionCallOptions): Result {
+  if (options.logLevel === undefined && options.clientCapabilities === undefined) return params;
+  const meta = (params._meta as Result | undefined) ?? {};
+  return {
+    ...params,
+    _meta: {
+      ...meta,
+      ...(options.logLevel !== undefined ? { [META.logLevel]: options.logLevel } : {}),
+      ...(options.clientCapabilities !== undefined
+        ? { [META.clientCapabilities]: options.clientCapabilities }
+        : {}),
+    },
+  };
 }
 
 /** Reads a DiscoverResult; undefined when it is not one (then the server is not modern). */

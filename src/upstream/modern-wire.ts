@@ -21,18 +21,26 @@ const NAMED: Record<string, 'name' | 'uri'> = {
  */
 export const GATEWAY_CLIENT_CAPABILITIES: Record<string, unknown> = Object.freeze({});
 
-/** Stamps the gateway's own `_meta` on a request's params, keeping the caller's other keys. */
+/**
+ * Stamps the gateway's own `_meta` on a request's params, keeping the caller's other keys. The
+ * client capabilities are the gateway's for this request when the session set them (the relayed
+ * client features), none otherwise; a downstream client's own reserved keys never get this far.
+ */
 export function modernStamp(version: string, clientVersion: string) {
   const info = { name: 'manifold', version: clientVersion };
   return (params: Record<string, unknown>): Record<string, unknown> => {
-    const meta = params._meta;
+    const given = params._meta;
+    const meta =
+      typeof given === 'object' && given !== null && !Array.isArray(given)
+        ? (given as Record<string, unknown>)
+        : {};
     return {
       ...params,
       _meta: {
-        ...(typeof meta === 'object' && meta !== null && !Array.isArray(meta) ? meta : {}),
+        ...meta,
         [META.protocolVersion]: version,
         [META.clientInfo]: info,
-        [META.clientCapabilities]: GATEWAY_CLIENT_CAPABILITIES,
+        [META.clientCapabilities]: meta[META.clientCapabilities] ?? GATEWAY_CLIENT_CAPABILITIES,
       },
     };
   };

@@ -29,9 +29,34 @@ export interface ListedPage {
   ttlMs?: number;
 }
 
+/** Requests for the client's input, keyed as MRTR keys them (spec 2026-07-28: patterns/mrtr). */
+export type InputRequests = Record<string, { method: string; params?: Record<string, unknown> }>;
+/** The client's answers, by the same keys. */
+export type InputResponses = Record<string, Record<string, unknown>>;
+/**
+ * Asks the client that made a call for input (sampling, elicitation, roots) and resolves with
+ * its answers; rejects when it cannot be asked (not enabled, not declared, gone).
+ */
+export type InputHandler = (requests: InputRequests) => Promise<InputResponses>;
+
+/** One `notifications/message` from an upstream. */
+export interface LogMessage {
+  level: string;
+  logger?: string;
+  data?: unknown;
+}
+
 export interface SessionCallOptions {
   cancellation?: Cancellation | undefined;
   onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
+  /** Log messages that belong to this request (on its stream, or the only request in flight). */
+  onlog?: ((m: LogMessage) => void) | undefined;
+  /** The level the client asked for: a modern upstream sends no log message without one. */
+  logLevel?: string | undefined;
+  /** How to ask the calling client for input; absent: the upstream's requests are refused. */
+  onInput?: InputHandler | undefined;
+  /** The client capabilities to declare upstream for this request (modern upstreams). */
+  clientCapabilities?: Record<string, unknown> | undefined;
   /** Idle timeout, restarted by each progress notification. */
   timeoutMs: number;
   /** Absolute cap, progress notwithstanding. */

@@ -11,7 +11,7 @@ import { type BackoffOptions, backoffDelay, defaultBackoff } from './backoff.js'
 import { brief, mapCallError } from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import { openSession } from './probe.js';
-import type { ListKind, UpstreamSession } from './session.js';
+import type { ListKind, SessionCallOptions, UpstreamSession } from './session.js';
 
 export type UpstreamState =
   | 'connecting'
@@ -50,10 +50,8 @@ export interface UpstreamDeps {
   clientVersion: string;
 }
 
-export interface CallOptions {
-  cancellation?: Cancellation;
-  onprogress?: (p: { progress: number; total?: number; message?: string }) => void;
-}
+/** What a caller may attach to a relayed request; the deadlines are the server's own. */
+export type CallOptions = Omit<SessionCallOptions, 'timeoutMs' | 'maxTotalMs'>;
 
 /**
  * One configured upstream server: its session (in whichever era it speaks), its last complete
@@ -337,8 +335,7 @@ export class Upstream {
     const timeout = this.config.timeoutMs;
     try {
       return await session.request(method, params, {
-        cancellation: options.cancellation,
-        onprogress: options.onprogress,
+        ...options,
         timeoutMs: timeout,
         maxTotalMs: Math.max(timeout, this.deps.gateway.maxCallTimeoutMs),
       });

@@ -47,6 +47,7 @@ describe('modern (2026-07-28) requests at the /mcp edge', () => {
       prompts: { listChanged: true },
       resources: { listChanged: true },
       completions: {},
+      logging: {},
     });
     expect((result._meta as Record<string, unknown>)[SERVER_INFO]).toEqual({
       name: 'manifold',

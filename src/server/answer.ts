@@ -1,0 +1,67 @@
+import { json } from './dispatch.js';
+import { SseStream, sseHeaders } from './sse.js';
+
+/**
+ * The HTTP answer to one request, decided as late as possible: plain JSON when the result comes
+ * first, an SSE stream as soon as something must reach the client before it (progress, a log
+ * message, a request to the client). Both are what streamable HTTP allows for any request (spec:
+ * transports, "Sending Messages"), and a client that accepts only JSON never gets a stream: what
+ * cannot reach it is dropped (or, for a request to the client, refused by the caller).
+ */
+export class Answer {
+  readonly response: Promise<Response>;
+  private resolve!: (r: Response) => void;
+  private stream: SseStream | undefined;
+  private done = false;
+  /** Runs when the client closes the stream before the answer is complete. */
+  onClose: (() => void) | undefined;
+
+  constructor(private readonly canStream: boolean) {
+    this.response = new Promise((resolve) => {
+      this.resolve = resolve;
+    });
+  }
+
+  get streaming(): boolean {
+    return this.stream !== undefined;
+  }
+
+  /** Whether a message can still be sent before the result (the client takes SSE, and it is open). */
+  get open(): boolean {
+    return this.canStream && !this.done && !this.stream?.closed;
+  }
+
+  /** Sends a notification or a request ahead of the result; false when it cannot reach the client. */
+  push(message: string): boolean {
+    if (!this.open) return false;
+    if (!this.stream) {
+      const stream = new SseStream();
+      this.stream = stream;
+      stream.onclose = () => {
+        if (!this.done) this.onClose?.();
+      };
+      this.resolve(new Response(stream.readable, { status: 200, headers: sseHeaders }));
+    }
+    return this.stream.send(message);
+  }
+
+  /** The final message (a result or an error); ends the stream if one was opened. */
+  finish(body: string, status = 200): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.stream) {
+      this.stream.send(body);
+      this.stream.close();
+    } else {
+      this.resolve(json(body, status));
+    }
+  }
+
+  /** Ends without a message (a cancelled request gets none on a stream, spec: cancellation). */
+  abandon(fallback: string): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.stream) this.stream.close();
+    else this.resolve(json(fallback));
+  }
+}
