@@ -92,6 +92,7 @@ export class Gateway {
   /** Listeners for a verified catalog change (downstream list_changed). */
   private listeners = new Set<(catalog: Catalog, changed: ReadonlySet<ChangeKind>) => void>();
   private shutdownListeners: (() => void)[] = [];
+  private updateListeners: ((server: string, uri: string) => void)[] = [];
   readonly store: StateStore;
   readonly drift: DriftGate;
   /** Verified listings from the store, served until each upstream answers (warm start). */
@@ -127,6 +128,9 @@ export class Gateway {
     this.trustPollMs = options.trustPollMs ?? 2000;
     for (const u of this.pool.upstreams) {
       u.verify = (tools) => this.drift.verify(u.config, tools, { save: true });
+      u.onResourceUpdated = (uri) => {
+        for (const l of this.updateListeners) l(u.name, uri);
+      };
     }
     const g = options.config.gateway;
     const tenants = g.auth ? g.auth.tenants : {};
@@ -228,6 +232,11 @@ export class Gateway {
     }
     await Promise.allSettled(this.pool.upstreams.map((u) => u.reverify()));
     this.rebuild();
+  }
+
+  /** `notifications/resources/updated` from any upstream (its name and its own URI). */
+  onResourceUpdated(listener: (server: string, uri: string) => void): void {
+    this.updateListeners.push(listener);
   }
 
   /** Runs once the gateway has drained, before upstreams close (the edge ends its streams). */

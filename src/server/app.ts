@@ -11,6 +11,7 @@ import { originGuard } from './http-guards.js';
 import { errorMessage } from './jsonrpc.js';
 import { ListenRegistry } from './listen.js';
 import { announceChanged, createMcpHandlers, type DisconnectHook } from './mcp.js';
+import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
 
 declare module 'hono' {
@@ -54,6 +55,7 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
     // A list is private whenever what it holds depends on who asks (spec 2026-07-28: caching).
     listCache: { ttlMs: LIST_TTL_MS, cacheScope: auth ? 'private' : 'public' },
     serverInfo: { name: 'manifold', version: gateway.version },
+    watch: new ResourceWatch(gateway),
   };
   const mcp = createMcpHandlers(edge, options.onDisconnect);
   gateway.onCatalogChange((_catalog, changed) => announceChanged(edge, changed));

@@ -6,6 +6,7 @@ import type { CacheHint, Exchange } from './exchange.js';
 import { errorMessage, type JsonRpcId } from './jsonrpc.js';
 import type { ListenRegistry } from './listen.js';
 import { completionComplete, promptsGet, resourcesRead } from './relay.js';
+import type { ResourceWatch } from './resource-watch.js';
 import type { SessionTable } from './sessions.js';
 import { toolsCall } from './tools-call.js';
 
@@ -16,7 +17,7 @@ import { toolsCall } from './tools-call.js';
 export const SERVER_CAPABILITIES = {
   tools: { listChanged: true },
   prompts: { listChanged: true },
-  resources: { listChanged: true },
+  resources: { listChanged: true, subscribe: true },
   completions: {},
   logging: {},
 } as const;
@@ -30,6 +31,8 @@ export interface Edge {
   listCache: CacheHint;
   /** The gateway's identity in modern results. */
   serverInfo: { name: string; version: string };
+  /** Who watches which resource. */
+  watch: ResourceWatch;
 }
 
 const jsonHeaders = { 'content-type': 'application/json' };

@@ -57,7 +57,14 @@ export interface RpcError {
 }
 
 /** `data` members a client may see; everything else in a ManifoldError's data is for logs. */
-const PUBLIC_DATA = ['upstreams', 'supported', 'requested', 'requiredCapabilities', 'retryAfterSeconds'];
+const PUBLIC_DATA = [
+  'upstreams',
+  'supported',
+  'requested',
+  'requiredCapabilities',
+  'retryAfterSeconds',
+  'uri',
+];
 
 /**
  * Anything thrown while serving becomes a safe, stable error. Unknown errors say nothing inside.

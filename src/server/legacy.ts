@@ -116,7 +116,43 @@ function dispatch(edge: Edge, ex: Exchange, session?: Session): Promise<Response
     session.logLevel = level as string;
     return Promise.resolve(json(resultMessage(ex.request.id, {})));
   }
+  if (
+    (ex.request.method === 'resources/subscribe' || ex.request.method === 'resources/unsubscribe') &&
+    session
+  ) {
+    return subscription(edge, ex, session);
+  }
   return dispatchCommon(edge, ex);
+}
+
+/** resources/subscribe and unsubscribe (spec 2025-11-25: server/resources, "Subscriptions"). */
+async function subscription(edge: Edge, ex: Exchange, session: Session): Promise<Response> {
+  const uri = ex.request.params?.uri;
+  const route = edge.gateway.views.resolveResource(ex.principal, uri);
+  const watcher = (session.watcher ??= {
+    send: (exposed: string) =>
+      session.stream?.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'notifications/resources/updated',
+          params: { uri: exposed },
+        }),
+      ),
+  });
+  if (ex.request.method === 'resources/unsubscribe') {
+    edge.watch.remove(watcher, route.server, route.uri);
+    return json(resultMessage(ex.request.id, {}));
+  }
+  const upstream = await edge.gateway.owner(route.server);
+  if (!upstream.canSubscribe) {
+    throw new ManifoldError(
+      'ERR_INVALID_PARAMS',
+      `server ${route.server} does not send resource updates, so ${String(uri).slice(0, 256)} cannot be subscribed to`,
+    );
+  }
+  session.onEnd = () => edge.watch.removeAll(watcher);
+  await edge.watch.add(watcher, route.server, route.uri, uri as string);
+  return json(resultMessage(ex.request.id, {}));
 }
 
 function onNotification(session: Session, note: JsonRpcNotification): void {

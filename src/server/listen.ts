@@ -46,14 +46,23 @@ export class ListenRegistry {
     return out;
   }
 
-  open(id: JsonRpcId, principal: Principal, filter: ListenFilter, seen: Seen): SseStream {
+  open(
+    id: JsonRpcId,
+    principal: Principal,
+    filter: ListenFilter,
+    seen: Seen,
+    onClose?: () => void,
+  ): SseStream {
     const mine = [...this.listeners].filter((l) => l.principal.key === principal.key);
     while (mine.length >= this.limits.perPrincipal) this.end(mine.shift()!);
     if (this.listeners.size >= this.limits.total) this.end(this.listeners.values().next().value!);
     const stream = new SseStream({ keepaliveMs: this.limits.keepaliveMs });
     const listener: Listener = { id, principal, filter, stream, seen };
     this.listeners.add(listener);
-    stream.onclose = () => this.listeners.delete(listener);
+    stream.onclose = () => {
+      this.listeners.delete(listener);
+      onClose?.();
+    };
     // The acknowledgement comes first, before any notification (patterns/subscriptions, "Acknowledgment").
     stream.send(
       JSON.stringify({

@@ -15,7 +15,7 @@ import {
   paramValue,
   sameParamValue,
 } from '../protocol/headers.js';
-import { SUPPORTED_VERSIONS } from '../protocol/versions.js';
+import { META, SUPPORTED_VERSIONS } from '../protocol/versions.js';
 import { dispatchCommon, type Edge, failResponse, json, SERVER_CAPABILITIES } from './dispatch.js';
 import type { RequestMeta } from './era.js';
 import { type Exchange, modernResult } from './exchange.js';
@@ -173,7 +173,10 @@ async function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Respon
   }
 }
 
-function listen(edge: Edge, ex: Exchange, p: ModernPost): Response {
+/** At most this many resource URIs in one listen request's filter. */
+const MAX_WATCHED = 64;
+
+async function listen(edge: Edge, ex: Exchange, p: ModernPost): Promise<Response> {
   if (!p.canStream) {
     throw new ManifoldError(
       'ERR_NOT_ACCEPTABLE',
@@ -184,11 +187,37 @@ function listen(edge: Edge, ex: Exchange, p: ModernPost): Response {
   const filter = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as ListenFilter) : {};
   const honoured = ListenRegistry.honoured(filter);
   const g = edge.gateway;
+  // Resource subscriptions: honoured for the URIs this principal may read on servers that send
+  // updates; the acknowledgement lists exactly those (patterns/subscriptions, "Acknowledgment").
+  const watched: { server: string; uri: string; exposed: string }[] = [];
+  const asked = Array.isArray(filter.resourceSubscriptions) ? filter.resourceSubscriptions : [];
+  for (const uri of asked.filter((u): u is string => typeof u === 'string').slice(0, MAX_WATCHED)) {
+    try {
+      const route = g.views.resolveResource(ex.principal, uri);
+      if ((await g.owner(route.server)).canSubscribe)
+        watched.push({ server: route.server, uri: route.uri, exposed: uri });
+    } catch {
+      // Not visible, unknown, or its server is down: left out of the acknowledgement.
+    }
+  }
+  if (watched.length > 0) honoured.resourceSubscriptions = watched.map((w) => w.exposed);
   const seen = {
     tools: g.viewDigest(ex.principal),
     prompts: g.viewDigest(ex.principal, 'prompts'),
     resources: g.viewDigest(ex.principal, 'resources'),
   };
-  const stream = edge.listeners.open(ex.request.id, ex.principal, honoured, seen);
+  const id = ex.request.id;
+  const watcher = {
+    send: (uri: string) =>
+      stream.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'notifications/resources/updated',
+          params: { uri, _meta: { [META.subscriptionId]: id } },
+        }),
+      ),
+  };
+  const stream = edge.listeners.open(id, ex.principal, honoured, seen, () => edge.watch.removeAll(watcher));
+  for (const w of watched) await edge.watch.add(watcher, w.server, w.uri, w.exposed).catch(() => {});
   return new Response(stream.readable, { status: 200, headers: sseHeaders });
 }

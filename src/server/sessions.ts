@@ -18,6 +18,10 @@ export interface Session {
   logLevel?: string;
   /** The capabilities the client declared at initialize. */
   clientCapabilities: Record<string, unknown>;
+  /** Receives `notifications/resources/updated` for this session's subscriptions (on its GET stream). */
+  watcher?: { send(uri: string): void };
+  /** Runs once when the session ends (deleted, evicted, expired). */
+  onEnd?: () => void;
   /** In-flight downstream requests, for notifications/cancelled. */
   inflight: Map<string, { abort(reason?: unknown): void }>;
 }
@@ -86,6 +90,8 @@ export class SessionTable {
 }
 
 function endSession(session: Session): void {
+  session.onEnd?.();
+  session.onEnd = undefined;
   session.stream?.close();
   for (const c of session.inflight.values()) c.abort(new Error('session ended'));
   session.inflight.clear();

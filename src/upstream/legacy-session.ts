@@ -183,6 +183,23 @@ export class LegacySession implements UpstreamSession {
     }
   }
 
+  /** `resources/subscribe` (spec 2025-11-25: server/resources, subscriptions). */
+  async subscribe(uri: string): Promise<void> {
+    await this.request(
+      'resources/subscribe',
+      { uri },
+      { timeoutMs: this.deps.gateway.callTimeoutMs, maxTotalMs: this.deps.gateway.callTimeoutMs },
+    );
+  }
+
+  async unsubscribe(uri: string): Promise<void> {
+    await this.request(
+      'resources/unsubscribe',
+      { uri },
+      { timeoutMs: this.deps.gateway.callTimeoutMs, maxTotalMs: this.deps.gateway.callTimeoutMs },
+    );
+  }
+
   async ping(timeoutMs: number): Promise<void> {
     await this.client.ping({ timeout: timeoutMs });
   }

@@ -44,6 +44,10 @@ export class ModernSession implements UpstreamSession {
   private readonly stamp: (p: Result) => Result;
   private closed = false;
   private stopListening: (() => void) | undefined;
+  /** URIs to receive `notifications/resources/updated` for. */
+  private readonly watched = new Set<string>();
+  /** Bumped whenever the listen request is replaced, so an old loop ends. */
+  private generationOfListen = 0;
 
   private constructor(
     private readonly deps: SessionDeps,
@@ -211,6 +215,28 @@ export class ModernSession implements UpstreamSession {
     return rest;
   }
 
+  /**
+   * Subscriptions travel in the `subscriptions/listen` filter (patterns/subscriptions): a new set
+   * of URIs opens a new listen request, and the old one is ended.
+   */
+  async subscribe(uri: string): Promise<void> {
+    if (this.watched.has(uri)) return;
+    this.watched.add(uri);
+    this.relisten();
+  }
+
+  async unsubscribe(uri: string): Promise<void> {
+    if (!this.watched.delete(uri)) return;
+    this.relisten();
+  }
+
+  private relisten(): void {
+    this.stopListening?.();
+    this.stopListening = undefined;
+    this.generationOfListen++;
+    this.listen();
+  }
+
   async ping(timeoutMs: number): Promise<void> {
     await this.caller.request('server/discover', {}, { timeoutMs, maxTotalMs: timeoutMs });
   }
@@ -235,13 +261,14 @@ export class ModernSession implements UpstreamSession {
 
   /** Opens `subscriptions/listen` for tools/list_changed when the server offers it. */
   private listen(): void {
-    const filter = this.listenFilter;
+    const filter: Record<string, unknown> = { ...this.listenFilter };
+    if (this.watched.size > 0) filter.resourceSubscriptions = [...this.watched];
     if (Object.keys(filter).length === 0) return;
     const params = this.stamp({ notifications: filter });
     const transport = this.transport;
     if (transport) {
       // On stdio the subscription is a request on the shared channel, identified by its id.
-      const id = 'manifold:listen';
+      const id = `manifold:listen:${this.generationOfListen}`;
       transport.send({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params }).catch(() => {});
       this.stopListening = () => {
         transport
@@ -254,19 +281,20 @@ export class ModernSession implements UpstreamSession {
       };
       return;
     }
-    void this.listenHttp(params);
+    void this.listenHttp(params, this.generationOfListen);
   }
 
   /**
    * Keeps one listen stream open over HTTP. A stream that ends is opened again with backoff, and
    * the tools are listed again then, since a change may have gone by unannounced.
    */
-  private async listenHttp(params: Result): Promise<void> {
+  private async listenHttp(params: Result, generation: number): Promise<void> {
     const { deps } = this;
     const wire = modernWire(deps.config.headers, this.info.version, () => new Map());
     let failures = 0;
     let rounds = 0;
-    while (!this.closed) {
+    const current = () => !this.closed && generation === this.generationOfListen;
+    while (current()) {
       const controller = new AbortController();
       this.stopListening = () => controller.abort(new Error('closing'));
       const opened = deps.platform.now();
@@ -283,15 +311,15 @@ export class ModernSession implements UpstreamSession {
           controller.signal,
         );
       } catch (e) {
-        if (this.closed) return;
+        if (!current()) return;
         // A refused listen is the server's problem to see (and the reason changes arrive late).
         deps.log.warn('upstream.listen_failed', { error: brief(e) });
       }
-      if (this.closed) return;
+      if (!current()) return;
       failures = deps.platform.now() - opened >= LISTEN_STABLE_MS ? 1 : failures + 1;
       const delay = backoffDelay(failures, { baseMs: 1000, capMs: 30_000, jitter: 0.2 });
       await new Promise((r) => setTimeout(r, delay));
-      if (this.closed) return;
+      if (!current()) return;
       for (const key of Object.keys(params.notifications as object)) {
         this.events.onListChanged(
           key === 'toolsListChanged' ? 'tools' : key === 'promptsListChanged' ? 'prompts' : 'resources',

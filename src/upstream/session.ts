@@ -108,6 +108,9 @@ export interface UpstreamSession {
   /** The listing now in force (a modern session reads its `x-mcp-header` annotations from it). */
   noteTools(tools: readonly Tool[]): void;
   callTool(params: Record<string, unknown>, options: SessionCallOptions): Promise<Record<string, unknown>>;
+  /** Asks for `notifications/resources/updated` on one of the server's URIs (or stops asking). */
+  subscribe(uri: string): Promise<void>;
+  unsubscribe(uri: string): Promise<void>;
   /** Resolves if the connection still works. */
   ping(timeoutMs: number): Promise<void>;
   close(): Promise<void>;

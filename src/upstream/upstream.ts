@@ -125,6 +125,28 @@ export class Upstream {
     return this.listing.templates;
   }
 
+  /** URIs someone downstream watches; asked for again after every reconnect. */
+  private readonly watched = new Set<string>();
+
+  /** Starts watching a URI upstream (`resources/subscribe`, or the modern listen filter). */
+  async subscribe(uri: string): Promise<void> {
+    this.watched.add(uri);
+    const session = this.session;
+    if (session && this.state === 'ready') await session.subscribe(uri);
+  }
+
+  async unsubscribe(uri: string): Promise<void> {
+    if (!this.watched.delete(uri)) return;
+    const session = this.session;
+    if (session && this.state === 'ready') await session.unsubscribe(uri).catch(() => {});
+  }
+
+  /** Whether the server can send resource updates at all (its resources.subscribe capability). */
+  get canSubscribe(): boolean {
+    const resources = this.capabilities.resources as { subscribe?: unknown } | undefined;
+    return resources?.subscribe === true;
+  }
+
   /** What drift covers of the current listing (tools, prompts and templates), tool-shaped. */
   driftRecords(): Tool[] {
     return driftListing(this.listing);
@@ -200,6 +222,11 @@ export class Upstream {
         protocolVersion: session.protocolVersion,
       });
       this.relistAfter(listed.ttlMs);
+      for (const uri of this.watched) {
+        session
+          .subscribe(uri)
+          .catch((e: unknown) => this.log.warn('upstream.subscribe_failed', { error: brief(e) }));
+      }
       this.onChange();
     } catch (e) {
       if (session) await session.close().catch(() => {});

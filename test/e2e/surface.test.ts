@@ -5,6 +5,7 @@ import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern, DRIFT, REFERENCE } from '../helpers/clients.js';
 import { EVERYTHING, eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { modernListen } from '../helpers/modern.js';
 
 /**
  * Prompts, resources, templates and completion through the gateway, for clients of both eras, in
@@ -101,6 +102,13 @@ describe('the MCP surface beyond tools, in both eras', () => {
       mcpServers: {
         ev: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
         ref: { command: process.execPath, args: [REFERENCE, 'stdio'] },
+        // The same fixture in its legacy era: its URIs collide with ref's, so they are rewritten.
+        rl: {
+          command: process.execPath,
+          args: [REFERENCE, 'stdio'],
+          protocol: '2025-11-25',
+          tools: { allow: ['test_trigger_resource_update'] },
+        },
         d: {
           command: process.execPath,
           args: [DRIFT],
@@ -295,5 +303,50 @@ describe('the MCP surface beyond tools, in both eras', () => {
     await subscription.close();
     expect(gw.logs.some((l) => l.event === 'drift.quarantined' && l.tool === 'prompt:review')).toBe(true);
     expect(gw.logs.some((l) => l.event === 'drift.withheld' && l.tool === 'prompt:brand_new')).toBe(true);
+  });
+
+  it('resource subscriptions, legacy: resources/subscribe on the session, updates on its GET stream under the URI it used', async () => {
+    const legacy = clients[0]! as Extract<AnyHandle, { era: 'legacy' }>;
+    const updates: string[] = [];
+    const { ResourceUpdatedNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    legacy.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+      updates.push(n.params.uri);
+    });
+    await legacy.client.subscribeResource({ uri: 'test://watched-resource' });
+    await legacy.client.callTool({ name: 'ref__test_trigger_resource_update', arguments: {} });
+    await eventually(
+      () => updates.includes('test://watched-resource'),
+      'notifications/resources/updated on the GET stream',
+    );
+    // A legacy upstream, and a rewritten URI: subscribed upstream under its own URI.
+    await legacy.client.subscribeResource({ uri: 'test://rl.watched-resource' });
+    await legacy.client.callTool({ name: 'rl__test_trigger_resource_update', arguments: {} });
+    await eventually(() => updates.includes('test://rl.watched-resource'), 'the rewritten URI is updated');
+    await legacy.client.unsubscribeResource({ uri: 'test://watched-resource' });
+    const e = await failure(legacy.client.subscribeResource({ uri: 'file:///hidden/x' }));
+    expect(e.message).toContain('Resource not found');
+  });
+
+  it('resource subscriptions, modern: resourceSubscriptions in subscriptions/listen, acknowledged for what may be read, updates tagged with the subscription', async () => {
+    const listen = await modernListen(
+      gw.url,
+      { resourceSubscriptions: ['test://watched-resource', 'nope://x'] },
+      {
+        authorization: `Bearer ${await token('tools:* prompts:* resources:*')}`,
+      },
+    );
+    try {
+      const ack = await listen.next((m) => m.method === 'notifications/subscriptions/acknowledged');
+      expect((ack.params as { notifications: Obj }).notifications).toEqual({
+        resourceSubscriptions: ['test://watched-resource'],
+      });
+      const modern = clients[1]! as Extract<AnyHandle, { era: 'modern' }>;
+      await modern.client.callTool({ name: 'ref__test_trigger_resource_update', arguments: {} });
+      const update = await listen.next((m) => m.method === 'notifications/resources/updated');
+      expect(update.params).toMatchObject({ uri: 'test://watched-resource' });
+      expect(((update.params as Obj)._meta as Obj)['io.modelcontextprotocol/subscriptionId']).toBeDefined();
+    } finally {
+      listen.close();
+    }
   });
 });
