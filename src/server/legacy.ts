@@ -129,7 +129,7 @@ function dispatch(edge: Edge, ex: Exchange, session?: Session): Promise<Response
 async function subscription(edge: Edge, ex: Exchange, session: Session): Promise<Response> {
   const uri = ex.request.params?.uri;
   const route = edge.gateway.views.resolveResource(ex.principal, uri);
-  const watcher = (session.watcher ??= {
+  session.watcher ??= {
     send: (exposed: string) =>
       session.stream?.send(
         JSON.stringify({
@@ -138,7 +138,8 @@ async function subscription(edge: Edge, ex: Exchange, session: Session): Promise
           params: { uri: exposed },
         }),
       ),
-  });
+  };
+  const watcher = session.watcher;
   if (ex.request.method === 'resources/unsubscribe') {
     edge.watch.remove(watcher, route.server, route.uri);
     return json(resultMessage(ex.request.id, {}));
