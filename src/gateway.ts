@@ -11,6 +11,7 @@ import { buildSurface, emptySurface, type Surface, type SurfaceInput } from './a
 import { grantsMatcher } from './auth/grants.js';
 import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
+import { Sealer } from './auth/seal.js';
 import { CallGuards } from './call-guards.js';
 import type { Config } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
@@ -83,6 +84,8 @@ export class Gateway {
   private inflight = 0;
   private drained: (() => void) | undefined;
   private cursors: Promise<CursorSealer>;
+  /** Seals the gateway's MRTR request states (bound to the principal and the request). */
+  readonly states: Promise<Sealer>;
   private visibleCache = new Map<string, View>();
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
@@ -138,7 +141,10 @@ export class Gateway {
       perTenant: (tenant) => tenants[tenant]?.callsPerMinute ?? g.callsPerMinute,
       now: () => options.platform.now(),
     });
-    this.cursors = CursorSealer.create(options.cursorSecret);
+    // One deployment secret (gateway.cursorSecret, or random per process) under every MAC.
+    const secret = options.cursorSecret ?? crypto.getRandomValues(new Uint8Array(32));
+    this.cursors = CursorSealer.create(secret);
+    this.states = Sealer.create(secret, 'manifold/request-state');
   }
 
   /**

@@ -270,6 +270,13 @@ const SERVER_TEXT: Record<string, FieldText> = {
   disabled: { expected: 'true or false', fix: 'write true or false without quotes' },
   maxResultBytes: positive('bytes', 65536),
   budgetTokens: BUDGET_TEXT,
+  clientFeatures: {
+    expected: 'an object with "elicitation", "sampling" and/or "roots" set to true or false',
+    fix: 'write clientFeatures as {"elicitation": true, "sampling": false, "roots": false}',
+  },
+  'clientFeatures.elicitation': { expected: 'true or false', fix: 'write true or false without quotes' },
+  'clientFeatures.sampling': { expected: 'true or false', fix: 'write true or false without quotes' },
+  'clientFeatures.roots': { expected: 'true or false', fix: 'write true or false without quotes' },
   protocol: {
     expected: '"auto", "2026-07-28" or "2025-11-25"',
     fix: 'write "auto" (the default: probe with server/discover, then fall back to initialize), "2026-07-28" to require the stateless revision, or "2025-11-25" to skip the probe and use the initialize handshake',

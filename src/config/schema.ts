@@ -119,6 +119,10 @@ export const serverEntrySchema = z.object({
   maxResultBytes: count(),
   budgetTokens: budget(),
   protocol: z.enum(PROTOCOL_SETTINGS),
+  clientFeatures: z
+    .object({ elicitation: z.boolean(), sampling: z.boolean(), roots: z.boolean() })
+    .partial()
+    .strict(),
 });
 
 export const gatewayEntrySchema = gatewaySchema.partial();

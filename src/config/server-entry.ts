@@ -254,6 +254,12 @@ export function readServer(
     maxResultBytes,
     budgetTokens,
     protocol: valid('protocol') ? (picked.protocol as ServerConfig['protocol']) : 'auto',
+    clientFeatures: {
+      elicitation: true,
+      sampling: false,
+      roots: false,
+      ...(valid('clientFeatures') ? (picked.clientFeatures as Partial<ServerConfig['clientFeatures']>) : {}),
+    },
   };
   if (type === 'stdio') {
     server.command = picked.command as string;

@@ -39,6 +39,12 @@ export interface ServerConfig {
    * servers are always legacy.
    */
   protocol: 'auto' | '2026-07-28' | '2025-11-25';
+  /**
+   * Requests from the server to the calling client that the gateway relays: elicitation on by
+   * default (a person sees it and answers), sampling and roots off (they spend the user's model
+   * tokens and reveal the user's paths).
+   */
+  clientFeatures: { elicitation: boolean; sampling: boolean; roots: boolean };
 }
 
 export interface DisclosureConfig {

@@ -11,6 +11,7 @@ import { originGuard } from './http-guards.js';
 import { errorMessage } from './jsonrpc.js';
 import { ListenRegistry } from './listen.js';
 import { announceChanged, createMcpHandlers, type DisconnectHook } from './mcp.js';
+import { HeldCalls } from './mrtr.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
 
@@ -56,11 +57,13 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
     listCache: { ttlMs: LIST_TTL_MS, cacheScope: auth ? 'private' : 'public' },
     serverInfo: { name: 'manifold', version: gateway.version },
     watch: new ResourceWatch(gateway),
+    held: new HeldCalls(),
   };
   const mcp = createMcpHandlers(edge, options.onDisconnect);
   gateway.onCatalogChange((_catalog, changed) => announceChanged(edge, changed));
   gateway.onShutdown(() => {
     edge.listeners.closeAll();
+    edge.held.closeAll();
     edge.sessions.clear();
   });
 

@@ -5,6 +5,7 @@ import { toRpcError } from './errors.js';
 import type { CacheHint, Exchange } from './exchange.js';
 import { errorMessage, type JsonRpcId } from './jsonrpc.js';
 import type { ListenRegistry } from './listen.js';
+import type { HeldCalls } from './mrtr.js';
 import { completionComplete, promptsGet, resourcesRead } from './relay.js';
 import type { ResourceWatch } from './resource-watch.js';
 import type { SessionTable } from './sessions.js';
@@ -33,6 +34,8 @@ export interface Edge {
   serverInfo: { name: string; version: string };
   /** Who watches which resource. */
   watch: ResourceWatch;
+  /** Calls held open while a modern client gathers input (MRTR). */
+  held: HeldCalls;
 }
 
 const jsonHeaders = { 'content-type': 'application/json' };

@@ -26,6 +26,8 @@ const table: Record<ErrorCode, Mapping> = {
   ERR_BAD_META: { status: 400, rpc: RpcCode.InvalidParams },
   ERR_MIXED_ERA: { status: 400, rpc: RpcCode.InvalidRequest },
   ERR_MISSING_CAPABILITY: { status: 400, rpc: McpCode.MissingRequiredClientCapability },
+  // The gateway's policy refused a server's request to the client (clientFeatures): a call error.
+  ERR_CLIENT_FEATURE: { status: 200, rpc: RpcCode.InternalError },
   ERR_SESSION_REQUIRED: { status: 400, rpc: RpcCode.InvalidRequest },
   ERR_SESSION_NOT_FOUND: { status: 404, rpc: -32001 },
   ERR_NOT_ACCEPTABLE: { status: 406, rpc: RpcCode.InvalidRequest },

@@ -1,6 +1,7 @@
 import type { Principal } from '../auth/principal.js';
 import type { Cancellation } from '../cancellation.js';
 import { type Era, META } from '../protocol/versions.js';
+import type { Answer } from './answer.js';
 import type { JsonRpcId, JsonRpcRequest } from './jsonrpc.js';
 
 type Result = Record<string, unknown>;
@@ -29,6 +30,16 @@ export interface Exchange {
   result(result: Result): Result;
   /** The same for a result that is already serialized (a JSON object). */
   resultJson(json: string, cache?: CacheHint): string;
+  /**
+   * Legacy clients only: sends a request to the client ahead of the result, on this request's
+   * stream, and resolves with its answer (sampling, elicitation, roots).
+   */
+  ask?: (
+    answer: Answer,
+    method: string,
+    params: Record<string, unknown>,
+    cancellation: Cancellation,
+  ) => Promise<Record<string, unknown>>;
   /** Makes `cancellation` reachable by the client's way of cancelling; returns its remover. */
   track(id: JsonRpcId, cancellation: Cancellation): () => void;
 }

@@ -18,7 +18,7 @@ export interface JsonRpcNotification {
 export type Incoming =
   | { kind: 'request'; message: JsonRpcRequest }
   | { kind: 'notification'; message: JsonRpcNotification }
-  | { kind: 'response' };
+  | { kind: 'response'; message: { id: JsonRpcId; result?: unknown; error?: unknown } };
 
 export const RpcCode = {
   ParseError: -32700,
@@ -52,7 +52,9 @@ export function classify(body: unknown): Incoming {
     if (!validId) throw new ManifoldError('ERR_BAD_REQUEST', 'id must be a string or a number');
     return { kind: 'request', message: body as unknown as JsonRpcRequest };
   }
-  if (validId && ('result' in body || 'error' in body)) return { kind: 'response' };
+  if (validId && ('result' in body || 'error' in body)) {
+    return { kind: 'response', message: body as { id: JsonRpcId; result?: unknown; error?: unknown } };
+  }
   throw new ManifoldError('ERR_BAD_REQUEST', 'expected one JSON-RPC 2.0 message');
 }
 

@@ -5,8 +5,11 @@
  */
 import type { Context } from 'hono';
 import type { Principal } from '../auth/principal.js';
+import type { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
+import { stripUnsafe } from '../guards/text.js';
 import { LATEST_LEGACY, LEGACY_VERSIONS, LOG_LEVELS } from '../protocol/versions.js';
+import type { Answer } from './answer.js';
 import { dispatchCommon, type Edge, failBody, json, SERVER_CAPABILITIES } from './dispatch.js';
 import { batchAllowed } from './era.js';
 import { type Exchange, legacyResult } from './exchange.js';
@@ -74,7 +77,10 @@ export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Response> {
     return initialize(edge, p, incoming.message);
   }
   const session = requireSession(edge, p.c, p.principal);
-  if (incoming.kind === 'response') return new Response(null, { status: 202 });
+  if (incoming.kind === 'response') {
+    onResponse(session, incoming.message);
+    return new Response(null, { status: 202 });
+  }
   if (incoming.kind === 'notification') {
     onNotification(session, incoming.message);
     return new Response(null, { status: 202 });
@@ -97,6 +103,7 @@ function exchange(p: LegacyPost, session: Session, request: JsonRpcRequest): Exc
     logLevel: session.logLevel,
     bytesIn: p.bytesIn,
     ...legacyResult,
+    ask: (answer, method, params, cancellation) => askClient(session, answer, method, params, cancellation),
     track: (id, cancellation) => {
       const key = inflightKey(id);
       session.inflight.set(key, cancellation);
@@ -156,6 +163,92 @@ async function subscription(edge: Edge, ex: Exchange, session: Session): Promise
   return json(resultMessage(ex.request.id, {}));
 }
 
+/** How long a legacy client may take to answer a relayed request. */
+const ASK_TIMEOUT_MS = 10 * 60_000;
+/** Relayed requests a session may have waiting at once. */
+const MAX_ASKS = 64;
+
+/**
+ * Sends a request to the client on the stream of the call it belongs to (spec 2025-11-25:
+ * transports, "the server MAY send JSON-RPC requests and notifications before sending the
+ * response"), and resolves with its answer. A client that takes only JSON cannot be asked.
+ */
+function askClient(
+  session: Session,
+  answer: Answer,
+  method: string,
+  params: Record<string, unknown>,
+  cancellation: Cancellation,
+): Promise<Record<string, unknown>> {
+  if (session.replies.size >= MAX_ASKS) {
+    return Promise.reject(
+      new ManifoldError('ERR_CLIENT_FEATURE', `too many requests are waiting for this client's answers`),
+    );
+  }
+  const id = `manifold-${crypto.randomUUID()}`;
+  return new Promise((resolve, reject) => {
+    const settle = () => {
+      clearTimeout(timer);
+      off();
+      session.replies.delete(id);
+    };
+    const timer = setTimeout(() => {
+      settle();
+      reject(new ManifoldError('ERR_CLIENT_FEATURE', `the client did not answer ${method} in time`));
+    }, ASK_TIMEOUT_MS);
+    (timer as { unref?: () => void }).unref?.();
+    const off = cancellation.onAbort((reason) => {
+      settle();
+      reject(reason);
+    });
+    session.replies.set(id, (message) => {
+      settle();
+      if (message.error !== undefined) {
+        const e = message.error as { code?: unknown; message?: unknown };
+        reject(
+          new ManifoldError(
+            'ERR_CLIENT_FEATURE',
+            `the client refused ${method}: ${typeof e.message === 'string' ? stripUnsafe(e.message).slice(0, 512) : 'no reason given'}`,
+            {
+              data: { clientCode: typeof e.code === 'number' ? e.code : -32603 },
+            },
+          ),
+        );
+      } else if (
+        typeof message.result === 'object' &&
+        message.result !== null &&
+        !Array.isArray(message.result)
+      ) {
+        resolve(message.result as Record<string, unknown>);
+      } else {
+        reject(
+          new ManifoldError('ERR_CLIENT_FEATURE', `the client answered ${method} without a result object`),
+        );
+      }
+    });
+    if (!answer.push(JSON.stringify({ jsonrpc: '2.0', id, method, params }))) {
+      settle();
+      reject(
+        new ManifoldError(
+          'ERR_CLIENT_FEATURE',
+          `the server asked for ${method}, which needs a stream to reach the client: send Accept: application/json, text/event-stream`,
+        ),
+      );
+    }
+  });
+}
+
+/** The client's answer to a request the gateway relayed to it (sampling, elicitation, roots). */
+function onResponse(
+  session: Session,
+  message: { id: string | number; result?: unknown; error?: unknown },
+): void {
+  const reply = session.replies.get(String(message.id));
+  if (!reply) return;
+  session.replies.delete(String(message.id));
+  reply(message);
+}
+
 function onNotification(session: Session, note: JsonRpcNotification): void {
   if (note.method === 'notifications/cancelled') {
     const id = note.params?.requestId;
@@ -191,6 +284,7 @@ export async function legacyBatch(
   const answers: string[] = [];
   for (const m of incoming) {
     if (m.kind === 'notification') onNotification(session, m.message);
+    if (m.kind === 'response') onResponse(session, m.message);
     if (m.kind !== 'request') continue;
     const ex = exchange({ ...p, canStream: false, message: {} }, session, m.message);
     let response: Response;

@@ -182,9 +182,10 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Response
     upstream,
     method: request.method,
     params: target.params,
+    target: target.subject,
     progressToken:
       typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
-    onResult: (result) => {
+    onResult: (result, id) => {
       const dressed = ex.result(target.finish(result));
       if (target.cacheable && ex.era === 'modern') {
         // resources/read is cacheable (2026-07-28: caching): the upstream's hint, private
@@ -196,12 +197,12 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Response
         delete dressed.ttlMs;
         delete dressed.cacheScope;
       }
-      const body = rawResultMessage(request.id, JSON.stringify(dressed));
+      const body = rawResultMessage(id, JSON.stringify(dressed));
       audit('allowed', body.length);
       return body;
     },
-    onError: (e) => {
-      const f = failBody(edge, request.id, e, ex.era);
+    onError: (e, id) => {
+      const f = failBody(edge, id, e, ex.era);
       audit('error', f.body.length);
       return f;
     },

@@ -20,6 +20,8 @@ export interface Session {
   clientCapabilities: Record<string, unknown>;
   /** Receives `notifications/resources/updated` for this session's subscriptions (on its GET stream). */
   watcher?: { send(uri: string): void };
+  /** Answers the client owes to requests the gateway sent it on a call's stream, by their id. */
+  replies: Map<string, (message: { result?: unknown; error?: unknown }) => void>;
   /** Runs once when the session ends (deleted, evicted, expired). */
   onEnd?: () => void;
   /** In-flight downstream requests, for notifications/cancelled. */
@@ -60,6 +62,7 @@ export class SessionTable {
       createdAt: now,
       clientCapabilities,
       seen: {},
+      replies: new Map(),
       inflight: new Map(),
     };
     this.cache.set(session.id, session);

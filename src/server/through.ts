@@ -2,17 +2,28 @@
  * One relayed request, from the downstream client to its upstream and back, whatever the method
  * (tools/call, prompts/get, resources/read, completion/complete): what reaches the client before
  * the result (progress re-keyed to its token, log messages at the level it asked for, tagged with
- * the server), how it cancels, and the one answer at the end. Era-specific parts come from the
- * Exchange; the answer is JSON unless something had to be streamed first (answer.ts).
+ * the server), the upstream's requests to the client (sampling, elicitation, roots, relayed under
+ * policy in the client's era), how it cancels, and the answer at the end. Era-specific parts come
+ * from the Exchange; the answer is JSON unless something had to be streamed first (answer.ts).
  */
+import type { Sealer } from '../auth/seal.js';
 import { Cancellation } from '../cancellation.js';
+import { ManifoldError } from '../errors.js';
+import {
+  boundClientRequest,
+  explainMissing,
+  mayAsk,
+  relayedCapabilities,
+} from '../guards/client-features.js';
 import { stripUnsafe } from '../guards/text.js';
-import { LOG_LEVELS } from '../protocol/versions.js';
+import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { Answer } from './answer.js';
 import type { Edge } from './dispatch.js';
 import type { Exchange } from './exchange.js';
-import { errorMessage } from './jsonrpc.js';
+import { errorMessage, rawResultMessage } from './jsonrpc.js';
+import { boundLogData, severe } from './log-relay.js';
+import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
 
 type Result = Record<string, unknown>;
 
@@ -20,116 +31,284 @@ export interface Through {
   upstream: Upstream;
   method: string;
   params: Result;
+  /** What a request state is bound to: the exposed tool or prompt name, or the URI. */
+  target: string;
   /** The client's own progress token, if it asked for progress. */
   progressToken?: string | number | undefined;
-  /** The final message for a result (serialized), and what the audit line says. */
-  onResult(result: Result): string;
+  /** The final message for a result (serialized), answering request `id`; writes the audit line. */
+  onResult(result: Result, id: string | number): string;
   /** The final message for a failure, with its HTTP status for a modern client. */
-  onError(e: unknown): { body: string; status: number };
-  /** A cancelled request: it gets no answer on a stream (spec: cancellation), else this body. */
+  onError(e: unknown, id: string | number): { body: string; status: number };
+  /** A cancelled request: it gets no answer on a stream (spec: cancellation). */
   onCancelled(): void;
 }
 
-const MAX_LOG_DATA = 8192;
+/** How long a client may take to answer a request for input. */
+const INPUT_TTL_MS = 10 * 60_000;
+const isObject = (v: unknown): v is Result => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** RFC 5424 severity: a message is sent when it is at least as severe as the level asked for. */
-function severe(level: unknown, atLeast: string): boolean {
-  const at = LOG_LEVELS.indexOf(atLeast as never);
-  const got = LOG_LEVELS.indexOf(level as never);
-  return got !== -1 && at !== -1 && got >= at;
-}
-
-/** Upstream log data is untrusted: every string in it is stripped, and the whole is bounded. */
-function boundLogData(data: unknown): unknown {
-  let text: string;
-  try {
-    text = JSON.stringify(data) ?? 'null';
-  } catch {
-    return '[unserializable log data]';
+export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Response> {
+  const sealer = await edge.gateway.states;
+  const params = ex.request.params ?? {};
+  let upstreamParams = t.params;
+  // A modern client's retry (patterns/mrtr): its state says which round of which request it answers.
+  if (ex.era === 'modern' && params.requestState !== undefined) {
+    const body = await openState(sealer, params.requestState, {
+      principal: ex.principal.key,
+      method: t.method,
+      target: t.target,
+      now: edge.gateway.platform.now(),
+    });
+    const answers = isObject(params.inputResponses) ? params.inputResponses : {};
+    if (body.k === 'held') return resumeHeld(edge, ex, body.h, body.r, answers as InputResponses);
+    if (body.s !== t.upstream.name) throw invalidState();
+    upstreamParams = {
+      ...t.params,
+      inputResponses: answers,
+      ...(body.u !== undefined ? { requestState: body.u } : {}),
+    };
   }
-  if (text.length > MAX_LOG_DATA) return `${stripUnsafe(text).slice(0, MAX_LOG_DATA)}…`;
-  const clean = (v: unknown): unknown => {
-    if (typeof v === 'string') return stripUnsafe(v);
-    if (Array.isArray(v)) return v.map(clean);
-    if (typeof v === 'object' && v !== null) {
-      const out: Result = {};
-      for (const [k, x] of Object.entries(v)) out[stripUnsafe(k)] = clean(x);
-      return out;
-    }
-    return v;
-  };
-  // Parsed again from its bounded text, so its depth is what JSON.stringify could write.
-  return clean(JSON.parse(text));
+  return start(edge, ex, t, upstreamParams, sealer);
 }
 
-export function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Response> {
+function resumeHeld(
+  edge: Edge,
+  ex: Exchange,
+  token: unknown,
+  round: unknown,
+  answers: InputResponses,
+): Promise<Response> {
+  const held = edge.held.get(token);
+  if (!held || held.round !== round || !held.resume) throw invalidState();
+  const answer = new Answer(ex.canStream);
+  // The retry is the request now: closing it cancels the call (patterns/cancellation).
+  answer.onClose = () => edge.held.end(held.token, new Error('the client closed the request'));
+  held.waiting = { answer, id: ex.request.id };
+  const resume = held.resume;
+  held.resume = undefined;
+  resume(answers);
+  return answer.response;
+}
+
+function start(
+  edge: Edge,
+  ex: Exchange,
+  t: Through,
+  upstreamParams: Result,
+  sealer: Sealer,
+): Promise<Response> {
   const { gateway } = edge;
   const { request } = ex;
-  const answer = new Answer(ex.canStream);
+  const first = new Answer(ex.canStream);
   const cancellation = new Cancellation();
   const done = ex.track(request.id, cancellation);
+  const server = t.upstream.config;
+  const waiting: Waiting | undefined = { answer: first, id: request.id };
+  let held: HeldCall | undefined;
+  let refused: ManifoldError | undefined;
   // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
   // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
-  if (ex.era === 'modern')
-    answer.onClose = () => cancellation.abort(new Error('the client closed the stream'));
-  const server = t.upstream.name;
-  const token = t.progressToken;
+  if (ex.era === 'modern') {
+    first.onClose = () => {
+      if (!held) cancellation.abort(new Error('the client closed the stream'));
+    };
+  }
+  const current = (): Waiting | undefined => (held ? held.waiting : waiting);
+  const refuse = (e: ManifoldError): never => {
+    refused = e;
+    cancellation.abort(e);
+    throw e;
+  };
+  /** Each request must be one the server may ask and the client declared; bounded before it goes. */
+  const checked = (requests: InputRequests): InputRequests => {
+    const out: InputRequests = {};
+    for (const [key, r] of Object.entries(requests)) {
+      const verdict = mayAsk(server.name, server.clientFeatures, ex.clientCapabilities, r?.method ?? '');
+      if (!verdict.ok) {
+        // The client lacks a capability it could declare: MissingRequiredClientCapability, which
+        // names it; anything else is the gateway's policy, named with the setting to change.
+        return refuse(
+          verdict.why === 'undeclared'
+            ? new ManifoldError('ERR_MISSING_CAPABILITY', verdict.reason, {
+                data: { requiredCapabilities: { [verdict.feature!]: {} } },
+              })
+            : new ManifoldError('ERR_CLIENT_FEATURE', verdict.reason),
+        );
+      }
+      const bounded = boundClientRequest(r.method, r.params);
+      if (!bounded)
+        return refuse(
+          new ManifoldError(
+            'ERR_CLIENT_FEATURE',
+            `server ${server.name} sent a ${r.method} too large to relay`,
+          ),
+        );
+      out[key] = { method: r.method, params: bounded };
+    }
+    return out;
+  };
+  const askModern = async (requests: InputRequests): Promise<InputResponses> => {
+    const w = current();
+    if (!w) throw new ManifoldError('ERR_CLIENT_FEATURE', 'no request is waiting to carry the question');
+    const now = gateway.platform.now();
+    held ??= {
+      token: crypto.randomUUID(),
+      round: 0,
+      expiresAt: now,
+      abandon: (reason) => cancellation.abort(reason),
+    };
+    const call = held;
+    call.round++;
+    call.expiresAt = now + INPUT_TTL_MS;
+    call.waiting = undefined;
+    const state = await sealer.seal({
+      v: 1,
+      k: 'held',
+      p: ex.principal.key,
+      m: t.method,
+      n: t.target,
+      x: call.expiresAt,
+      h: call.token,
+      r: call.round,
+    });
+    const reply = new Promise<InputResponses>((resolve, reject) => {
+      call.resume = resolve;
+      call.abandon = (reason) => {
+        cancellation.abort(reason);
+        reject(reason);
+      };
+    });
+    edge.held.hold(call, now);
+    w.answer.finish(
+      rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
+    );
+    return reply;
+  };
+  const onInput: InputHandler = async (requests) => {
+    const ok = checked(requests);
+    if (ex.era === 'modern') return askModern(ok);
+    const w = current();
+    const answers: InputResponses = {};
+    for (const [key, r] of Object.entries(ok)) {
+      if (!w || !ex.ask)
+        throw new ManifoldError('ERR_CLIENT_FEATURE', 'no request is waiting to carry the question');
+      answers[key] = await ex.ask(w.answer, r.method, r.params ?? {}, cancellation);
+    }
+    return answers;
+  };
   const level = ex.logLevel;
   void gateway
     .track(() =>
-      t.upstream.request(t.method, t.params, {
+      t.upstream.request(t.method, upstreamParams, {
         cancellation,
-        ...(token !== undefined
-          ? {
-              onprogress: (p) =>
-                answer.push(
-                  JSON.stringify({
-                    jsonrpc: '2.0',
-                    method: 'notifications/progress',
-                    params: {
-                      ...p,
-                      ...(typeof p.message === 'string'
-                        ? { message: stripUnsafe(p.message).slice(0, 1024) }
-                        : {}),
-                      progressToken: token,
-                    },
-                  }),
-                ),
-            }
+        onInput,
+        inputMode: ex.era === 'modern' ? 'relay' : 'ask',
+        clientCapabilities: relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
+        ...(t.progressToken !== undefined
+          ? { onprogress: (p) => current()?.answer.push(progressNote(p, t.progressToken!)) }
           : {}),
         ...(level !== undefined
           ? {
               logLevel: level,
-              onlog: (m) => {
-                if (!severe(m.level, level)) return;
-                const logger =
-                  typeof m.logger === 'string' ? `${server}/${stripUnsafe(m.logger).slice(0, 128)}` : server;
-                answer.push(
-                  JSON.stringify({
-                    jsonrpc: '2.0',
-                    method: 'notifications/message',
-                    params: { level: m.level, logger, data: boundLogData(m.data) },
-                  }),
-                );
+              onlog: (m: LogMessage) => {
+                if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name));
               },
             }
           : {}),
       }),
     )
     .then(
-      (result) => answer.finish(t.onResult(result)),
-      (e: unknown) => {
-        if (cancellation.aborted) {
-          t.onCancelled();
-          answer.abandon(errorMessage(request.id, -32800, 'request cancelled'));
+      async (result) => {
+        const w = current();
+        if (!w) return;
+        if (result.resultType === 'input_required') {
+          // A modern upstream asked; a modern client takes the question as it is, with the
+          // gateway's own state wrapped around the upstream's (mrtr.ts, "wrap").
+          const requests = checked(
+            (isObject(result.inputRequests) ? result.inputRequests : {}) as InputRequests,
+          );
+          const state = await sealer.seal({
+            v: 1,
+            k: 'wrap',
+            p: ex.principal.key,
+            m: t.method,
+            n: t.target,
+            x: gateway.platform.now() + INPUT_TTL_MS,
+            s: t.upstream.name,
+            ...(typeof result.requestState === 'string' ? { u: result.requestState } : {}),
+          });
+          w.answer.finish(
+            rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
+          );
           return;
         }
-        const f = t.onError(e);
-        // A legacy client reads method errors inside a 200; a modern one also gets the statuses
-        // the 2026-07-28 revision requires (400 for a missing client capability…).
-        answer.finish(f.body, ex.era === 'modern' ? f.status : 200);
+        w.answer.finish(t.onResult(result, w.id));
+      },
+      (e: unknown) => {
+        const w = current();
+        if (refused) {
+          if (w) finishError(w, t.onError(refused, w.id));
+          return;
+        }
+        if (cancellation.aborted) {
+          t.onCancelled();
+          w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
+          return;
+        }
+        if (w) finishError(w, t.onError(explain(e), w.id));
       },
     )
-    .finally(done);
-  return answer.response;
+    .catch((e: unknown) => {
+      const w = current();
+      if (w) finishError(w, t.onError(e, w.id));
+    })
+    .finally(() => {
+      done();
+      if (held) edge.held.release(held.token);
+    });
+  return first.response;
+
+  /** An upstream's MissingRequiredClientCapability, said from where the gateway stands. */
+  function explain(e: unknown): unknown {
+    if (!(e instanceof ManifoldError) || e.code !== 'ERR_MISSING_CAPABILITY') return e;
+    const required = e.data?.requiredCapabilities;
+    const why = explainMissing(server.name, server.clientFeatures, ex.clientCapabilities, required);
+    if (!why) return e;
+    return why.why === 'off'
+      ? new ManifoldError('ERR_CLIENT_FEATURE', why.reason, { cause: e })
+      : new ManifoldError('ERR_MISSING_CAPABILITY', why.reason, {
+          cause: e,
+          data: { requiredCapabilities: { [why.feature]: {} } },
+        });
+  }
+
+  function finishError(w: Waiting, f: { body: string; status: number }): void {
+    // A legacy client reads method errors inside a 200; a modern one also gets the statuses the
+    // 2026-07-28 revision requires (400 for a missing client capability…).
+    w.answer.finish(f.body, ex.era === 'modern' ? f.status : 200);
+  }
+}
+
+function progressNote(
+  p: { progress: number; total?: number; message?: string },
+  token: string | number,
+): string {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    method: 'notifications/progress',
+    params: {
+      ...p,
+      ...(typeof p.message === 'string' ? { message: stripUnsafe(p.message).slice(0, 1024) } : {}),
+      progressToken: token,
+    },
+  });
+}
+
+function logNote(m: LogMessage, server: string): string {
+  const logger = typeof m.logger === 'string' ? `${server}/${stripUnsafe(m.logger).slice(0, 128)}` : server;
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    method: 'notifications/message',
+    params: { level: m.level, logger, data: boundLogData(m.data) },
+  });
 }

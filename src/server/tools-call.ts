@@ -97,15 +97,18 @@ async function relay(
     upstream,
     method: 'tools/call',
     params: upstreamParams,
+    target: entry.name,
     progressToken: validToken ? progressToken : undefined,
-    onResult: (result) => {
-      const body = rawResultMessage(request.id, gateway.guards.capResult(entry, ex.result(result)));
+    onResult: (result, id) => {
+      const body = rawResultMessage(id, gateway.guards.capResult(entry, ex.result(result)));
       audit('allowed', body.length);
       return body;
     },
-    onError: (e) => {
+    onError: (e, id) => {
       const asResult = errorAsResult(entry, e);
-      const f = asResult ? { body: local(asResult), status: 200 } : failBody(edge, request.id, e, ex.era);
+      const f = asResult
+        ? { body: resultMessage(id, ex.result(asResult)), status: 200 }
+        : failBody(edge, id, e, ex.era);
       audit('error', f.body.length);
       return f;
     },

@@ -6,10 +6,13 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
   ErrorCode,
   ListPromptsResultSchema,
   ListResourcesResultSchema,
   ListResourceTemplatesResultSchema,
+  ListRootsRequestSchema,
   ListToolsResultSchema,
   LoggingMessageNotificationSchema,
   McpError,
@@ -19,6 +22,8 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { isManifoldError } from '../errors.js';
+import { offeredCapabilities } from '../guards/client-features.js';
 import { brief } from './call-errors.js';
 import { DirectCaller, routeMessages } from './direct-call.js';
 import { legacyWire } from './http-wire.js';
@@ -66,7 +71,8 @@ export class LegacySession implements UpstreamSession {
 
   /** Runs the initialize handshake on `transport` (which may already be started, see probe.ts). */
   static async open(deps: SessionDeps, transport: Transport, events: SessionEvents): Promise<LegacySession> {
-    const client = newSdkClient(deps.clientVersion);
+    const features = deps.config.clientFeatures;
+    const client = newSdkClient(deps.clientVersion, offeredCapabilities(features));
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => events.onListChanged('tools'));
     client.setNotificationHandler(PromptListChangedNotificationSchema, () => events.onListChanged('prompts'));
     client.setNotificationHandler(ResourceListChangedNotificationSchema, () =>
@@ -83,6 +89,60 @@ export class LegacySession implements UpstreamSession {
       const [only] = active;
       only?.onlog?.(n.params as LogMessage);
     });
+    // Requests from the server to the client (sampling, elicitation, roots) go to the call they
+    // belong to: the one on whose stream they came (HTTP), else the only one in flight.
+    const owners = new Map<string | number, string>();
+    let direct: DirectCaller | undefined;
+    const ask = async (
+      method: string,
+      params: unknown,
+      requestId: string | number,
+    ): Promise<Record<string, unknown>> => {
+      const callId = owners.get(requestId);
+      owners.delete(requestId);
+      const only = active.size === 1 ? [...active][0] : undefined;
+      const input = direct?.inputFor(callId) ?? (callId === undefined ? only?.onInput : undefined);
+      if (!input) {
+        throw new McpError(
+          ErrorCode.InternalError,
+          `Manifold cannot tell which call ${method} belongs to, so it has no client to ask`,
+        );
+      }
+      let answers: Record<string, Record<string, unknown>>;
+      try {
+        answers = await input({
+          r: { method, ...(params !== undefined ? { params: params as Record<string, unknown> } : {}) },
+        });
+      } catch (e) {
+        // The server hears why (the client's own error code when it refused), never a stack.
+        const code =
+          isManifoldError(e) && typeof e.data?.clientCode === 'number'
+            ? e.data.clientCode
+            : ErrorCode.InternalError;
+        throw new McpError(
+          code,
+          isManifoldError(e) ? e.publicMessage : `the client could not be asked for ${method}`,
+        );
+      }
+      const answer = answers.r;
+      if (!answer) throw new McpError(ErrorCode.InvalidRequest, `the client gave no answer to ${method}`);
+      return answer;
+    };
+    if (features.elicitation)
+      client.setRequestHandler(
+        ElicitRequestSchema,
+        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
+      );
+    if (features.sampling)
+      client.setRequestHandler(
+        CreateMessageRequestSchema,
+        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
+      );
+    if (features.roots)
+      client.setRequestHandler(
+        ListRootsRequestSchema,
+        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
+      );
     client.onclose = () => events.onClosed();
     client.onerror = (e) => {
       deps.log.debug('upstream.transport_error', { error: brief(e) });
@@ -103,7 +163,7 @@ export class LegacySession implements UpstreamSession {
       await client.close().catch(() => {});
       throw e;
     }
-    const direct = routeMessages(transport, (deliver) =>
+    direct = routeMessages(transport, (deliver) =>
       transport instanceof StreamableHTTPClientTransport
         ? new DirectCaller({
             http: {
@@ -112,6 +172,7 @@ export class LegacySession implements UpstreamSession {
               wire: legacyWire(transport, deps.config.headers),
             },
             deliver,
+            noteServerRequest: (requestId, callId) => owners.set(requestId, callId),
             cancel: (requestId, reason) => {
               client
                 .notification({ method: 'notifications/cancelled', params: { requestId, reason } })

@@ -16,6 +16,7 @@ import { DirectCaller } from './direct-call.js';
 import { postMessage } from './http-wire.js';
 import { headerPlans, modernStamp, modernWire } from './modern-wire.js';
 import {
+  type InputRequests,
   type ItemsPage,
   LISTS,
   type ListedPage,
@@ -34,6 +35,8 @@ export interface DiscoverInfo {
 
 type Result = Record<string, unknown>;
 
+/** Rounds of input one relayed request may need before the gateway gives up. */
+const MAX_INPUT_ROUNDS = 8;
 /** A listen stream that stayed up this long resets the reconnect backoff. */
 const LISTEN_STABLE_MS = 30_000;
 
@@ -145,7 +148,25 @@ export class ModernSession implements UpstreamSession {
   }
 
   async request(method: string, params: Result, options: SessionCallOptions): Promise<Result> {
-    return this.complete(await this.caller.request(method, withRequestMeta(params, options), options));
+    let sent = withRequestMeta(params, options);
+    for (let round = 1; ; round++) {
+      const r = this.complete(await this.caller.request(method, sent, options));
+      if (r.resultType !== 'input_required' || options.inputMode !== 'ask' || !options.onInput) return r;
+      if (round > MAX_INPUT_ROUNDS) {
+        throw new ManifoldError(
+          'ERR_UPSTREAM_ERROR',
+          `server ${this.deps.config.name} kept asking for input after ${MAX_INPUT_ROUNDS} rounds; the call was stopped`,
+        );
+      }
+      // The retry carries the answers and the server's own state, exactly (patterns/mrtr).
+      const answers = await options.onInput((r.inputRequests as InputRequests | undefined) ?? {});
+      const { requestState: _old, inputResponses: _prev, ...rest } = sent;
+      sent = {
+        ...rest,
+        inputResponses: answers,
+        ...(typeof r.requestState === 'string' ? { requestState: r.requestState } : {}),
+      };
+    }
   }
 
   async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
@@ -187,19 +208,13 @@ export class ModernSession implements UpstreamSession {
   }
 
   /**
-   * A complete result without its 2026 dress. `input_required` asks the gateway's client for
-   * sampling, elicitation or roots, which are not relayed: the call fails with that reason rather
-   * than pass an upstream's request state to a client. An unknown `resultType` is invalid
-   * (basic/index, "ResultType").
+   * A complete result without its 2026 dress, or an `input_required` one as it came (the edge
+   * decides what the client sees of it). An unknown `resultType` is invalid (basic/index,
+   * "ResultType").
    */
   private complete(r: Result): Result {
     const type = r.resultType;
-    if (type === 'input_required') {
-      throw new ManifoldError(
-        'ERR_UPSTREAM_ERROR',
-        `server ${this.deps.config.name} asked the client for input (sampling, elicitation or roots), which the gateway does not relay yet; the call did not complete`,
-      );
-    }
+    if (type === 'input_required') return r;
     if (type !== undefined && type !== 'complete') {
       throw new UpstreamProtocolError(
         `the result has an unknown resultType ${JSON.stringify(String(type).slice(0, 40))}`,

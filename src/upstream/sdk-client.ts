@@ -13,14 +13,16 @@ const noValidation: jsonSchemaValidator = {
   getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }),
 };
 
-/** The SDK client an upstream connection uses. */
-export function newSdkClient(version: string): Client {
+/**
+ * The SDK client an upstream connection uses. `capabilities` are the client features the gateway
+ * relays for this server (legacy servers learn them once, at initialize).
+ */
+export function newSdkClient(version: string, capabilities: Record<string, unknown> = {}): Client {
   const client = new Client(
     { name: 'manifold', version },
-    { capabilities: {}, jsonSchemaValidator: noValidation },
+    { capabilities, jsonSchemaValidator: noValidation },
   );
-  // Upstream -> client requests (sampling, elicitation, roots) are refused clearly for now;
-  // a later relay can route them to the downstream request that caused them.
+  // Any other upstream -> client request is refused clearly.
   client.fallbackRequestHandler = async (request) => {
     throw new McpError(ErrorCode.MethodNotFound, `Manifold does not relay ${request.method} to clients`);
   };

@@ -55,6 +55,12 @@ export interface SessionCallOptions {
   logLevel?: string | undefined;
   /** How to ask the calling client for input; absent: the upstream's requests are refused. */
   onInput?: InputHandler | undefined;
+  /**
+   * A modern upstream's `input_required` result: `ask` answers it through `onInput` and retries
+   * upstream (the client cannot take MRTR: a legacy one); `relay` returns it as it is, for the
+   * edge to hand to a modern client. Server requests of legacy upstreams always use `onInput`.
+   */
+  inputMode?: 'ask' | 'relay' | undefined;
   /** The client capabilities to declare upstream for this request (modern upstreams). */
   clientCapabilities?: Record<string, unknown> | undefined;
   /** Idle timeout, restarted by each progress notification. */

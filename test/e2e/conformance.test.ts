@@ -156,11 +156,20 @@ describe('the official conformance suite, directly against the fixture and throu
     });
     fixtureUrl = `http://127.0.0.1:${port}/mcp`;
     viaHttp = await startTestGateway({
-      mcpServers: { ref: { url: fixtureUrl, prefix: false } },
+      mcpServers: {
+        ref: { url: fixtureUrl, prefix: false, clientFeatures: { sampling: true, roots: true } },
+      },
       gateway: { allowedHosts: [`127.0.0.1:${port}`] },
     });
     viaStdio = await startTestGateway({
-      mcpServers: { ref: { command: process.execPath, args: [FIXTURE, 'stdio'], prefix: false } },
+      mcpServers: {
+        ref: {
+          command: process.execPath,
+          args: [FIXTURE, 'stdio'],
+          prefix: false,
+          clientFeatures: { sampling: true, roots: true },
+        },
+      },
     });
     for (const gw of [viaHttp, viaStdio]) {
       const health = gw.gateway.health();

@@ -45,7 +45,7 @@ describe('modern (2026-07-28) requests at the /mcp edge', () => {
     expect(result.capabilities).toEqual({
       tools: { listChanged: true },
       prompts: { listChanged: true },
-      resources: { listChanged: true },
+      resources: { listChanged: true, subscribe: true },
       completions: {},
       logging: {},
     });

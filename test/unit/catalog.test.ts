@@ -20,6 +20,7 @@ function server(name: string, over: Partial<ServerConfig> = {}): ServerConfig {
     maxResultBytes: 65536,
     budgetTokens: 'off',
     protocol: 'auto',
+    clientFeatures: { elicitation: true, sampling: false, roots: false },
     ...over,
   };
 }

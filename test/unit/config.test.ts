@@ -105,6 +105,7 @@ describe('pasted client configs', () => {
       maxResultBytes: 65536,
       budgetTokens: 20000,
       protocol: 'auto',
+      clientFeatures: { elicitation: true, sampling: false, roots: false },
     });
   });
 
@@ -432,6 +433,7 @@ describe('defaults and limits', () => {
       maxResultBytes: 65536,
       budgetTokens: 20000,
       protocol: 'auto',
+      clientFeatures: { elicitation: true, sampling: false, roots: false },
     });
   });
 
@@ -459,6 +461,7 @@ describe('defaults and limits', () => {
       maxResultBytes: 1000,
       budgetTokens: 'off',
       protocol: 'auto',
+      clientFeatures: { elicitation: true, sampling: false, roots: false },
     };
     const result = ok(parseConfigObject(cfg({ s: server }, { gateway }), {}));
     expect(result.config.gateway).toMatchObject({

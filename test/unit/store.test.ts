@@ -34,6 +34,7 @@ function serverConfig(extra: Partial<ServerConfig> = {}): ServerConfig {
     maxResultBytes: 65_536,
     budgetTokens: 20_000,
     protocol: 'auto',
+    clientFeatures: { elicitation: true, sampling: false, roots: false },
     ...extra,
   };
 }

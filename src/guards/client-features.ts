@@ -1,0 +1,146 @@
+/**
+ * Which requests from an upstream to the calling client the gateway relays, as pure decisions
+ * (no I/O): sampling, elicitation and roots, each opted into per server, and only to a client
+ * that declared the capability (spec 2025-11-25: client/*; 2026-07-28: patterns/mrtr, "Servers
+ * MUST NOT send an inputRequests that the client has not declared support for"). What is relayed
+ * is bounded and stripped like all upstream text a person or a model is shown.
+ */
+import { clipText, stripUnsafe, utf8Bytes } from './text.js';
+
+export type ClientFeature = 'sampling' | 'elicitation' | 'roots';
+
+export const FEATURE_OF: Readonly<Record<string, ClientFeature>> = {
+  'sampling/createMessage': 'sampling',
+  'elicitation/create': 'elicitation',
+  'roots/list': 'roots',
+};
+
+export interface FeatureSettings {
+  sampling: boolean;
+  elicitation: boolean;
+  roots: boolean;
+}
+
+export type FeatureVerdict =
+  | { ok: true; feature: ClientFeature }
+  | { ok: false; why: 'unknown' | 'off' | 'undeclared'; feature?: ClientFeature; reason: string };
+
+/**
+ * May `server` ask the calling client `method`? Only a known client request, enabled for the
+ * server, and declared by the client; the refusal names the server and the setting to change.
+ */
+export function mayAsk(
+  server: string,
+  settings: FeatureSettings,
+  declared: Record<string, unknown>,
+  method: string,
+): FeatureVerdict {
+  const feature = FEATURE_OF[method];
+  if (!feature) {
+    return {
+      ok: false,
+      why: 'unknown',
+      reason: `server ${server} asked the client for ${method.slice(0, 64)}, which is not a client request the gateway relays`,
+    };
+  }
+  if (!settings[feature]) {
+    return {
+      ok: false,
+      why: 'off',
+      feature,
+      reason: `server ${server} asked for ${feature} (${method}), which is off for it: set mcpServers.${server}.clientFeatures.${feature} to true to relay it`,
+    };
+  }
+  const cap = declared[feature];
+  if (typeof cap !== 'object' || cap === null) {
+    return {
+      ok: false,
+      why: 'undeclared',
+      feature,
+      reason: `server ${server} asked for ${feature} (${method}), but this client did not declare the ${feature} capability`,
+    };
+  }
+  return { ok: true, feature };
+}
+
+/**
+ * A modern upstream refused a request for a client capability the gateway did not declare to it
+ * (MissingRequiredClientCapability): says which side lacks it. Off for the server: the setting to
+ * change. Not declared by the client: the capability, for the client to declare and retry.
+ * Returns undefined when the capabilities named are not ones the gateway relays.
+ */
+export function explainMissing(
+  server: string,
+  settings: FeatureSettings,
+  declared: Record<string, unknown>,
+  required: unknown,
+): { why: 'off' | 'undeclared'; feature: ClientFeature; reason: string } | undefined {
+  if (typeof required !== 'object' || required === null) return undefined;
+  for (const feature of ['sampling', 'elicitation', 'roots'] as const) {
+    if (!(feature in required)) continue;
+    if (!settings[feature]) {
+      return {
+        why: 'off',
+        feature,
+        reason: `server ${server} needs ${feature}, which is off for it: set mcpServers.${server}.clientFeatures.${feature} to true to relay it`,
+      };
+    }
+    const cap = declared[feature];
+    if (typeof cap !== 'object' || cap === null) {
+      return {
+        why: 'undeclared',
+        feature,
+        reason: `server ${server} needs ${feature}, but this client did not declare the ${feature} capability`,
+      };
+    }
+  }
+  return undefined;
+}
+
+/** The client capabilities to declare upstream for one request: enabled AND declared by the client. */
+export function relayedCapabilities(
+  settings: FeatureSettings,
+  declared: Record<string, unknown>,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const feature of ['sampling', 'elicitation', 'roots'] as const) {
+    const cap = declared[feature];
+    if (settings[feature] && typeof cap === 'object' && cap !== null) out[feature] = cap;
+  }
+  return out;
+}
+
+/** The capabilities a legacy upstream is told at initialize: what the gateway could relay for it. */
+export function offeredCapabilities(settings: FeatureSettings): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (settings.elicitation) out.elicitation = { form: {}, url: {} };
+  if (settings.sampling) out.sampling = {};
+  if (settings.roots) out.roots = {};
+  return out;
+}
+
+const MAX_MESSAGE = 4096;
+const MAX_PARAMS_BYTES = 256 * 1024;
+
+/**
+ * A relayed request's params, bounded: the text a person reads (an elicitation's message) is
+ * stripped and clipped; the whole must stay within a size a client can be expected to take.
+ * Returns undefined when it is too large to relay at all.
+ */
+export function boundClientRequest(method: string, params: unknown): Record<string, unknown> | undefined {
+  const p =
+    typeof params === 'object' && params !== null && !Array.isArray(params)
+      ? (params as Record<string, unknown>)
+      : {};
+  let json: string;
+  try {
+    json = JSON.stringify(p);
+  } catch {
+    return undefined;
+  }
+  if (utf8Bytes(json) > MAX_PARAMS_BYTES) return undefined;
+  if (method === 'elicitation/create' && typeof p.message === 'string') {
+    return { ...p, message: clipText(stripUnsafe(p.message), MAX_MESSAGE).text };
+  }
+  return p;
+}
