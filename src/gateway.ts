@@ -86,6 +86,8 @@ export class Gateway {
   private cursors: Promise<CursorSealer>;
   /** Seals the gateway's MRTR request states (bound to the principal and the request). */
   readonly states: Promise<Sealer>;
+  /** Seals the task ids the gateway hands out (bound to the principal, the server and the tool). */
+  readonly taskIds: Promise<Sealer>;
   private visibleCache = new Map<string, View>();
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
@@ -145,6 +147,7 @@ export class Gateway {
     const secret = options.cursorSecret ?? crypto.getRandomValues(new Uint8Array(32));
     this.cursors = CursorSealer.create(secret);
     this.states = Sealer.create(secret, 'manifold/request-state');
+    this.taskIds = Sealer.create(secret, 'manifold/task-id');
   }
 
   /**

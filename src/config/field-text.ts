@@ -48,6 +48,10 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   maxListPages: positive('pages', 100),
   pageSize: { expected: 'an integer from 1 to 10000', fix: 'write a whole number without quotes, e.g. 500' },
   shutdownGraceMs: positive('milliseconds', 10000),
+  streamPollMs: {
+    expected: 'a whole number of milliseconds, 0 or more',
+    fix: 'write a whole number without quotes, e.g. 30000, or 0 to keep streams open',
+  },
   allowedHosts: {
     expected: 'an array of host names',
     fix: 'write allowedHosts as an array such as ["api.example.com", "127.0.0.1:3001"]',

@@ -81,6 +81,7 @@ export const gatewaySchema = z.object({
   maxListPages: count(),
   pageSize: z.int().min(1).max(MAX_PAGE_SIZE),
   shutdownGraceMs: millis(),
+  streamPollMs: z.int().min(0).max(MAX_TIMER_MS),
   // Empty entries are rejected in hosts.ts, so that one bad entry does not hide the others.
   allowedHosts: z.array(z.string()),
   maxResultBytes: count(),

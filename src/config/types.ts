@@ -112,6 +112,12 @@ export interface GatewayConfig {
   pageSize: number;
   shutdownGraceMs: number;
   /**
+   * A 2025-11-25 client's call still running after this long has its POST stream closed after a
+   * priming event, and the client resumes it with GET and Last-Event-ID (SEP-1699 polling).
+   * 0 (the default): streams stay open; they resume after a dropped connection either way.
+   */
+  streamPollMs: number;
+  /**
    * Egress allowlist: hostnames, optionally with a port, punycode, lowercase. Empty: any public
    * host over https. Private/loopback/link-local/metadata addresses need an explicit entry.
    */

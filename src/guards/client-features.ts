@@ -5,7 +5,11 @@
  * MUST NOT send an inputRequests that the client has not declared support for"). What is relayed
  * is bounded and stripped like all upstream text a person or a model is shown.
  */
+import { ManifoldError } from '../errors.js';
+import { META } from '../protocol/versions.js';
 import { clipText, stripUnsafe, utf8Bytes } from './text.js';
+
+type Requests = Record<string, { method: string; params?: Record<string, unknown> }>;
 
 export type ClientFeature = 'sampling' | 'elicitation' | 'roots';
 
@@ -143,4 +147,63 @@ export function boundClientRequest(method: string, params: unknown): Record<stri
     return { ...p, message: clipText(stripUnsafe(p.message), MAX_MESSAGE).text };
   }
   return p;
+}
+
+/**
+ * Every request of one round, checked and bounded before any reaches the client, or the error
+ * that refuses the round: a capability the client could declare (MissingRequiredClientCapability,
+ * naming it) or the gateway's policy (naming the setting). `relatedTask` replaces an upstream's
+ * related-task marker with the task id the client knows (or drops it).
+ */
+export function checkInputRequests(
+  server: string,
+  settings: FeatureSettings,
+  declared: Record<string, unknown>,
+  requests: Requests,
+  relatedTask?: string,
+): { ok: true; requests: Requests } | { ok: false; error: ManifoldError } {
+  const out: Requests = {};
+  for (const [key, r] of Object.entries(requests).slice(0, 16)) {
+    const method = typeof r?.method === 'string' ? r.method : '';
+    const verdict = mayAsk(server, settings, declared, method);
+    if (!verdict.ok) {
+      return {
+        ok: false,
+        error:
+          verdict.why === 'undeclared'
+            ? new ManifoldError('ERR_MISSING_CAPABILITY', verdict.reason, {
+                data: { requiredCapabilities: { [verdict.feature!]: {} } },
+              })
+            : new ManifoldError('ERR_CLIENT_FEATURE', verdict.reason),
+      };
+    }
+    const bounded = boundClientRequest(method, r.params);
+    if (!bounded) {
+      return {
+        ok: false,
+        error: new ManifoldError(
+          'ERR_CLIENT_FEATURE',
+          `server ${server} sent a ${method} too large to relay`,
+        ),
+      };
+    }
+    out[key.slice(0, 128)] = { method, params: withRelatedTask(bounded, relatedTask) };
+  }
+  return { ok: true, requests: out };
+}
+
+function withRelatedTask(
+  params: Record<string, unknown>,
+  taskId: string | undefined,
+): Record<string, unknown> {
+  const meta = params._meta;
+  if (typeof meta !== 'object' || meta === null || !(META.relatedTask in meta)) return params;
+  const { [META.relatedTask]: _upstream, ...rest } = meta as Record<string, unknown>;
+  const next = taskId === undefined ? rest : { ...rest, [META.relatedTask]: { taskId } };
+  return Object.keys(next).length > 0 ? { ...params, _meta: next } : without(params, '_meta');
+}
+
+function without(o: Record<string, unknown>, key: string): Record<string, unknown> {
+  const { [key]: _gone, ...rest } = o;
+  return rest;
 }

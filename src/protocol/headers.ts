@@ -56,6 +56,19 @@ export function decodeHeaderValue(raw: string): string | undefined {
   return raw;
 }
 
+/**
+ * The body field each named method mirrors into `Mcp-Name` (streamable-http, "Standard Request
+ * Headers"; the tasks extension adds its methods, naming the task).
+ */
+export const NAME_FIELD: Readonly<Record<string, 'name' | 'uri' | 'taskId'>> = {
+  'tools/call': 'name',
+  'prompts/get': 'name',
+  'resources/read': 'uri',
+  'tasks/get': 'taskId',
+  'tasks/update': 'taskId',
+  'tasks/cancel': 'taskId',
+};
+
 /** One argument mirrored into a header: `Mcp-Param-<header>` carries the value at `path`. */
 export interface ParamHeader {
   header: string;

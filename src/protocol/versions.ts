@@ -37,7 +37,12 @@ export const META = {
   logLevel: 'io.modelcontextprotocol/logLevel',
   serverInfo: 'io.modelcontextprotocol/serverInfo',
   subscriptionId: 'io.modelcontextprotocol/subscriptionId',
+  /** 2025-11-25 tasks: the task a message belongs to (basic/utilities/tasks). */
+  relatedTask: 'io.modelcontextprotocol/related-task',
 } as const;
+
+/** The tasks extension of 2026-07-28 (SEP-2663), negotiated under `capabilities.extensions`. */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
 /** Every `_meta` key under a reserved MCP prefix: never relayed from one side to the other as-is. */
 export function isReservedMetaKey(key: string): boolean {

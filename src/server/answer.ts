@@ -8,15 +8,29 @@ import { SseStream, sseHeaders } from './sse.js';
  * transports, "Sending Messages"), and a client that accepts only JSON never gets a stream: what
  * cannot reach it is dropped (or, for a request to the client, refused by the caller).
  */
+/** Where streamed messages go: a plain SSE stream, or a resumable one (resumable.ts). */
+export interface EventSink {
+  readonly readable: ReadableStream<Uint8Array>;
+  readonly closed: boolean;
+  send(json: string): boolean;
+  close(): void;
+  onclose: () => void;
+  /** Resumable streams only: drop the connection, keep the stream (the client polls). */
+  disconnect?(): void;
+}
+
 export class Answer {
   readonly response: Promise<Response>;
   private resolve!: (r: Response) => void;
-  private stream: SseStream | undefined;
+  private stream: EventSink | undefined;
   private done = false;
   /** Runs when the client closes the stream before the answer is complete. */
   onClose: (() => void) | undefined;
 
-  constructor(private readonly canStream: boolean) {
+  constructor(
+    private readonly canStream: boolean,
+    private readonly makeStream: () => EventSink = () => new SseStream(),
+  ) {
     this.response = new Promise((resolve) => {
       this.resolve = resolve;
     });
@@ -34,15 +48,28 @@ export class Answer {
   /** Sends a notification or a request ahead of the result; false when it cannot reach the client. */
   push(message: string): boolean {
     if (!this.open) return false;
+    return this.streamNow().send(message);
+  }
+
+  /**
+   * The client should poll: the answer becomes a stream (its priming event says where to resume)
+   * and the connection is closed, the call running on. Only streams that can resume do this.
+   */
+  poll(): void {
+    if (!this.open) return;
+    this.streamNow().disconnect?.();
+  }
+
+  private streamNow(): EventSink {
     if (!this.stream) {
-      const stream = new SseStream();
+      const stream = this.makeStream();
       this.stream = stream;
       stream.onclose = () => {
         if (!this.done) this.onClose?.();
       };
       this.resolve(new Response(stream.readable, { status: 200, headers: sseHeaders }));
     }
-    return this.stream.send(message);
+    return this.stream;
   }
 
   /** The final message (a result or an error); ends the stream if one was opened. */

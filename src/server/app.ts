@@ -14,6 +14,7 @@ import { announceChanged, createMcpHandlers, type DisconnectHook } from './mcp.j
 import { HeldCalls } from './mrtr.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
+import { TaskPumps } from './tasks.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -58,12 +59,14 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
     serverInfo: { name: 'manifold', version: gateway.version },
     watch: new ResourceWatch(gateway),
     held: new HeldCalls(),
+    taskPumps: new TaskPumps(() => gateway.platform.now()),
   };
   const mcp = createMcpHandlers(edge, options.onDisconnect);
   gateway.onCatalogChange((_catalog, changed) => announceChanged(edge, changed));
   gateway.onShutdown(() => {
     edge.listeners.closeAll();
     edge.held.closeAll();
+    edge.taskPumps.closeAll();
     edge.sessions.clear();
   });
 

@@ -1,6 +1,6 @@
 import { describeError, ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
-import type { Era } from '../protocol/versions.js';
+import { type Era, TASKS_EXTENSION } from '../protocol/versions.js';
 import { toRpcError } from './errors.js';
 import type { CacheHint, Exchange } from './exchange.js';
 import { errorMessage, type JsonRpcId } from './jsonrpc.js';
@@ -9,6 +9,7 @@ import type { HeldCalls } from './mrtr.js';
 import { completionComplete, promptsGet, resourcesRead } from './relay.js';
 import type { ResourceWatch } from './resource-watch.js';
 import type { SessionTable } from './sessions.js';
+import { runsTasks, type TaskPumps, taskMethod } from './tasks.js';
 import { toolsCall } from './tools-call.js';
 
 /**
@@ -23,6 +24,22 @@ export const SERVER_CAPABILITIES = {
   logging: {},
 } as const;
 
+/**
+ * The capabilities for a client of `era`: the server features, plus tasks where an upstream runs
+ * them for that client (2025 clients: 2025 servers' tasks; 2026 clients: any server's, tasks.ts).
+ */
+export function serverCapabilities(gateway: Gateway, era: Era): Record<string, unknown> {
+  const upstreams = gateway.pool.all().filter((u) => u.state === 'ready' && runsTasks(u));
+  if (era === 'legacy') {
+    return upstreams.some((u) => u.era === 'legacy')
+      ? { ...SERVER_CAPABILITIES, tasks: { cancel: {}, requests: { tools: { call: {} } } } }
+      : SERVER_CAPABILITIES;
+  }
+  return upstreams.length > 0
+    ? { ...SERVER_CAPABILITIES, extensions: { [TASKS_EXTENSION]: {} } }
+    : SERVER_CAPABILITIES;
+}
+
 /** What the era handlers share: the gateway, the edge's own tables, and one way to answer. */
 export interface Edge {
   gateway: Gateway;
@@ -36,6 +53,8 @@ export interface Edge {
   watch: ResourceWatch;
   /** Calls held open while a modern client gathers input (MRTR). */
   held: HeldCalls;
+  /** 2025 servers' tasks waiting for a 2026 client's input (tasks.ts). */
+  taskPumps: TaskPumps;
 }
 
 const jsonHeaders = { 'content-type': 'application/json' };
@@ -97,6 +116,12 @@ export async function dispatchCommon(edge: Edge, ex: Exchange): Promise<Response
       return resourcesRead(edge, ex);
     case 'completion/complete':
       return completionComplete(edge, ex);
+    case 'tasks/get':
+    case 'tasks/update':
+    case 'tasks/cancel':
+    case 'tasks/result':
+    case 'tasks/list':
+      return taskMethod(edge, ex);
     default:
       throw new ManifoldError('ERR_METHOD_NOT_FOUND', `Method not found: ${request.method.slice(0, 64)}`);
   }

@@ -40,6 +40,10 @@ export interface Exchange {
     params: Record<string, unknown>,
     cancellation: Cancellation,
   ) => Promise<Record<string, unknown>>;
+  /** A new answer for this request: resumable streams for 2025-11-25 sessions (resumable.ts). */
+  answer(): Answer;
+  /** Close a still-running call's stream after this long, for the client to poll (2025-11-25). */
+  pollMs?: number | undefined;
   /** Makes `cancellation` reachable by the client's way of cancelling; returns its remover. */
   track(id: JsonRpcId, cancellation: Cancellation): () => void;
 }

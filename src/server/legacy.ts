@@ -9,11 +9,12 @@ import type { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
 import { LATEST_LEGACY, LEGACY_VERSIONS, LOG_LEVELS } from '../protocol/versions.js';
-import type { Answer } from './answer.js';
-import { dispatchCommon, type Edge, failBody, json, SERVER_CAPABILITIES } from './dispatch.js';
+import { Answer } from './answer.js';
+import { dispatchCommon, type Edge, failBody, json, serverCapabilities } from './dispatch.js';
 import { batchAllowed } from './era.js';
 import { type Exchange, legacyResult } from './exchange.js';
 import { classify, type JsonRpcNotification, type JsonRpcRequest, resultMessage } from './jsonrpc.js';
+import { MAX_STREAMS, parseEventId, ResumableStream } from './resumable.js';
 import { inflightKey, type Session } from './sessions.js';
 import { SseStream, sseHeaders } from './sse.js';
 
@@ -63,7 +64,7 @@ export function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): 
   };
   const result = {
     protocolVersion: version,
-    capabilities: SERVER_CAPABILITIES,
+    capabilities: serverCapabilities(gateway, 'legacy'),
     serverInfo: { name: 'manifold', title: 'Manifold MCP gateway', version: gateway.version },
     // Upstream `instructions` are never forwarded (SECURITY C5); the gateway sends none of its own.
   };
@@ -87,19 +88,25 @@ export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Response> {
   }
   const request = incoming.message;
   try {
-    return await dispatch(edge, exchange(p, session, request), session);
+    return await dispatch(edge, exchange(edge, p, session, request), session);
   } catch (e) {
     return json(failBody(edge, request.id, e, 'legacy').body);
   }
 }
 
-function exchange(p: LegacyPost, session: Session, request: JsonRpcRequest): Exchange {
+function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcRequest): Exchange {
+  // Resumable streams are 2025-11-25's (SEP-1699): older clients would take a priming event
+  // with no data for a message.
+  const resumable = p.canStream && session.protocolVersion === LATEST_LEGACY;
+  const poll = edge.gateway.config.gateway.streamPollMs;
   return {
     principal: p.principal,
     request,
     era: 'legacy',
     clientCapabilities: session.clientCapabilities,
     canStream: p.canStream,
+    answer: () => (resumable ? new Answer(true, () => openResumable(session)) : new Answer(p.canStream)),
+    pollMs: resumable && poll > 0 ? poll : undefined,
     logLevel: session.logLevel,
     bytesIn: p.bytesIn,
     ...legacyResult,
@@ -161,6 +168,18 @@ async function subscription(edge: Edge, ex: Exchange, session: Session): Promise
   session.onEnd = () => edge.watch.removeAll(watcher);
   await edge.watch.add(watcher, route.server, route.uri, uri as string);
   return json(resultMessage(ex.request.id, {}));
+}
+
+/** A POST stream of this session that a reconnect can resume; the oldest finished one goes first. */
+function openResumable(session: Session): ResumableStream {
+  if (session.replays.size >= MAX_STREAMS) {
+    const finished = [...session.replays.values()].find((s) => s.closed);
+    const evicted = finished ?? session.replays.values().next().value;
+    if (evicted) session.replays.delete(evicted.id);
+  }
+  const stream = new ResumableStream(crypto.randomUUID(), (s) => session.replays.delete(s.id));
+  session.replays.set(stream.id, stream);
+  return stream;
 }
 
 /** How long a legacy client may take to answer a relayed request. */
@@ -286,7 +305,7 @@ export async function legacyBatch(
     if (m.kind === 'notification') onNotification(session, m.message);
     if (m.kind === 'response') onResponse(session, m.message);
     if (m.kind !== 'request') continue;
-    const ex = exchange({ ...p, canStream: false, message: {} }, session, m.message);
+    const ex = exchange(edge, { ...p, canStream: false, message: {} }, session, m.message);
     let response: Response;
     try {
       response = await dispatch(edge, ex, session);
@@ -306,6 +325,11 @@ export function legacyGet(edge: Edge, c: Context, principal: Principal): Respons
     throw new ManifoldError('ERR_NOT_ACCEPTABLE', 'Accept must include text/event-stream');
   }
   const session = requireSession(edge, c, principal);
+  // A reconnect to a POST stream (2025-11-25: transports, "Resumability and Redelivery"): what
+  // the client missed, then the rest. An id the session no longer knows opens the standalone stream.
+  const last = parseEventId(c.req.header('last-event-id'));
+  const replay = last ? session.replays.get(last.stream) : undefined;
+  if (replay && last) return new Response(replay.resume(last.seq), { status: 200, headers: sseHeaders });
   // A newer stream replaces an older one, so a client reconnecting after a dead socket is never locked out.
   session.stream?.close();
   const stream = new SseStream({ keepaliveMs: 25_000 });

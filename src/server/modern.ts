@@ -10,18 +10,21 @@ import type { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import {
   decodeHeaderValue,
+  NAME_FIELD,
   type ParamHeaderPlan,
   paramHeaderPlan,
   paramValue,
   sameParamValue,
 } from '../protocol/headers.js';
 import { META, SUPPORTED_VERSIONS } from '../protocol/versions.js';
-import { dispatchCommon, type Edge, failResponse, json, SERVER_CAPABILITIES } from './dispatch.js';
+import { Answer } from './answer.js';
+import { dispatchCommon, type Edge, failResponse, json, serverCapabilities } from './dispatch.js';
 import type { RequestMeta } from './era.js';
 import { type Exchange, modernResult } from './exchange.js';
 import { classify, type JsonRpcRequest } from './jsonrpc.js';
 import { type ListenFilter, ListenRegistry } from './listen.js';
 import { sseHeaders } from './sse.js';
+import { requireTasksExtension } from './tasks.js';
 
 export interface ModernPost {
   c: Context;
@@ -33,13 +36,6 @@ export interface ModernPost {
   /** Runs `listener` when the client goes away before the answer is complete; returns its remover. */
   onDisconnect: (listener: () => void) => () => void;
 }
-
-/** Methods whose target travels in `Mcp-Name` ("Standard Request Headers"). */
-const NAMED: Record<string, 'name' | 'uri'> = {
-  'tools/call': 'name',
-  'prompts/get': 'name',
-  'resources/read': 'uri',
-};
 
 const plans = new WeakMap<CatalogEntry, ParamHeaderPlan>();
 
@@ -75,7 +71,7 @@ function checkStandardHeaders(c: Context, request: JsonRpcRequest): void {
       `Header mismatch: Mcp-Method header value ${JSON.stringify(method.slice(0, 64))} does not match body value ${JSON.stringify(request.method.slice(0, 64))}`,
     );
   }
-  const field = NAMED[request.method];
+  const field = NAME_FIELD[request.method];
   if (!field) return;
   const body = request.params?.[field];
   const raw = c.req.header('mcp-name');
@@ -144,6 +140,7 @@ function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange 
     era: 'modern',
     clientCapabilities: p.meta.clientCapabilities,
     canStream: p.canStream,
+    answer: () => new Answer(p.canStream),
     logLevel: p.meta.logLevel,
     bytesIn: p.bytesIn,
     ...modernResult(edge.serverInfo),
@@ -160,7 +157,7 @@ async function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Respon
         `{"jsonrpc":"2.0","id":${JSON.stringify(ex.request.id)},"result":${ex.resultJson(
           JSON.stringify({
             supportedVersions: SUPPORTED_VERSIONS,
-            capabilities: SERVER_CAPABILITIES,
+            capabilities: serverCapabilities(edge.gateway, 'modern'),
             // Upstream `instructions` are never forwarded (SECURITY C5); the gateway has none.
           }),
           { ttlMs: edge.listCache.ttlMs, cacheScope: 'public' },
@@ -185,6 +182,9 @@ async function listen(edge: Edge, ex: Exchange, p: ModernPost): Promise<Response
   }
   const raw = ex.request.params?.notifications;
   const filter = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as ListenFilter) : {};
+  // Task status notifications are the tasks extension's (SEP-2663): none are sent (clients poll
+  // tasks/get), so the acknowledgement lists no task ids, but the capability is still checked.
+  if ((filter as { taskIds?: unknown }).taskIds !== undefined) requireTasksExtension(ex);
   const honoured = ListenRegistry.honoured(filter);
   const g = edge.gateway;
   // Resource subscriptions: honoured for the URIs this principal may read on servers that send

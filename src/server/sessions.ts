@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Principal } from '../auth/principal.js';
+import type { ResumableStream } from './resumable.js';
 import type { SseStream } from './sse.js';
 
 export interface Session {
@@ -22,6 +23,8 @@ export interface Session {
   watcher?: { send(uri: string): void };
   /** Answers the client owes to requests the gateway sent it on a call's stream, by their id. */
   replies: Map<string, (message: { result?: unknown; error?: unknown }) => void>;
+  /** POST streams a reconnect with Last-Event-ID can resume (2025-11-25 sessions). */
+  replays: Map<string, ResumableStream>;
   /** Runs once when the session ends (deleted, evicted, expired). */
   onEnd?: () => void;
   /** In-flight downstream requests, for notifications/cancelled. */
@@ -63,6 +66,7 @@ export class SessionTable {
       clientCapabilities,
       seen: {},
       replies: new Map(),
+      replays: new Map(),
       inflight: new Map(),
     };
     this.cache.set(session.id, session);
@@ -96,6 +100,8 @@ function endSession(session: Session): void {
   session.onEnd?.();
   session.onEnd = undefined;
   session.stream?.close();
+  for (const replay of session.replays.values()) replay.disconnect();
+  session.replays.clear();
   for (const c of session.inflight.values()) c.abort(new Error('session ended'));
   session.inflight.clear();
 }

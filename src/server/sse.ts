@@ -32,6 +32,11 @@ export class SseStream {
     return this.write(`event: message\ndata: ${json}\n\n`);
   }
 
+  /** Writes one already-framed SSE chunk (ids, retry, priming); false if the stream is gone. */
+  raw(chunk: string): boolean {
+    return this.write(chunk);
+  }
+
   close(): void {
     this.finish(true);
   }

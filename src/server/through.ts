@@ -9,13 +9,9 @@
 import type { Sealer } from '../auth/seal.js';
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
-import {
-  boundClientRequest,
-  explainMissing,
-  mayAsk,
-  relayedCapabilities,
-} from '../guards/client-features.js';
+import { checkInputRequests, explainMissing, relayedCapabilities } from '../guards/client-features.js';
 import { stripUnsafe } from '../guards/text.js';
+import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { Answer } from './answer.js';
@@ -41,6 +37,12 @@ export interface Through {
   onError(e: unknown, id: string | number): { body: string; status: number };
   /** A cancelled request: it gets no answer on a stream (spec: cancellation). */
   onCancelled(): void;
+  /** The client declared the tasks extension and this request may create or drive a task. */
+  tasks?: boolean;
+  /** The gateway's id of the task this request belongs to (2025 tasks/result): relayed requests carry it. */
+  relatedTask?: string;
+  /** The upstream created a task: the client's answer to it (tasks.ts). */
+  onTask?: (task: Result, id: string | number) => Promise<string>;
 }
 
 /** How long a client may take to answer a request for input. */
@@ -80,7 +82,7 @@ function resumeHeld(
 ): Promise<Response> {
   const held = edge.held.get(token);
   if (!held || held.round !== round || !held.resume) throw invalidState();
-  const answer = new Answer(ex.canStream);
+  const answer = ex.answer();
   // The retry is the request now: closing it cancels the call (patterns/cancellation).
   answer.onClose = () => edge.held.end(held.token, new Error('the client closed the request'));
   held.waiting = { answer, id: ex.request.id };
@@ -99,7 +101,9 @@ function start(
 ): Promise<Response> {
   const { gateway } = edge;
   const { request } = ex;
-  const first = new Answer(ex.canStream);
+  const first = ex.answer();
+  // A 2025-11-25 client may be told to poll: its stream closes, the call runs on (SEP-1699).
+  const poll = ex.pollMs ? setTimeout(() => first.poll(), ex.pollMs) : undefined;
   const cancellation = new Cancellation();
   const done = ex.track(request.id, cancellation);
   const server = t.upstream.config;
@@ -121,31 +125,14 @@ function start(
   };
   /** Each request must be one the server may ask and the client declared; bounded before it goes. */
   const checked = (requests: InputRequests): InputRequests => {
-    const out: InputRequests = {};
-    for (const [key, r] of Object.entries(requests)) {
-      const verdict = mayAsk(server.name, server.clientFeatures, ex.clientCapabilities, r?.method ?? '');
-      if (!verdict.ok) {
-        // The client lacks a capability it could declare: MissingRequiredClientCapability, which
-        // names it; anything else is the gateway's policy, named with the setting to change.
-        return refuse(
-          verdict.why === 'undeclared'
-            ? new ManifoldError('ERR_MISSING_CAPABILITY', verdict.reason, {
-                data: { requiredCapabilities: { [verdict.feature!]: {} } },
-              })
-            : new ManifoldError('ERR_CLIENT_FEATURE', verdict.reason),
-        );
-      }
-      const bounded = boundClientRequest(r.method, r.params);
-      if (!bounded)
-        return refuse(
-          new ManifoldError(
-            'ERR_CLIENT_FEATURE',
-            `server ${server.name} sent a ${r.method} too large to relay`,
-          ),
-        );
-      out[key] = { method: r.method, params: bounded };
-    }
-    return out;
+    const verdict = checkInputRequests(
+      server.name,
+      server.clientFeatures,
+      ex.clientCapabilities,
+      requests,
+      t.relatedTask,
+    );
+    return verdict.ok ? verdict.requests : refuse(verdict.error);
   };
   const askModern = async (requests: InputRequests): Promise<InputResponses> => {
     const w = current();
@@ -203,7 +190,10 @@ function start(
         cancellation,
         onInput,
         inputMode: ex.era === 'modern' ? 'relay' : 'ask',
-        clientCapabilities: relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
+        clientCapabilities: withTasks(
+          relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
+          t.tasks,
+        ),
         ...(t.progressToken !== undefined
           ? { onprogress: (p) => current()?.answer.push(progressNote(p, t.progressToken!)) }
           : {}),
@@ -242,6 +232,16 @@ function start(
           );
           return;
         }
+        if (result.resultType === 'task') {
+          if (!t.onTask) {
+            throw new ManifoldError(
+              'ERR_UPSTREAM_ERROR',
+              `server ${server.name} answered with a task nobody asked for`,
+            );
+          }
+          w.answer.finish(await t.onTask(result, w.id));
+          return;
+        }
         w.answer.finish(t.onResult(result, w.id));
       },
       (e: unknown) => {
@@ -263,6 +263,7 @@ function start(
       if (w) finishError(w, t.onError(e, w.id));
     })
     .finally(() => {
+      if (poll) clearTimeout(poll);
       done();
       if (held) edge.held.release(held.token);
     });
@@ -287,6 +288,11 @@ function start(
     // 2026-07-28 revision requires (400 for a missing client capability…).
     w.answer.finish(f.body, ex.era === 'modern' ? f.status : 200);
   }
+}
+
+/** The client capabilities for upstream, with the tasks extension when the request may use it. */
+export function withTasks(caps: Result, tasks: boolean | undefined): Result {
+  return tasks ? { ...caps, extensions: { [TASKS_EXTENSION]: {} } } : caps;
 }
 
 function progressNote(

@@ -5,6 +5,7 @@ import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import { rawResultMessage, resultMessage } from './jsonrpc.js';
 import { describeTool } from './local-tools.js';
+import { planTask, taskCreated } from './tasks.js';
 import { runThrough } from './through.js';
 
 type Result = Record<string, unknown>;
@@ -89,6 +90,15 @@ async function relay(
   if (!upstream) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
 
   const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: argsObject };
+  // A task, where both sides run them (or an error that says why not: never a silent sync call).
+  let plan: ReturnType<typeof planTask>;
+  try {
+    plan = planTask(ex, entry, upstream);
+  } catch (e) {
+    audit('denied', 0);
+    throw e;
+  }
+  if (plan.task) upstreamParams.task = plan.task;
   const { progressToken, relayed } = splitMeta(params._meta);
   if (relayed) upstreamParams._meta = relayed;
 
@@ -113,6 +123,16 @@ async function relay(
       return f;
     },
     onCancelled: () => audit('error', 0),
+    tasks: plan.extension,
+    ...(plan.extension || plan.task
+      ? {
+          onTask: async (raw: Result, id: string | number) => {
+            const body = await taskCreated(edge, ex, entry, raw, id);
+            audit('allowed', body.length);
+            return body;
+          },
+        }
+      : {}),
   });
 }
 

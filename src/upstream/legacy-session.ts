@@ -24,7 +24,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { isManifoldError } from '../errors.js';
 import { offeredCapabilities } from '../guards/client-features.js';
-import { brief } from './call-errors.js';
+import { brief, UpstreamProtocolError } from './call-errors.js';
 import { DirectCaller, routeMessages } from './direct-call.js';
 import { legacyWire } from './http-wire.js';
 import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
@@ -39,6 +39,7 @@ import {
   type SessionEvents,
   type UpstreamSession,
 } from './session.js';
+import { fromLegacyCreate, readTask, withoutRelatedTask } from './tasks-wire.js';
 
 const LIST_SCHEMAS = {
   tools: ListToolsResultSchema,
@@ -214,6 +215,23 @@ export class LegacySession implements UpstreamSession {
   }
 
   async request(
+    method: string,
+    params: Record<string, unknown>,
+    options: SessionCallOptions,
+  ): Promise<Record<string, unknown>> {
+    const result = await this.send(method, params, options);
+    // Tasks leave this edge in the flat shape of the 2026 extension (tasks-wire.ts).
+    if (method === 'tools/call' && params.task !== undefined) return fromLegacyCreate(result);
+    if (method === 'tasks/get' || method === 'tasks/cancel') {
+      const task = readTask(result);
+      if (!task) throw new UpstreamProtocolError(`${method} answered without a task`);
+      return { ...task };
+    }
+    if (method === 'tasks/result') return withoutRelatedTask(result);
+    return result;
+  }
+
+  private async send(
     method: string,
     params: Record<string, unknown>,
     options: SessionCallOptions,

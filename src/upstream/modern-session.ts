@@ -214,7 +214,8 @@ export class ModernSession implements UpstreamSession {
    */
   private complete(r: Result): Result {
     const type = r.resultType;
-    if (type === 'input_required') return r;
+    // A question for the client, or a task handle (SEP-2663): the downstream edge answers them.
+    if (type === 'input_required' || type === 'task') return r;
     if (type !== undefined && type !== 'complete') {
       throw new UpstreamProtocolError(
         `the result has an unknown resultType ${JSON.stringify(String(type).slice(0, 40))}`,

@@ -5,15 +5,15 @@
  * basic/index `_meta`; streamable-http "Request Metadata", "Client Behavior").
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { encodeHeaderValue, type ParamHeader, paramHeaderPlan, paramValue } from '../protocol/headers.js';
+import {
+  encodeHeaderValue,
+  NAME_FIELD,
+  type ParamHeader,
+  paramHeaderPlan,
+  paramValue,
+} from '../protocol/headers.js';
 import { META } from '../protocol/versions.js';
 import type { Wire } from './http-wire.js';
-
-const NAMED: Record<string, 'name' | 'uri'> = {
-  'tools/call': 'name',
-  'prompts/get': 'name',
-  'resources/read': 'uri',
-};
 
 /**
  * The gateway declares no client capability upstream yet: sampling, elicitation and roots are not
@@ -78,8 +78,12 @@ export function modernWire(
   return {
     readErrorBodies: true,
     headers(method, params) {
-      const field = NAMED[method];
+      const field = NAME_FIELD[method];
       const name = field ? params[field] : undefined;
+      // Task ids are each used a few times only: they would just churn the cache.
+      if (field === 'taskId' && typeof name === 'string') {
+        return { ...base, 'mcp-method': method, 'mcp-name': encodeHeaderValue(name) };
+      }
       const key = typeof name === 'string' ? `${method}\n${name}` : method;
       let headers = cache.get(key);
       if (!headers) {

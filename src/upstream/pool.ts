@@ -49,6 +49,11 @@ export class UpstreamPool {
     return this.byName.get(name);
   }
 
+  /** Every configured upstream, in config order. */
+  all(): readonly Upstream[] {
+    return this.upstreams;
+  }
+
   status(): UpstreamStatus[] {
     return this.upstreams.map((u) => u.status());
   }

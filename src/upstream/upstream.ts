@@ -152,6 +152,11 @@ export class Upstream {
     return driftListing(this.listing);
   }
 
+  /** The era the server speaks on the current connection. */
+  get era(): Era | undefined {
+    return this.session?.era;
+  }
+
   /** What the server declared, once connected. */
   get capabilities(): Record<string, unknown> {
     return this.session?.capabilities ?? {};

@@ -159,7 +159,7 @@ describe('the official conformance suite, directly against the fixture and throu
       mcpServers: {
         ref: { url: fixtureUrl, prefix: false, clientFeatures: { sampling: true, roots: true } },
       },
-      gateway: { allowedHosts: [`127.0.0.1:${port}`] },
+      gateway: { allowedHosts: [`127.0.0.1:${port}`], streamPollMs: 200 },
     });
     viaStdio = await startTestGateway({
       mcpServers: {
@@ -170,6 +170,8 @@ describe('the official conformance suite, directly against the fixture and throu
           clientFeatures: { sampling: true, roots: true },
         },
       },
+      // 2025-11-25 calls that run on are told to poll (SEP-1699): the suite's reconnection check.
+      gateway: { streamPollMs: 200 },
     });
     for (const gw of [viaHttp, viaStdio]) {
       const health = gw.gateway.health();

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFERENCE, startReferenceHttp } from '../helpers/clients.js';
 import { startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { ACCEPT, legacySession, sseMessages } from '../helpers/legacy.js';
 import { modernMeta, modernRequest } from '../helpers/modern.js';
 
 /**
@@ -9,26 +10,8 @@ import { modernMeta, modernRequest } from '../helpers/modern.js';
  * to, tagged with the server's name, at the level the client asked for, and never reaches a
  * request that did not ask.
  */
-const ACCEPT = 'application/json, text/event-stream';
-
-async function legacySession(url: string, level?: string): Promise<Record<string, string>> {
-  const init = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: ACCEPT },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'log', version: '1' } },
-    }),
-  });
-  await init.text();
-  const headers = {
-    'content-type': 'application/json',
-    accept: ACCEPT,
-    'mcp-session-id': init.headers.get('mcp-session-id')!,
-    'mcp-protocol-version': '2025-11-25',
-  };
+async function sessionAt(url: string, level?: string): Promise<Record<string, string>> {
+  const headers = await legacySession(url);
   if (level) {
     const r = await fetch(url, {
       method: 'POST',
@@ -38,14 +21,6 @@ async function legacySession(url: string, level?: string): Promise<Record<string
     expect((await r.json()).result).toEqual({});
   }
   return headers;
-}
-
-function sse(text: string): Record<string, unknown>[] {
-  return text
-    .split(/\n\n/)
-    .map((e) => e.split('\n').find((l) => l.startsWith('data: ')))
-    .filter((l): l is string => l !== undefined)
-    .map((l) => JSON.parse(l.slice(6)) as Record<string, unknown>);
 }
 
 describe('log messages follow the request that asked for them', () => {
@@ -120,16 +95,18 @@ describe('log messages follow the request that asked for them', () => {
           }),
         });
         const text = await r.text();
-        return r.headers.get('content-type')?.includes('event-stream') ? sse(text) : [JSON.parse(text)];
+        return r.headers.get('content-type')?.includes('event-stream')
+          ? sseMessages(text)
+          : [JSON.parse(text)];
       };
-      const info = (await call(await legacySession(gw.url, 'info'))).filter(
+      const info = (await call(await sessionAt(gw.url, 'info'))).filter(
         (m) => m.method === 'notifications/message',
       );
       expect(info).toHaveLength(3);
       expect((info[0]!.params as { logger: string }).logger).toBe(server);
-      const errorOnly = await call(await legacySession(gw.url, 'error'));
+      const errorOnly = await call(await sessionAt(gw.url, 'error'));
       expect(errorOnly.filter((m) => m.method === 'notifications/message')).toEqual([]);
-      const none = await call(await legacySession(gw.url));
+      const none = await call(await sessionAt(gw.url));
       expect(none.filter((m) => m.method === 'notifications/message')).toEqual([]);
     });
   }

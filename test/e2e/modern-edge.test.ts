@@ -48,6 +48,8 @@ describe('modern (2026-07-28) requests at the /mcp edge', () => {
       resources: { listChanged: true, subscribe: true },
       completions: {},
       logging: {},
+      // server-everything runs tasks (2025-11-25): bridged for 2026 clients through the extension.
+      extensions: { 'io.modelcontextprotocol/tasks': {} },
     });
     expect((result._meta as Record<string, unknown>)[SERVER_INFO]).toEqual({
       name: 'manifold',

@@ -399,6 +399,7 @@ describe('defaults and limits', () => {
       maxListPages: 100,
       pageSize: 500,
       shutdownGraceMs: 10000,
+      streamPollMs: 0,
       allowedHosts: [],
       maxResultBytes: 65536,
       maxUpstreamBodyBytes: 8388608,

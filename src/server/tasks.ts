@@ -1,0 +1,595 @@
+/**
+ * Tasks through the gateway: the 2026-07-28 tasks extension (SEP-2663: server-directed,
+ * `resultType: "task"`, tasks/get, tasks/update, tasks/cancel) and 2025-11-25 task-augmented
+ * requests (a `task` parameter, tasks/get, tasks/result, tasks/cancel), in each client's shape.
+ *
+ * - The client never sees an upstream's task id. It gets one the gateway seals (HMAC) around the
+ *   server, the upstream's id, the exposed tool and the principal: any instance with the same
+ *   secret can route it, a forged or foreign one fails like an unknown task (-32602), and a tool
+ *   the principal may no longer see takes its tasks with it.
+ * - Which pairs work: a 2026 client with any upstream that runs tasks (a 2025 server's tool whose
+ *   `execution.taskSupport` is "required" is called as a task for it, and its input requests,
+ *   which a 2025 server sends on `tasks/result`, are gathered here and shown on `tasks/get`); a
+ *   2025 client with a 2025 server. A 2025 client that asks a 2026 server for a task, or a tool
+ *   that does not run as one, gets -32601 saying so: never a silent synchronous call.
+ * - There is no tasks/list: one upstream session serves many tenants, and the gateway does not
+ *   keep a list of who made which task (spec 2025-11-25, "receivers that cannot identify
+ *   requestors SHOULD NOT declare tasks.list").
+ */
+import type { CatalogEntry } from '../aggregate/catalog.js';
+import type { Sealer } from '../auth/seal.js';
+import { ManifoldError } from '../errors.js';
+import { checkInputRequests, relayedCapabilities } from '../guards/client-features.js';
+import { clipText, stripUnsafe } from '../guards/text.js';
+import { META, TASKS_EXTENSION } from '../protocol/versions.js';
+import type { InputHandler, InputRequests, InputResponses } from '../upstream/session.js';
+import { readTask, type TaskState, TERMINAL } from '../upstream/tasks-wire.js';
+import type { Upstream } from '../upstream/upstream.js';
+import { type Edge, failBody, json } from './dispatch.js';
+import type { Exchange } from './exchange.js';
+import { rawResultMessage, resultMessage } from './jsonrpc.js';
+import { runThrough, withTasks } from './through.js';
+
+type Result = Record<string, unknown>;
+const isObject = (v: unknown): v is Result => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** What a gateway task id carries (sealed; integrity only, nothing in it is secret). */
+interface TaskRef {
+  v: 1;
+  /** Principal key. */
+  p: string;
+  /** Server, the upstream's task id, the exposed tool. */
+  s: string;
+  t: string;
+  n: string;
+}
+
+const unknownTask = () =>
+  new ManifoldError('ERR_INVALID_PARAMS', 'Unknown task: no task with this taskId is yours');
+
+const missingExtension = () =>
+  new ManifoldError(
+    'ERR_MISSING_CAPABILITY',
+    `the tasks methods need the ${TASKS_EXTENSION} extension in this request's client capabilities`,
+    {
+      data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+    },
+  );
+
+/** Refuses, as the extension requires, a request for task notifications without the extension. */
+export function requireTasksExtension(ex: Exchange): void {
+  if (!declaresTasks(ex)) throw missingExtension();
+}
+
+/** Whether a modern client declared the tasks extension on this request. */
+export function declaresTasks(ex: Exchange): boolean {
+  const extensions = ex.clientCapabilities.extensions;
+  return isObject(extensions) && isObject(extensions[TASKS_EXTENSION]);
+}
+
+/** Whether an upstream runs tools/call as tasks (2025: capabilities.tasks; 2026: the extension). */
+export function runsTasks(upstream: Upstream): boolean {
+  const caps = upstream.capabilities;
+  if (upstream.era === 'modern')
+    return isObject(caps.extensions) && isObject(caps.extensions[TASKS_EXTENSION]);
+  const tasks = caps.tasks as { requests?: { tools?: { call?: unknown } } } | undefined;
+  return isObject(tasks?.requests?.tools?.call);
+}
+
+/**
+ * How one tools/call treats tasks, decided before it is sent: the `task` parameter for a 2025
+ * server, whether the 2026 extension is declared upstream, or an error that says why not.
+ */
+export function planTask(
+  ex: Exchange,
+  entry: CatalogEntry,
+  upstream: Upstream,
+): { task?: Result; extension: boolean } {
+  const asked = ex.era === 'legacy' ? ex.request.params?.task : undefined;
+  const extension = ex.era === 'modern' && declaresTasks(ex);
+  const execution = (entry.full as { execution?: { taskSupport?: unknown } }).execution;
+  const support =
+    execution?.taskSupport === 'optional' || execution?.taskSupport === 'required'
+      ? execution.taskSupport
+      : 'forbidden';
+  if (upstream.era === 'modern') {
+    if (asked !== undefined) {
+      throw new ManifoldError(
+        'ERR_METHOD_NOT_FOUND',
+        `tool ${entry.name} cannot run as a task for this client: server ${entry.server} speaks 2026-07-28, whose tasks reach 2026-07-28 clients only; call it without task`,
+      );
+    }
+    return { extension };
+  }
+  if (asked !== undefined) {
+    if (!isObject(asked)) throw new ManifoldError('ERR_INVALID_PARAMS', 'task must be an object');
+    if (support === 'forbidden' || !runsTasks(upstream)) {
+      throw new ManifoldError(
+        'ERR_METHOD_NOT_FOUND',
+        `tool ${entry.name} does not run as a task (its execution.taskSupport is ${support}${runsTasks(upstream) ? '' : `, and server ${entry.server} runs no tasks`}); call it without task`,
+      );
+    }
+    const ttl =
+      typeof asked.ttl === 'number' && Number.isFinite(asked.ttl) && asked.ttl > 0
+        ? Math.floor(asked.ttl)
+        : undefined;
+    return { task: ttl === undefined ? {} : { ttl }, extension: false };
+  }
+  if (support === 'required') {
+    if (ex.era === 'modern' && !extension) throw missingExtension();
+    if (ex.era === 'modern') return { task: {}, extension: false };
+  }
+  return { extension: false };
+}
+
+/** The client's answer to a task the upstream created for its call. */
+export async function taskCreated(
+  edge: Edge,
+  ex: Exchange,
+  entry: CatalogEntry,
+  raw: Result,
+  id: string | number,
+): Promise<string> {
+  const task = readTask(raw);
+  if (!task)
+    throw new ManifoldError('ERR_UPSTREAM_ERROR', `server ${entry.server} answered with a malformed task`);
+  const sealer = await edge.gateway.taskIds;
+  const taskId = await sealer.seal({
+    v: 1,
+    p: ex.principal.key,
+    s: entry.server,
+    t: task.taskId,
+    n: entry.name,
+  } satisfies TaskRef);
+  const now = new Date(edge.gateway.platform.now()).toISOString();
+  const fields = taskFields(task, taskId, now);
+  if (ex.era === 'legacy') return resultMessage(id, { task: legacyTask(fields) });
+  const { _meta } = ex.result({});
+  return resultMessage(id, { resultType: 'task', ...fields, _meta });
+}
+
+/** tasks/get, tasks/update, tasks/cancel (both eras) and tasks/result (2025 clients). */
+export async function taskMethod(edge: Edge, ex: Exchange): Promise<Response> {
+  const { gateway } = edge;
+  const { request, principal } = ex;
+  const method = request.method;
+  if (ex.era === 'modern' && (method === 'tasks/result' || method === 'tasks/list')) {
+    throw new ManifoldError(
+      'ERR_METHOD_NOT_FOUND',
+      `Method not found: ${method} is not part of the ${TASKS_EXTENSION} extension`,
+    );
+  }
+  if (ex.era === 'legacy' && method === 'tasks/update') {
+    throw new ManifoldError(
+      'ERR_METHOD_NOT_FOUND',
+      'Method not found: tasks/update is part of 2026-07-28 only',
+    );
+  }
+  if (method === 'tasks/list') {
+    throw new ManifoldError(
+      'ERR_METHOD_NOT_FOUND',
+      "Method not found: tasks/list is not offered (upstream sessions are shared, so the gateway cannot list one client's tasks apart from another's); keep the task ids you were given",
+    );
+  }
+  if (ex.era === 'modern' && !declaresTasks(ex)) throw missingExtension();
+  const started = gateway.platform.now();
+  const { ref, entry, upstream, taskId } = await openTask(edge, ex);
+  const audit = (verdict: string, bytesOut: number) =>
+    gateway.log.info('audit.request', {
+      method,
+      tenant: principal.tenant,
+      subject: principal.subject,
+      target: entry.name,
+      server: entry.server,
+      verdict,
+      durationMs: gateway.platform.now() - started,
+      bytesIn: ex.bytesIn,
+      bytesOut,
+    });
+  const limit = gateway.takeCall(principal.tenant);
+  if (!limit.ok) {
+    audit('denied', 0);
+    throw new ManifoldError(
+      'ERR_RATE_LIMITED',
+      `rate limit for tenant exceeded: retry after ${limit.retryAfterSeconds} s`,
+      {
+        data: { retryAfterSeconds: limit.retryAfterSeconds },
+      },
+    );
+  }
+  if (method === 'tasks/result') return taskResult(edge, ex, entry, upstream, ref, taskId, audit);
+  try {
+    const body = await (method === 'tasks/get'
+      ? taskGet(edge, ex, entry, upstream, ref, taskId)
+      : method === 'tasks/update'
+        ? taskUpdate(edge, ex, upstream, ref, taskId)
+        : taskCancel(edge, ex, upstream, ref, taskId));
+    audit('allowed', body.length);
+    return json(body);
+  } catch (e) {
+    audit('error', 0);
+    throw e;
+  }
+}
+
+async function openTask(
+  edge: Edge,
+  ex: Exchange,
+): Promise<{ ref: TaskRef; entry: CatalogEntry; upstream: Upstream; taskId: string }> {
+  const taskId = ex.request.params?.taskId;
+  if (typeof taskId !== 'string') throw new ManifoldError('ERR_INVALID_PARAMS', 'taskId must be a string');
+  const sealer: Sealer = await edge.gateway.taskIds;
+  const ref = (await sealer.open(taskId)) as Partial<TaskRef> | undefined;
+  if (
+    ref?.v !== 1 ||
+    ref.p !== ex.principal.key ||
+    typeof ref.s !== 'string' ||
+    typeof ref.t !== 'string' ||
+    typeof ref.n !== 'string'
+  ) {
+    throw unknownTask();
+  }
+  let entry: CatalogEntry;
+  try {
+    entry = edge.gateway.resolve(ex.principal, ref.n);
+  } catch {
+    // A tool the principal may no longer see: its tasks are gone with it, like anything invisible.
+    throw unknownTask();
+  }
+  if (entry.server !== ref.s) throw unknownTask();
+  const upstream = await edge.gateway.owner(ref.s);
+  return { ref: ref as TaskRef, entry, upstream, taskId };
+}
+
+/** Options for one task request upstream: the deadlines come from the upstream, the extension from here. */
+function upstreamOptions(ex: Exchange, upstream: Upstream) {
+  const server = upstream.config;
+  return {
+    clientCapabilities: withTasks(
+      relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
+      upstream.era === 'modern',
+    ),
+  };
+}
+
+async function taskGet(
+  edge: Edge,
+  ex: Exchange,
+  entry: CatalogEntry,
+  upstream: Upstream,
+  ref: TaskRef,
+  taskId: string,
+): Promise<string> {
+  const raw = await upstream.request('tasks/get', { taskId: ref.t }, upstreamOptions(ex, upstream));
+  const task = readTask(raw);
+  if (!task)
+    throw new ManifoldError('ERR_UPSTREAM_ERROR', `server ${ref.s} answered tasks/get without a task`);
+  const now = new Date(edge.gateway.platform.now()).toISOString();
+  if (ex.era === 'legacy') return resultMessage(ex.request.id, legacyTask(taskFields(task, taskId, now)));
+  // A 2026 client sees what it needs inline: the result or error at the end, the questions
+  // while the task waits (a 2025 server asks them on tasks/result, gathered by a TaskPump).
+  if (upstream.era === 'legacy') await bridgeLegacy(edge, ex, upstream, ref, taskId, task);
+  const fields: Result = taskFields(task, taskId, now);
+  if (task.status === 'input_required' && task.inputRequests) {
+    const server = upstream.config;
+    const verdict = checkInputRequests(
+      server.name,
+      server.clientFeatures,
+      ex.clientCapabilities,
+      task.inputRequests as InputRequests,
+    );
+    if (!verdict.ok) throw verdict.error;
+    fields.inputRequests = verdict.requests;
+  }
+  if (task.status === 'completed' && task.result) {
+    fields.result = JSON.parse(edge.gateway.guards.capResult(entry, stripResultType(task.result))) as Result;
+  }
+  if (task.status === 'failed') fields.error = safeError(task.error);
+  return resultMessage(ex.request.id, ex.result(fields));
+}
+
+async function taskUpdate(
+  edge: Edge,
+  ex: Exchange,
+  upstream: Upstream,
+  ref: TaskRef,
+  taskId: string,
+): Promise<string> {
+  const answers = ex.request.params?.inputResponses;
+  if (!isObject(answers)) throw new ManifoldError('ERR_INVALID_PARAMS', 'inputResponses must be an object');
+  if (upstream.era === 'legacy') {
+    edge.taskPumps.answer(taskId, answers as InputResponses);
+  } else {
+    await upstream.request(
+      'tasks/update',
+      { taskId: ref.t, inputResponses: answers },
+      upstreamOptions(ex, upstream),
+    );
+  }
+  return resultMessage(ex.request.id, ex.result({}));
+}
+
+async function taskCancel(
+  edge: Edge,
+  ex: Exchange,
+  upstream: Upstream,
+  ref: TaskRef,
+  taskId: string,
+): Promise<string> {
+  const raw = await upstream.request('tasks/cancel', { taskId: ref.t }, upstreamOptions(ex, upstream));
+  edge.taskPumps.end(taskId);
+  if (ex.era === 'modern') return resultMessage(ex.request.id, ex.result({}));
+  const task = readTask(raw);
+  if (!task)
+    throw new ManifoldError('ERR_UPSTREAM_ERROR', `server ${ref.s} answered tasks/cancel without a task`);
+  return resultMessage(
+    ex.request.id,
+    legacyTask(taskFields(task, taskId, new Date(edge.gateway.platform.now()).toISOString())),
+  );
+}
+
+/**
+ * 2025 tasks/result: relayed like a call, so what the server asks on its stream reaches the
+ * client, with the gateway's task id as the related task; the answer carries it too.
+ */
+function taskResult(
+  edge: Edge,
+  ex: Exchange,
+  entry: CatalogEntry,
+  upstream: Upstream,
+  ref: TaskRef,
+  taskId: string,
+  audit: (verdict: string, bytesOut: number) => void,
+): Promise<Response> {
+  const related = { [META.relatedTask]: { taskId } };
+  return runThrough(edge, ex, {
+    upstream,
+    method: 'tasks/result',
+    params: { taskId: ref.t },
+    target: entry.name,
+    relatedTask: taskId,
+    onResult: (result, id) => {
+      const meta = isObject(result._meta) ? result._meta : {};
+      const capped = edge.gateway.guards.capResult(entry, { ...result, _meta: { ...meta, ...related } });
+      const body = rawResultMessage(id, capped);
+      audit('allowed', body.length);
+      return body;
+    },
+    onError: (e, id) => {
+      const f = failBody(edge, id, e, ex.era);
+      audit('error', f.body.length);
+      return f;
+    },
+    onCancelled: () => audit('error', 0),
+  });
+}
+
+/**
+ * A 2025 server's task seen by a 2026 client: once terminal, its result or error (from
+ * tasks/result, which no longer blocks); while it needs input, the requests it sent on
+ * tasks/result, which a pump gathers. Until the pump has them, the task reads as working.
+ */
+async function bridgeLegacy(
+  edge: Edge,
+  ex: Exchange,
+  upstream: Upstream,
+  ref: TaskRef,
+  taskId: string,
+  task: TaskState,
+): Promise<void> {
+  const pumps = edge.taskPumps;
+  if (task.status === 'completed' || task.status === 'failed') {
+    const outcome = pumps.outcome(taskId) ?? (await fetchOutcome(upstream, ref));
+    if (outcome.result) task.result = outcome.result;
+    else if (task.status === 'completed') {
+      // The server says completed but its result is an error: report what it returned.
+      task.status = 'failed';
+    }
+    if (outcome.error) task.error = outcome.error;
+    return;
+  }
+  if (task.status !== 'input_required') return;
+  const asked = await pumps.pending(taskId, (onInput) =>
+    upstream.request('tasks/result', { taskId: ref.t }, { ...upstreamOptions(ex, upstream), onInput }),
+  );
+  if (asked && Object.keys(asked).length > 0) {
+    task.inputRequests = asked;
+  } else {
+    task.status = 'working';
+    task.statusMessage = 'waiting for the server to send its input requests';
+  }
+}
+
+async function fetchOutcome(upstream: Upstream, ref: TaskRef): Promise<{ result?: Result; error?: Result }> {
+  try {
+    return { result: await upstream.request('tasks/result', { taskId: ref.t }, {}) };
+  } catch (e) {
+    return { error: errorObject(e) };
+  }
+}
+
+function errorObject(e: unknown): Result {
+  if (e instanceof ManifoldError) return { code: -32603, message: e.publicMessage };
+  return { code: -32603, message: 'the task failed' };
+}
+
+function safeError(error: Result | undefined): Result {
+  const code = typeof error?.code === 'number' ? error.code : -32603;
+  const message =
+    typeof error?.message === 'string' ? clipText(stripUnsafe(error.message), 1024).text : 'the task failed';
+  return { code, message };
+}
+
+function stripResultType(result: Result): Result {
+  const { resultType: _t, ...rest } = result;
+  return rest;
+}
+
+/** The task fields every answer carries, with the gateway's id and bounded text. */
+function taskFields(task: TaskState, taskId: string, now: string): Result {
+  const out: Result = {
+    taskId,
+    status: task.status,
+    createdAt: task.createdAt ?? now,
+    lastUpdatedAt: task.lastUpdatedAt ?? now,
+    ttlMs: task.ttlMs,
+  };
+  if (task.pollIntervalMs !== undefined) out.pollIntervalMs = task.pollIntervalMs;
+  if (task.statusMessage !== undefined)
+    out.statusMessage = clipText(stripUnsafe(task.statusMessage), 1024).text;
+  return out;
+}
+
+/** 2025-11-25's names for the same fields (`ttl`, `pollInterval`). */
+function legacyTask(fields: Result): Result {
+  const { ttlMs, pollIntervalMs, ...rest } = fields;
+  return { ...rest, ttl: ttlMs, ...(pollIntervalMs !== undefined ? { pollInterval: pollIntervalMs } : {}) };
+}
+
+/**
+ * The input a 2025 server's task waits for, gathered for 2026 clients: the server sends its
+ * requests on a tasks/result call, which a pump keeps open; tasks/get shows them under keys of
+ * the gateway's (unique for the task's life), tasks/update answers them. On this instance only,
+ * like the upstream session the task lives in; bounded, and each pump ends with its call, its
+ * task, or after `ttlMs`. The upstream's own deadline for tasks/result still applies.
+ */
+interface Asked {
+  method: string;
+  params?: Record<string, unknown>;
+  resolve: (answer: Result) => void;
+  reject: (reason: Error) => void;
+}
+
+interface Pump {
+  asked: Map<string, Asked>;
+  seq: number;
+  running: boolean;
+  outcome?: { result?: Result; error?: Result };
+  firstAsk?: (() => void) | undefined;
+  expires: number;
+}
+
+/** How long a tasks/get waits for a just-started pump to hear the server's requests. */
+const FIRST_ASK_WAIT_MS = 1_500;
+
+export class TaskPumps {
+  private readonly pumps = new Map<string, Pump>();
+
+  constructor(
+    private readonly now: () => number,
+    private readonly max = 1_000,
+    private readonly ttlMs = 10 * 60_000,
+  ) {}
+
+  /**
+   * The requests waiting for answers, keyed for the client; starts the pump (`call`, given the
+   * handler that collects the server's requests) unless one is running.
+   */
+  async pending(
+    taskId: string,
+    call: (onInput: InputHandler) => Promise<Result>,
+  ): Promise<Result | undefined> {
+    let pump = this.pumps.get(taskId);
+    if (!pump?.running) pump = this.start(taskId, call);
+    if (pump.asked.size === 0 && pump.running) {
+      const p = pump;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, FIRST_ASK_WAIT_MS);
+        p.firstAsk = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    if (pump.asked.size === 0) return undefined;
+    const out: Result = {};
+    for (const [key, a] of pump.asked)
+      out[key] = { method: a.method, ...(a.params ? { params: a.params } : {}) };
+    return out;
+  }
+
+  /** Delivers answers to the requests they name; unknown or answered keys are ignored (SEP-2663). */
+  answer(taskId: string, answers: InputResponses): void {
+    const pump = this.pumps.get(taskId);
+    if (!pump) return;
+    for (const [key, answer] of Object.entries(answers)) {
+      const asked = pump.asked.get(key);
+      if (!asked || !isObject(answer)) continue;
+      pump.asked.delete(key);
+      asked.resolve(answer);
+    }
+  }
+
+  /** How the pump's tasks/result ended, if it did. */
+  outcome(taskId: string): { result?: Result; error?: Result } | undefined {
+    return this.pumps.get(taskId)?.outcome;
+  }
+
+  /** Ends a task's pump: its waiting requests are refused, so the server's call ends too. */
+  end(taskId: string, reason = new Error('the task was cancelled')): void {
+    const pump = this.pumps.get(taskId);
+    this.pumps.delete(taskId);
+    if (!pump) return;
+    for (const a of pump.asked.values()) a.reject(reason);
+    pump.asked.clear();
+  }
+
+  closeAll(): void {
+    for (const id of [...this.pumps.keys()]) this.end(id, new Error('the gateway is shutting down'));
+  }
+
+  get size(): number {
+    return this.pumps.size;
+  }
+
+  private start(taskId: string, call: (onInput: InputHandler) => Promise<Result>): Pump {
+    this.evict();
+    const pump: Pump = { asked: new Map(), seq: 0, running: true, expires: this.now() + this.ttlMs };
+    this.pumps.set(taskId, pump);
+    const onInput: InputHandler = (requests) =>
+      Promise.all(
+        Object.entries(requests).map(
+          ([upstreamKey, r]) =>
+            new Promise<[string, Result]>((resolve, reject) => {
+              const key = `i${++pump.seq}`;
+              pump.asked.set(key, {
+                method: r.method,
+                ...(r.params ? { params: r.params } : {}),
+                resolve: (answer) => resolve([upstreamKey, answer]),
+                reject,
+              });
+              pump.firstAsk?.();
+              pump.firstAsk = undefined;
+            }),
+        ),
+      ).then((entries) => Object.fromEntries(entries) as InputResponses);
+    call(onInput)
+      .then(
+        (result) => {
+          pump.outcome = { result };
+        },
+        (e: unknown) => {
+          pump.outcome = { error: errorObject(e) };
+        },
+      )
+      .finally(() => {
+        pump.running = false;
+        for (const a of pump.asked.values()) a.reject(new Error('the server stopped waiting'));
+        pump.asked.clear();
+        pump.firstAsk?.();
+        pump.firstAsk = undefined;
+      });
+    return pump;
+  }
+
+  private evict(): void {
+    const now = this.now();
+    for (const [id, pump] of this.pumps)
+      if (pump.expires < now) this.end(id, new Error('the task waited too long'));
+    while (this.pumps.size >= this.max) {
+      const oldest = this.pumps.keys().next().value;
+      if (oldest === undefined) break;
+      this.end(oldest, new Error('too many tasks waiting for input'));
+    }
+  }
+}
