@@ -40,12 +40,14 @@ const listResult = JSON.stringify(
   modern ? { tools, resultType: 'complete', ttlMs: 0, cacheScope: 'public' } : { tools },
 );
 
+const complete = (r) => (modern ? { ...r, resultType: 'complete' } : r);
+
 function answer(msg) {
   switch (msg.method) {
     case 'initialize':
       return {
         protocolVersion: msg.params?.protocolVersion ?? '2025-06-18',
-        capabilities: { tools: {} },
+        capabilities: { tools: {}, prompts: {}, resources: {} },
         serverInfo: { name: 'fast-upstream', version: '1.0.0' },
       };
     case 'ping':
@@ -55,7 +57,7 @@ function answer(msg) {
       return {
         resultType: 'complete',
         supportedVersions: ['2026-07-28'],
-        capabilities: { tools: {} },
+        capabilities: { tools: {}, prompts: {}, resources: {} },
         ttlMs: 0,
         cacheScope: 'public',
       };
@@ -65,6 +67,19 @@ function answer(msg) {
       const content = [{ type: 'text', text: String(msg.params?.arguments?.message ?? '') }];
       return modern ? { content, resultType: 'complete' } : { content };
     }
+    // One prompt and one resource, for the bench rows that price prompts/get and resources/read.
+    case 'prompts/list':
+      return complete({ prompts: [{ name: 'greet', description: 'Greets.', arguments: [{ name: 'who' }] }] });
+    case 'resources/list':
+      return complete({ resources: [{ uri: 'bench://doc', name: 'doc', mimeType: 'text/plain' }] });
+    case 'resources/templates/list':
+      return complete({ resourceTemplates: [] });
+    case 'prompts/get': {
+      const who = String(msg.params?.arguments?.who ?? 'you');
+      return complete({ messages: [{ role: 'user', content: { type: 'text', text: `hello ${who}` } }] });
+    }
+    case 'resources/read':
+      return complete({ contents: [{ uri: String(msg.params?.uri), mimeType: 'text/plain', text: 'hello' }] });
     default:
       return undefined;
   }

@@ -169,6 +169,14 @@ const callBodyB2 = JSON.stringify({
   method: 'tools/call',
   params: { name: 'fast__echo', arguments: { message: 'hello' } },
 });
+// The rest of the surface on the same B2 path: a prompt and a resource of the legacy upstream.
+const promptBody = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 9,
+  method: 'prompts/get',
+  params: { name: 'fast__greet', arguments: { who: 'bench' } },
+});
+const readBody = JSON.stringify({ jsonrpc: '2.0', id: 10, method: 'resources/read', params: { uri: 'bench://doc' } });
 const listBody = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/list', params: {} });
 // A 2026-07-28 call: no session, its version, capabilities and identity in _meta and headers.
 const modernMeta = {
@@ -213,7 +221,7 @@ async function main() {
   const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
   const jwk = { ...(await exportJWK(publicKey)), kid: 'bench', alg: 'ES256', use: 'sig' };
   writeFileSync(join(tmp, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
-  const token = await new SignJWT({ scope: 'tools:*' })
+  const token = await new SignJWT({ scope: 'tools:* prompts:* resources:*' })
     .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
     .setIssuer('https://bench.issuer')
     .setAudience('manifold-bench')
@@ -236,6 +244,13 @@ async function main() {
   const b2Headers = await openSession(b2.url, { authorization: `Bearer ${token}` });
   const check = await rpc(b2.url, JSON.parse(callBodyB2), b2Headers);
   if (!check.text.includes('hello')) throw new Error(`B2 echo failed: ${check.text.slice(0, 300)}`);
+  for (const [what, body, needle] of [
+    ['prompts/get', promptBody, 'hello bench'],
+    ['resources/read', readBody, '"text":"hello"'],
+  ]) {
+    const r = await rpc(b2.url, JSON.parse(body), b2Headers);
+    if (!r.text.includes(needle)) throw new Error(`B2 ${what} failed: ${r.text.slice(0, 300)}`);
+  }
   const b3 = modernCall('fastm__echo');
   const b4 = modernCall('fast__echo');
   for (const m of [b3, b4]) {
@@ -266,6 +281,9 @@ async function main() {
     // The same gateway process, 2026-07-28 clients: to a modern upstream, and bridged to a legacy one.
     B3: { url: b2.url, headers: b3.headers(token), body: b3.body, pid: b2.child.pid },
     B4: { url: b2.url, headers: b4.headers(token), body: b4.body, pid: b2.child.pid },
+    // The same legacy session as B2: prompts/get and resources/read instead of tools/call.
+    B5: { url: b2.url, headers: b2Headers, body: promptBody, pid: b2.child.pid },
+    B6: { url: b2.url, headers: b2Headers, body: readBody, pid: b2.child.pid },
   };
   results.upstreamEras = Object.fromEntries((eras.upstreams ?? []).map((u) => [u.name, u.era]));
 
@@ -369,6 +387,15 @@ async function main() {
         B4: results.cpuPerCallUs.B4 / results.cpuPerCallUs.B2,
       },
       pass: Math.max(results.cpuPerCallUs.B3, results.cpuPerCallUs.B4) <= 1.1 * results.cpuPerCallUs.B2,
+    },
+    surfaceCost: {
+      // "About what a tools/call does": the same 10% allowance as modernCost.
+      rule: 'prompts/get (B5) and resources/read (B6) gateway CPU <= 1.1 x tools/call (B2)',
+      ratios: {
+        B5: results.cpuPerCallUs.B5 / results.cpuPerCallUs.B2,
+        B6: results.cpuPerCallUs.B6 / results.cpuPerCallUs.B2,
+      },
+      pass: Math.max(results.cpuPerCallUs.B5, results.cpuPerCallUs.B6) <= 1.1 * results.cpuPerCallUs.B2,
     },
     addedLatency: {
       rule: '(B2 - B0) <= 2 x (B1 - B0) and < 1000 us (p50, c=1)',
@@ -631,7 +658,7 @@ function directStdioColdMs() {
 
 function markdown(r) {
   const f = (n) => (typeof n === 'number' ? (Number.isInteger(n) ? String(n) : n.toFixed(2)) : String(n));
-  const rows = ['B0', 'B1', 'B2', 'B3', 'B4'].map(
+  const rows = ['B0', 'B1', 'B2', 'B3', 'B4', 'B5', 'B6'].map(
     (k) =>
       `| ${k} | ${f(r.latencyC1[k].p50Us)} | ${f(r.latencyC1[k].p99Us)} | ${f(Math.round(r.throughputC16[k].rps))} | ${f(r.cpuPerCallUs[k])} |`,
   );
@@ -640,7 +667,7 @@ function markdown(r) {
 
 ${r.date}${r.smoke ? ' (smoke run: durations too short to judge)' : ''}. Machine: ${r.machine.cpus} cores (${r.machine.model}), Node ${r.machine.node}. ${r.phaseSeconds} s per phase; latency and throughput in alternating rounds (B0, B1, B2, B0, …), ${r.phaseSeconds} s per path in all.
 
-B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on, a 2025-11-25 client and upstream. B3: the same gateway, a 2026-07-28 client to a 2026-07-28 upstream. B4: a 2026-07-28 client bridged to the 2025-11-25 upstream.
+B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on, a 2025-11-25 client and upstream. B3: the same gateway, a 2026-07-28 client to a 2026-07-28 upstream. B4: a 2026-07-28 client bridged to the 2025-11-25 upstream. B5 and B6: B2's session and upstream, prompts/get and resources/read instead of tools/call.
 
 | Path | p50 c=1 (µs) | p99 c=1 (µs) | rps c=16 | proxy CPU per call (µs) |
 | --- | --- | --- | --- | --- |
@@ -649,6 +676,7 @@ ${rows.join('\n')}
 | Target | Measured | Pass |
 | --- | --- | --- |
 | Modern tools/call CPU (B3, B4) ≤ 1.1 × legacy (B2) | B3 ${(t.modernCost.ratios.B3 * 100).toFixed(0)}%, B4 ${(t.modernCost.ratios.B4 * 100).toFixed(0)}% of B2 | ${t.modernCost.pass ? 'yes' : 'no'} |
+| prompts/get, resources/read CPU (B5, B6) ≤ 1.1 × tools/call (B2) | B5 ${(t.surfaceCost.ratios.B5 * 100).toFixed(0)}%, B6 ${(t.surfaceCost.ratios.B6 * 100).toFixed(0)}% of B2 | ${t.surfaceCost.pass ? 'yes' : 'no'} |
 | Added latency: (B2−B0) ≤ 2×(B1−B0), < 1 ms | B1 +${f(r.addedLatencyUs.B1)} µs, B2 +${f(r.addedLatencyUs.B2)} µs | ${t.addedLatency.pass ? 'yes' : 'no'} |
 | Throughput c=16: B2 ≥ 50% of B1 | ${(t.throughput.ratio * 100).toFixed(0)}% | ${t.throughput.pass ? 'yes' : 'no'} |
 | Cached tools/list, ${r.toolsList.tools} tools / 10 upstreams: p50 ≤ 2 ms | ${f(r.toolsList.p50Us)} µs | ${t.toolsList.pass ? 'yes' : 'no'} |

@@ -16,7 +16,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     });
     expect(r.status, r.stderr.slice(-3000)).toBe(0);
     const json = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'));
-    for (const k of ['B0', 'B1', 'B2', 'B3', 'B4']) {
+    for (const k of ['B0', 'B1', 'B2', 'B3', 'B4', 'B5', 'B6']) {
       expect(json.latencyC1[k].p50Us).toBeGreaterThan(0);
       expect(json.latencyC1[k].errors).toBe(0);
       expect(json.throughputC16[k].requests).toBeGreaterThan(0);
@@ -42,10 +42,11 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       'coldStart',
       'memory',
       'modernCost',
+      'surfaceCost',
       'throughput',
       'toolsList',
     ]);
-    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('| B2 |');
+    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('| B6 |');
   } finally {
     rmSync(out, { recursive: true, force: true });
   }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern, DRIFT, REFERENCE } from '../helpers/clients.js';
-import { EVERYTHING, eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { EVERYTHING, eventually, MEMORY, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { modernListen } from '../helpers/modern.js';
 
 /**
@@ -18,17 +18,22 @@ const ISS = 'https://issuer.surface';
 const AUD = 'manifold-surface';
 const BIDI = '\u202e';
 
-async function listAll(h: AnyHandle, method: 'prompts' | 'resources' | 'templates'): Promise<Obj[]> {
+async function listAll(
+  h: AnyHandle,
+  method: 'tools' | 'prompts' | 'resources' | 'templates',
+): Promise<Obj[]> {
   const out: Obj[] = [];
   let cursor: string | undefined;
   do {
     const c = h.client as unknown as Record<string, (p?: Obj) => Promise<Obj>>;
     const fn =
-      method === 'prompts'
-        ? 'listPrompts'
-        : method === 'resources'
-          ? 'listResources'
-          : 'listResourceTemplates';
+      method === 'tools'
+        ? 'listTools'
+        : method === 'prompts'
+          ? 'listPrompts'
+          : method === 'resources'
+            ? 'listResources'
+            : 'listResourceTemplates';
     const page = await c[fn]!.call(h.client, cursor ? { cursor } : {});
     const field = method === 'templates' ? 'resourceTemplates' : method;
     out.push(...(page[field] as Obj[]));
@@ -54,6 +59,7 @@ describe('the MCP surface beyond tools, in both eras', () => {
   let dir: string;
   let surfaceFile: string;
   let toolsFile: string;
+  let memoryFile: string;
   let token: (scope: string) => Promise<string>;
   const clients: AnyHandle[] = [];
   const writeSurface = (o: Obj) => writeFileSync(surfaceFile, JSON.stringify(o));
@@ -85,6 +91,7 @@ describe('the MCP surface beyond tools, in both eras', () => {
     dir = mkdtempSync(join(tmpdir(), 'mf-surface-'));
     surfaceFile = join(dir, 'surface.json');
     toolsFile = join(dir, 'tools.json');
+    memoryFile = join(dir, 'memory.jsonl');
     writeFileSync(toolsFile, '[]');
     writeSurface(baseSurface);
     const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
@@ -117,6 +124,8 @@ describe('the MCP surface beyond tools, in both eras', () => {
           resources: { deny: ['file:///hidden/*'] },
           maxResultBytes: 1024,
         },
+        // Tools only: it declares neither prompts nor resources.
+        mem: { command: process.execPath, args: [MEMORY], env: { MEMORY_FILE_PATH: memoryFile } },
       },
       gateway: { pageSize: 4, auth: { issuer: ISS, audience: AUD, publicKey: spki } },
     });
@@ -147,6 +156,22 @@ describe('the MCP surface beyond tools, in both eras', () => {
       const review = prompts.find((p) => p.name === 'd__review')!;
       expect(review.description).toBe('Review the code carefully');
       expect(review.arguments).toEqual([{ name: 'lang', required: true }]);
+    },
+  );
+
+  each(
+    'a tools-only server (server-memory) adds tools and nothing else; the other lists are whole',
+    async (h) => {
+      const tools = (await listAll(h, 'tools')).map((t) => t.name as string);
+      expect(tools).toEqual(expect.arrayContaining(['mem__create_entities', 'mem__read_graph']));
+      const prompts = (await listAll(h, 'prompts')).map((p) => p.name as string);
+      const resources = (await listAll(h, 'resources')).map((r) => r.uri as string);
+      expect(prompts.some((n) => n.startsWith('mem__'))).toBe(false);
+      expect(prompts).toContain('ev__simple-prompt');
+      expect(resources).toContain('demo://resource/static/document/features.md');
+      await expect(call(h, 'getPrompt', { name: 'mem__anything' })).rejects.toThrow(
+        /Unknown prompt|not found|Invalid/i,
+      );
     },
   );
 
