@@ -111,16 +111,21 @@ export class SurfaceViews {
     const listed = view.surface.resourceByUri.get(uri);
     if (listed && view.uris.has(uri))
       return { server: listed.server, uri: listed.original, resource: listed };
+    // Unlisted URIs: the server's own allow/deny still applies to the URI it would be asked for.
+    const filters = view.surface.resourceFilters;
+    const allowed = (server: string, original: string) => filters.get(server)?.(original) ?? false;
     for (const t of view.templates) {
       if (!t.matches(uri)) continue;
       const original = t.rewrittenFor ? unrewriteUri(uri, t.rewrittenFor) : uri;
-      if (original !== undefined) return { server: t.server, uri: original, template: t };
+      if (original !== undefined && allowed(t.server, original))
+        return { server: t.server, uri: original, template: t };
     }
     const granted =
       principal.grants === '*' && !principal.cap ? () => true : grantsMatcher(principal, 'resources');
     for (const [label, server] of view.surface.labels) {
       const original = unrewriteUri(uri, label);
-      if (original !== undefined && granted(`${label}__${original}`)) return { server, uri: original };
+      if (original !== undefined && allowed(server, original) && granted(`${label}__${original}`))
+        return { server, uri: original };
     }
     throw unknownResource(uri);
   }

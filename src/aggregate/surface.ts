@@ -62,6 +62,11 @@ export interface Surface {
   templates: readonly TemplateEntry[];
   /** Label (prefix, or name when unprefixed) -> server, for URIs in a rewritten namespace. */
   labels: ReadonlyMap<string, string>;
+  /**
+   * Server -> its configured resources allow/deny, for URIs reached without a listing (through a
+   * template or a rewritten namespace): a filter applies to every URI a read can name.
+   */
+  resourceFilters: ReadonlyMap<string, (uri: string) => boolean>;
   /** Digests of what clients would see, per list: equal means unchanged. */
   digests: { prompts: string; resources: string };
   diagnostics: readonly Diagnostic[];
@@ -74,6 +79,7 @@ export const emptySurface: Surface = {
   resourceByUri: new Map(),
   templates: [],
   labels: new Map(),
+  resourceFilters: new Map(),
   digests: { prompts: digestOf('[]'), resources: digestOf('[][]') },
   diagnostics: [],
 };
@@ -97,6 +103,7 @@ export function buildSurface(
 ): Surface {
   const diagnostics: Diagnostic[] = [];
   const labels = new Map<string, string>();
+  const resourceFilters = new Map<string, (uri: string) => boolean>();
 
   // Prompts: names exactly as tools get them, in their own namespace.
   const requests: NameRequest[] = [];
@@ -148,6 +155,7 @@ export function buildSurface(
   for (const { server, resources, templates, quarantinedTemplates = [] } of inputs) {
     const label = labelOf(server);
     const visible = toolFilter(server.resources);
+    resourceFilters.set(server.name, visible);
     for (const raw of [...resources].filter((r) => visible(r.uri)).sort(byKey((r) => r.uri))) {
       const bounded = boundResource(raw, options);
       if (isFinding(bounded)) {
@@ -213,6 +221,7 @@ export function buildSurface(
     resourceByUri: new Map(resourceEntries.map((e) => [e.uri, e])),
     templates: templateEntries,
     labels,
+    resourceFilters,
     digests: {
       prompts: digestOf(JSON.stringify(promptEntries.map((e) => e.prompt))),
       resources: digestOf(

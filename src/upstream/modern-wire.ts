@@ -16,8 +16,10 @@ import { META } from '../protocol/versions.js';
 import type { Wire } from './http-wire.js';
 
 /**
- * The gateway declares no client capability upstream yet: sampling, elicitation and roots are not
- * relayed, so an upstream that needs one answers MissingRequiredClientCapability, which is relayed.
+ * The client capabilities the gateway declares upstream when a request carries none of its own:
+ * none. A request relayed for a client declares what that client and the server's clientFeatures
+ * both allow (the session sets them); an upstream that needs more answers
+ * MissingRequiredClientCapability, which is relayed.
  */
 export const GATEWAY_CLIENT_CAPABILITIES: Record<string, unknown> = Object.freeze({});
 

@@ -84,6 +84,7 @@ describe('the MCP surface beyond tools, in both eras', () => {
     contents: {
       'file:///big.txt': 'x'.repeat(5000),
       'demo://resource/static/document/features.md': 'drift features',
+      'file:///hidden/x': 'HIDDEN CONTENT',
     },
   };
 
@@ -232,7 +233,8 @@ describe('the MCP surface beyond tools, in both eras', () => {
 
   each('an unknown, filtered or invisible URI is "resource not found", the same every way', async (h) => {
     const code = h.era === 'modern' ? -32602 : -32002;
-    for (const uri of ['nope://x', 'file:///hidden/x']) {
+    // The last one names the denied URI in d's rewritten namespace: the filter still applies.
+    for (const uri of ['nope://x', 'file:///hidden/x', 'file://d./hidden/x']) {
       const e = await failure(call(h, 'readResource', { uri }));
       expect(e.code, uri).toBe(code);
       expect(e.message).toContain('Resource not found');
