@@ -79,7 +79,9 @@ function answer(msg) {
       return complete({ messages: [{ role: 'user', content: { type: 'text', text: `hello ${who}` } }] });
     }
     case 'resources/read':
-      return complete({ contents: [{ uri: String(msg.params?.uri), mimeType: 'text/plain', text: 'hello' }] });
+      return complete({
+        contents: [{ uri: String(msg.params?.uri), mimeType: 'text/plain', text: 'hello' }],
+      });
     default:
       return undefined;
   }

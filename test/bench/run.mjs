@@ -176,7 +176,12 @@ const promptBody = JSON.stringify({
   method: 'prompts/get',
   params: { name: 'fast__greet', arguments: { who: 'bench' } },
 });
-const readBody = JSON.stringify({ jsonrpc: '2.0', id: 10, method: 'resources/read', params: { uri: 'bench://doc' } });
+const readBody = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 10,
+  method: 'resources/read',
+  params: { uri: 'bench://doc' },
+});
 const listBody = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/list', params: {} });
 // A 2026-07-28 call: no session, its version, capabilities and identity in _meta and headers.
 const modernMeta = {
