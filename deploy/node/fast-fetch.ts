@@ -9,6 +9,8 @@ import { ManifoldError } from '../../src/errors.js';
 
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 const unlimited = new WeakSet<AbortSignal>();
+/** Bytes of an event stream queued for its reader before the socket is paused. */
+const SSE_HIGH_WATER = 64 * 1024;
 type HeaderRecord = Record<string, string | string[] | undefined>;
 
 /**
@@ -133,17 +135,21 @@ function exchange(
         }
         const type = headers['content-type'];
         if (typeof type === 'string' && type.toLowerCase().includes('text/event-stream')) {
-          const body = new ReadableStream<Uint8Array>({
-            start(s) {
-              stream = s;
+          const body = new ReadableStream<Uint8Array>(
+            {
+              start(s) {
+                stream = s;
+              },
+              pull() {
+                if (c.paused) c.resume();
+              },
+              cancel(reason) {
+                c.abort(reason instanceof Error ? reason : new Error('the reader cancelled the stream'));
+              },
             },
-            pull() {
-              if (c.paused) c.resume();
-            },
-            cancel(reason) {
-              c.abort(reason instanceof Error ? reason : new Error('the reader cancelled the stream'));
-            },
-          });
+            // Counted in bytes, so a reader that keeps up never pauses the socket.
+            new ByteLengthQueuingStrategy({ highWaterMark: SSE_HIGH_WATER }),
+          );
           settled = true;
           resolve(new Response(body, { status, headers: toHeaders(headers) }));
           return;
@@ -157,6 +163,10 @@ function exchange(
       },
       onResponseData(c, chunk) {
         if (stream) {
+          // undici's resume re-runs the parser on an empty buffer, which reports an empty chunk;
+          // queuing it (and pausing for it) would ask for another resume, for ever, without ever
+          // reading the socket again: the freeze of an SSE answer past one socket read (#13).
+          if (chunk.byteLength === 0) return;
           stream.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
           if ((stream.desiredSize ?? 1) <= 0) c.pause();
           return;

@@ -21,6 +21,7 @@ import {
   type MessageExtraInfo,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Cancellation } from '../cancellation.js';
+import { admitMessage } from '../guards/depth.js';
 import type { Logger } from '../log.js';
 import { UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
 import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http-wire.js';
@@ -97,11 +98,11 @@ export function routeMessages(
     else deliver(message, extra);
   };
   const direct = makeDirect(sdk);
-  transport.onmessage = direct
-    ? (message, extra) => {
-        if (!direct.route(message)) sdk(message, extra);
-      }
-    : sdk;
+  transport.onmessage = (given, extra) => {
+    const message = admitMessage(given);
+    if (!message) return;
+    if (!direct?.route(message)) sdk(message, extra);
+  };
   return direct;
 }
 
@@ -330,8 +331,9 @@ export class DirectCaller {
     });
   }
 
-  private receive(m: unknown, via?: string): void {
-    if (!isMessage(m)) {
+  private receive(given: unknown, via?: string): void {
+    const m = isMessage(given) ? admitMessage(given) : undefined;
+    if (!m) {
       this.o.log.debug('upstream.bad_message');
       return;
     }

@@ -4,10 +4,12 @@
  * each over HTTP or one line each over stdio; change notifications arrive on a
  * `subscriptions/listen` request kept open for the life of the session (patterns/subscriptions).
  */
+
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, type JSONRPCMessage, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
+import { admitMessage } from '../guards/depth.js';
 import type { ParamHeader } from '../protocol/headers.js';
 import { META } from '../protocol/versions.js';
 import { backoffDelay } from './backoff.js';
@@ -76,8 +78,9 @@ export class ModernSession implements UpstreamSession {
             .catch(() => {});
         },
       });
-      transport.onmessage = (m) => {
-        if (!this.caller.route(m)) this.onMessage(m);
+      transport.onmessage = (given) => {
+        const m = admitMessage(given);
+        if (m && !this.caller.route(m)) this.onMessage(m);
       };
       transport.onclose = () => events.onClosed();
       transport.onerror = (e) => deps.log.debug('upstream.transport_error', { error: brief(e) });

@@ -39,6 +39,11 @@ beforeAll(async () => {
       res.write('{');
     } else if (path === '/empty') {
       res.writeHead(204).end();
+    } else if (path.startsWith('/one-event/')) {
+      // One event of the given size, written at once: more than one socket read past 64 KiB.
+      const size = Number(path.slice('/one-event/'.length));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`data: ${'z'.repeat(size)}\n\n`);
     } else if (path.startsWith('/sse')) {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('data: first\n\n');
@@ -119,6 +124,35 @@ describe('Node egress fetch (undici dispatcher)', () => {
       await new Promise((r2) => setImmediate(r2));
     }
     expect(bytes).toBe('data: first\n\n'.length + 300 * event.length);
+  });
+
+  // #13 item 1: undici's resume re-ran the parser on an empty buffer, the empty chunk paused the
+  // socket again, and every SSE answer past one socket read (~64 KiB) spun for ever.
+  it('#13.1 SSE answers of every size, from 1 byte to past the per-event cap, end: whole, or refused at the cap', async () => {
+    for (const size of [1, 1000, 65_000, 65_536, 70_000, 100_000, CAP - 8, CAP, CAP + 1, 4 * CAP]) {
+      const r = await f(`${base}/one-event/${size}`);
+      const reader = r.body!.getReader();
+      let bytes = 0;
+      let chunks = 0;
+      let outcome: 'done' | 'refused' | 'spinning' = 'done';
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          bytes += value.byteLength;
+          // A read count far past the bytes' worth of socket reads is the spin, whatever the clock.
+          if (++chunks > 10_000) {
+            outcome = 'spinning';
+            break;
+          }
+        }
+      } catch (e) {
+        expect(e).toMatchObject({ code: 'ERR_UPSTREAM_BODY_TOO_LARGE' });
+        outcome = 'refused';
+      }
+      expect({ size, outcome }).toEqual({ size, outcome: size + 6 > CAP ? 'refused' : 'done' });
+      if (outcome === 'done') expect(bytes).toBe(size + 8);
+    }
   });
 
   it('aborting mid-stream errors the stream with the reason and closes the connection', async () => {

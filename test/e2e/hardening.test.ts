@@ -1,0 +1,151 @@
+import { resolve } from 'node:path';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Fixture, health, startFixture } from '../helpers/fixture.js';
+import {
+  connectClient,
+  ROOT,
+  type Spawned,
+  startEverythingHttp,
+  startTestGateway,
+  type TestGateway,
+} from '../helpers/harness.js';
+import { legacyRequest, legacySession } from '../helpers/legacy.js';
+import { modernRequest } from '../helpers/modern.js';
+
+// Issue #13: attacks that froze, crashed or leaked from the gateway, each named by its item, with
+// real upstreams (server-everything over streamable HTTP, the raw scripted fixture) and clients.
+const SCRIPTED = resolve(ROOT, 'test/fixtures/scripted-http.mjs');
+type Obj = Record<string, unknown>;
+
+const healthz = (gw: TestGateway) => fetch(gw.url.replace('/mcp', '/healthz'));
+
+describe('#13.1 SSE answers past 64 KiB', () => {
+  let everything: Spawned;
+  let big: Fixture;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    // server-everything answers tools/call over SSE; the fixture answers tools/list (200 kB) so.
+    [everything, big] = await Promise.all([
+      startEverythingHttp('streamableHttp'),
+      startFixture(SCRIPTED, { SCRIPTED_LIST_SSE_BYTES: '200000' }),
+    ]);
+    gw = await startTestGateway({
+      mcpServers: {
+        e: { type: 'streamable-http', url: everything.url },
+        big: { url: big.url, maxToolsPerServer: 1000 },
+      },
+      gateway: { allowedHosts: ['127.0.0.1'], maxUpstreamBodyBytes: 1024 * 1024 },
+    });
+  });
+
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all([everything?.stop(), big?.stop()]);
+  });
+
+  it('a 200 kB tools/list answered over SSE at startup is read whole: the server is ready', async () => {
+    const h = await health(gw);
+    expect(h.big?.state).toBe('ready');
+    expect(h.big!.tools).toBeGreaterThan(150);
+  });
+
+  it("echo of 1 B to 900 kB over server-everything's SSE answers, and /healthz answers meanwhile", async () => {
+    const client = await connectClient(gw.url);
+    try {
+      for (const size of [1, 1000, 65_000, 70_000, 100_000, 300_000, 900_000]) {
+        const pending = client.callTool(
+          { name: 'e__echo', arguments: { message: 'm'.repeat(size) } },
+          CallToolResultSchema,
+          { timeout: 20_000 },
+        );
+        expect((await healthz(gw)).status).toBe(200);
+        const res = await pending;
+        const text = (res.content as { type: string; text: string }[])[0]!.text;
+        // The result cap (64 KiB by default) may cut it, with its marker; it always answers.
+        if (size < 60_000) expect(text).toBe(`Echo: ${'m'.repeat(size)}`);
+        else expect(text.startsWith('Echo: mmm')).toBe(true);
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('an SSE event past maxUpstreamBodyBytes fails that call with the cap named, and the gateway serves on', async () => {
+    const client = await connectClient(gw.url);
+    try {
+      const e = await client
+        .callTool(
+          { name: 'big__sized', arguments: { bytes: 2 * 1024 * 1024, sse: true } },
+          CallToolResultSchema,
+          {
+            timeout: 20_000,
+          },
+        )
+        .then(
+          (r) => r,
+          (err: Error) => err,
+        );
+      expect(String((e as Error).message ?? JSON.stringify(e))).toMatch(/maxUpstreamBodyBytes|too large/i);
+      const ok = await client.callTool({ name: 'big__sized', arguments: { bytes: 100, sse: true } });
+      expect(JSON.stringify(ok.content)).toContain('s'.repeat(100));
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('#13.2 no answer an upstream sends crashes the gateway', () => {
+  let fixture: Fixture;
+  let gw: TestGateway;
+  let cases = 0;
+
+  beforeAll(async () => {
+    fixture = await startFixture(SCRIPTED);
+    cases = Number(fixture.events.find((e) => e.event === 'listening')!.chaos);
+    gw = await startTestGateway({
+      mcpServers: { s: { url: fixture.url, clientFeatures: { sampling: true } } },
+      gateway: { allowedHosts: [`127.0.0.1:${fixture.port}`], maxUpstreamBodyBytes: 8 * 1024 * 1024 },
+    });
+  });
+
+  afterAll(async () => {
+    await gw?.stop();
+    await fixture?.stop();
+  });
+
+  /** A JSON-RPC answer to `id`: a result, or an error that is not the gateway's own bug. */
+  function settled(body: Obj, id: unknown, what: string) {
+    expect(body.id, what).toBe(id);
+    expect('result' in body || 'error' in body, what).toBe(true);
+    if ('error' in body) {
+      const err = body.error as { code: number; message: string };
+      expect(typeof err.code, what).toBe('number');
+      expect(err.message, what).not.toMatch(/internal error/i);
+    }
+  }
+
+  it('every kind of result, as JSON and over SSE, with and without progress, legacy and modern clients', async () => {
+    expect(cases).toBeGreaterThan(20);
+    const headers = await legacySession(gw.url, { capabilities: { sampling: {} } });
+    for (let c = 0; c < cases; c++) {
+      for (const sse of [false, true]) {
+        for (const progress of [false, true]) {
+          const what = `case ${c}, ${sse ? 'SSE' : 'JSON'}${progress ? ', progress' : ''}`;
+          const params: Obj = { name: 's__chaos', arguments: { case: c, sse } };
+          if (progress) params._meta = { progressToken: `p${c}` };
+          const legacy = await legacyRequest(gw.url, headers, 'tools/call', params);
+          expect(legacy.status, what).toBeLessThan(500);
+          settled(legacy.body, legacy.body.id, `legacy ${what}`);
+          const modern = await modernRequest(gw.url, 'tools/call', params, { id: `chaos-${c}` });
+          expect(modern.status, what).toBeLessThan(500);
+          settled(modern.body, `chaos-${c}`, `modern ${what}`);
+        }
+      }
+    }
+    expect(gw.logs.filter((l) => l.event === 'request.internal_error')).toEqual([]);
+    expect((await healthz(gw)).status).toBe(200);
+    expect((await health(gw)).s?.state).toBe('ready');
+  });
+});
