@@ -47,7 +47,8 @@ export function nodePlatform(log: Logger, gateway: GatewayConfig): Platform {
       maxUpstreamBodyBytes: gateway.maxUpstreamBodyBytes ?? GATEWAY_DEFAULTS.maxUpstreamBodyBytes,
       log,
     }),
-    connectStdio,
+    connectStdio: (spec, stdioLog) =>
+      connectStdio(spec, stdioLog, gateway.maxUpstreamBodyBytes ?? GATEWAY_DEFAULTS.maxUpstreamBodyBytes),
     runtime: 'node',
     now: () => Date.now(),
     log,

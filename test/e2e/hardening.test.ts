@@ -16,6 +16,7 @@ import { modernRequest } from '../helpers/modern.js';
 // Issue #13: attacks that froze, crashed or leaked from the gateway, each named by its item, with
 // real upstreams (server-everything over streamable HTTP, the raw scripted fixture) and clients.
 const SCRIPTED = resolve(ROOT, 'test/fixtures/scripted-http.mjs');
+const FLOOD = resolve(ROOT, 'test/fixtures/flood-stdio.mjs');
 type Obj = Record<string, unknown>;
 
 const healthz = (gw: TestGateway) => fetch(gw.url.replace('/mcp', '/healthz'));
@@ -147,5 +148,54 @@ describe('#13.2 no answer an upstream sends crashes the gateway', () => {
     expect(gw.logs.filter((l) => l.event === 'request.internal_error')).toEqual([]);
     expect((await healthz(gw)).status).toBe(200);
     expect((await health(gw)).s?.state).toBe('ready');
+  });
+});
+
+describe('#13.3 stdio lines are bounded', () => {
+  let gw: TestGateway;
+  const LIMIT = 1024 * 1024;
+
+  beforeAll(async () => {
+    gw = await startTestGateway({
+      mcpServers: { f: { command: process.execPath, args: [FLOOD] } },
+      gateway: { maxUpstreamBodyBytes: LIMIT, maxResultBytes: 64 * 1024 },
+    });
+  });
+
+  afterAll(async () => {
+    await gw?.stop();
+  });
+
+  it('a line past maxUpstreamBodyBytes fails the call it answers (id first or last), and the server serves on', async () => {
+    const client = await connectClient(gw.url);
+    try {
+      for (const order of ['id-first', 'id-last']) {
+        const e = await client
+          .callTool({ name: 'f__flood', arguments: { bytes: 40 * LIMIT, order } }, CallToolResultSchema, {
+            timeout: 30_000,
+          })
+          .then(
+            () => new Error('answered'),
+            (err: Error) => err,
+          );
+        expect(e.message, order).toMatch(/longer than maxUpstreamBodyBytes \(1048576\)/);
+        const ok = await client.callTool({ name: 'f__echo', arguments: { text: `after ${order}` } });
+        expect(JSON.stringify(ok.content)).toContain(`after ${order}`);
+      }
+      // A flood with no id (a notification) is dropped; the answer after it arrives.
+      const after = await client.callTool(
+        { name: 'f__flood', arguments: { bytes: 40 * LIMIT, order: 'notification' } },
+        CallToolResultSchema,
+        { timeout: 30_000 },
+      );
+      expect(JSON.stringify(after.content)).toContain('after the flood');
+      // Below the line bound, a long answer is read and capped like any other.
+      const capped = await client.callTool({ name: 'f__flood', arguments: { bytes: LIMIT / 2 } });
+      expect(JSON.stringify(capped.content)).toContain('[… truncated:');
+    } finally {
+      await client.close();
+    }
+    expect(gw.logs.filter((l) => l.event === 'upstream.line_too_long')).toHaveLength(3);
+    expect((await health(gw)).f?.state).toBe('ready');
   });
 });
