@@ -8,7 +8,7 @@ import {
 } from './aggregate/catalog.js';
 import { CursorSealer } from './aggregate/cursor.js';
 import { buildSurface, emptySurface, type Surface, type SurfaceInput } from './aggregate/surface.js';
-import { grantsMatcher } from './auth/grants.js';
+import { grantsMatcher, mayNameServer } from './auth/grants.js';
 import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
 import { Sealer } from './auth/seal.js';
@@ -19,6 +19,7 @@ import { ManifoldError } from './errors.js';
 import { splitDriftListing, splitNames } from './guards/drift-kinds.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
+import { type Redactor, redactor } from './redact.js';
 import { MemoryStateStore, type StateStore } from './store/state.js';
 import { SurfaceViews } from './surface-views.js';
 import type { BackoffOptions } from './upstream/backoff.js';
@@ -72,6 +73,8 @@ export class Gateway {
   readonly version: string;
   readonly pool: UpstreamPool;
   readonly log: Logger;
+  /** Replaces configured secret values in text a client will see (error messages). */
+  readonly redact: Redactor;
   catalog: Catalog = emptyCatalog;
   /** Prompts, resources and templates: the rest of the merged catalog. */
   surface: Surface = emptySurface;
@@ -118,6 +121,7 @@ export class Gateway {
     this.platform = options.platform;
     this.version = options.version;
     this.log = options.platform.log;
+    this.redact = redactor(options.secrets ?? []);
     this.pool = new UpstreamPool(options.config, {
       platform: options.platform,
       log: options.platform.log,
@@ -388,7 +392,7 @@ export class Gateway {
     // instance serving the same catalog accepts them (any instance serves any modern request).
     const offset = cursor === undefined ? 0 : await sealer.open(cursor, catalog.digest, principal.viewKey);
     const visible = this.visibleEntries(principal);
-    if (visible.length === 0 && offset === 0) this.assertSomeUpstreamUp();
+    if (visible.length === 0 && offset === 0) this.assertSomeUpstreamUp(principal);
     const pageSize = this.config.gateway.pageSize;
     const page = visible.slice(offset, offset + pageSize);
     const out: ToolPage = { tools: page.map((e) => e.tool) };
@@ -450,9 +454,15 @@ export class Gateway {
     return json;
   }
 
-  /** F2: when every upstream failed, say which and why instead of answering an empty list. */
-  private assertSomeUpstreamUp(): void {
-    const enabled = this.pool.upstreams.filter((u) => u.state !== 'disabled');
+  /**
+   * F2: when every upstream the caller may name failed, say which and why instead of answering an
+   * empty list. Only servers its grants could reach are named (#13.4), each with a reason that
+   * carries no upstream text (publicReason); a caller that may name none gets the empty list.
+   */
+  private assertSomeUpstreamUp(principal: Principal): void {
+    const enabled = this.pool.upstreams.filter(
+      (u) => u.state !== 'disabled' && mayNameServer(principal, u.config.prefix),
+    );
     if (enabled.length === 0 || enabled.some((u) => u.state === 'ready')) return;
     const upstreams = enabled.map((u) => ({ name: u.name, state: u.state, error: u.lastError ?? u.state }));
     throw new ManifoldError(

@@ -1,3 +1,4 @@
+import { redactor } from './redact.js';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type LogFields = Record<string, unknown>;
 
@@ -29,7 +30,7 @@ export interface JsonLoggerOptions {
 export function createJsonLogger(options: JsonLoggerOptions, base: LogFields = {}): Logger {
   const min = rank[options.level];
   const now = options.now ?? Date.now;
-  const secrets = (options.redact ?? []).filter((s) => s.length >= 4);
+  const redact = redactor(options.redact ?? []);
   // A line is written per relayed call (the audit line), so the fixed parts are made once: the
   // base fields' JSON per logger, and the timestamp's text per millisecond.
   const baseKeys = Object.keys(base);
@@ -56,8 +57,7 @@ export function createJsonLogger(options: JsonLoggerOptions, base: LogFields = {
       const own = fields ? JSON.stringify(fields) : '{}';
       line = `{"time":"${lastTime}","level":"${level}","event":${JSON.stringify(event)}${baseJson}${own.length > 2 ? `,${own.slice(1)}` : '}'}`;
     }
-    for (const s of secrets) if (line.includes(s)) line = line.split(s).join('[redacted]');
-    options.write(line);
+    options.write(redact(line));
   };
   return {
     debug: (e, f) => emit('debug', e, f),

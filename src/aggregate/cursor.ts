@@ -1,3 +1,4 @@
+import { b64url, unb64url } from '../auth/seal.js';
 import { ManifoldError } from '../errors.js';
 
 const enc = new TextEncoder();
@@ -10,19 +11,6 @@ interface CursorBody {
   o: number;
   /** Owner: a cursor is only valid for the principal it was issued to (SECURITY B8). */
   p: string;
-}
-
-function b64url(bytes: Uint8Array): string {
-  let s = '';
-  for (const b of bytes) s += String.fromCharCode(b);
-  return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-}
-
-function unb64url(s: string): Uint8Array {
-  const bin = atob(s.replace(/-/g, '+').replace(/_/g, '/'));
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return out;
 }
 
 const invalid = () => new ManifoldError('ERR_INVALID_PARAMS', 'invalid cursor: list again without a cursor');

@@ -159,3 +159,28 @@ function scopeEntries(scope: unknown): string[] {
 function unauthorized(reason: string): ManifoldError {
   return new ManifoldError('ERR_UNAUTHORIZED', 'invalid token', { data: { reason } });
 }
+
+/**
+ * Whether a principal's grants could reach anything on the server with this name prefix: some
+ * pattern of any kind (and of the tenant cap, when there is one) whose literal start is
+ * compatible with `<prefix>__`. An unprefixed server (`prefix: false`) has no such mark, so only a
+ * principal that sees everything may name it. Used to keep server names out of errors shown to
+ * callers that cannot use them (#13.4).
+ */
+export function mayNameServer(principal: Principal, prefix: string | false): boolean {
+  if (principal.grants === '*' && !principal.cap) return true;
+  if (prefix === false) return false;
+  const label = `${prefix}__`;
+  const reaches = (patterns: readonly string[]) =>
+    patterns.some((raw) => {
+      const p = raw.startsWith(KIND_PREFIXES.prompts)
+        ? raw.slice(KIND_PREFIXES.prompts.length)
+        : raw.startsWith(KIND_PREFIXES.resources)
+          ? raw.slice(KIND_PREFIXES.resources.length)
+          : raw;
+      const literal = p.split(/[*?[]/, 1)[0] ?? '';
+      return literal.startsWith(label) || label.startsWith(literal);
+    });
+  const grants = principal.grants === '*' ? ['*'] : principal.grants;
+  return reaches(grants) && (!principal.cap || reaches(principal.cap));
+}

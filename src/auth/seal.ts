@@ -7,13 +7,14 @@
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-function b64url(bytes: Uint8Array): string {
+/** RFC 4648 §5 base64url without padding. */
+export function b64url(bytes: Uint8Array): string {
   let s = '';
   for (const b of bytes) s += String.fromCharCode(b);
   return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
-function unb64url(s: string): Uint8Array {
+export function unb64url(s: string): Uint8Array {
   const bin = atob(s.replace(/-/g, '+').replace(/_/g, '/'));
   const out = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);

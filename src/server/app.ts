@@ -84,7 +84,7 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
       headers['www-authenticate'] =
         `Bearer resource_metadata="${metadataUrl(c)}"${presented ? ', error="invalid_token"' : ''}`;
     }
-    return new Response(errorMessage(null, e.code, e.message, e.data), {
+    return new Response(gateway.redact(errorMessage(null, e.code, e.message, e.data)), {
       status,
       headers,
     });

@@ -74,7 +74,8 @@ export function failBody(
   if (err.data.manifold === 'ERR_INTERNAL') {
     edge.gateway.log.error('request.internal_error', { error: describeError(e) });
   }
-  return { status: err.status, body: errorMessage(id, err.code, err.message, err.data) };
+  // Error text can carry an upstream's words, which may echo a configured secret (#13.4).
+  return { status: err.status, body: edge.gateway.redact(errorMessage(id, err.code, err.message, err.data)) };
 }
 
 /** An error as the whole HTTP answer: its own status (4xx for transport-level problems). */

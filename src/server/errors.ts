@@ -41,6 +41,8 @@ const table: Record<ErrorCode, Mapping> = {
   ERR_UPSTREAM_TIMEOUT: { status: 200, rpc: RpcCode.RequestTimeout },
   ERR_UPSTREAM_ERROR: { status: 200, rpc: RpcCode.InternalError },
   ERR_OUTCOME_UNKNOWN: { status: 200, rpc: -32011 },
+  // An upstream refused the gateway's credentials (401/403) before running the request.
+  ERR_UPSTREAM_AUTH: { status: 200, rpc: -32015 },
   ERR_CANCELLED: { status: 200, rpc: RpcCode.Cancelled },
   ERR_LISTING: { status: 200, rpc: RpcCode.InternalError },
   ERR_ALL_UPSTREAMS_FAILED: { status: 200, rpc: -32012 },

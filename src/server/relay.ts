@@ -149,17 +149,28 @@ function boundCompletion(r: Result): Result {
   return { ...r, completion: out };
 }
 
-async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Response> {
+/**
+ * The audit line and the tenant's rate limit for one relayed request (prompts, resources,
+ * completion, tasks): returns the function that writes the audit line when it ends; a request
+ * over the limit is audited as denied and refused here.
+ */
+export function admitRequest(
+  edge: Edge,
+  ex: Exchange,
+  method: string,
+  target: string,
+  server: string,
+): (verdict: string, bytesOut: number) => void {
   const { gateway } = edge;
-  const { principal, request } = ex;
+  const { principal } = ex;
   const started = gateway.platform.now();
   const audit = (verdict: string, bytesOut: number) =>
     gateway.log.info('audit.request', {
-      method: request.method,
+      method,
       tenant: principal.tenant,
       subject: principal.subject,
-      target: target.subject.slice(0, 256),
-      server: target.server,
+      target: target.slice(0, 256),
+      server,
       verdict,
       durationMs: gateway.platform.now() - started,
       bytesIn: ex.bytesIn,
@@ -171,11 +182,16 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Response
     throw new ManifoldError(
       'ERR_RATE_LIMITED',
       `rate limit for tenant exceeded: retry after ${limit.retryAfterSeconds} s`,
-      {
-        data: { retryAfterSeconds: limit.retryAfterSeconds },
-      },
+      { data: { retryAfterSeconds: limit.retryAfterSeconds } },
     );
   }
+  return audit;
+}
+
+async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Response> {
+  const { gateway } = edge;
+  const { request } = ex;
+  const audit = admitRequest(edge, ex, request.method, target.subject, target.server);
   const upstream = await gateway.owner(target.server);
   const { progressToken } = isObject(request.params?._meta) ? (request.params._meta as Result) : {};
   return runThrough(edge, ex, {

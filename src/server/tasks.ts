@@ -23,11 +23,12 @@ import { checkInputRequests, relayedCapabilities } from '../guards/client-featur
 import { clipText, stripUnsafe } from '../guards/text.js';
 import { META, TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses } from '../upstream/session.js';
-import { readTask, type TaskState, TERMINAL } from '../upstream/tasks-wire.js';
+import { readTask, type TaskState } from '../upstream/tasks-wire.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import { rawResultMessage, resultMessage } from './jsonrpc.js';
+import { admitRequest } from './relay.js';
 import { runThrough, withTasks } from './through.js';
 
 type Result = Record<string, unknown>;
@@ -150,8 +151,7 @@ export async function taskCreated(
 
 /** tasks/get, tasks/update, tasks/cancel (both eras) and tasks/result (2025 clients). */
 export async function taskMethod(edge: Edge, ex: Exchange): Promise<Response> {
-  const { gateway } = edge;
-  const { request, principal } = ex;
+  const { request } = ex;
   const method = request.method;
   if (ex.era === 'modern' && (method === 'tasks/result' || method === 'tasks/list')) {
     throw new ManifoldError(
@@ -172,31 +172,8 @@ export async function taskMethod(edge: Edge, ex: Exchange): Promise<Response> {
     );
   }
   if (ex.era === 'modern' && !declaresTasks(ex)) throw missingExtension();
-  const started = gateway.platform.now();
   const { ref, entry, upstream, taskId } = await openTask(edge, ex);
-  const audit = (verdict: string, bytesOut: number) =>
-    gateway.log.info('audit.request', {
-      method,
-      tenant: principal.tenant,
-      subject: principal.subject,
-      target: entry.name,
-      server: entry.server,
-      verdict,
-      durationMs: gateway.platform.now() - started,
-      bytesIn: ex.bytesIn,
-      bytesOut,
-    });
-  const limit = gateway.takeCall(principal.tenant);
-  if (!limit.ok) {
-    audit('denied', 0);
-    throw new ManifoldError(
-      'ERR_RATE_LIMITED',
-      `rate limit for tenant exceeded: retry after ${limit.retryAfterSeconds} s`,
-      {
-        data: { retryAfterSeconds: limit.retryAfterSeconds },
-      },
-    );
-  }
+  const audit = admitRequest(edge, ex, method, entry.name, entry.server);
   if (method === 'tasks/result') return taskResult(edge, ex, entry, upstream, ref, taskId, audit);
   try {
     const body = await (method === 'tasks/get'

@@ -14,7 +14,6 @@ import { stripUnsafe } from '../guards/text.js';
 import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
-import { Answer } from './answer.js';
 import type { Edge } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';

@@ -25,6 +25,15 @@ export function mapCallError(
 ): ManifoldError {
   if (e instanceof ManifoldError) return e;
   if (cancelled) return new ManifoldError('ERR_CANCELLED', 'the request was cancelled');
+  const refused = authRefusal(e);
+  if (refused !== undefined) {
+    // The server turned the request away at its door: it never ran, so saying so is safe.
+    return new ManifoldError(
+      'ERR_UPSTREAM_AUTH',
+      `server ${server} refused the ${method} with HTTP ${refused} before it ran: the gateway's credentials for it were not accepted. It was not retried.`,
+      { cause: e, data: { status: refused } },
+    );
+  }
   if (e instanceof UpstreamRpcError) {
     // The request needs a client capability the gateway did not declare upstream (2026-07-28:
     // basic/index). Relayed as the same error, so a modern client gets -32021 with HTTP 400.
@@ -106,15 +115,109 @@ export function brief(e: unknown): string {
 
 // Failures of a direct call (direct-call.ts), mapped above like the SDK's own.
 
-/** A non-2xx answer to the POST. Its text stays in the error (for logs), never in a result. */
+/**
+ * A non-2xx answer to the POST. Its text stays in the error (for logs), never in a result; the
+ * body of a 401 or 403 is not kept at all: servers that refuse often echo the credentials.
+ */
 export class UpstreamHttpError extends Error {
   constructor(
     readonly status: number,
     text: string,
   ) {
-    super(`HTTP ${status} from the upstream${text ? `: ${text.slice(0, 200)}` : ''}`);
+    const kept = AUTH_STATUSES.has(status) ? '' : text;
+    super(`HTTP ${status} from the upstream${kept ? `: ${kept.slice(0, 200)}` : ''}`);
     this.name = 'UpstreamHttpError';
   }
+}
+
+const AUTH_STATUSES = new Set([401, 403]);
+
+/**
+ * The HTTP status an upstream refused with, from our own error or the SDK's transports (whose
+ * StreamableHTTPError and SseError carry it as `code`), looking through causes.
+ */
+export function httpStatusOf(e: unknown, depth = 0): number | undefined {
+  if (depth > 4 || typeof e !== 'object' || e === null) return undefined;
+  if (e instanceof UpstreamHttpError) return e.status;
+  const { name, code, message } = e as { name?: unknown; code?: unknown; message?: unknown };
+  const fromSdk =
+    typeof code === 'number' &&
+    code >= 400 &&
+    code < 600 &&
+    typeof message === 'string' &&
+    /^(Streamable HTTP|SSE) error:/.test(message);
+  if (fromSdk || (name === 'SseError' && typeof code === 'number' && code >= 400)) return code as number;
+  return httpStatusOf((e as { cause?: unknown }).cause, depth + 1);
+}
+
+/** Whether the upstream refused the gateway's credentials (401 or 403). */
+export function authRefusal(e: unknown): number | undefined {
+  const status = httpStatusOf(e);
+  return status !== undefined && AUTH_STATUSES.has(status) ? status : undefined;
+}
+
+const OWN_WORDS = new Set<string>([
+  'ERR_EGRESS_DENIED',
+  'ERR_UPSTREAM_TIMEOUT',
+  'ERR_UPSTREAM_BODY_TOO_LARGE',
+  'ERR_UPSTREAM_UNAVAILABLE',
+  'ERR_LISTING',
+]);
+
+const ERRNO: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host lookup failed',
+  ETIMEDOUT: 'connection timed out',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  EPIPE: 'connection closed',
+  UND_ERR_SOCKET: 'connection closed',
+  UND_ERR_CONNECT_TIMEOUT: 'connection timed out',
+};
+
+function errnoOf(e: unknown, depth = 0): string | undefined {
+  if (depth > 4 || typeof e !== 'object' || e === null) return undefined;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === 'string' && ERRNO[code]) return ERRNO[code];
+  for (const inner of [
+    (e as { cause?: unknown }).cause,
+    ...(((e as { errors?: unknown[] }).errors ?? []) as unknown[]),
+  ]) {
+    const found = errnoOf(inner, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/**
+ * Why an upstream is unavailable, in words safe for anyone who may see the server: no upstream
+ * body, no address, no command line, no configured value (#13.4). /healthz and client errors
+ * show this; the logs keep the detail (`brief`), redacted, except for a 401/403 body.
+ */
+export function publicReason(e: unknown): string {
+  const status = httpStatusOf(e);
+  if (status !== undefined) {
+    return AUTH_STATUSES.has(status)
+      ? `refused with HTTP ${status}: the gateway's credentials for it were not accepted`
+      : `HTTP ${status} from the server`;
+  }
+  // The gateway's own words for these carry no upstream text, address or command.
+  if (e instanceof ManifoldError && OWN_WORDS.has(e.code)) return sanitizeUpstreamText(e.publicMessage, 200);
+  const errno = errnoOf(e);
+  if (errno) return errno;
+  const message = e instanceof Error ? e.message : String(e);
+  const spawn = /^could not start .*: ([A-Z][A-Z0-9_]{1,20})$/.exec(message);
+  if (spawn) return `the command could not be started (${spawn[1]})`;
+  if (e instanceof UpstreamProtocolError) return 'protocol error';
+  if (/timed? ?out/i.test(message)) return 'timed out';
+  return 'connection failed';
+}
+
+/** What a log line may say about an upstream failure: the detail, but never a 401/403 body. */
+export function logReason(e: unknown): string {
+  return authRefusal(e) !== undefined ? publicReason(e) : brief(e);
 }
 
 /**

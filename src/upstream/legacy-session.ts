@@ -24,7 +24,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { isManifoldError } from '../errors.js';
 import { offeredCapabilities } from '../guards/client-features.js';
-import { brief, UpstreamProtocolError } from './call-errors.js';
+import { logReason, UpstreamProtocolError } from './call-errors.js';
 import { DirectCaller, routeMessages } from './direct-call.js';
 import { legacyWire } from './http-wire.js';
 import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
@@ -146,7 +146,7 @@ export class LegacySession implements UpstreamSession {
       );
     client.onclose = () => events.onClosed();
     client.onerror = (e) => {
-      deps.log.debug('upstream.transport_error', { error: brief(e) });
+      deps.log.debug('upstream.transport_error', { error: logReason(e) });
       // HTTP and SSE transports report a dead stream here and never close; find out for sure.
       events.onSuspect(e);
     };

@@ -13,7 +13,7 @@ import { admitMessage } from '../guards/depth.js';
 import type { ParamHeader } from '../protocol/headers.js';
 import { META } from '../protocol/versions.js';
 import { backoffDelay } from './backoff.js';
-import { brief, UpstreamProtocolError } from './call-errors.js';
+import { brief, logReason, UpstreamProtocolError } from './call-errors.js';
 import { DirectCaller } from './direct-call.js';
 import { postMessage } from './http-wire.js';
 import { headerPlans, modernStamp, modernWire } from './modern-wire.js';
@@ -83,7 +83,7 @@ export class ModernSession implements UpstreamSession {
         if (m && !this.caller.route(m)) this.onMessage(m);
       };
       transport.onclose = () => events.onClosed();
-      transport.onerror = (e) => deps.log.debug('upstream.transport_error', { error: brief(e) });
+      transport.onerror = (e) => deps.log.debug('upstream.transport_error', { error: logReason(e) });
     } else {
       // Over HTTP, closing a request's stream is its cancellation (patterns/cancellation).
       this.caller = new DirectCaller({

@@ -8,7 +8,7 @@ import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 import { type BackoffOptions, backoffDelay, defaultBackoff } from './backoff.js';
-import { brief, mapCallError } from './call-errors.js';
+import { brief, logReason, mapCallError, publicReason } from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import { openSession } from './probe.js';
 import type { ListKind, SessionCallOptions, UpstreamSession } from './session.js';
@@ -262,12 +262,13 @@ export class Upstream {
     this.dropSession();
     this.listing = emptyListing();
     this.verified = undefined;
-    this.lastError = brief(e);
+    this.lastError = publicReason(e);
+    const detail = logReason(e);
     const rule = e instanceof ManifoldError ? (e.data?.rule as string | undefined) : undefined;
     if (rule === 'unsupported-transport') {
       this.state = 'unsupported';
       this.rule = rule;
-      this.log.warn('upstream.unsupported', { rule, error: this.lastError });
+      this.log.warn('upstream.unsupported', { rule, error: detail });
       this.onChange();
       return;
     }
@@ -278,7 +279,7 @@ export class Upstream {
     const delay = backoffDelay(this.consecutiveFailures, this.deps.backoff ?? defaultBackoff);
     this.log.warn('upstream.unavailable', {
       ...(rule ? { rule } : {}),
-      error: this.lastError,
+      error: detail,
       failures: this.consecutiveFailures,
       retryInMs: delay,
       state: this.state,
@@ -326,8 +327,8 @@ export class Upstream {
           this.onChange();
         } catch (e) {
           // Keep the last complete listing: never load half of one.
-          this.lastError = brief(e);
-          this.log.warn('upstream.relist_failed', { error: this.lastError });
+          this.lastError = publicReason(e);
+          this.log.warn('upstream.relist_failed', { error: logReason(e) });
         }
       }
     })().finally(() => {

@@ -1,9 +1,12 @@
 import { resolve } from 'node:path';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Fixture, health, startFixture } from '../helpers/fixture.js';
 import {
   connectClient,
+  eventually,
+  freePort,
   ROOT,
   type Spawned,
   startEverythingHttp,
@@ -197,5 +200,159 @@ describe('#13.3 stdio lines are bounded', () => {
     }
     expect(gw.logs.filter((l) => l.event === 'upstream.line_too_long')).toHaveLength(3);
     expect((await health(gw)).f?.state).toBe('ready');
+  });
+});
+
+describe('#13.4 client-facing error text names only what the caller may see, and carries no upstream body', () => {
+  const SECRET = 'sk-live-1234567890-do-not-echo';
+  const ISS = 'https://issuer.hardening';
+  const AUD = 'manifold-hardening';
+  const QUOTED = 'pa"ss\\word-5678';
+  let refusing: Fixture;
+  let callRefusing: Fixture;
+  let plain: Fixture;
+  let gw: TestGateway;
+  let closedPort = 0;
+  let mint: (claims: Obj) => Promise<string>;
+  let admin = '';
+
+  beforeAll(async () => {
+    [refusing, callRefusing, plain] = await Promise.all([
+      startFixture(SCRIPTED, { SCRIPTED_AUTH_STATUS: '401' }),
+      startFixture(SCRIPTED, { SCRIPTED_AUTH_STATUS: '403', SCRIPTED_AUTH_ONLY: 'tools/call' }),
+      startFixture(SCRIPTED),
+    ]);
+    closedPort = await freePort();
+    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+    mint = (claims) =>
+      new SignJWT(claims)
+        .setProtectedHeader({ alg: 'ES256' })
+        .setIssuer(ISS)
+        .setAudience(AUD)
+        .setIssuedAt()
+        .setExpirationTime('10m')
+        .sign(privateKey);
+    gw = await startTestGateway(
+      {
+        mcpServers: {
+          alpha: { url: refusing.url, headers: { 'x-api-key': '${ALPHA_KEY}' } },
+          bravo: { command: '/opt/secret-dir/bin/missing-server', args: [] },
+          charlie: { url: `http://127.0.0.1:${closedPort}/mcp` },
+          delta: { url: callRefusing.url, headers: { 'x-api-key': '${ALPHA_KEY}' } },
+          echo: { url: plain.url, headers: { 'x-api-key': '${ALPHA_KEY}', 'x-other': '${QUOTED_KEY}' } },
+        },
+        gateway: {
+          allowedHosts: ['127.0.0.1'],
+          auth: { issuer: ISS, audience: AUD, publicKey: await exportSPKI(publicKey) },
+        },
+      },
+      { env: { ALPHA_KEY: SECRET, QUOTED_KEY: QUOTED }, waitReady: true },
+    );
+    admin = await mint({ sub: 'ops', scope: 'manifold:admin tools:*' });
+    await eventually(
+      async () =>
+        (await adminHealth()).includes('"name":"delta","transport":"streamable-http","state":"ready"'),
+      'delta ready',
+    );
+  });
+
+  const adminHealth = async () =>
+    (
+      await fetch(gw.url.replace('/mcp', '/healthz'), { headers: { authorization: `Bearer ${admin}` } })
+    ).text();
+
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all([refusing?.stop(), callRefusing?.stop(), plain?.stop()]);
+  });
+
+  const LEAKS = [SECRET, 'echoed', 'denied', '10.1.2.3', '/opt/secret-dir', `127.0.0.1:${closedPort}`];
+  const leaks = (text: string) => LEAKS.filter((l) => text.includes(l));
+
+  /** tools/list as a legacy and a modern client with this token: the raw error bodies. */
+  async function listErrors(token: string): Promise<string[]> {
+    const auth = { authorization: `Bearer ${token}` };
+    const headers = await legacySession(gw.url, { headers: auth });
+    const legacy = await legacyRequest(gw.url, headers, 'tools/list');
+    const modern = await modernRequest(gw.url, 'tools/list', {}, { headers: auth });
+    return [legacy.raw, modern.raw];
+  }
+
+  it('all servers the caller may see are down: it learns only their names and a reason without upstream text', async () => {
+    // delta is up, but the tenant below may see only alpha, bravo and charlie.
+    const some = await mint({ sub: 'u1', scope: 'tools:alpha__* tools:bravo__* tools:charlie__*' });
+    for (const raw of await listErrors(some)) {
+      expect(raw).toContain('no upstream server is available');
+      expect(raw).toMatch(/alpha[^;]*HTTP 401/);
+      expect(raw).toContain('bravo');
+      expect(raw).toContain('charlie');
+      expect(raw).not.toContain('delta');
+      expect(leaks(raw)).toEqual([]);
+    }
+  });
+
+  it('a tenant with no grants learns no server names at all', async () => {
+    const none = await mint({ sub: 'u2' });
+    // With delta up, a grantless tenant simply sees an empty catalog; take delta out of sight too.
+    for (const raw of await listErrors(none)) {
+      for (const name of ['alpha', 'bravo', 'charlie', 'delta']) expect(raw).not.toContain(name);
+      expect(leaks(raw)).toEqual([]);
+    }
+  });
+
+  it('/healthz, even for an admin, and the logs carry no upstream body and no secret', async () => {
+    const admin = await mint({ sub: 'ops', scope: 'manifold:admin tools:*' });
+    const h = await (
+      await fetch(gw.url.replace('/mcp', '/healthz'), { headers: { authorization: `Bearer ${admin}` } })
+    ).text();
+    expect(h).toMatch(/HTTP 401/);
+    expect(leaks(h).filter((l) => l !== `127.0.0.1:${closedPort}` && l !== '/opt/secret-dir')).toEqual([]);
+    const logs = JSON.stringify(gw.logs);
+    expect(logs).not.toContain(SECRET);
+    expect(logs).not.toContain('echoed');
+  });
+
+  it('a 401 is not retried in a tight loop', async () => {
+    const before = refusing.events.filter((e) => e.event === 'refused').length;
+    await new Promise((r) => setTimeout(r, 3000));
+    const during = refusing.events.filter((e) => e.event === 'refused').length - before;
+    // The test backoff is 200 ms growing to 1 s: a handful of attempts, never hundreds.
+    expect(during).toBeLessThan(12);
+  });
+
+  it('#13.4/#13.13 an upstream error that echoes a configured secret is redacted, in both JSON forms', async () => {
+    const token = await mint({ sub: 'u4', scope: 'tools:echo__*' });
+    for (const header of ['x-api-key', 'x-other']) {
+      const modern = await modernRequest(
+        gw.url,
+        'tools/call',
+        { name: 'echo__fail_rpc', arguments: { echoHeader: header } },
+        { headers: { authorization: `Bearer ${token}` } },
+      );
+      expect(modern.raw).toContain('boom [redacted]');
+      expect(modern.raw).not.toContain(SECRET);
+      expect(modern.raw).not.toContain(JSON.stringify(QUOTED).slice(1, -1));
+      expect(modern.raw).not.toContain('5678');
+    }
+    gw.gateway.log.warn('test.secret_probe', { value: QUOTED, nested: JSON.stringify({ v: QUOTED }) });
+    const line = JSON.stringify(gw.logs.filter((l) => l.event === 'test.secret_probe'));
+    expect(line).toContain('[redacted]');
+    expect(line).not.toContain('5678');
+  });
+
+  it('a tools/call answered 403 is an auth error naming the server and status: refused before it ran', async () => {
+    const token = await mint({ sub: 'u3', scope: 'tools:delta__*' });
+    const modern = await modernRequest(
+      gw.url,
+      'tools/call',
+      { name: 'delta__echo', arguments: { tag: 'x' } },
+      { headers: { authorization: `Bearer ${token}` } },
+    );
+    const message = String(modern.body.error?.message ?? JSON.stringify(modern.body));
+    expect(message).toMatch(/delta/);
+    expect(message).toMatch(/HTTP 403/);
+    expect(message).toMatch(/before it ran/);
+    expect(message).not.toMatch(/outcome is unknown/);
+    expect(leaks(message)).toEqual([]);
   });
 });
