@@ -73,6 +73,8 @@ export class Gateway {
   readonly version: string;
   readonly pool: UpstreamPool;
   readonly log: Logger;
+  /** Every configured server's name prefix: no unprefixed server may publish into one. */
+  private readonly reservedPrefixes: ReadonlySet<string>;
   /** Replaces configured secret values in text a client will see (error messages). */
   readonly redact: Redactor;
   catalog: Catalog = emptyCatalog;
@@ -122,6 +124,7 @@ export class Gateway {
     this.version = options.version;
     this.log = options.platform.log;
     this.redact = redactor(options.secrets ?? []);
+    this.reservedPrefixes = new Set(options.config.servers.flatMap((s) => (s.prefix ? [s.prefix] : [])));
     this.pool = new UpstreamPool(options.config, {
       platform: options.platform,
       log: options.platform.log,
@@ -297,6 +300,7 @@ export class Gateway {
     const next = buildCatalog(inputs, this.catalog.version + 1, {
       maxDescriptionBytes: g.maxDescriptionBytes,
       maxSchemaBytes: g.maxSchemaBytes,
+      reserved: this.reservedPrefixes,
     });
     if (next.signature !== this.catalog.signature) {
       for (const d of next.diagnostics) {
@@ -307,7 +311,10 @@ export class Gateway {
       this.visibleCache.clear();
       changed.add('tools');
     }
-    const surface = buildSurface(surfaceInputs, { maxDescriptionBytes: g.maxDescriptionBytes });
+    const surface = buildSurface(surfaceInputs, {
+      maxDescriptionBytes: g.maxDescriptionBytes,
+      reserved: this.reservedPrefixes,
+    });
     if (surface.digests.prompts !== this.surface.digests.prompts) changed.add('prompts');
     if (surface.digests.resources !== this.surface.digests.resources) changed.add('resources');
     if (changed.has('prompts') || changed.has('resources')) {

@@ -26,6 +26,53 @@ process.once('exit', () => {
   for (const child of live) killGroup(child, 'SIGKILL');
 });
 
+/**
+ * Children must not outlive the gateway even when it cannot clean up (kill -9, OOM kill): the
+ * exit hook above never runs then. A small shell reaper, in its own process group and deaf to
+ * signals, holds the read end of a pipe; the gateway writes each child's process group id to it
+ * (and `-id` when the child is gone). When the gateway dies, however it dies, the kernel closes
+ * the pipe, the reaper reads EOF and SIGKILLs every group still listed, grandchildren included
+ * (#13.15). POSIX only; on Windows there is no process group to kill.
+ */
+const REAPER = [
+  "trap '' INT TERM HUP",
+  'groups=" "',
+  'while read -r id; do',
+  '  case "$id" in',
+  '    -*) groups=$(printf %s "$groups" | sed "s/ ${id#-} / /") ;;',
+  '    *[!0-9]*|"") ;;',
+  '    *) groups="$groups$id " ;;',
+  '  esac',
+  'done',
+  'for id in $groups; do kill -KILL "-$id" 2>/dev/null; done',
+].join('\n');
+
+let reaper: ChildProcess | undefined | null;
+
+function reaperInput(): NodeJS.WritableStream | undefined {
+  if (reaper === null || process.platform === 'win32') return undefined;
+  if (!reaper || reaper.exitCode !== null) {
+    try {
+      reaper = spawn('/bin/sh', ['-c', REAPER], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+      reaper.on('error', () => {
+        reaper = null;
+      });
+      reaper.stdin?.on('error', () => {});
+      reaper.unref();
+      // The pipe must not keep the event loop alive either.
+      (reaper.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+    } catch {
+      reaper = null;
+      return undefined;
+    }
+  }
+  return reaper.stdin ?? undefined;
+}
+
+function tellReaper(line: string): void {
+  reaperInput()?.write(`${line}\n`);
+}
+
 /** Children still running; used by shutdown and by tests. */
 export function liveChildren(): number {
   return live.size;
@@ -68,6 +115,8 @@ export class ChildStdioTransport implements Transport {
       let started = false;
       child.once('spawn', () => {
         started = true;
+        // detached: the child leads its own process group, whose id is its pid.
+        if (child.pid !== undefined) tellReaper(String(child.pid));
         this.log.info('upstream.spawned', { pid: child.pid });
         resolve();
       });
@@ -80,6 +129,7 @@ export class ChildStdioTransport implements Transport {
       });
       child.once('close', (code, signal) => {
         live.delete(child);
+        if (child.pid !== undefined) tellReaper(`-${child.pid}`);
         if (started && !this.closed) this.log.warn('upstream.exited', { code, signal });
         this.finish();
       });

@@ -5,7 +5,13 @@ import { quarantinedTool } from '../guards/drift.js';
 import { toolFilter } from '../guards/filters.js';
 import { toolBounds } from '../guards/tool-bounds.js';
 import { describeToolDefinition } from './describe-tool.js';
-import { assignNames, candidateName, type NameCollision, type NameRequest } from './names.js';
+import {
+  assignNames,
+  candidateName,
+  type NameCollision,
+  type NameRequest,
+  squattedNamespace,
+} from './names.js';
 
 /**
  * One tool as the gateway exposes it. `tool` is what tools/list shows (possibly a disclosure
@@ -45,6 +51,8 @@ export interface CatalogInput {
 export interface CatalogOptions {
   maxDescriptionBytes: number;
   maxSchemaBytes: number;
+  /** Every configured server's prefix: namespaces an unprefixed server may not publish into. */
+  reserved?: ReadonlySet<string>;
 }
 
 /**
@@ -93,8 +101,21 @@ export function buildCatalog(
   const requests: NameRequest[] = [];
   const pending: { server: ServerConfig; tool: Tool; quarantined: boolean }[] = [];
   const removed = new Map<string, string>();
+  const reserved =
+    options.reserved ?? new Set(inputs.flatMap((i) => (i.server.prefix ? [i.server.prefix] : [])));
   for (const { server, tools: listed, quarantined = [], removed: gone = [] } of inputs) {
-    const visible = toolFilter(server.tools);
+    const filtered = toolFilter(server.tools);
+    const visible = (name: string) => filtered(name) && !squattedNamespace(server.prefix, name, reserved);
+    for (const tool of listed) {
+      const squat = filtered(tool.name) ? squattedNamespace(server.prefix, tool.name, reserved) : undefined;
+      if (squat === undefined) continue;
+      diagnostics.push({
+        rule: 'reserved-namespace',
+        server: server.name,
+        tool: tool.name.slice(0, 128),
+        message: `tool withheld: ${squat}__ names belong to ${squat === 'manifold' ? 'the gateway' : `server ${squat}`}`,
+      });
+    }
     const all = [
       ...listed.map((tool) => ({ tool, quarantined: false })),
       ...quarantined.map((tool) => ({ tool, quarantined: true })),

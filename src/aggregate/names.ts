@@ -143,3 +143,21 @@ export function assignNames(requests: readonly NameRequest[]): {
 
   return { names, collisions };
 }
+
+/**
+ * The namespace an unprefixed server's name would squat (#13.11): the part before its first `__`
+ * when that is another configured server's prefix or the gateway's own (`manifold`). A tenant
+ * granted `github__*` must only ever reach server github. Prefixed servers cannot squat: their
+ * names start with their own prefix.
+ */
+export function squattedNamespace(
+  prefix: string | false,
+  name: string,
+  reserved: ReadonlySet<string>,
+): string | undefined {
+  if (prefix !== false) return undefined;
+  const cut = name.indexOf('__');
+  if (cut <= 0) return undefined;
+  const head = name.slice(0, cut);
+  return head === 'manifold' || reserved.has(head) ? head : undefined;
+}

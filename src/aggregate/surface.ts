@@ -11,7 +11,7 @@ import { toolFilter } from '../guards/filters.js';
 import { boundPrompt, boundResource, boundTemplate, isFinding } from '../guards/item-bounds.js';
 import type { Diagnostic } from './catalog.js';
 import { digestOf } from './catalog.js';
-import { assignNames, type NameRequest } from './names.js';
+import { assignNames, type NameRequest, squattedNamespace } from './names.js';
 import { rewriteUri, templateMatcher } from './uris.js';
 
 export interface PromptEntry {
@@ -99,7 +99,7 @@ const byKey =
 
 export function buildSurface(
   inputs: readonly SurfaceInput[],
-  options: { maxDescriptionBytes: number },
+  options: { maxDescriptionBytes: number; reserved?: ReadonlySet<string> },
 ): Surface {
   const diagnostics: Diagnostic[] = [];
   const labels = new Map<string, string>();
@@ -108,9 +108,13 @@ export function buildSurface(
   // Prompts: names exactly as tools get them, in their own namespace.
   const requests: NameRequest[] = [];
   const pending: { server: ServerConfig; prompt: Prompt; quarantined: boolean }[] = [];
+  const reserved =
+    options.reserved ?? new Set(inputs.flatMap((i) => (i.server.prefix ? [i.server.prefix] : [])));
   for (const { server, prompts, quarantinedPrompts = [] } of inputs) {
     labels.set(labelOf(server), server.name);
-    const visible = toolFilter(server.prompts);
+    const filtered = toolFilter(server.prompts);
+    // Prompts share the tools' naming, so an unprefixed server may not squat a namespace (#13.11).
+    const visible = (name: string) => filtered(name) && !squattedNamespace(server.prefix, name, reserved);
     const all = [
       ...prompts.map((prompt) => ({ prompt, quarantined: false })),
       ...quarantinedPrompts.map((prompt) => ({ prompt, quarantined: true })),

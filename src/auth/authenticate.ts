@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { AuthConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { extractBearer, principalFromClaims } from './grants.js';
-import { createVerifier } from './jwt.js';
+import { createVerifier, type JWTPayload } from './jwt.js';
 import type { Authenticator, Principal } from './principal.js';
 
 /** A verified token is re-checked at most this often; a key removed from the JWKS stops working within it. */
@@ -14,13 +14,20 @@ const VERIFIED_TTL_MS = 60_000;
  *
  * @example const authenticate = createAuthenticator(config.gateway.auth, platform.fetch)
  */
-export function createAuthenticator(auth: AuthConfig, fetch: typeof globalThis.fetch): Authenticator {
-  const verify = createVerifier({ auth, fetch });
+export function createAuthenticator(
+  auth: AuthConfig,
+  fetch: typeof globalThis.fetch,
+  /** The verifier; tests pass one that counts. Default: createVerifier over `auth`. */
+  verify: (token: string) => Promise<JWTPayload> = createVerifier({ auth, fetch }),
+): Authenticator {
   // Signature checks dominate a relayed call's cost, and a client sends the same token on every
   // request: remember verified tokens (never refused ones) until they expire, at most a minute.
   const verified = new LRUCache<string, { principal: Principal; until: number }>({ max: 10_000 });
   return async function authenticate(request) {
-    const { token, presented } = extractBearer(request);
+    const { token: given, presented } = extractBearer(request);
+    // A compact JWS has no base64 padding; `abc==` is the same token as `abc` to the decoder, so
+    // it is cached (and rate-keyed) under one string (#13.16).
+    const token = given?.replace(/=+$/, '');
     if (!token) {
       throw new ManifoldError('ERR_UNAUTHORIZED', presented ? 'invalid token' : 'authentication required', {
         data: { presented },

@@ -76,6 +76,8 @@ export function createVerifier(options: VerifierOptions): (token: string) => Pro
   }
 
   const getKey = keySource(auth, options.fetch);
+  const types = new Set((auth.tokenTypes ?? ['JWT', 'at+jwt']).map((t) => t.toLowerCase()));
+  const maxLifetime = auth.maxTokenLifetimeSeconds ?? 86_400;
 
   const verifyOptions = {
     issuer: auth.issuer,
@@ -90,11 +92,21 @@ export function createVerifier(options: VerifierOptions): (token: string) => Pro
   return async function verify(token: string): Promise<JWTPayload> {
     if (typeof token !== 'string' || token.length === 0) throw unauthorized('ERR_JWT_MISSING');
     if (token.length > MAX_TOKEN_LENGTH) throw unauthorized('ERR_JWT_TOO_LARGE');
+    let verified: Awaited<ReturnType<typeof jwtVerify>>;
     try {
-      const { payload } = await jwtVerify(token, getKey.resolve, verifyOptions);
-      return payload;
+      verified = await jwtVerify(token, getKey.resolve, verifyOptions);
     } catch (e) {
       throw classify(e);
     }
+    const { payload, protectedHeader } = verified;
+    // RFC 8725 §3.11: a token of another type (an ID token, a logout token) is not an access token.
+    const typ = protectedHeader.typ;
+    if (typ !== undefined && !types.has(typ.toLowerCase())) throw unauthorized('ERR_JWT_TYP');
+    // A token valid for longer than the operator issues is a leaked signing key or a misissued
+    // token; either way it is refused (#13.16).
+    const exp = payload.exp as number;
+    const from = typeof payload.iat === 'number' ? payload.iat : Date.now() / 1000;
+    if (exp - from > maxLifetime) throw unauthorized('ERR_JWT_LIFETIME');
+    return payload;
   };
 }

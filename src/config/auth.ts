@@ -143,6 +143,10 @@ export function readAuth(f: Findings, raw: unknown, base: PathSegment[]): AuthCo
     clockToleranceSeconds: has('clockToleranceSeconds')
       ? value('clockToleranceSeconds')
       : AUTH_DEFAULTS.clockToleranceSeconds,
+    maxTokenLifetimeSeconds: has('maxTokenLifetimeSeconds')
+      ? value('maxTokenLifetimeSeconds')
+      : AUTH_DEFAULTS.maxTokenLifetimeSeconds,
+    tokenTypes: has('tokenTypes') ? value('tokenTypes') : [...AUTH_DEFAULTS.tokenTypes],
     tenantClaim: has('tenantClaim') ? value('tenantClaim') : AUTH_DEFAULTS.tenantClaim,
     tenants,
     authorizationServers: has('authorizationServers')

@@ -18,6 +18,8 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
   hostnames: Object.freeze([]) as unknown as string[],
   maxBodyBytes: 1_048_576,
   maxSessions: 10_000,
+  maxSessionsPerPrincipal: 100,
+  maxSessionsPerTenant: 1000,
   sessionIdleSeconds: 3600,
   callTimeoutMs: 60_000,
   maxCallTimeoutMs: 600_000,
@@ -97,8 +99,12 @@ export const AUTH_DEFAULTS: Readonly<
     | 'authorizationServers'
     | 'jwksCooldownSeconds'
     | 'jwksTimeoutMs'
+    | 'maxTokenLifetimeSeconds'
+    | 'tokenTypes'
   >
 > = Object.freeze({
+  maxTokenLifetimeSeconds: 86_400,
+  tokenTypes: Object.freeze(['JWT', 'at+jwt']) as unknown as string[],
   clockToleranceSeconds: 30,
   tenantClaim: 'sub',
   tenants: Object.freeze({}) as Record<string, never>,

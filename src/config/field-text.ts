@@ -40,6 +40,8 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   'hostnames[]': { expected: 'a host name string', fix: 'write a host name such as "mcp.example.com"' },
   maxBodyBytes: positive('bytes', 1048576),
   maxSessions: positive('sessions', 10000),
+  maxSessionsPerPrincipal: positive('sessions', 100),
+  maxSessionsPerTenant: positive('sessions', 1000),
   sessionIdleSeconds: positive('seconds', 3600),
   callTimeoutMs: positive('milliseconds', 60000),
   maxCallTimeoutMs: positive('milliseconds', 600000),
@@ -135,6 +137,15 @@ const AUTH_TEXT: Record<string, FieldText> = {
     expected: `an integer from 0 to ${MAX_CLOCK_TOLERANCE_SECONDS} (seconds)`,
     fix: `write a whole number of seconds from 0 to ${MAX_CLOCK_TOLERANCE_SECONDS} without quotes, e.g. 30`,
   },
+  maxTokenLifetimeSeconds: {
+    expected: 'a whole number of seconds, 1 or more',
+    fix: 'write the longest token lifetime you issue, e.g. 86400 for a day',
+  },
+  tokenTypes: {
+    expected: 'a non-empty array of JOSE typ values',
+    fix: 'write tokenTypes as an array such as ["JWT", "at+jwt"]',
+  },
+  'tokenTypes[]': { expected: 'a typ string', fix: 'write a typ value such as "at+jwt"' },
   tenantClaim: {
     expected: 'a claim name string',
     fix: 'set tenantClaim to the claim that names the tenant, e.g. "sub" or "tid"',

@@ -79,6 +79,13 @@ export interface AuthConfig {
   algorithms?: string[];
   /** At most 60. Default 30. */
   clockToleranceSeconds: number;
+  /**
+   * A token living longer than this (`exp - iat`, or `exp - now` without `iat`) is refused.
+   * Default 86400 (a day).
+   */
+  maxTokenLifetimeSeconds: number;
+  /** JOSE `typ` values accepted (case-insensitive); a token without `typ` passes. Default JWT, at+jwt. */
+  tokenTypes: string[];
   /** Claim naming the tenant. Default `sub`. */
   tenantClaim: string;
   /** Claim holding an array of grant patterns. Absent: grants come from `scope` entries `tools:<pattern>`. */
@@ -103,6 +110,10 @@ export interface GatewayConfig {
   hostnames: string[];
   maxBodyBytes: number;
   maxSessions: number;
+  /** Sessions one principal (tenant + subject) may hold; its oldest goes past this (#13.7). */
+  maxSessionsPerPrincipal: number;
+  /** Sessions one tenant may hold across its subjects; its oldest goes past this. */
+  maxSessionsPerTenant: number;
   sessionIdleSeconds: number;
   callTimeoutMs: number;
   maxCallTimeoutMs: number;

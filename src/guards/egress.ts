@@ -65,6 +65,7 @@ interface HostEntry {
  * policy.checkUrl(new URL('http://127.0.0.1:8080/mcp')); // { ok: true }: listed, so http is allowed
  * policy.checkUrl(new URL('http://127.0.0.1:9090/mcp')); // { ok: false, reason: ... }
  * policy.checkAddress('api.example.com', '10.0.0.5'); // { ok: true }: the host is listed
+ * policy.checkAddress('api.example.com', '169.254.169.254'); // refused: metadata, unless listed itself
  * egressPolicy({ allowedHosts: [] }).checkAddress('evil.example', '169.254.169.254'); // refused
  */
 export function egressPolicy(options: EgressPolicyOptions): EgressPolicy {
@@ -74,6 +75,13 @@ export function egressPolicy(options: EgressPolicyOptions): EgressPolicy {
   const entries = options.allowedHosts.map(parseEntry);
   const restricted = entries.length > 0;
   const listedHosts = new Set(entries.map((e) => e.host));
+  // Listed IP literals in formatIp's form, to compare with a resolved address.
+  const listedIps = new Set(
+    entries.flatMap((e) => {
+      const ip = parseIp(e.host.replace(/^\[(.*)\]$/, '$1'));
+      return ip ? [formatIp(ip)] : [];
+    }),
+  );
 
   const isListed = (host: string, port: number) =>
     entries.some((e) => e.host === host && (e.port === undefined || e.port === port));
@@ -110,8 +118,18 @@ export function egressPolicy(options: EgressPolicyOptions): EgressPolicy {
       if (!ip) return deny(`${host} resolved to something that is not an IP address`);
       // The port half of a listed entry was already enforced by checkUrl, which runs before
       // every request and hop; a lookup hook does not learn the port.
-      if (listedHosts.has(host.toLowerCase())) return OK;
       const why = nonPublicReason(ip);
+      if (listedHosts.has(host.toLowerCase())) {
+        // A listed name may resolve privately (that is why it is listed), but never to a cloud
+        // metadata endpoint or a link-local address unless that address itself is listed: a
+        // name's DNS can change under the operator (#13.12).
+        if (!why || !/metadata|link-local/.test(why)) return OK;
+        const literal = formatIp(ip);
+        if (listedIps.has(literal)) return OK;
+        return deny(
+          `${host} resolved to ${literal}, a ${why} address; list the address itself in allowedHosts to reach it`,
+        );
+      }
       return why ? deny(`${host} resolved to ${formatIp(ip)}, a ${why} address`) : OK;
     },
   };

@@ -32,21 +32,61 @@ function text(v: unknown, max: number): string | undefined {
   return typeof v === 'string' ? clipText(stripUnsafe(v), max).text : undefined;
 }
 
-/** Small JSON-only extras (`_meta`, `annotations`) pass when they are small; others are dropped. */
-function small(v: unknown): Obj | undefined {
+/**
+ * JSON extras (`_meta`, `annotations`, `execution`) pass when they serialize to at most 2 KiB,
+ * with every string in them (keys too) stripped; larger ones, or anything not an object, are
+ * dropped (#13.10).
+ */
+export function small(v: unknown): Obj | undefined {
   if (!isObject(v)) return undefined;
   try {
-    return utf8Bytes(JSON.stringify(v)) <= MAX_META_BYTES ? v : undefined;
+    if (utf8Bytes(JSON.stringify(v)) > MAX_META_BYTES) return undefined;
   } catch {
     return undefined;
   }
+  return cleanStrings(v) as Obj;
 }
 
-function icons(v: unknown): unknown[] | undefined {
+/** Copy-on-write: every string, key or value, stripped (the caller bounds size and depth). */
+function cleanStrings(v: unknown): unknown {
+  if (typeof v === 'string') return stripUnsafe(v);
+  if (typeof v !== 'object' || v === null) return v;
+  if (Array.isArray(v)) {
+    const next = v.map(cleanStrings);
+    return next.some((x, i) => x !== v[i]) ? next : v;
+  }
+  let copy: Obj | undefined;
+  for (const [k, x] of Object.entries(v)) {
+    const key = stripUnsafe(k);
+    const value = cleanStrings(x);
+    if (key !== k || value !== x) {
+      copy ??= { ...(v as Obj) };
+      if (key !== k) delete copy[k];
+      Object.defineProperty(copy, key, { value, enumerable: true, writable: true, configurable: true });
+    }
+  }
+  return copy ?? v;
+}
+
+/** At most 8 icons, each with only the fields the protocol defines (schema: Icon), bounded. */
+export function icons(v: unknown): unknown[] | undefined {
   if (!Array.isArray(v)) return undefined;
-  const out = v
-    .filter((i) => isObject(i) && typeof i.src === 'string' && i.src.length <= MAX_URI)
-    .slice(0, MAX_ICONS);
+  const out: Obj[] = [];
+  for (const i of v) {
+    if (out.length >= MAX_ICONS) break;
+    if (!isObject(i) || typeof i.src !== 'string' || i.src.length > MAX_URI || !routableUri(i.src)) continue;
+    const icon: Obj = { src: i.src };
+    if (typeof i.mimeType === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(i.mimeType) && i.mimeType.length <= 128)
+      icon.mimeType = i.mimeType;
+    if (Array.isArray(i.sizes)) {
+      const sizes = i.sizes
+        .filter((x) => typeof x === 'string' && /^(?:\d{1,5}x\d{1,5}|any)$/.test(x))
+        .slice(0, 8);
+      if (sizes.length > 0) icon.sizes = sizes;
+    }
+    if (i.theme === 'light' || i.theme === 'dark') icon.theme = i.theme;
+    out.push(icon);
+  }
   return out.length > 0 ? out : undefined;
 }
 

@@ -26,10 +26,13 @@ const CONTROL = '[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]';
  * zero-width characters that hide text from a human reviewer but not from a model. Also
  * U+2061-U+2064 (invisible math operators) and Unicode tag characters (U+E0000-U+E007F, written
  * as surrogate pairs): both are invisible, and tags are a known way to smuggle ASCII instructions
- * to a model. This drops tag-based flag emoji modifiers, a price worth paying.
+ * to a model. This drops tag-based flag emoji modifiers, a price worth paying. Variation selectors
+ * (U+FE00-U+FE0F, and U+E0100-U+E01EF as surrogate pairs) go too: a run of them after one visible
+ * character encodes a whole hidden instruction, byte by byte (#13.9); emoji keep their glyphs,
+ * only the text-or-emoji presentation choice is lost.
  */
 const INVISIBLE =
-  '[\\u202a-\\u202e\\u2066-\\u2069\\u200e\\u200f\\u061c\\u200b-\\u200d\\u2060-\\u2064\\ufeff]|\\udb40[\\udc00-\\udc7f]';
+  '[\\u202a-\\u202e\\u2066-\\u2069\\u200e\\u200f\\u061c\\u200b-\\u200d\\u2060-\\u2064\\ufeff\\ufe00-\\ufe0f]|\\udb40[\\udc00-\\udc7f\\udd00-\\uddef]';
 
 const UNSAFE = new RegExp(`${CSI}|${STRING}|${OTHER_ESC}|${CONTROL}|${INVISIBLE}`, 'g');
 

@@ -1,5 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { paramHeaderPlan } from '../protocol/headers.js';
+import { icons, small } from './item-bounds.js';
 import { clipText, hasUnsafe, stripUnsafe, utf8Bytes } from './text.js';
 
 export interface ToolBoundsOptions {
@@ -107,16 +108,32 @@ export function toolBounds(options: ToolBoundsOptions): (tool: Tool) => BoundedT
       return { tool: null, findings };
     }
 
-    let out: Tool = Object.keys(schemas).length > 0 ? { ...tool, ...schemas } : tool;
+    // Only the fields the protocol defines (schema: Tool), each bounded: an unknown field, or a
+    // `_meta`, `annotations` or `execution` over 2 KiB, is not relayed (#13.10).
+    const out: Record<string, unknown> = { name: tool.name };
     const description = boundText(tool.description, maxDescriptionBytes, 'description', label, findings);
-    if (description !== tool.description) out = { ...out, description };
+    if (description !== undefined) out.description = description;
     const title = boundText(tool.title, MAX_TITLE_BYTES, 'title', label, findings);
-    if (title !== tool.title) out = { ...out, title };
-    const annotated = tool.annotations?.title;
-    const annotationTitle = boundText(annotated, MAX_TITLE_BYTES, 'annotations.title', label, findings);
-    if (annotationTitle !== annotated)
-      out = { ...out, annotations: { ...tool.annotations, title: annotationTitle } };
-    return { tool: out, findings };
+    if (title !== undefined) out.title = title;
+    out.inputSchema = schemas.inputSchema ?? tool.inputSchema;
+    const outputSchema = schemas.outputSchema ?? tool.outputSchema;
+    if (outputSchema !== undefined) out.outputSchema = outputSchema;
+    if (tool.annotations !== undefined) {
+      const annotated = tool.annotations?.title;
+      const annotationTitle = boundText(annotated, MAX_TITLE_BYTES, 'annotations.title', label, findings);
+      const annotations = small(
+        annotationTitle !== annotated ? { ...tool.annotations, title: annotationTitle } : tool.annotations,
+      );
+      if (annotations) out.annotations = annotations;
+    }
+    const extras = tool as Record<string, unknown>;
+    const shown = icons(extras.icons);
+    if (shown) out.icons = shown;
+    for (const key of ['execution', '_meta'] as const) {
+      const v = small(extras[key]);
+      if (v) out[key] = v;
+    }
+    return { tool: unchanged(tool, out) ? tool : (out as Tool), findings };
   };
 }
 
@@ -143,11 +160,12 @@ function boundText<T>(
 }
 
 /**
- * Copy-on-write walk that strips every string-valued `description` or `title`, at any depth.
- * Keys are not interpreted as schema keywords: a property that happens to be named `title` holds
- * a schema object, not a string, so it is walked, not stripped. Depth is counted in JSON levels.
+ * Copy-on-write walk that strips every string in a schema, at any depth: descriptions and titles,
+ * and also enum and const values, defaults, examples and property names, since a client shows
+ * them all and a model reads them all (#13.9). Depth is counted in JSON levels.
  */
 function stripSchemaText(node: unknown, depth: number): unknown {
+  if (typeof node === 'string') return stripUnsafe(node);
   if (node === null || typeof node !== 'object') return node;
   if (depth > MAX_SCHEMA_DEPTH) return TOO_DEEP;
   if (Array.isArray(node)) {
@@ -164,19 +182,30 @@ function stripSchemaText(node: unknown, depth: number): unknown {
   }
   let copy: Record<string, unknown> | undefined;
   for (const [key, value] of Object.entries(node)) {
-    const next =
-      (key === 'description' || key === 'title') && typeof value === 'string'
-        ? stripUnsafe(value)
-        : stripSchemaText(value, depth + 1);
+    const next = stripSchemaText(value, depth + 1);
     if (next === TOO_DEEP) return TOO_DEEP;
-    if (next !== value) {
+    const safeKey = stripUnsafe(key);
+    if (next !== value || safeKey !== key) {
       copy ??= { ...node };
+      if (safeKey !== key) delete copy[key];
       // defineProperty, not assignment: JSON.parse makes `__proto__` an own key, and assigning
       // to it would swap the copy's prototype instead of setting a property.
-      Object.defineProperty(copy, key, { value: next, enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(copy, safeKey, {
+        value: next,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
   }
   return copy ?? node;
+}
+
+/** The same object back when bounding changed nothing, so an untouched tool stays itself. */
+function unchanged(tool: Tool, out: Record<string, unknown>): boolean {
+  const given = tool as Record<string, unknown>;
+  const keys = Object.keys(given).filter((k) => given[k] !== undefined);
+  return keys.length === Object.keys(out).length && keys.every((k) => out[k] === given[k]);
 }
 
 function serializedBytes(value: unknown): number {

@@ -7,7 +7,7 @@ import type { Gateway } from '../gateway.js';
 import { readTextCapped } from '../read-capped.js';
 import type { Edge } from './dispatch.js';
 import { toRpcError } from './errors.js';
-import { originGuard } from './http-guards.js';
+import { hostAllowed, originGuard } from './http-guards.js';
 import { errorMessage } from './jsonrpc.js';
 import { ListenRegistry } from './listen.js';
 import { announceChanged, createMcpHandlers, type DisconnectHook } from './mcp.js';
@@ -45,14 +45,26 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
   const auth = g.auth || undefined;
   const authenticate =
     options.authenticate ?? (auth ? createAuthenticator(auth, gateway.platform.fetch) : noAuth);
-  // RFC 9728 §5.1: a 401 points at the protected-resource metadata of this endpoint.
-  const resource = (c: { req: { url: string } }) => auth?.resource ?? `${new URL(c.req.url).origin}/mcp`;
-  const metadataUrl = (c: { req: { url: string } }) =>
+  // RFC 9728 §5.1: a 401 points at the protected-resource metadata of this endpoint. Its URL is
+  // the configured auth.resource; without one, the request's own origin only when its Host is one
+  // the gateway serves (loopback or gateway.hostnames), never an arbitrary echoed Host (#13.14).
+  const resource = (c: { req: { url: string; header(name: string): string | undefined } }) => {
+    if (auth?.resource) return auth.resource;
+    if (hostAllowed(c.req.header('host'), g.hostnames)) return `${new URL(c.req.url).origin}/mcp`;
+    const host = g.hostnames[0] ?? (g.host.includes(':') ? `[${g.host}]` : g.host);
+    return `http://${host}${g.hostnames[0] ? '' : `:${g.port}`}/mcp`;
+  };
+  const metadataUrl = (c: { req: { url: string; header(name: string): string | undefined } }) =>
     `${new URL(resource(c)).origin}/.well-known/oauth-protected-resource/mcp`;
   // Sessions and listen streams belong to the HTTP edge: nothing below it knows about them.
   const edge: Edge = {
     gateway,
-    sessions: new SessionTable({ max: g.maxSessions, idleSeconds: g.sessionIdleSeconds }),
+    sessions: new SessionTable({
+      max: g.maxSessions,
+      idleSeconds: g.sessionIdleSeconds,
+      perPrincipal: g.maxSessionsPerPrincipal,
+      perTenant: g.maxSessionsPerTenant,
+    }),
     listeners: new ListenRegistry({ perPrincipal: 16, total: g.maxSessions, keepaliveMs: 25_000 }),
     // A list is private whenever what it holds depends on who asks (spec 2026-07-28: caching).
     listCache: { ttlMs: LIST_TTL_MS, cacheScope: auth ? 'private' : 'public' },
@@ -91,23 +103,34 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
   });
   app.notFound(() => new Response(JSON.stringify({ error: 'not found' }), { status: 404 }));
 
+  // /healthz answers only for a Host the gateway serves (or an IP literal, as load balancers
+  // probe): a DNS-rebinding page must not read it (#13.5). Its status code is what a load balancer
+  // reads: 503 while stopping, starting or with no upstream ready, 200 otherwise.
+  app.use(
+    '/healthz',
+    originGuard({
+      allowedOrigins: g.allowedOrigins,
+      hostnames: g.hostnames,
+      checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
+      ipLiterals: true,
+    }),
+  );
   // With auth on, an anonymous caller learns only that the gateway is alive (issue: auth §4).
   app.get('/healthz', async (c) => {
-    if (!auth) return c.json(gateway.health());
+    const health = gateway.health();
+    const code = health.status === 'ok' || health.status === 'degraded' ? 200 : 503;
+    if (!auth) return c.json(health, code);
     const principal = await authenticate(c.req.raw).catch(() => undefined);
-    if (principal?.admin) return c.json(gateway.health());
-    return c.json({ status: gateway.isStopping ? 'stopping' : 'alive' });
+    if (principal?.admin) return c.json(health, code);
+    return c.json({ status: gateway.isStopping ? 'stopping' : code === 200 ? 'alive' : 'unavailable' }, code);
   });
 
   // RFC 9728 protected-resource metadata, at the root and the path-specific form (§3.1).
-  const metadata = (c: { req: { url: string } }) => ({
+  const metadata = (c: { req: { url: string; header(name: string): string | undefined } }) => ({
     resource: resource(c),
     authorization_servers: auth?.authorizationServers ?? [],
-    scopes_supported: [
-      'tools:*',
-      ...gateway.config.servers.flatMap((s) => (s.prefix === false ? [] : [`tools:${s.prefix}__*`])),
-      'manifold:admin',
-    ],
+    // The grammar, not the servers: anonymous callers learn no server names here (#13.14).
+    scopes_supported: ['tools:*', 'prompts:*', 'resources:*', 'manifold:admin'],
     bearer_methods_supported: ['header'],
   });
   app.get('/.well-known/oauth-protected-resource', (c) => (auth ? c.json(metadata(c)) : c.notFound()));

@@ -17,6 +17,11 @@ export interface OriginGuardOptions {
   hostnames: readonly string[];
   /** When true (gateway bound to loopback, or hostnames given), the Host header is checked. */
   checkHost: boolean;
+  /**
+   * Also accept a Host that is an IP literal (for /healthz: load balancers probe by address, and
+   * a DNS-rebinding page can only ever send its own DNS name).
+   */
+  ipLiterals?: boolean;
 }
 
 /**
@@ -37,12 +42,29 @@ export function originGuard(options: OriginGuardOptions): MiddlewareHandler {
       const raw = (c.req.header('host') ?? '').trim().toLowerCase();
       const host = hostnameOf(raw);
       // `hostnames` entries may carry a port (gw.example.com:8443) or not.
-      if (!isLoopbackHost(host) && !hosts.has(host) && !hosts.has(raw)) {
+      const literal = options.ipLiterals === true && isIpLiteral(host);
+      if (!literal && !isLoopbackHost(host) && !hosts.has(host) && !hosts.has(raw)) {
         throw new ManifoldError('ERR_HOST', 'host not allowed');
       }
     }
     await next();
   };
+}
+
+function isIpLiteral(host: string): boolean {
+  return (
+    /^\d{1,3}(?:\.\d{1,3}){3}$/.test(host) ||
+    (host.startsWith('[') && host.endsWith(']')) ||
+    host.includes(':')
+  );
+}
+
+/** Whether a Host header names this gateway (loopback, or a configured host name). */
+export function hostAllowed(header: string | undefined, hostnames: readonly string[]): boolean {
+  const raw = (header ?? '').trim().toLowerCase();
+  const host = hostnameOf(raw);
+  const hosts = hostnames.map((h) => h.toLowerCase());
+  return isLoopbackHost(host) || hosts.includes(host) || hosts.includes(raw);
 }
 
 function originAllowed(origin: string, allowed: ReadonlySet<string>): boolean {

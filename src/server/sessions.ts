@@ -37,18 +37,40 @@ export function inflightKey(id: string | number): string {
 
 /**
  * A bounded session table: the oldest idle session is evicted past `max`, and an evicted or
- * expired session gets 404 (SECURITY E5), after which a client re-initializes.
+ * expired session gets 404 (SECURITY E5), after which a client re-initializes. One principal
+ * holds at most `perPrincipal` and one tenant at most `perTenant`: past those, the newcomer's
+ * own principal's (or tenant's) oldest session goes, so a flood evicts only the flooder's own
+ * (#13.7). With `perTenant` below `max`, one tenant never fills the table for the others.
  */
 export class SessionTable {
   private readonly cache: LRUCache<string, Session>;
+  /** Session ids per owner and per tenant, oldest first (Sets keep insertion order). */
+  private readonly byOwner = new Map<string, Set<string>>();
+  private readonly byTenant = new Map<string, Set<string>>();
+  private readonly perPrincipal: number;
+  private readonly perTenant: number;
 
-  constructor(options: { max: number; idleSeconds: number }) {
+  constructor(options: { max: number; idleSeconds: number; perPrincipal?: number; perTenant?: number }) {
+    this.perPrincipal = options.perPrincipal ?? options.max;
+    this.perTenant = options.perTenant ?? options.max;
     this.cache = new LRUCache<string, Session>({
       max: options.max,
       ttl: options.idleSeconds * 1000,
       updateAgeOnGet: true,
-      dispose: (session) => endSession(session),
+      dispose: (session) => {
+        unindex(this.byOwner, session.owner, session.id);
+        unindex(this.byTenant, session.principal.tenant, session.id);
+        endSession(session);
+      },
     });
+  }
+
+  /** Makes room for one more session of `principal` within its own bounds. */
+  private admit(principal: Principal): void {
+    const own = this.byOwner.get(principal.key);
+    if (own && own.size >= this.perPrincipal) this.cache.delete(own.values().next().value as string);
+    const tenant = this.byTenant.get(principal.tenant);
+    if (tenant && tenant.size >= this.perTenant) this.cache.delete(tenant.values().next().value as string);
   }
 
   create(
@@ -69,7 +91,10 @@ export class SessionTable {
       replays: new Map(),
       inflight: new Map(),
     };
+    this.admit(principal);
     this.cache.set(session.id, session);
+    index(this.byOwner, session.owner, session.id);
+    index(this.byTenant, principal.tenant, session.id);
     return session;
   }
 
@@ -94,6 +119,22 @@ export class SessionTable {
   clear(): void {
     this.cache.clear();
   }
+}
+
+function index(map: Map<string, Set<string>>, key: string, id: string): void {
+  let ids = map.get(key);
+  if (!ids) {
+    ids = new Set();
+    map.set(key, ids);
+  }
+  ids.add(id);
+}
+
+function unindex(map: Map<string, Set<string>>, key: string, id: string): void {
+  const ids = map.get(key);
+  if (!ids) return;
+  ids.delete(id);
+  if (ids.size === 0) map.delete(key);
 }
 
 function endSession(session: Session): void {

@@ -301,10 +301,12 @@ function progressNote(
   return JSON.stringify({
     jsonrpc: '2.0',
     method: 'notifications/progress',
+    // Only the fields the protocol defines, each checked: an upstream's extras never ride along.
     params: {
-      ...p,
-      ...(typeof p.message === 'string' ? { message: stripUnsafe(p.message).slice(0, 1024) } : {}),
       progressToken: token,
+      progress: typeof p.progress === 'number' && Number.isFinite(p.progress) ? p.progress : 0,
+      ...(typeof p.total === 'number' && Number.isFinite(p.total) ? { total: p.total } : {}),
+      ...(typeof p.message === 'string' ? { message: stripUnsafe(p.message).slice(0, 1024) } : {}),
     },
   });
 }

@@ -179,7 +179,8 @@ export class DirectCaller {
     const { cancellation, onprogress } = options;
     let callParams = this.o.stamp ? this.o.stamp(params) : params;
     if (onprogress) {
-      const meta = (callParams._meta as Record<string, unknown> | undefined) ?? {};
+      const given = callParams._meta;
+      const meta = typeof given === 'object' && given !== null && !Array.isArray(given) ? given : {};
       callParams = { ...callParams, _meta: { ...meta, progressToken: id } };
     }
     const message = { jsonrpc: '2.0' as const, id, method, params: callParams };

@@ -351,7 +351,8 @@ export class ModernSession implements UpstreamSession {
 /** The per-request `_meta` the gateway adds for one relayed request: its log level, its client capabilities. */
 function withRequestMeta(params: Result, options: SessionCallOptions): Result {
   if (options.logLevel === undefined && options.clientCapabilities === undefined) return params;
-  const meta = (params._meta as Result | undefined) ?? {};
+  const given = params._meta;
+  const meta = typeof given === 'object' && given !== null && !Array.isArray(given) ? (given as Result) : {};
   return {
     ...params,
     _meta: {

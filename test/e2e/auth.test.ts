@@ -143,7 +143,8 @@ describe('per-tenant JWT grants, end to end', () => {
       expect(m.resource).toBe(gw.url);
       expect(m.authorization_servers).toEqual([ISS]);
       expect(m.bearer_methods_supported).toEqual(['header']);
-      expect(m.scopes_supported).toContain('tools:memory__*');
+      // The grammar only: anonymous callers learn no server names (#13.14).
+      expect(m.scopes_supported).toEqual(['tools:*', 'prompts:*', 'resources:*', 'manifold:admin']);
     }
   });
 

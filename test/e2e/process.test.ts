@@ -17,6 +17,7 @@ import {
 
 // The built CLI as a user runs it: a real process, signals, exit codes, its children in /proc.
 const CLI = resolve(ROOT, 'dist/deploy/node/cli.js');
+const STUBBORN = resolve(ROOT, 'test/fixtures/stubborn-stdio.mjs');
 
 interface Proc {
   child: ChildProcess;
@@ -113,13 +114,22 @@ function cmdline(pid: number): string {
   }
 }
 
+/** The gateway's children, without its reaper (the `sh` that kills them if it dies, #13.15). */
 function childrenOf(pid: number): number[] {
   const out: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    if (procStat(Number(entry))?.ppid === pid) out.push(Number(entry));
+    if (procStat(Number(entry))?.ppid === pid && !isReaper(Number(entry))) out.push(Number(entry));
   }
   return out;
+}
+
+function isReaper(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes("trap '' INT TERM HUP");
+  } catch {
+    return false;
+  }
 }
 
 function descendantsOf(pid: number): number[] {
@@ -282,6 +292,33 @@ describe('F6: manifold serve and SIGTERM', () => {
     } finally {
       await client.close().catch(() => {});
       gw.child.kill('SIGKILL');
+    }
+  });
+});
+
+describe('#13.15 kill -9 of the gateway', () => {
+  it('takes its stdio children and their children along, even ones that ignore EOF and SIGTERM', async () => {
+    const port = await freePort();
+    const pids = join(dir, 'stubborn.pids');
+    const config = writeConfig('stubborn.json', {
+      mcpServers: {
+        stubborn: { command: process.execPath, args: [STUBBORN], env: { STUBBORN_PIDS: pids } },
+      },
+      gateway: { connectTimeoutMs: 1000 },
+    });
+    const gw = run(process.execPath, [CLI, 'serve', '--config', config, '--port', String(port)]);
+    const read = () =>
+      existsSync(pids) ? readFileSync(pids, 'utf8').split('\n').filter(Boolean).map(Number) : [];
+    try {
+      await eventually(() => read().length >= 2, 'the stubborn child and grandchild started', 15_000);
+      const stubborn = read();
+      expect(stubborn.every(isAlive)).toBe(true);
+      gw.child.kill('SIGKILL');
+      await gw.exited;
+      await eventually(() => read().every((p) => !isAlive(p)), 'every stubborn process gone', 10_000);
+    } finally {
+      gw.child.kill('SIGKILL');
+      for (const p of read()) if (isAlive(p)) process.kill(p, 'SIGKILL');
     }
   });
 });

@@ -255,6 +255,25 @@ describe('D3: address classification', () => {
     expect(p.checkAddress('other.internal', '10.0.0.5').ok).toBe(false);
   });
 
+  it('#13.12: a listed name still may not resolve to a metadata or link-local address, unless that address is listed', () => {
+    const p = egressPolicy({ allowedHosts: ['metadata.internal', 'db.internal'] });
+    for (const address of [
+      '169.254.169.254',
+      '169.254.1.1',
+      'fe80::1',
+      'fd00:ec2::254',
+      '100.100.100.200',
+      '::ffff:169.254.169.254',
+    ]) {
+      expect(denied(p.checkAddress('metadata.internal', address)), address).toMatch(/metadata|link-local/);
+    }
+    expect(p.checkAddress('db.internal', '10.0.0.5').ok).toBe(true);
+    const explicit = egressPolicy({ allowedHosts: ['metadata.internal', '169.254.169.254', '[fe80::1]'] });
+    expect(explicit.checkAddress('metadata.internal', '169.254.169.254').ok).toBe(true);
+    expect(explicit.checkAddress('metadata.internal', 'fe80::1').ok).toBe(true);
+    expect(explicit.checkAddress('metadata.internal', '169.254.1.1').ok).toBe(false);
+  });
+
   it('D3: an answer that is not an IP address fails closed', () => {
     expect(denied(open.checkAddress('x.example', 'not-an-ip'))).toMatch(/not an IP/);
     expect(denied(open.checkAddress('x.example', ''))).toMatch(/not an IP/);

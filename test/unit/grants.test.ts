@@ -9,6 +9,8 @@ function authConfig(over: Partial<AuthConfig> = {}): AuthConfig {
     issuer: 'https://issuer.example',
     audience: 'https://gateway.example/mcp',
     clockToleranceSeconds: 30,
+    maxTokenLifetimeSeconds: 86_400,
+    tokenTypes: ['JWT', 'at+jwt'],
     tenantClaim: 'sub',
     tenants: {},
     authorizationServers: [],

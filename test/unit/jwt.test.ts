@@ -14,6 +14,7 @@ import {
   SignJWT,
 } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createAuthenticator } from '../../src/auth/authenticate.js';
 import { createVerifier } from '../../src/auth/jwt.js';
 import type { AuthConfig } from '../../src/config/types.js';
 import { ManifoldError } from '../../src/errors.js';
@@ -26,6 +27,8 @@ function authConfig(over: Partial<AuthConfig> = {}): AuthConfig {
     issuer: ISSUER,
     audience: AUDIENCE,
     clockToleranceSeconds: 30,
+    maxTokenLifetimeSeconds: 86_400,
+    tokenTypes: ['JWT', 'at+jwt'],
     tenantClaim: 'sub',
     tenants: {},
     authorizationServers: [],
@@ -739,4 +742,54 @@ describe('A11: JWKS endpoint failures (real loopback servers)', () => {
 
 afterAll(() => {
   vi.useRealTimers();
+});
+
+describe('#13.16 token type, lifetime and padding', () => {
+  const signed = (header: Record<string, unknown>, payload: JWTPayload) =>
+    new SignJWT(payload).setProtectedHeader({ alg: 'ES256', ...header }).sign(keys.es.privateKey);
+
+  it('a typ outside tokenTypes is refused; JWT, at+jwt (any case) and no typ pass', async () => {
+    const verify = createVerifier({ auth: authConfig({ publicKey: keys.es.pem }), fetch });
+    for (const typ of ['JWT', 'at+jwt', 'AT+JWT', undefined]) {
+      await expect(verify(await signed(typ ? { typ } : {}, claims()))).resolves.toBeTruthy();
+    }
+    for (const typ of ['id_token+jwt', 'logout+jwt', 'secevent+jwt']) {
+      await unauthorized(verify(await signed({ typ }, claims())), 'ERR_JWT_TYP');
+    }
+    const strict = createVerifier({
+      auth: authConfig({ publicKey: keys.es.pem, tokenTypes: ['at+jwt'] }),
+      fetch,
+    });
+    await unauthorized(strict(await signed({ typ: 'JWT' }, claims())), 'ERR_JWT_TYP');
+  });
+
+  it('a token living longer than maxTokenLifetimeSeconds is refused, with or without iat', async () => {
+    const verify = createVerifier({ auth: authConfig({ publicKey: keys.es.pem }), fetch });
+    const year = 365 * 86_400;
+    await unauthorized(verify(await signed({}, claims({ exp: now() + year }))), 'ERR_JWT_LIFETIME');
+    const { iat: _omit, ...noIat } = claims({ exp: now() + year });
+    await unauthorized(verify(await signed({}, noIat)), 'ERR_JWT_LIFETIME');
+    await expect(verify(await signed({}, claims({ exp: now() + 3600 })))).resolves.toBeTruthy();
+    const long = createVerifier({
+      auth: authConfig({ publicKey: keys.es.pem, maxTokenLifetimeSeconds: 2 * year }),
+      fetch,
+    });
+    await expect(long(await signed({}, claims({ exp: now() + year })))).resolves.toBeTruthy();
+  });
+
+  it('a padded signature is the same token: one cache entry, one principal', async () => {
+    let verifications = 0;
+    const verify = createVerifier({ auth: authConfig({ publicKey: keys.es.pem }), fetch });
+    const counting = async (t: string) => {
+      verifications++;
+      return verify(t);
+    };
+    const authenticate = createAuthenticator(authConfig({ publicKey: keys.es.pem }), fetch, counting);
+    const token = await mint(keys.es.privateKey);
+    const req = (t: string) => new Request('http://gw/mcp', { headers: { authorization: `Bearer ${t}` } });
+    const a = await authenticate(req(token));
+    const b = await authenticate(req(`${token}==`));
+    expect(b.key).toBe(a.key);
+    expect(verifications).toBe(1);
+  });
 });

@@ -27,6 +27,19 @@ describe('stripUnsafe', () => {
     expect(stripUnsafe(`${ESC}]0;never ends`)).toBe('0;never ends');
   });
 
+  it('#13.9: removes variation selectors, so a run of them cannot carry a hidden instruction', () => {
+    // Each byte of "rm -rf" as a variation selector after one visible character (the known trick).
+    const hidden = [...'rm -rf'].map((c) => {
+      const b = c.charCodeAt(0);
+      return b < 16 ? String.fromCodePoint(0xfe00 + b) : String.fromCodePoint(0xe0100 + b - 16);
+    });
+    expect(stripUnsafe(`ok${hidden.join('')}.`)).toBe('ok.');
+    expect(stripUnsafe('a\ufe00b\ufe0fc')).toBe('abc');
+    expect(stripUnsafe(`x${String.fromCodePoint(0xe0100)}${String.fromCodePoint(0xe01ef)}y`)).toBe('xy');
+    // Neighbours stay: U+E01F0 is outside the block.
+    expect(stripUnsafe(`x${String.fromCodePoint(0xe01f0)}`)).toBe(`x${String.fromCodePoint(0xe01f0)}`);
+  });
+
   it('C6: removes C0 and C1 controls except newline and tab', () => {
     expect(stripUnsafe('a\tb\nc\r\n')).toBe('a\tb\nc\n');
     expect(stripUnsafe('safe\rEVIL')).toBe('safeEVIL');

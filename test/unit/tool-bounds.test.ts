@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { MAX_SCHEMA_DEPTH, MAX_TITLE_BYTES, toolBounds } from '../../src/guards/tool-bounds.js';
 
 const ESC = '\u001b';
+const BEL = '\u0007';
 const bytes = (s: string) => new TextEncoder().encode(s).length;
 const bound = toolBounds({ maxDescriptionBytes: 200, maxSchemaBytes: 2000 });
 
@@ -93,13 +94,57 @@ describe('toolBounds', () => {
     ]);
   });
 
-  it('leaves strings that are data, not annotations, alone', () => {
+  it('#13.9: strips every string a client is shown in a schema: enum values, defaults, property names', () => {
     const schema = {
       type: 'object' as const,
-      properties: { mode: { type: 'string', enum: [`a${ESC}[0m`], default: '\u202e' } },
+      properties: {
+        mode: {
+          type: 'string',
+          enum: [`a${ESC}[0m`, `${ESC}]8;;http://evil${BEL}link${ESC}]8;;${BEL}`],
+          default: 'x\u202e',
+        },
+        [`name\u2066`]: { type: 'string', examples: ['e\ufe0f\udb40\udd10'] },
+      },
     };
-    const t = frozen(tool({ inputSchema: schema }));
-    expect(bound(t).tool?.inputSchema).toBe(schema);
+    const { tool: out, findings } = bound(frozen(tool({ inputSchema: schema })));
+    expect(out?.inputSchema).toEqual({
+      type: 'object',
+      properties: {
+        mode: { type: 'string', enum: ['a', 'link'], default: 'x' },
+        name: { type: 'string', examples: ['e'] },
+      },
+    });
+    expect(findings).toContainEqual({ rule: 'unsafe-text-stripped', tool: 'search', field: 'inputSchema' });
+  });
+
+  it('#13.10: only the fields of a Tool are relayed; _meta, annotations and execution over 2 KiB are dropped; icons bounded', () => {
+    const icon = {
+      src: 'https://example.com/i.png',
+      mimeType: 'image/png',
+      sizes: ['48x48'],
+      extra: 'x'.repeat(10),
+    };
+    const big = { blob: 'm'.repeat(5 * 1024 * 1024) };
+    const given = {
+      ...tool({}),
+      _meta: big,
+      annotations: { readOnlyHint: true, title: `T${ESC}[2J` },
+      execution: { taskSupport: 'optional' },
+      icons: Array.from({ length: 20 }, () => icon),
+      unknownField: 'y'.repeat(100_000),
+    } as Record<string, unknown>;
+    const out = bound(frozen(given as never)).tool as unknown as Record<string, unknown>;
+    expect(out._meta).toBeUndefined();
+    expect(out.unknownField).toBeUndefined();
+    expect(out.annotations).toEqual({ readOnlyHint: true, title: 'T' });
+    expect(out.execution).toEqual({ taskSupport: 'optional' });
+    expect(out.icons).toHaveLength(8);
+    expect((out.icons as unknown[])[0]).toEqual({ src: icon.src, mimeType: 'image/png', sizes: ['48x48'] });
+    expect(JSON.stringify(out).length).toBeLessThan(4096);
+    // A small _meta passes, its strings stripped.
+    const small = bound(frozen({ ...tool({}), _meta: { note: `hi${ESC}[31m` } } as never))
+      .tool as unknown as Record<string, unknown>;
+    expect(small._meta).toEqual({ note: 'hi' });
   });
 
   it('C6: reports a name with unsafe characters but does not change it', () => {

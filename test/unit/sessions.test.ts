@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import type { Principal } from '../../src/auth/principal.js';
+import { SessionTable } from '../../src/server/sessions.js';
+
+const principal = (tenant: string, subject: string): Principal => ({
+  tenant,
+  subject,
+  grants: ['*'],
+  key: `${tenant}/${subject}`,
+  viewKey: `${tenant}/${subject}`,
+});
+
+describe('#13.7 sessions are bounded per principal and per tenant', () => {
+  it("a flood of sessions by one principal evicts only that principal's own, oldest first", () => {
+    const table = new SessionTable({ max: 1000, idleSeconds: 3600, perPrincipal: 10, perTenant: 50 });
+    const alice = principal('acme', 'alice');
+    const bob = principal('globex', 'bob');
+    const bobs = Array.from({ length: 5 }, () => table.create(bob, '2025-11-25', 0));
+    const floods = Array.from({ length: 10_001 }, () => table.create(alice, '2025-11-25', 0));
+    for (const s of bobs) expect(table.get(s.id, bob.key)).toBe(s);
+    expect(table.size).toBe(15);
+    // Alice keeps her newest ten; the first ones are gone.
+    expect(table.get(floods[0]!.id, alice.key)).toBeUndefined();
+    expect(table.get(floods.at(-1)!.id, alice.key)).toBe(floods.at(-1));
+  });
+
+  it("many subjects of one tenant evict only that tenant's sessions", () => {
+    const table = new SessionTable({ max: 1000, idleSeconds: 3600, perPrincipal: 10, perTenant: 50 });
+    const other = principal('globex', 'bob');
+    const kept = table.create(other, '2025-11-25', 0);
+    for (let i = 0; i < 5000; i++) table.create(principal('acme', `s${i}`), '2025-11-25', 0);
+    expect(table.get(kept.id, other.key)).toBe(kept);
+    expect(table.size).toBe(51);
+  });
+
+  it('an ended session leaves the indexes: a principal that deletes its sessions may open new ones', () => {
+    const table = new SessionTable({ max: 1000, idleSeconds: 3600, perPrincipal: 2, perTenant: 50 });
+    const a = principal('acme', 'a');
+    const first = table.create(a, '2025-11-25', 0);
+    const second = table.create(a, '2025-11-25', 0);
+    table.delete(first.id);
+    const third = table.create(a, '2025-11-25', 0);
+    expect(table.get(second.id, a.key)).toBe(second);
+    expect(table.get(third.id, a.key)).toBe(third);
+  });
+});
