@@ -23,6 +23,7 @@ import { type Redactor, redactor } from './redact.js';
 import { MemoryStateStore, type StateStore } from './store/state.js';
 import { SurfaceViews } from './surface-views.js';
 import type { BackoffOptions } from './upstream/backoff.js';
+import { IsolatedInstances } from './upstream/isolated.js';
 import { UpstreamPool } from './upstream/pool.js';
 import type { Upstream, UpstreamStatus } from './upstream/upstream.js';
 
@@ -73,6 +74,8 @@ export class Gateway {
   readonly version: string;
   readonly pool: UpstreamPool;
   readonly log: Logger;
+  /** Per-tenant and per-subject instances of servers with `isolation`. */
+  readonly isolated: IsolatedInstances;
   /** Every configured server's name prefix: no unprefixed server may publish into one. */
   private readonly reservedPrefixes: ReadonlySet<string>;
   /** Replaces configured secret values in text a client will see (error messages). */
@@ -125,6 +128,13 @@ export class Gateway {
     this.log = options.platform.log;
     this.redact = redactor(options.secrets ?? []);
     this.reservedPrefixes = new Set(options.config.servers.flatMap((s) => (s.prefix ? [s.prefix] : [])));
+    this.isolated = new IsolatedInstances({
+      platform: options.platform,
+      gateway: options.config.gateway,
+      log: options.platform.log,
+      clientVersion: options.version,
+      ...(options.backoff ? { backoff: options.backoff } : {}),
+    });
     this.pool = new UpstreamPool(options.config, {
       platform: options.platform,
       log: options.platform.log,
@@ -446,6 +456,16 @@ export class Gateway {
   }
 
   /**
+   * The upstream that serves this principal's request to a server: the shared one, or, for a
+   * server with `isolation`, the principal's own instance (per tenant or per subject).
+   */
+  async callee(server: string, principal: Principal): Promise<Upstream> {
+    const owner = await this.owner(server);
+    if (owner.config.isolation === 'shared') return owner;
+    return this.isolated.instance(owner.config, principal);
+  }
+
+  /**
    * The serialized tools/list result for this principal and cursor. Pages are cached per catalog
    * version and per view (grant set), so a repeated listing costs a lookup, not a serialization.
    */
@@ -501,7 +521,12 @@ export class Gateway {
   }
 
   health(): Health {
-    const upstreams = this.pool.status();
+    const upstreams = this.pool.status().map((u) => {
+      const isolation = this.pool.get(u.name)?.config.isolation;
+      return isolation && isolation !== 'shared'
+        ? { ...u, isolation, instances: this.isolated.count(u.name) }
+        : u;
+    });
     const enabled = upstreams.filter((u) => u.state !== 'disabled');
     const ready = enabled.filter((u) => u.state === 'ready').length;
     let status: Health['status'];
@@ -528,7 +553,7 @@ export class Gateway {
       });
     }
     for (const l of this.shutdownListeners) l();
-    await this.pool.close();
+    await Promise.allSettled([this.pool.close(), this.isolated.close()]);
     this.store.close?.();
   }
 }

@@ -292,6 +292,12 @@ const SERVER_TEXT: Record<string, FieldText> = {
   'clientFeatures.elicitation': { expected: 'true or false', fix: 'write true or false without quotes' },
   'clientFeatures.sampling': { expected: 'true or false', fix: 'write true or false without quotes' },
   'clientFeatures.roots': { expected: 'true or false', fix: 'write true or false without quotes' },
+  isolation: {
+    expected: '"shared", "per-tenant" or "per-subject"',
+    fix: 'write "shared" (one connection for everyone, the default), "per-tenant" (one per tenant) or "per-subject" (one per tenant and subject)',
+  },
+  maxInstances: positive('instances', 16),
+  instanceIdleSeconds: positive('seconds', 300),
   protocol: {
     expected: '"auto", "2026-07-28" or "2025-11-25"',
     fix: 'write "auto" (the default: probe with server/discover, then fall back to initialize), "2026-07-28" to require the stateless revision, or "2025-11-25" to skip the probe and use the initialize handshake',

@@ -122,6 +122,9 @@ export const serverEntrySchema = z.object({
   maxResultBytes: count(),
   budgetTokens: budget(),
   protocol: z.enum(PROTOCOL_SETTINGS),
+  isolation: z.enum(['shared', 'per-tenant', 'per-subject']),
+  maxInstances: count(),
+  instanceIdleSeconds: count(),
   clientFeatures: z
     .object({ elicitation: z.boolean(), sampling: z.boolean(), roots: z.boolean() })
     .partial()

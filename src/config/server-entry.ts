@@ -254,6 +254,9 @@ export function readServer(
     maxResultBytes,
     budgetTokens,
     protocol: valid('protocol') ? (picked.protocol as ServerConfig['protocol']) : 'auto',
+    isolation: valid('isolation') ? (picked.isolation as ServerConfig['isolation']) : 'shared',
+    maxInstances: valid('maxInstances') ? (picked.maxInstances as number) : 16,
+    instanceIdleSeconds: valid('instanceIdleSeconds') ? (picked.instanceIdleSeconds as number) : 300,
     clientFeatures: {
       elicitation: true,
       sampling: false,

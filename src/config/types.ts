@@ -45,6 +45,17 @@ export interface ServerConfig {
    * tokens and reveal the user's paths).
    */
   clientFeatures: { elicitation: boolean; sampling: boolean; roots: boolean };
+  /**
+   * Who shares a connection to this server. `shared` (the default): everyone, so a stateful
+   * server (a memory, a browser) lets one tenant read what another wrote. `per-tenant` and
+   * `per-subject`: a separate stdio child or HTTP session for each tenant (or tenant and subject),
+   * started on first use, at most `maxInstances` of them, closed after `instanceIdleSeconds`.
+   */
+  isolation: 'shared' | 'per-tenant' | 'per-subject';
+  /** Isolated instances of this server at once (default 16); past it, the least recently used idle one closes. */
+  maxInstances: number;
+  /** An isolated instance unused for this long is closed (default 300). */
+  instanceIdleSeconds: number;
 }
 
 export interface DisclosureConfig {

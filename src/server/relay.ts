@@ -192,7 +192,7 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Response
   const { gateway } = edge;
   const { request } = ex;
   const audit = admitRequest(edge, ex, request.method, target.subject, target.server);
-  const upstream = await gateway.owner(target.server);
+  const upstream = await gateway.callee(target.server, ex.principal);
   const { progressToken } = isObject(request.params?._meta) ? (request.params._meta as Result) : {};
   return runThrough(edge, ex, {
     upstream,

@@ -214,7 +214,7 @@ async function openTask(
     throw unknownTask();
   }
   if (entry.server !== ref.s) throw unknownTask();
-  const upstream = await edge.gateway.owner(ref.s);
+  const upstream = await edge.gateway.callee(ref.s, ex.principal);
   return { ref: ref as TaskRef, entry, upstream, taskId };
 }
 

@@ -86,8 +86,18 @@ async function relay(
   const invalid = gateway.guards.checkArguments(gateway.catalog, entry, argsObject);
   if (invalid) return respond('invalid', local(invalid));
 
-  const upstream = gateway.pool.get(entry.server);
-  if (!upstream) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
+  const shared = gateway.pool.get(entry.server);
+  if (!shared) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
+  // An isolated server's call goes to the caller's own instance (no await on the shared path).
+  let upstream = shared;
+  if (shared.config.isolation !== 'shared') {
+    try {
+      upstream = await gateway.callee(entry.server, principal);
+    } catch (e) {
+      audit('error', 0);
+      throw e;
+    }
+  }
 
   const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: argsObject };
   // A task, where both sides run them (or an error that says why not: never a silent sync call).

@@ -164,6 +164,8 @@ export class Upstream {
 
   /** Settles when the first connection attempt has settled, either way. */
   firstAttempt: Promise<void> = Promise.resolve();
+  /** Requests relayed and not yet answered (an isolated instance is not closed while busy). */
+  inflight = 0;
 
   /** The first attempt; resolves once it has settled either way. */
   start(): Promise<void> {
@@ -366,6 +368,7 @@ export class Upstream {
       );
     }
     const timeout = this.config.timeoutMs;
+    this.inflight++;
     try {
       return await session.request(method, params, {
         ...options,
@@ -374,6 +377,8 @@ export class Upstream {
       });
     } catch (e) {
       throw this.callFailed(e, method, timeout, options.cancellation);
+    } finally {
+      this.inflight--;
     }
   }
 

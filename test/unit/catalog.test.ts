@@ -20,6 +20,9 @@ function server(name: string, over: Partial<ServerConfig> = {}): ServerConfig {
     maxResultBytes: 65536,
     budgetTokens: 'off',
     protocol: 'auto',
+    isolation: 'shared',
+    maxInstances: 16,
+    instanceIdleSeconds: 300,
     clientFeatures: { elicitation: true, sampling: false, roots: false },
     ...over,
   };

@@ -105,6 +105,9 @@ describe('pasted client configs', () => {
       maxResultBytes: 65536,
       budgetTokens: 20000,
       protocol: 'auto',
+      isolation: 'shared',
+      maxInstances: 16,
+      instanceIdleSeconds: 300,
       clientFeatures: { elicitation: true, sampling: false, roots: false },
     });
   });
@@ -436,6 +439,9 @@ describe('defaults and limits', () => {
       maxResultBytes: 65536,
       budgetTokens: 20000,
       protocol: 'auto',
+      isolation: 'shared',
+      maxInstances: 16,
+      instanceIdleSeconds: 300,
       clientFeatures: { elicitation: true, sampling: false, roots: false },
     });
   });
@@ -464,6 +470,9 @@ describe('defaults and limits', () => {
       maxResultBytes: 1000,
       budgetTokens: 'off',
       protocol: 'auto',
+      isolation: 'shared',
+      maxInstances: 16,
+      instanceIdleSeconds: 300,
       clientFeatures: { elicitation: true, sampling: false, roots: false },
     };
     const result = ok(parseConfigObject(cfg({ s: server }, { gateway }), {}));

@@ -44,3 +44,18 @@ describe('#13.7 sessions are bounded per principal and per tenant', () => {
     expect(table.get(third.id, a.key)).toBe(third);
   });
 });
+
+describe('isolation identity segments', () => {
+  it('keep a tenant name inside one path segment, and two names apart', async () => {
+    const { identitySegment } = await import('../../src/upstream/isolated.js');
+    for (const hostile of ['../../etc/passwd', '..', '.', '', 'a/b', 'a\\b', 'C:\\x', 'ä', '\u0000']) {
+      const s = identitySegment(hostile);
+      expect(s).not.toMatch(/[/\\]/);
+      expect(s).not.toBe('..');
+      expect(s.length).toBeGreaterThan(0);
+    }
+    expect(identitySegment('acme')).toBe('acme');
+    const names = ['a.b', 'a_b', 'a-b', 'a/b', 'a.002fb', 'a\u002fb'];
+    expect(new Set(names.map(identitySegment)).size).toBe(new Set(names).size);
+  });
+});

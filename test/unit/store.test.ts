@@ -34,6 +34,9 @@ function serverConfig(extra: Partial<ServerConfig> = {}): ServerConfig {
     maxResultBytes: 65_536,
     budgetTokens: 20_000,
     protocol: 'auto',
+    isolation: 'shared',
+    maxInstances: 16,
+    instanceIdleSeconds: 300,
     clientFeatures: { elicitation: true, sampling: false, roots: false },
     ...extra,
   };
