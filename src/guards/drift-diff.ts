@@ -22,7 +22,26 @@ export interface ToolDiff {
   description?: { before?: string; after?: string };
   inputSchema?: { before: string; after: string };
   outputSchema?: { before?: string; after?: string };
+  /** Other fields a client shows (title, annotations.title, _meta, icons, execution), as JSON. */
+  shown?: Record<string, { before?: string; after?: string }>;
   hints?: string[];
+}
+
+/**
+ * Everything a client or model is shown of a tool besides its description and schemas (and the
+ * risk hints, judged apart so a safer hint is not drift). A change to any of them is drift (#13.6).
+ */
+export const SHOWN_FIELDS = ['title', 'annotations.title', '_meta', 'icons', 'execution'] as const;
+
+export function shownField(tool: Tool, field: (typeof SHOWN_FIELDS)[number]): unknown {
+  const t = tool as Record<string, unknown>;
+  if (field === 'annotations.title') return (t.annotations as Record<string, unknown> | undefined)?.title;
+  return t[field];
+}
+
+/** The shown fields that differ between two definitions, by canonical JSON. */
+export function shownChanges(before: Tool, after: Tool): (typeof SHOWN_FIELDS)[number][] {
+  return SHOWN_FIELDS.filter((f) => prettyOrAbsent(shownField(before, f)) !== prettyOrAbsent(shownField(after, f)));
 }
 
 function prettyOrAbsent(schema: unknown): string | undefined {
@@ -58,6 +77,13 @@ export function diffTool(before: Tool, after: Tool): ToolDiff {
     hints.push(`${name}: ${hintLabel(b)} -> ${hintLabel(a)}${mark}`);
   }
   if (hints.length > 0) diff.hints = hints;
+  for (const field of shownChanges(before, after)) {
+    diff.shown ??= {};
+    diff.shown[field] = {
+      before: prettyOrAbsent(shownField(before, field)),
+      after: prettyOrAbsent(shownField(after, field)),
+    };
+  }
   return diff;
 }
 
@@ -196,6 +222,9 @@ export function formatDiff(diff: ToolDiff): string {
     lines.push(...partLines('inputSchema', diff.inputSchema.before, diff.inputSchema.after));
   if (diff.outputSchema) {
     lines.push(...partLines('outputSchema', diff.outputSchema.before, diff.outputSchema.after));
+  }
+  for (const [field, change] of Object.entries(diff.shown ?? {})) {
+    lines.push(...partLines(field, change.before, change.after));
   }
   if (diff.hints && diff.hints.length > 0) {
     lines.push('@@ annotations @@', ...diff.hints.map((hint) => `! ${hint}`));

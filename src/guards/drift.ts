@@ -11,6 +11,7 @@
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { fingerprintTool } from './canonical-json.js';
+import { shownChanges } from './drift-diff.js';
 import { type AnnotationHints, annotationEscalation, hintsOf } from './drift-hints.js';
 
 export { canonicalJson, fingerprintTool } from './canonical-json.js';
@@ -80,6 +81,10 @@ export function decideDrift(baseline: Baseline, listing: readonly ListedTool[]):
     }
     const reasons: string[] = [];
     if (fingerprint !== known.fingerprint) reasons.push(CONTENT_CHANGED);
+    // The trusted definition is kept whole, so what else a client is shown (title, icons, _meta,
+    // execution) is compared with it directly: no new fingerprint, and baselines stored before
+    // this check are read as they are (#13.6).
+    for (const field of shownChanges(known.tool, tool)) reasons.push(`${field} changed`);
     reasons.push(...annotationEscalation(known.hints, hintsOf(tool)));
     if ((counts.get(name) ?? 0) > 1) reasons.push(LISTED_TWICE);
     verdicts.push(

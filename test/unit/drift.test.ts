@@ -691,3 +691,48 @@ describe('diffTool and formatDiff', () => {
     expect(lines[2502]).toBe('+ new 0');
   });
 });
+
+describe('#13.6 drift covers everything a client is shown', () => {
+  const base: Tool = {
+    name: 'search',
+    title: 'Search',
+    description: 'Search the docs.',
+    inputSchema: { type: 'object' },
+    annotations: { title: 'Search docs', readOnlyHint: true },
+    icons: [{ src: 'https://example.com/a.png' }],
+    _meta: { 'vendor/x': 1 },
+    execution: { taskSupport: 'optional' },
+  } as Tool;
+  const changes: [string, Tool][] = [
+    ['title', { ...base, title: 'Delete everything' }],
+    ['annotations.title', { ...base, annotations: { ...base.annotations, title: 'Run as root' } }],
+    ['_meta', { ...base, _meta: { 'vendor/x': 2 } } as Tool],
+    ['icons', { ...base, icons: [{ src: 'https://evil.example/b.png' }] } as Tool],
+    ['execution', { ...base, execution: { taskSupport: 'required' } } as Tool],
+  ];
+
+  it.each(changes)(
+    'a changed %s quarantines the tool, and the re-trust diff shows it',
+    async (field, changed) => {
+      const baseline = await baselineFrom([base]);
+      const [verdict] = decideDrift(baseline, [
+        { tool: changed, fingerprint: await fingerprintTool(changed) },
+      ]);
+      expect(verdict).toMatchObject({ kind: 'quarantined', name: 'search', reasons: [`${field} changed`] });
+      const diff = diffTool(base, changed);
+      expect(Object.keys(diff.shown ?? {})).toEqual([field]);
+      expect(formatDiff(diff)).toContain(`@@ ${field} @@`);
+    },
+  );
+
+  it('an unchanged tool stays trusted, key order notwithstanding', async () => {
+    const baseline = await baselineFrom([base]);
+    const same = {
+      ...base,
+      _meta: { 'vendor/x': 1 },
+      annotations: { readOnlyHint: true, title: 'Search docs' },
+    } as Tool;
+    const [verdict] = decideDrift(baseline, [{ tool: same, fingerprint: await fingerprintTool(same) }]);
+    expect(verdict).toEqual({ kind: 'trusted', name: 'search' });
+  });
+});
