@@ -41,7 +41,9 @@ export function shownField(tool: Tool, field: (typeof SHOWN_FIELDS)[number]): un
 
 /** The shown fields that differ between two definitions, by canonical JSON. */
 export function shownChanges(before: Tool, after: Tool): (typeof SHOWN_FIELDS)[number][] {
-  return SHOWN_FIELDS.filter((f) => prettyOrAbsent(shownField(before, f)) !== prettyOrAbsent(shownField(after, f)));
+  return SHOWN_FIELDS.filter(
+    (f) => prettyOrAbsent(shownField(before, f)) !== prettyOrAbsent(shownField(after, f)),
+  );
 }
 
 function prettyOrAbsent(schema: unknown): string | undefined {

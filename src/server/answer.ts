@@ -12,7 +12,8 @@ import { SseStream, sseHeaders } from './sse.js';
 export interface EventSink {
   readonly readable: ReadableStream<Uint8Array>;
   readonly closed: boolean;
-  send(json: string): boolean;
+  /** `droppable`: a notification that may be dropped when the reader is too far behind. */
+  send(json: string, droppable?: boolean): boolean;
   close(): void;
   onclose: () => void;
   /** Resumable streams only: drop the connection, keep the stream (the client polls). */
@@ -45,10 +46,13 @@ export class Answer {
     return this.canStream && !this.done && !this.stream?.closed;
   }
 
-  /** Sends a notification or a request ahead of the result; false when it cannot reach the client. */
-  push(message: string): boolean {
+  /**
+   * Sends a notification or a request ahead of the result; false when it cannot reach the client.
+   * A `droppable` one (progress, a log line) is dropped when the client is too far behind.
+   */
+  push(message: string, droppable = false): boolean {
     if (!this.open) return false;
-    return this.streamNow().send(message);
+    return this.streamNow().send(message, droppable);
   }
 
   /**

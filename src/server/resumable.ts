@@ -47,9 +47,9 @@ export class ResumableStream {
     return this.live !== undefined && !this.live.closed;
   }
 
-  send(json: string): boolean {
+  send(json: string, droppable = false): boolean {
     if (this.done) return false;
-    this.keep(json, false);
+    this.keep(json, false, droppable);
     return true;
   }
 
@@ -85,7 +85,7 @@ export class ResumableStream {
     return next.readable;
   }
 
-  private keep(json: string, final: boolean): void {
+  private keep(json: string, final: boolean, droppable = false): void {
     const seq = ++this.seq;
     this.events.push({ seq, json, final });
     this.bytes += json.length;
@@ -93,7 +93,7 @@ export class ResumableStream {
       const dropped = this.events.shift()!;
       this.bytes -= dropped.json.length;
     }
-    if (this.live && !this.live.closed) this.live.raw(this.frame(seq, json));
+    if (this.live && !this.live.closed) this.live.raw(this.frame(seq, json), droppable);
   }
 
   private frame(seq: number, json: string): string {

@@ -194,13 +194,13 @@ function start(
           t.tasks,
         ),
         ...(t.progressToken !== undefined
-          ? { onprogress: (p) => current()?.answer.push(progressNote(p, t.progressToken!)) }
+          ? { onprogress: (p) => current()?.answer.push(progressNote(p, t.progressToken!), true) }
           : {}),
         ...(level !== undefined
           ? {
               logLevel: level,
               onlog: (m: LogMessage) => {
-                if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name));
+                if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name), true);
               },
             }
           : {}),

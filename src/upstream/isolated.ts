@@ -40,7 +40,8 @@ function forIdentity(config: ServerConfig, principal: Principal): ServerConfig {
   const tenant = identitySegment(principal.tenant);
   const subject = identitySegment(principal.subject);
   const fill = (s: string) => s.replaceAll('{{tenant}}', tenant).replaceAll('{{subject}}', subject);
-  const map = (r: Record<string, string>) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, fill(v)]));
+  const map = (r: Record<string, string>) =>
+    Object.fromEntries(Object.entries(r).map(([k, v]) => [k, fill(v)]));
   return {
     ...config,
     args: config.args.map(fill),

@@ -59,3 +59,41 @@ describe('isolation identity segments', () => {
     expect(new Set(names.map(identitySegment)).size).toBe(new Set(names).size);
   });
 });
+
+describe('#13.8 SSE streams are bounded for a client that stops reading', () => {
+  it('past the soft bound progress is dropped; past the hard bound the stream ends; a reader that keeps up loses nothing', async () => {
+    const { SseStream } = await import('../../src/server/sse.js');
+    const stalled = new SseStream({ softLimit: 64 * 1024, hardLimit: 256 * 1024 });
+    let closed = 0;
+    stalled.onclose = () => closed++;
+    const note = JSON.stringify({
+      jsonrpc: '2.0',
+      method: 'notifications/progress',
+      params: { p: 'x'.repeat(1000) },
+    });
+    let sent = 0;
+    for (let i = 0; i < 100_000; i++) if (stalled.send(note, true)) sent++;
+    // About 64 KiB of it queued; the rest dropped, nothing more held.
+    expect(sent).toBeLessThan(80);
+    expect(stalled.dropped).toBe(100_000 - sent);
+    expect(stalled.closed).toBe(false);
+    // What must go (a result, a request) still goes, until the hard bound ends the stream.
+    let must = 0;
+    while (stalled.send(note) && must < 10_000) must++;
+    expect(must).toBeLessThan(250);
+    expect(stalled.closed).toBe(true);
+    expect(closed).toBe(1);
+    // The reader learns why when it reads again.
+    await expect(stalled.readable.getReader().read()).rejects.toThrow(/fell too far behind/);
+
+    const reading = new SseStream({ softLimit: 64 * 1024, hardLimit: 256 * 1024 });
+    const reader = reading.readable.getReader();
+    let got = 0;
+    for (let i = 0; i < 2000; i++) {
+      expect(reading.send(note, true)).toBe(true);
+      got += (await reader.read()).value?.byteLength ?? 0;
+    }
+    expect(reading.dropped).toBe(0);
+    expect(got).toBeGreaterThan(2000 * 1000);
+  });
+});
