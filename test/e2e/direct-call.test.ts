@@ -83,7 +83,7 @@ function scripted(name: string, gateway: Record<string, unknown>, server: Record
     },
     async stillConnected() {
       const { fixture, gw } = running!;
-      expect((await health(gw))[name]).toMatchObject({ state: 'ready', tools: 15 });
+      expect((await health(gw))[name]).toMatchObject({ state: 'ready', tools: 14 });
       expect(fixture.events.filter((e) => e.event === 'initialize')).toHaveLength(1);
       expect(gw.logs.filter((l) => l.event === 'upstream.ready' && l.server === name)).toHaveLength(1);
     },
