@@ -362,9 +362,9 @@ export class Gateway {
     if (principal.grants === '*' && !principal.cap) entries = catalog.entries as CatalogEntry[];
     else {
       const granted = grantsMatcher(principal);
-      const tools = catalog.entries.filter((e) => !e.meta && granted(e.name));
+      const tools = catalog.entries.filter((e) => !e.meta && granted(e.name, e.risk));
       // Meta-tools are visible when anything is, and only ever reveal what the caller can see.
-      entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name)) : [];
+      entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name, e.risk)) : [];
     }
     if (this.visibleCache.size > 1000) this.visibleCache.clear();
     const view: View = { version: catalog.version, entries, names: new Set(entries.map((e) => e.name)) };

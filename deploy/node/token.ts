@@ -14,7 +14,8 @@ export const TOKEN_USAGE = `Usage: manifold token --key DIR/signing-key.json --i
                       --grant PATTERN [--grant PATTERN ...] [--ttl 1h] [--tenant TENANT] [--admin]
 
 Prints one signed JWT. Each --grant is a glob over exposed tool names (e.g. 'github__*'), sent as
-the scope entry tools:PATTERN. --admin adds the scope manifold:admin (health detail at /healthz).
+the scope entry tools:PATTERN; 'risk:read' grants every tool classified read, and 'prompts:GLOB' and
+'resources:GLOB' grant prompts and resources; those three are sent as they are. --admin adds the scope manifold:admin (health detail at /healthz).
 --ttl is a number followed by s, m, h or d (default 1h, at most 365d). --tenant sets a "tenant"
 claim, for a gateway configured with "tenantClaim": "tenant"; otherwise the tenant is --sub.`;
 
@@ -128,7 +129,8 @@ async function token(args: string[], io: CliIO): Promise<number> {
       `${values.key} is not a usable ${jwk.alg} private key; create a new one with manifold keys`,
     );
   }
-  const scope = [...new Set(grants)].map((g) => `tools:${g}`);
+  // Grants of another kind (prompts:, resources:) and risk classes (risk:read) name themselves.
+  const scope = [...new Set(grants)].map((g) => (/^(prompts|resources|risk):./.test(g) ? g : `tools:${g}`));
   if (values.admin) scope.push('manifold:admin');
   const claims: Record<string, unknown> = { scope: scope.join(' ') };
   if (values.tenant !== undefined) claims.tenant = values.tenant;

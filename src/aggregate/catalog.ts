@@ -3,6 +3,7 @@ import type { ServerConfig } from '../config/types.js';
 import { DESCRIBE_TOOL_NAME, discloseServer } from '../guards/disclosure.js';
 import { quarantinedTool } from '../guards/drift.js';
 import { toolFilter } from '../guards/filters.js';
+import { type ApprovalDecision, approvalDecider, type RiskClass, riskClassifier } from '../guards/risk.js';
 import { toolBounds } from '../guards/tool-bounds.js';
 import { describeToolDefinition } from './describe-tool.js';
 import {
@@ -29,6 +30,10 @@ export interface CatalogEntry {
   quarantined?: boolean;
   /** Set for the gateway's own meta-tools, which no upstream serves. */
   meta?: 'describe_tool';
+  /** Its risk class (guards/risk.ts): declared, from trusted annotations, or `undeclared`. */
+  risk: RiskClass;
+  /** Whether a call runs, needs a person's yes first, or is refused by policy. */
+  approval: ApprovalDecision;
 }
 
 export interface Diagnostic {
@@ -172,6 +177,8 @@ export function buildCatalog(
     }
     const deferred = new Set(disclosed.deferred);
     const shown = new Map(open.map((item, i) => [item.name, disclosed.tools[i] ?? item.tool]));
+    const classify = riskClassifier(server);
+    const decide = approvalDecider(server.approval);
     for (const item of items) {
       if (item.quarantined) {
         // The drifted text is never shown, even through describe_tool: our stub stands in.
@@ -184,16 +191,22 @@ export function buildCatalog(
           full: stub,
           deferred: false,
           quarantined: true,
+          risk: 'undeclared',
+          approval: 'deny',
         });
         continue;
       }
+      const risk = classify(item.full);
+      const approval = decide(item.full.name, risk);
       entries.push({
         name: item.name,
         server: server.name,
         original: item.full.name,
-        tool: shown.get(item.name) ?? item.tool,
+        tool: withPolicyMeta(shown.get(item.name) ?? item.tool, risk, approval),
         full: { ...item.full, name: item.name },
         deferred: deferred.has(item.name),
+        risk,
+        approval,
       });
     }
   };
@@ -218,6 +231,8 @@ export function buildCatalog(
       full: def,
       deferred: false,
       meta: 'describe_tool',
+      risk: 'read',
+      approval: 'allow',
     });
   }
   const byName = new Map<string, CatalogEntry>();
@@ -234,6 +249,22 @@ export function buildCatalog(
     signature,
     digest: digestOf(signature),
   };
+}
+
+/** The `_meta` keys under which tools/list tells a client a tool's class and approval rule. */
+export const RISK_META_KEY = 'manifold/risk';
+export const APPROVAL_META_KEY = 'manifold/approval';
+
+/**
+ * The listed tool with the gateway's policy facts in `_meta` beside the upstream's own keys
+ * (the gateway's keys win: an upstream cannot claim a class for itself).
+ */
+function withPolicyMeta(tool: Tool, risk: RiskClass, approval: ApprovalDecision): Tool {
+  const meta: Record<string, unknown> = { ...(tool._meta && typeof tool._meta === 'object' ? tool._meta : {}) };
+  meta[RISK_META_KEY] = risk;
+  if (approval === 'allow') delete meta[APPROVAL_META_KEY];
+  else meta[APPROVAL_META_KEY] = approval;
+  return { ...tool, _meta: meta };
 }
 
 /**

@@ -9,6 +9,7 @@ import type { JWTPayload } from 'jose';
 import type { AuthConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { compileGlobs } from '../guards/glob.js';
+import { isRiskClass, type RiskClass } from '../guards/risk.js';
 import type { Principal } from './principal.js';
 
 /** The scope (RFC 6749 §3.3) that unlocks operator detail such as the full health report. */
@@ -23,12 +24,20 @@ const TOOLS_SCOPE_PREFIX = 'tools:';
  */
 export const KIND_PREFIXES = { prompts: 'prompts:', resources: 'resources:' } as const;
 export type GrantKind = 'tools' | keyof typeof KIND_PREFIXES;
+/**
+ * `risk:<class>` grants every tool of that class, on every server (guards/risk.ts). A tool whose
+ * class is `undeclared` is never matched by one: nobody vouched for what it does.
+ */
+export const RISK_GRANT_PREFIX = 'risk:';
 
 /** The patterns of one kind, prefixes removed. */
 export function patternsOf(patterns: readonly string[], kind: GrantKind): string[] {
   if (kind === 'tools') {
     return patterns.filter(
-      (p) => !p.startsWith(KIND_PREFIXES.prompts) && !p.startsWith(KIND_PREFIXES.resources),
+      (p) =>
+        !p.startsWith(KIND_PREFIXES.prompts) &&
+        !p.startsWith(KIND_PREFIXES.resources) &&
+        !p.startsWith(RISK_GRANT_PREFIX),
     );
   }
   const prefix = KIND_PREFIXES[kind];
@@ -38,7 +47,20 @@ export function patternsOf(patterns: readonly string[], kind: GrantKind): string
 }
 
 const isKindScope = (s: string) =>
-  s.startsWith(KIND_PREFIXES.prompts) || s.startsWith(KIND_PREFIXES.resources);
+  s.startsWith(KIND_PREFIXES.prompts) ||
+  s.startsWith(KIND_PREFIXES.resources) ||
+  (s.startsWith(RISK_GRANT_PREFIX) && s.length > RISK_GRANT_PREFIX.length);
+
+/** The classes named by `risk:<class>` grants; `undeclared` is never grantable. */
+function riskClassesOf(patterns: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const p of patterns) {
+    if (!p.startsWith(RISK_GRANT_PREFIX)) continue;
+    const name = p.slice(RISK_GRANT_PREFIX.length);
+    if (isRiskClass(name)) out.add(name);
+  }
+  return out;
+}
 
 /**
  * RFC 6750 §2.1: `Authorization: Bearer <b64token>`, where
@@ -140,13 +162,20 @@ export function principalFromClaims(payload: JWTPayload, auth: AuthConfig): Prin
 export function grantsMatcher(
   principal: Principal,
   kind: GrantKind = 'tools',
-): (exposedName: string) => boolean {
+): (exposedName: string, risk?: RiskClass) => boolean {
   const grants = principal.grants;
-  const granted =
-    grants === '*' ? () => true : compileGlobs(patternsOf(Array.isArray(grants) ? grants : [], kind));
-  const capped = principal.cap === undefined ? () => true : compileGlobs(patternsOf(principal.cap, kind));
-  return function isGranted(exposedName: string): boolean {
-    return granted(exposedName) && capped(exposedName);
+  const list = Array.isArray(grants) ? grants : [];
+  const matcher = (patterns: readonly string[]) => {
+    const globs = compileGlobs(patternsOf(patterns, kind));
+    const classes = kind === 'tools' ? riskClassesOf(patterns) : new Set<string>();
+    if (classes.size === 0) return (name: string) => globs(name);
+    return (name: string, risk?: RiskClass) =>
+      globs(name) || (risk !== undefined && risk !== 'undeclared' && classes.has(risk));
+  };
+  const granted = grants === '*' ? () => true : matcher(list);
+  const capped = principal.cap === undefined ? () => true : matcher(principal.cap);
+  return function isGranted(exposedName: string, risk?: RiskClass): boolean {
+    return granted(exposedName, risk) && capped(exposedName, risk);
   };
 }
 

@@ -296,6 +296,44 @@ const SERVER_TEXT: Record<string, FieldText> = {
     expected: '"shared", "per-tenant" or "per-subject"',
     fix: 'write "shared" (one connection for everyone, the default), "per-tenant" (one per tenant) or "per-subject" (one per tenant and subject)',
   },
+  risk: {
+    expected: 'an object that maps tool names or globs to "read", "write", "network", "execute" or "destructive"',
+    fix: 'write risk as {"get_*": "read", "delete_*": "destructive"}; the first glob that matches a tool decides',
+  },
+  'risk.*': {
+    expected: '"read", "write", "network", "execute" or "destructive"',
+    fix: 'classify the tools this glob matches as one of read, write, network, execute or destructive',
+  },
+  trustAnnotations: {
+    expected: 'true or false',
+    fix: 'write true to let readOnlyHint and destructiveHint classify this server\'s tools, or false (the default) to ignore them',
+  },
+  approval: {
+    expected: '"off", "standard", "strict", an array of tool globs or risk:<class>, or an object with preset, ask, deny, allow and timeoutSeconds',
+    fix: 'write approval as "standard", as ["delete_*", "risk:destructive"], or as {"preset": "strict", "deny": ["drop_*"], "timeoutSeconds": 120}',
+  },
+  'approval[]': {
+    expected: 'a non-empty tool glob, or risk:<class>',
+    fix: 'write an upstream tool name or glob such as "delete_*", or a class such as "risk:destructive"',
+  },
+  'approval.preset': {
+    expected: '"off", "standard" or "strict"',
+    fix: 'write "standard" (ask before network, execute, destructive and undeclared tools) or "strict" (also ask before writes, and refuse destructive tools)',
+  },
+  'approval.ask': { expected: 'an array of tool globs or risk:<class>', fix: 'write e.g. ["send_*", "risk:execute"]' },
+  'approval.ask[]': { expected: 'a non-empty tool glob, or risk:<class>', fix: 'write e.g. "send_*" or "risk:execute"' },
+  'approval.deny': { expected: 'an array of tool globs or risk:<class>', fix: 'write e.g. ["drop_*", "risk:destructive"]' },
+  'approval.deny[]': { expected: 'a non-empty tool glob, or risk:<class>', fix: 'write e.g. "drop_*" or "risk:destructive"' },
+  'approval.allow': { expected: 'an array of tool globs or risk:<class>', fix: 'write e.g. ["get_*", "risk:read"]' },
+  'approval.allow[]': { expected: 'a non-empty tool glob, or risk:<class>', fix: 'write e.g. "get_*" or "risk:read"' },
+  'approval.timeoutSeconds': {
+    expected: 'an integer from 1 to 3600 (seconds)',
+    fix: 'write how long a person has to answer, e.g. 120 (the default)',
+  },
+  retry: {
+    expected: 'an integer from 0 to 5',
+    fix: 'write how many times a call may be resent when that is safe (a read tool, or a session the server did not know), e.g. 1 (the default); 0 never resends',
+  },
   maxInstances: positive('instances', 16),
   instanceIdleSeconds: positive('seconds', 300),
   protocol: {

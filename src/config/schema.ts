@@ -13,6 +13,7 @@ import {
   MAX_TIMER_SECONDS,
   TRANSPORT_TYPES,
 } from './defaults.js';
+import { APPROVAL_PRESETS, RISK_CLASSES } from '../guards/risk.js';
 import type { GatewayConfig } from './types.js';
 
 export {
@@ -98,6 +99,11 @@ export const gatewaySchema = z.object({
   cursorSecret: z.string().min(32),
 });
 
+/** The longest a person may be given to answer an approval (one hour). */
+export const MAX_APPROVAL_SECONDS = 3600;
+/** Resends of one call, at most. */
+export const MAX_RETRY = 5;
+
 const glob = () => z.array(z.string().min(1));
 
 /** A server's `protocol`: find its era by probing, or pin one (the legacy pin runs initialize). */
@@ -129,6 +135,23 @@ export const serverEntrySchema = z.object({
     .object({ elicitation: z.boolean(), sampling: z.boolean(), roots: z.boolean() })
     .partial()
     .strict(),
+  risk: z.record(z.string().min(1), z.enum(RISK_CLASSES)),
+  trustAnnotations: z.boolean(),
+  approval: z.union([
+    z.enum(APPROVAL_PRESETS),
+    glob(),
+    z
+      .object({
+        preset: z.enum(APPROVAL_PRESETS),
+        ask: glob(),
+        deny: glob(),
+        allow: glob(),
+        timeoutSeconds: z.int().min(1).max(MAX_APPROVAL_SECONDS),
+      })
+      .partial()
+      .strict(),
+  ]),
+  retry: z.int().min(0).max(MAX_RETRY),
 });
 
 export const gatewayEntrySchema = gatewaySchema.partial();

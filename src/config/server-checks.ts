@@ -5,6 +5,14 @@
 import { error, type Findings, isTainted } from './findings.js';
 import { isObject, type JsonObject, keysOf } from './json-parse.js';
 import type { PathSegment } from './paths.js';
+import {
+  type ApprovalPreset,
+  type ApprovalSettings,
+  type DeclaredRisk,
+  isRiskClass,
+  RISK_CLASSES,
+  RISK_PATTERN_PREFIX,
+} from '../guards/risk.js';
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
@@ -108,5 +116,66 @@ export function checkStdioStrings(f: Findings, picked: JsonObject, base: PathSeg
       }
       nul(picked.env[key], path);
     }
+  }
+}
+
+/** The default time a person has to answer an approval. */
+export const DEFAULT_APPROVAL_SECONDS = 120;
+
+/** `risk`, already shape-checked: its globs in the order written. */
+export function readRisk(raw: unknown): { pattern: string; class: DeclaredRisk }[] {
+  if (!isObject(raw)) return [];
+  return keysOf(raw).map((pattern) => ({ pattern, class: raw[pattern] as DeclaredRisk }));
+}
+
+/** `approval`, already shape-checked, in its full form. */
+export function readApproval(raw: unknown): ApprovalSettings {
+  const settings: ApprovalSettings = {
+    preset: 'off',
+    ask: [],
+    deny: [],
+    allow: [],
+    timeoutSeconds: DEFAULT_APPROVAL_SECONDS,
+  };
+  if (typeof raw === 'string') settings.preset = raw as ApprovalPreset;
+  else if (Array.isArray(raw)) settings.ask = raw as string[];
+  else if (isObject(raw)) Object.assign(settings, raw);
+  return settings;
+}
+
+/**
+ * The entries of `approval` lists: `risk:<class>` must name a class, and a bare class name is
+ * refused, since it would read as a tool of that name (write `risk:destructive`).
+ */
+export function checkApproval(f: Findings, raw: unknown, base: PathSegment[]): void {
+  const lists: [PathSegment[], unknown][] = Array.isArray(raw)
+    ? [[base, raw]]
+    : isObject(raw)
+      ? (['ask', 'deny', 'allow'] as const).map((k) => [[...base, k], raw[k]])
+      : [];
+  const classes = [...RISK_CLASSES, 'undeclared'];
+  for (const [path, list] of lists) {
+    if (!Array.isArray(list)) continue;
+    list.forEach((entry, i) => {
+      if (typeof entry !== 'string') return;
+      if (entry.startsWith(RISK_PATTERN_PREFIX)) {
+        const name = entry.slice(RISK_PATTERN_PREFIX.length);
+        if (!classes.includes(name)) {
+          error(
+            f,
+            [...path, i],
+            `names an unknown risk class${isTainted(f, [...path, i]) ? '' : ` ${JSON.stringify(name)}`}`,
+            `write one of ${classes.map((c) => `risk:${c}`).join(', ')}`,
+          );
+        }
+      } else if (isRiskClass(entry) || entry === 'undeclared') {
+        error(
+          f,
+          [...path, i],
+          `is the bare class name ${JSON.stringify(entry)}, which would match a tool of that name`,
+          `write "risk:${entry}" to mean every ${entry} tool`,
+        );
+      }
+    });
   }
 }

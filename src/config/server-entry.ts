@@ -10,7 +10,7 @@ import { isObject, type JsonObject, keysOf } from './json-parse.js';
 import { nameProblems, suggestName } from './names.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { HTTP_ONLY_KEYS, SERVER_KEYS, STDIO_ONLY_KEYS, serverSchema, TOOLS_KEYS } from './schema.js';
-import { checkHeaders, checkStdioStrings, checkUrl } from './server-checks.js';
+import { checkApproval, checkHeaders, checkStdioStrings, checkUrl, readApproval, readRisk } from './server-checks.js';
 import type { ServerConfig, TransportKind } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';
 
@@ -238,6 +238,7 @@ export function readServer(
       'set "type": "http" if the server speaks streamable HTTP, or remove protocol',
     );
   }
+  if (valid('approval')) checkApproval(f, picked.approval, [...base, 'approval']);
   if (f.errors.length > before || type === undefined) return undefined;
   const server: ServerConfig = {
     name,
@@ -263,6 +264,10 @@ export function readServer(
       roots: false,
       ...(valid('clientFeatures') ? (picked.clientFeatures as Partial<ServerConfig['clientFeatures']>) : {}),
     },
+    risk: readRisk(valid('risk') ? picked.risk : undefined),
+    trustAnnotations: valid('trustAnnotations') ? (picked.trustAnnotations as boolean) : false,
+    approval: readApproval(valid('approval') ? picked.approval : undefined),
+    retry: valid('retry') ? (picked.retry as number) : 1,
   };
   if (type === 'stdio') {
     server.command = picked.command as string;

@@ -1,3 +1,4 @@
+import type { ApprovalSettings, DeclaredRisk } from '../guards/risk.js';
 import type { LogLevel } from '../log.js';
 
 export type TransportKind = 'stdio' | 'streamable-http' | 'sse';
@@ -56,6 +57,20 @@ export interface ServerConfig {
   maxInstances: number;
   /** An isolated instance unused for this long is closed (default 300). */
   instanceIdleSeconds: number;
+  /**
+   * Risk classes by glob over the upstream's tool names, in the order written (the first match
+   * wins). Default: none, so every tool is `undeclared` unless its annotations are trusted.
+   */
+  risk: { pattern: string; class: DeclaredRisk }[];
+  /** Whether `readOnlyHint` / `destructiveHint` may classify this server's tools (default false). */
+  trustAnnotations: boolean;
+  /** Which calls need a person's yes (default preset `off`: none), and how long they have. */
+  approval: ApprovalSettings;
+  /**
+   * How many times a call may be resent after its upstream session dropped, in the cases where
+   * that is safe (a `read` tool, or a session the server said it did not know). Default 1.
+   */
+  retry: number;
 }
 
 export interface DisclosureConfig {

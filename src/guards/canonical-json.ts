@@ -149,8 +149,12 @@ function fingerprintInput(tool: Tool): Record<string, unknown> {
  * a === b; // true
  */
 export async function fingerprintTool(tool: Tool): Promise<string> {
-  const bytes = encoder.encode(canonicalJson(fingerprintInput(tool)));
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return sha256Hex(canonicalJson(fingerprintInput(tool)));
+}
+
+/** SHA-256 of a text's UTF-8 bytes, as lowercase hex (Web Crypto, so it runs on Workers too). */
+export async function sha256Hex(text: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', encoder.encode(text)));
   let hex = '';
   for (const byte of digest) hex += byte.toString(16).padStart(2, '0');
   return hex;

@@ -38,6 +38,8 @@ export interface Through {
   onCancelled(): void;
   /** The client declared the tasks extension and this request may create or drive a task. */
   tasks?: boolean;
+  /** Running it twice does no harm (a `read` tool): it may be resent after a dropped session. */
+  repeatable?: boolean;
   /** The gateway's id of the task this request belongs to (2025 tasks/result): relayed requests carry it. */
   relatedTask?: string;
   /** The upstream created a task: the client's answer to it (tasks.ts). */
@@ -189,6 +191,7 @@ function start(
         cancellation,
         onInput,
         inputMode: ex.era === 'modern' ? 'relay' : 'ask',
+        repeatable: t.repeatable,
         clientCapabilities: withTasks(
           relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
           t.tasks,

@@ -118,6 +118,7 @@ async function relay(
     method: 'tools/call',
     params: upstreamParams,
     target: entry.name,
+    repeatable: entry.risk === 'read',
     progressToken: validToken ? progressToken : undefined,
     onResult: (result, id) => {
       const body = rawResultMessage(id, gateway.guards.capResult(entry, ex.result(result)));

@@ -25,6 +25,12 @@ export const MIGRATIONS: readonly string[] = [
     trusted_at INTEGER,
     created_at INTEGER NOT NULL
   )`,
+  // v2: single-use keys (#14: an approval is claimed before its call is sent, so a replayed
+  // answer can never send the call twice, whichever instance receives it).
+  `CREATE TABLE claims (
+    key TEXT PRIMARY KEY NOT NULL,
+    expires_at INTEGER NOT NULL
+  )`,
 ];
 
 /** Holds `schema_version` and `trust_epoch`; created outside the migrations so it can version them. */

@@ -75,6 +75,11 @@ export interface StateStore {
   retrust(identity: ServerIdentity, baseline: Baseline, now: number): void;
   /** Bumped by every `retrust`, in any process sharing the store: one cheap value to poll. */
   trustEpoch(): number;
+  /**
+   * Claims a single-use key (an approval, #14) until `expiresAt`: true for the first claim, false
+   * for every later one, in any process sharing the store. Expired claims are swept as it goes.
+   */
+  claim(key: string, expiresAt: number, now: number): boolean;
   close?(): void;
 }
 
@@ -215,6 +220,11 @@ const RETRUST = `INSERT INTO servers (name, transport, target, baseline, trusted
 const BUMP_EPOCH = `INSERT INTO meta (key, value) VALUES ('trust_epoch', 1)
   ON CONFLICT (key) DO UPDATE SET value = value + 1`;
 
+const CLAIM = `INSERT INTO claims (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`;
+const SWEEP_CLAIMS = 'DELETE FROM claims WHERE expires_at < ?';
+/** Sweep expired claims once per this many claims (a sweep is one indexed DELETE). */
+const SWEEP_EVERY = 64;
+
 /** The store over any `SqlExec`: a SQLite file on Node, a Durable Object on Workers. */
 export class SqlStateStore implements StateStore {
   constructor(private readonly sql: SqlExec) {
@@ -247,6 +257,14 @@ export class SqlStateStore implements StateStore {
 
   trustEpoch(): number {
     return readMeta(this.sql, 'trust_epoch') ?? 0;
+  }
+
+  private claims = 0;
+
+  claim(key: string, expiresAt: number, now: number): boolean {
+    if (this.claims++ % SWEEP_EVERY === 0) this.sql.exec(SWEEP_CLAIMS, now);
+    // A key still on file after its expiry counts as used: a claim is never granted twice.
+    return this.write(CLAIM, key, expiresAt);
   }
 
   close(): void {
@@ -303,6 +321,17 @@ export class MemoryStateStore implements StateStore {
 
   trustEpoch(): number {
     return this.epoch;
+  }
+
+  private readonly claimed = new Map<string, number>();
+
+  claim(key: string, expiresAt: number, now: number): boolean {
+    if (this.claimed.size >= 1024) {
+      for (const [k, at] of this.claimed) if (at < now) this.claimed.delete(k);
+    }
+    if (this.claimed.has(key)) return false;
+    this.claimed.set(key, expiresAt);
+    return true;
   }
 
   close(): void {}

@@ -63,6 +63,11 @@ export interface SessionCallOptions {
   inputMode?: 'ask' | 'relay' | undefined;
   /** The client capabilities to declare upstream for this request (modern upstreams). */
   clientCapabilities?: Record<string, unknown> | undefined;
+  /**
+   * Running the request twice does no harm (a `read` tool, #14): after a dropped connection it may
+   * be resent (`retry` times), where anything else is "outcome unknown".
+   */
+  repeatable?: boolean | undefined;
   /** Idle timeout, restarted by each progress notification. */
   timeoutMs: number;
   /** Absolute cap, progress notwithstanding. */

@@ -109,6 +109,10 @@ describe('pasted client configs', () => {
       maxInstances: 16,
       instanceIdleSeconds: 300,
       clientFeatures: { elicitation: true, sampling: false, roots: false },
+      risk: [],
+      trustAnnotations: false,
+      approval: { preset: "off", ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+      retry: 1,
     });
   });
 
@@ -443,6 +447,10 @@ describe('defaults and limits', () => {
       maxInstances: 16,
       instanceIdleSeconds: 300,
       clientFeatures: { elicitation: true, sampling: false, roots: false },
+      risk: [],
+      trustAnnotations: false,
+      approval: { preset: "off", ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+      retry: 1,
     });
   });
 
@@ -474,6 +482,10 @@ describe('defaults and limits', () => {
       maxInstances: 16,
       instanceIdleSeconds: 300,
       clientFeatures: { elicitation: true, sampling: false, roots: false },
+      risk: { 'get_*': 'read', '*': 'write' },
+      trustAnnotations: true,
+      approval: 'strict',
+      retry: 2,
     };
     const result = ok(parseConfigObject(cfg({ s: server }, { gateway }), {}));
     expect(result.config.gateway).toMatchObject({
@@ -484,7 +496,17 @@ describe('defaults and limits', () => {
       hostnames: ['mcp.example.com', 'gw:8787'],
       pageSize: 10000,
     });
-    expect(result.config.servers[0]).toEqual({ name: 's', type: 'stdio', headers: {}, ...server });
+    expect(result.config.servers[0]).toEqual({
+      name: 's',
+      type: 'stdio',
+      headers: {},
+      ...server,
+      risk: [
+        { pattern: 'get_*', class: 'read' },
+        { pattern: '*', class: 'write' },
+      ],
+      approval: { preset: 'strict', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+    });
   });
 
   it('rejects timeoutMs above gateway.maxCallTimeoutMs', () => {

@@ -38,6 +38,10 @@ function serverConfig(extra: Partial<ServerConfig> = {}): ServerConfig {
     maxInstances: 16,
     instanceIdleSeconds: 300,
     clientFeatures: { elicitation: true, sampling: false, roots: false },
+    risk: [],
+    trustAnnotations: false,
+    approval: { preset: "off", ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+    retry: 1,
     ...extra,
   };
 }
