@@ -74,7 +74,7 @@ export class DriftGate {
     );
     const byName = new Map(tools.map((t) => [t.name, t]));
     const out: VerifiedListing = { trusted: [], quarantined: [], removed: [], identityChanged: false };
-    for (const v of decideDrift(row.baseline, listed)) {
+    for (const v of decideDrift(row.baseline, listed, { trustAnnotations: server.trustAnnotations })) {
       switch (v.kind) {
         case 'trusted':
           out.trusted.push(byName.get(v.name)!);

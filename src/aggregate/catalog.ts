@@ -260,7 +260,9 @@ export const APPROVAL_META_KEY = 'manifold/approval';
  * (the gateway's keys win: an upstream cannot claim a class for itself).
  */
 function withPolicyMeta(tool: Tool, risk: RiskClass, approval: ApprovalDecision): Tool {
-  const meta: Record<string, unknown> = { ...(tool._meta && typeof tool._meta === 'object' ? tool._meta : {}) };
+  const meta: Record<string, unknown> = {
+    ...(tool._meta && typeof tool._meta === 'object' ? tool._meta : {}),
+  };
   meta[RISK_META_KEY] = risk;
   if (approval === 'allow') delete meta[APPROVAL_META_KEY];
   else meta[APPROVAL_META_KEY] = approval;

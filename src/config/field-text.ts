@@ -297,7 +297,8 @@ const SERVER_TEXT: Record<string, FieldText> = {
     fix: 'write "shared" (one connection for everyone, the default), "per-tenant" (one per tenant) or "per-subject" (one per tenant and subject)',
   },
   risk: {
-    expected: 'an object that maps tool names or globs to "read", "write", "network", "execute" or "destructive"',
+    expected:
+      'an object that maps tool names or globs to "read", "write", "network", "execute" or "destructive"',
     fix: 'write risk as {"get_*": "read", "delete_*": "destructive"}; the first glob that matches a tool decides',
   },
   'risk.*': {
@@ -306,10 +307,11 @@ const SERVER_TEXT: Record<string, FieldText> = {
   },
   trustAnnotations: {
     expected: 'true or false',
-    fix: 'write true to let readOnlyHint and destructiveHint classify this server\'s tools, or false (the default) to ignore them',
+    fix: "write true to let readOnlyHint and destructiveHint classify this server's tools, or false (the default) to ignore them",
   },
   approval: {
-    expected: '"off", "standard", "strict", an array of tool globs or risk:<class>, or an object with preset, ask, deny, allow and timeoutSeconds',
+    expected:
+      '"off", "standard", "strict", an array of tool globs or risk:<class>, or an object with preset, ask, deny, allow and timeoutSeconds',
     fix: 'write approval as "standard", as ["delete_*", "risk:destructive"], or as {"preset": "strict", "deny": ["drop_*"], "timeoutSeconds": 120}',
   },
   'approval[]': {
@@ -320,12 +322,30 @@ const SERVER_TEXT: Record<string, FieldText> = {
     expected: '"off", "standard" or "strict"',
     fix: 'write "standard" (ask before network, execute, destructive and undeclared tools) or "strict" (also ask before writes, and refuse destructive tools)',
   },
-  'approval.ask': { expected: 'an array of tool globs or risk:<class>', fix: 'write e.g. ["send_*", "risk:execute"]' },
-  'approval.ask[]': { expected: 'a non-empty tool glob, or risk:<class>', fix: 'write e.g. "send_*" or "risk:execute"' },
-  'approval.deny': { expected: 'an array of tool globs or risk:<class>', fix: 'write e.g. ["drop_*", "risk:destructive"]' },
-  'approval.deny[]': { expected: 'a non-empty tool glob, or risk:<class>', fix: 'write e.g. "drop_*" or "risk:destructive"' },
-  'approval.allow': { expected: 'an array of tool globs or risk:<class>', fix: 'write e.g. ["get_*", "risk:read"]' },
-  'approval.allow[]': { expected: 'a non-empty tool glob, or risk:<class>', fix: 'write e.g. "get_*" or "risk:read"' },
+  'approval.ask': {
+    expected: 'an array of tool globs or risk:<class>',
+    fix: 'write e.g. ["send_*", "risk:execute"]',
+  },
+  'approval.ask[]': {
+    expected: 'a non-empty tool glob, or risk:<class>',
+    fix: 'write e.g. "send_*" or "risk:execute"',
+  },
+  'approval.deny': {
+    expected: 'an array of tool globs or risk:<class>',
+    fix: 'write e.g. ["drop_*", "risk:destructive"]',
+  },
+  'approval.deny[]': {
+    expected: 'a non-empty tool glob, or risk:<class>',
+    fix: 'write e.g. "drop_*" or "risk:destructive"',
+  },
+  'approval.allow': {
+    expected: 'an array of tool globs or risk:<class>',
+    fix: 'write e.g. ["get_*", "risk:read"]',
+  },
+  'approval.allow[]': {
+    expected: 'a non-empty tool glob, or risk:<class>',
+    fix: 'write e.g. "get_*" or "risk:read"',
+  },
   'approval.timeoutSeconds': {
     expected: 'an integer from 1 to 3600 (seconds)',
     fix: 'write how long a person has to answer, e.g. 120 (the default)',

@@ -4,6 +4,7 @@
  * `config/schema.js` keeps offering everything it always has.
  */
 import { z } from 'zod';
+import { APPROVAL_PRESETS, RISK_CLASSES } from '../guards/risk.js';
 import {
   LOG_LEVELS,
   MAX_CLOCK_TOLERANCE_SECONDS,
@@ -13,7 +14,6 @@ import {
   MAX_TIMER_SECONDS,
   TRANSPORT_TYPES,
 } from './defaults.js';
-import { APPROVAL_PRESETS, RISK_CLASSES } from '../guards/risk.js';
 import type { GatewayConfig } from './types.js';
 
 export {

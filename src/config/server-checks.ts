@@ -2,9 +2,7 @@
  * Checks on the values of a server entry: the url of a remote server, its headers, and the
  * strings handed to a local process. Messages never show a header value or an argument.
  */
-import { error, type Findings, isTainted } from './findings.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
-import type { PathSegment } from './paths.js';
+
 import {
   type ApprovalPreset,
   type ApprovalSettings,
@@ -13,6 +11,9 @@ import {
   RISK_CLASSES,
   RISK_PATTERN_PREFIX,
 } from '../guards/risk.js';
+import { error, type Findings, isTainted } from './findings.js';
+import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import type { PathSegment } from './paths.js';
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 

@@ -10,7 +10,14 @@ import { isObject, type JsonObject, keysOf } from './json-parse.js';
 import { nameProblems, suggestName } from './names.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { HTTP_ONLY_KEYS, SERVER_KEYS, STDIO_ONLY_KEYS, serverSchema, TOOLS_KEYS } from './schema.js';
-import { checkApproval, checkHeaders, checkStdioStrings, checkUrl, readApproval, readRisk } from './server-checks.js';
+import {
+  checkApproval,
+  checkHeaders,
+  checkStdioStrings,
+  checkUrl,
+  readApproval,
+  readRisk,
+} from './server-checks.js';
 import type { ServerConfig, TransportKind } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';
 

@@ -13,6 +13,7 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { fingerprintTool } from './canonical-json.js';
 import { shownChanges } from './drift-diff.js';
 import { type AnnotationHints, annotationEscalation, hintsOf } from './drift-hints.js';
+import { annotatedClass, type RiskClass } from './risk.js';
 
 export { canonicalJson, fingerprintTool } from './canonical-json.js';
 export { diffTool, formatDiff, type ToolDiff } from './drift-diff.js';
@@ -44,6 +45,16 @@ export type DriftVerdict =
   | { kind: 'withheld'; name: string }
   | { kind: 'removed'; name: string };
 
+/** How restrictive policy is with each class annotations can give (lower: fewer checks). */
+const LOOSENESS: Record<RiskClass, number> = {
+  read: 0,
+  write: 1,
+  network: 2,
+  execute: 2,
+  undeclared: 2,
+  destructive: 3,
+};
+
 /** The reason given when the fingerprint differs. */
 const CONTENT_CHANGED = 'description/schema changed';
 /** The reason given when an upstream lists one name more than once. */
@@ -69,7 +80,11 @@ function countNames(tools: readonly Tool[]): Map<string, number> {
  * decideDrift(baseline, [{ tool: search, fingerprint: await fingerprintTool(search) }]);
  * // [{ kind: 'trusted', name: 'search' }, { kind: 'removed', name: 'delete_all' }]
  */
-export function decideDrift(baseline: Baseline, listing: readonly ListedTool[]): DriftVerdict[] {
+export function decideDrift(
+  baseline: Baseline,
+  listing: readonly ListedTool[],
+  options: { trustAnnotations?: boolean } = {},
+): DriftVerdict[] {
   const verdicts: DriftVerdict[] = [];
   const counts = countNames(listing.map((entry) => entry.tool));
   for (const { tool, fingerprint } of listing) {
@@ -86,6 +101,15 @@ export function decideDrift(baseline: Baseline, listing: readonly ListedTool[]):
     // this check are read as they are (#13.6).
     for (const field of shownChanges(known.tool, tool)) reasons.push(`${field} changed`);
     reasons.push(...annotationEscalation(known.hints, hintsOf(tool)));
+    // Where annotations classify tools (#14), a new claim of safety loosens policy (no approval
+    // asked, a risk:read grant now reaching it): that is drift too, not only a withdrawn claim.
+    if (options.trustAnnotations) {
+      const before = annotatedClass(known.tool.annotations);
+      const after = annotatedClass(tool.annotations);
+      if (LOOSENESS[after] < LOOSENESS[before]) {
+        reasons.push(`trusted annotations now classify it ${after} (was ${before})`);
+      }
+    }
     if ((counts.get(name) ?? 0) > 1) reasons.push(LISTED_TWICE);
     verdicts.push(
       reasons.length === 0

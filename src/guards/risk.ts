@@ -30,9 +30,30 @@ export const RISK_PATTERN_PREFIX = 'risk:';
  * harmless.
  */
 export const PRESETS: Readonly<Record<ApprovalPreset, Readonly<Record<RiskClass, ApprovalDecision>>>> = {
-  off: { read: 'allow', write: 'allow', network: 'allow', execute: 'allow', destructive: 'allow', undeclared: 'allow' },
-  standard: { read: 'allow', write: 'allow', network: 'ask', execute: 'ask', destructive: 'ask', undeclared: 'ask' },
-  strict: { read: 'allow', write: 'ask', network: 'ask', execute: 'ask', destructive: 'deny', undeclared: 'ask' },
+  off: {
+    read: 'allow',
+    write: 'allow',
+    network: 'allow',
+    execute: 'allow',
+    destructive: 'allow',
+    undeclared: 'allow',
+  },
+  standard: {
+    read: 'allow',
+    write: 'allow',
+    network: 'ask',
+    execute: 'ask',
+    destructive: 'ask',
+    undeclared: 'ask',
+  },
+  strict: {
+    read: 'allow',
+    write: 'ask',
+    network: 'ask',
+    execute: 'ask',
+    destructive: 'deny',
+    undeclared: 'ask',
+  },
 };
 
 /** The classification settings of one server, as validated config. */
@@ -83,7 +104,9 @@ export function annotatedClass(annotations: unknown): RiskClass {
  * classify({ name: 'get_issue', inputSchema: { type: 'object' } }); // 'read'
  * classify({ name: 'x', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } }); // 'undeclared'
  */
-export function riskClassifier(settings: RiskSettings): (tool: Pick<Tool, 'name' | 'annotations'>) => RiskClass {
+export function riskClassifier(
+  settings: RiskSettings,
+): (tool: Pick<Tool, 'name' | 'annotations'>) => RiskClass {
   const rules = settings.risk.map((r) => ({ match: compileGlob(r.pattern), class: r.class }));
   return function classify(tool) {
     for (const rule of rules) if (rule.match(tool.name)) return rule.class;
@@ -100,7 +123,9 @@ export function riskClassifier(settings: RiskSettings): (tool: Pick<Tool, 'name'
  * decide('drop_table', 'write'); // 'deny'
  * decide('insert_row', 'write'); // 'ask': strict asks about writes
  */
-export function approvalDecider(settings: ApprovalSettings): (upstreamName: string, risk: RiskClass) => ApprovalDecision {
+export function approvalDecider(
+  settings: ApprovalSettings,
+): (upstreamName: string, risk: RiskClass) => ApprovalDecision {
   const compile = (patterns: readonly string[]) => {
     const classes = new Set<string>();
     const globs: ((s: string) => boolean)[] = [];

@@ -20,7 +20,8 @@ import type { Answer } from './answer.js';
 
 export interface StateBody {
   v: 1;
-  k: 'wrap' | 'held';
+  /** approve: the gateway asked the user whether the call may run at all (approval.ts). */
+  k: 'wrap' | 'held' | 'approve';
   /** Principal key. */
   p: string;
   /** Method and target (exposed tool or prompt name, or URI). */
@@ -34,6 +35,10 @@ export interface StateBody {
   /** held: the call's token, and the round this state answers. */
   h?: string;
   r?: number;
+  /** A single-use id, claimed in the store when the state is used: an approval's, or a wrap's of an approved call. */
+  a?: string;
+  /** approve: the digest of the arguments it approves. */
+  d?: string;
 }
 
 export const invalidState = () =>
@@ -42,7 +47,10 @@ export const invalidState = () =>
     'Invalid or expired requestState: send the original request again without it',
   );
 
-/** Opens a client's requestState for this request, or throws -32602 for anything that does not match. */
+/**
+ * Opens a client's requestState for this request, or throws -32602 for anything that does not
+ * match. An expired approval state is returned (the caller answers "nobody approved in time").
+ */
 export async function openState(
   sealer: Sealer,
   raw: unknown,
@@ -51,12 +59,13 @@ export async function openState(
   const body = (await sealer.open(raw)) as Partial<StateBody> | undefined;
   if (
     body?.v !== 1 ||
-    (body.k !== 'wrap' && body.k !== 'held') ||
+    (body.k !== 'wrap' && body.k !== 'held' && body.k !== 'approve') ||
     body.p !== expect.principal ||
     body.m !== expect.method ||
     body.n !== expect.target ||
     typeof body.x !== 'number' ||
-    body.x < expect.now
+    (body.x < expect.now && body.k !== 'approve') ||
+    (body.k === 'approve' && (typeof body.a !== 'string' || typeof body.d !== 'string'))
   ) {
     throw invalidState();
   }

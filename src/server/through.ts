@@ -14,11 +14,27 @@ import { stripUnsafe } from '../guards/text.js';
 import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
-import type { Edge } from './dispatch.js';
+import {
+  type ApprovalGate,
+  type ApprovalOutcome,
+  approvalRequests,
+  CLAIM_GRACE_MS,
+  canElicitForm,
+  modernAnswer,
+  outcomeOf,
+} from './approval.js';
+import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { boundLogData, severe } from './log-relay.js';
-import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
+import {
+  type HeldCall,
+  inputRequiredResult,
+  invalidState,
+  openState,
+  type StateBody,
+  type Waiting,
+} from './mrtr.js';
 
 type Result = Record<string, unknown>;
 
@@ -40,6 +56,8 @@ export interface Through {
   tasks?: boolean;
   /** Running it twice does no harm (a `read` tool): it may be resent after a dropped session. */
   repeatable?: boolean;
+  /** A person must approve the call before it is sent (approval.ts). */
+  approval?: ApprovalGate;
   /** The gateway's id of the task this request belongs to (2025 tasks/result): relayed requests carry it. */
   relatedTask?: string;
   /** The upstream created a task: the client's answer to it (tasks.ts). */
@@ -54,24 +72,90 @@ export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<
   const sealer = await edge.gateway.states;
   const params = ex.request.params ?? {};
   let upstreamParams = t.params;
+  const gate = t.approval;
+  let approved = gate === undefined;
   // A modern client's retry (patterns/mrtr): its state says which round of which request it answers.
   if (ex.era === 'modern' && params.requestState !== undefined) {
+    const now = edge.gateway.platform.now();
     const body = await openState(sealer, params.requestState, {
       principal: ex.principal.key,
       method: t.method,
       target: t.target,
-      now: edge.gateway.platform.now(),
+      now,
     });
     const answers = isObject(params.inputResponses) ? params.inputResponses : {};
-    if (body.k === 'held') return resumeHeld(edge, ex, body.h, body.r, answers as InputResponses);
-    if (body.s !== t.upstream.name) throw invalidState();
-    upstreamParams = {
-      ...t.params,
-      inputResponses: answers,
-      ...(body.u !== undefined ? { requestState: body.u } : {}),
-    };
+    if (body.k === 'approve') {
+      // The user's answer to the gateway's own question; nothing of it goes upstream.
+      if (gate) {
+        const outcome = approvalVerdict(edge, gate, body, answers, now);
+        if (outcome !== 'accepted') return json(gate.refuse(outcome, ex.request.id));
+        gate.approved(now);
+      }
+      approved = true;
+    } else {
+      // A later round of a call that needed approval. A held call's rounds are single-use already;
+      // a wrapped state carries an id of its own, claimed here, so replaying it never resends the
+      // approved call to its upstream.
+      if (gate && body.k === 'wrap') {
+        if (body.a === undefined) throw invalidState();
+        if (!edge.gateway.store.claim(`wrap:${body.a}`, body.x + CLAIM_GRACE_MS, now)) {
+          return json(gate.refuse('replayed', ex.request.id));
+        }
+      }
+      approved = true;
+      if (body.k === 'held') return resumeHeld(edge, ex, body.h, body.r, answers as InputResponses);
+      if (body.s !== t.upstream.name) throw invalidState();
+      upstreamParams = {
+        ...t.params,
+        inputResponses: answers,
+        ...(body.u !== undefined ? { requestState: body.u } : {}),
+      };
+    }
   }
-  return start(edge, ex, t, upstreamParams, sealer);
+  if (!approved && gate && ex.era === 'modern') return askApprovalModern(edge, ex, t, gate, sealer);
+  return start(edge, ex, t, upstreamParams, sealer, approved ? undefined : gate);
+}
+
+/** A modern client's answer to an approval question: the state's rules, then the user's. */
+function approvalVerdict(
+  edge: Edge,
+  gate: ApprovalGate,
+  body: StateBody,
+  answers: Record<string, unknown>,
+  now: number,
+): Exclude<ApprovalOutcome, 'unsupported' | 'failed'> {
+  // The approval covers the arguments it showed: any others need a question of their own.
+  if (body.d !== gate.digest) throw invalidState();
+  if (body.x < now) return 'timeout';
+  const outcome = outcomeOf(modernAnswer(answers));
+  if (outcome !== 'accepted') return outcome;
+  // Claimed before anything is sent: a second retry with the same answer never runs the call.
+  return edge.gateway.store.claim(`approve:${body.a}`, body.x + CLAIM_GRACE_MS, now)
+    ? 'accepted'
+    : 'replayed';
+}
+
+/** The gateway's question to a modern client, as `input_required` with a sealed approval state. */
+async function askApprovalModern(
+  edge: Edge,
+  ex: Exchange,
+  t: Through,
+  gate: ApprovalGate,
+  sealer: Sealer,
+): Promise<Response> {
+  if (!canElicitForm(ex.clientCapabilities)) return json(gate.refuse('unsupported', ex.request.id));
+  const state = await sealer.seal({
+    v: 1,
+    k: 'approve',
+    p: ex.principal.key,
+    m: t.method,
+    n: t.target,
+    x: edge.gateway.platform.now() + gate.timeoutMs,
+    a: crypto.randomUUID(),
+    d: gate.digest,
+  } satisfies StateBody);
+  const result = inputRequiredResult(approvalRequests(gate), state, edge.serverInfo);
+  return json(rawResultMessage(ex.request.id, JSON.stringify(result)));
 }
 
 function resumeHeld(
@@ -99,12 +183,13 @@ function start(
   t: Through,
   upstreamParams: Result,
   sealer: Sealer,
+  /** A legacy client's user must approve first, on this request's stream. */
+  gate?: ApprovalGate,
 ): Promise<Response> {
   const { gateway } = edge;
   const { request } = ex;
   const first = ex.answer();
-  // A 2025-11-25 client may be told to poll: its stream closes, the call runs on (SEP-1699).
-  const poll = ex.pollMs ? setTimeout(() => first.poll(), ex.pollMs) : undefined;
+  let poll: ReturnType<typeof setTimeout> | undefined;
   const cancellation = new Cancellation();
   const done = ex.track(request.id, cancellation);
   const server = t.upstream.config;
@@ -185,91 +270,144 @@ function start(
     return answers;
   };
   const level = ex.logLevel;
-  void gateway
-    .track(() =>
-      t.upstream.request(t.method, upstreamParams, {
-        cancellation,
-        onInput,
-        inputMode: ex.era === 'modern' ? 'relay' : 'ask',
-        repeatable: t.repeatable,
-        clientCapabilities: withTasks(
-          relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
-          t.tasks,
-        ),
-        ...(t.progressToken !== undefined
-          ? { onprogress: (p) => current()?.answer.push(progressNote(p, t.progressToken!), true) }
-          : {}),
-        ...(level !== undefined
-          ? {
-              logLevel: level,
-              onlog: (m: LogMessage) => {
-                if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name), true);
-              },
-            }
-          : {}),
-      }),
-    )
-    .then(
-      async (result) => {
-        const w = current();
-        if (!w) return;
-        if (result.resultType === 'input_required') {
-          // A modern upstream asked; a modern client takes the question as it is, with the
-          // gateway's own state wrapped around the upstream's (mrtr.ts, "wrap").
-          const requests = checked(
-            (isObject(result.inputRequests) ? result.inputRequests : {}) as InputRequests,
-          );
-          const state = await sealer.seal({
-            v: 1,
-            k: 'wrap',
-            p: ex.principal.key,
-            m: t.method,
-            n: t.target,
-            x: gateway.platform.now() + INPUT_TTL_MS,
-            s: t.upstream.name,
-            ...(typeof result.requestState === 'string' ? { u: result.requestState } : {}),
-          });
-          w.answer.finish(
-            rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
-          );
-          return;
-        }
-        if (result.resultType === 'task') {
-          if (!t.onTask) {
-            throw new ManifoldError(
-              'ERR_UPSTREAM_ERROR',
-              `server ${server.name} answered with a task nobody asked for`,
+  const go = () => {
+    // A 2025-11-25 client may be told to poll: its stream closes, the call runs on (SEP-1699).
+    if (ex.pollMs) poll = setTimeout(() => first.poll(), ex.pollMs);
+    void gateway
+      .track(() =>
+        t.upstream.request(t.method, upstreamParams, {
+          cancellation,
+          onInput,
+          inputMode: ex.era === 'modern' ? 'relay' : 'ask',
+          repeatable: t.repeatable,
+          clientCapabilities: withTasks(
+            relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
+            t.tasks,
+          ),
+          ...(t.progressToken !== undefined
+            ? { onprogress: (p) => current()?.answer.push(progressNote(p, t.progressToken!), true) }
+            : {}),
+          ...(level !== undefined
+            ? {
+                logLevel: level,
+                onlog: (m: LogMessage) => {
+                  if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name), true);
+                },
+              }
+            : {}),
+        }),
+      )
+      .then(
+        async (result) => {
+          const w = current();
+          if (!w) return;
+          if (result.resultType === 'input_required') {
+            // A modern upstream asked; a modern client takes the question as it is, with the
+            // gateway's own state wrapped around the upstream's (mrtr.ts, "wrap").
+            const requests = checked(
+              (isObject(result.inputRequests) ? result.inputRequests : {}) as InputRequests,
             );
+            const state = await sealer.seal({
+              v: 1,
+              k: 'wrap',
+              p: ex.principal.key,
+              m: t.method,
+              n: t.target,
+              x: gateway.platform.now() + INPUT_TTL_MS,
+              s: t.upstream.name,
+              ...(typeof result.requestState === 'string' ? { u: result.requestState } : {}),
+              ...(t.approval ? { a: crypto.randomUUID() } : {}),
+            });
+            w.answer.finish(
+              rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
+            );
+            return;
           }
-          w.answer.finish(await t.onTask(result, w.id));
-          return;
-        }
-        w.answer.finish(t.onResult(result, w.id));
-      },
-      (e: unknown) => {
+          if (result.resultType === 'task') {
+            if (!t.onTask) {
+              throw new ManifoldError(
+                'ERR_UPSTREAM_ERROR',
+                `server ${server.name} answered with a task nobody asked for`,
+              );
+            }
+            w.answer.finish(await t.onTask(result, w.id));
+            return;
+          }
+          w.answer.finish(t.onResult(result, w.id));
+        },
+        (e: unknown) => {
+          const w = current();
+          if (refused) {
+            if (w) finishError(w, t.onError(refused, w.id));
+            return;
+          }
+          if (cancellation.aborted) {
+            t.onCancelled();
+            w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
+            return;
+          }
+          if (w) finishError(w, t.onError(explain(e), w.id));
+        },
+      )
+      .catch((e: unknown) => {
         const w = current();
-        if (refused) {
-          if (w) finishError(w, t.onError(refused, w.id));
-          return;
-        }
-        if (cancellation.aborted) {
-          t.onCancelled();
-          w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
-          return;
-        }
-        if (w) finishError(w, t.onError(explain(e), w.id));
-      },
-    )
-    .catch((e: unknown) => {
-      const w = current();
-      if (w) finishError(w, t.onError(e, w.id));
-    })
-    .finally(() => {
-      if (poll) clearTimeout(poll);
+        if (w) finishError(w, t.onError(e, w.id));
+      })
+      .finally(() => {
+        if (poll) clearTimeout(poll);
+        done();
+        if (held) edge.held.release(held.token);
+      });
+  };
+  if (!gate) go();
+  else {
+    // The user answers on this stream before anything is sent upstream (approval.ts).
+    void askApprovalLegacy(gate).then(({ outcome, detail }) => {
+      if (outcome === 'accepted') {
+        gate.approved(gateway.platform.now());
+        go();
+        return;
+      }
       done();
-      if (held) edge.held.release(held.token);
+      if (cancellation.aborted && outcome === 'cancelled' && cancellation.reason !== gate) {
+        t.onCancelled();
+        first.abandon(errorMessage(request.id, -32800, 'request cancelled'));
+        return;
+      }
+      first.finish(gate.refuse(outcome, request.id, detail));
     });
+  }
   return first.response;
+
+  async function askApprovalLegacy(
+    g: ApprovalGate,
+  ): Promise<{ outcome: Exclude<ApprovalOutcome, 'replayed'>; detail?: string }> {
+    if (!canElicitForm(ex.clientCapabilities)) return { outcome: 'unsupported' };
+    if (!ex.ask || !ex.canStream) {
+      return {
+        outcome: 'unsupported',
+        detail:
+          'its request accepts only JSON, so it cannot be asked: send Accept: application/json, text/event-stream',
+      };
+    }
+    // The deadline is the gate's own; the client cancelling the call ends the question too.
+    const asking = new Cancellation();
+    const timer = setTimeout(() => asking.abort(g), g.timeoutMs);
+    const off = cancellation.onAbort((reason) => asking.abort(reason));
+    try {
+      return { outcome: outcomeOf(await ex.ask(first, g.method, g.params, asking)) };
+    } catch (e) {
+      if (asking.reason === g) return { outcome: 'timeout' };
+      if (cancellation.aborted) return { outcome: 'cancelled' };
+      return {
+        outcome: 'failed',
+        detail: e instanceof ManifoldError ? e.publicMessage : 'the client did not answer',
+      };
+    } finally {
+      clearTimeout(timer);
+      off();
+    }
+  }
 
   /** An upstream's MissingRequiredClientCapability, said from where the gateway stands. */
   function explain(e: unknown): unknown {

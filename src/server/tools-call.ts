@@ -1,6 +1,7 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import { ManifoldError } from '../errors.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
+import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import { rawResultMessage, resultMessage } from './jsonrpc.js';
@@ -10,6 +11,9 @@ import { runThrough } from './through.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
+/** The approval fields of an audit line: the outcome, and for a yes, who gave it and when. */
+type ApprovalAudit = { approval: ApprovalOutcome | 'denied'; approvedBy?: string; approvedAt?: string };
+type Audit = (verdict: Verdict, bytesOut: number, approval?: ApprovalAudit) => void;
 
 /**
  * Relays one tools/call to the upstream that owns it, with one audit line per call. The answer
@@ -23,8 +27,9 @@ export async function toolsCall(edge: Edge, ex: Exchange): Promise<Response> {
   const params = request.params ?? {};
   const bytesIn = ex.bytesIn;
   let entry: CatalogEntry | undefined;
-  // Argument values are never logged: only sizes, names and the verdict.
-  const audit = (verdict: Verdict, bytesOut: number) =>
+  // Argument values are never logged: only sizes, names and the verdict (and, for a call that
+  // needed a person's yes, what they answered and when).
+  const audit: Audit = (verdict, bytesOut, approval) =>
     gateway.log.info('audit.tools_call', {
       tenant: principal.tenant,
       subject: principal.subject,
@@ -34,6 +39,7 @@ export async function toolsCall(edge: Edge, ex: Exchange): Promise<Response> {
       durationMs: gateway.platform.now() - started,
       bytesIn,
       bytesOut,
+      ...approval,
     });
   try {
     // A client may call a tool it already knows without listing first: wait for the first
@@ -57,12 +63,7 @@ export async function toolsCall(edge: Edge, ex: Exchange): Promise<Response> {
   return relay(edge, ex, entry, audit);
 }
 
-async function relay(
-  edge: Edge,
-  ex: Exchange,
-  entry: CatalogEntry,
-  audit: (verdict: Verdict, bytesOut: number) => void,
-): Promise<Response> {
+async function relay(edge: Edge, ex: Exchange, entry: CatalogEntry, audit: Audit): Promise<Response> {
   const { gateway } = edge;
   const { principal, request } = ex;
   const params = request.params ?? {};
@@ -85,6 +86,43 @@ async function relay(
   // Arguments are checked against the full schema before anything is sent.
   const invalid = gateway.guards.checkArguments(gateway.catalog, entry, argsObject);
   if (invalid) return respond('invalid', local(invalid));
+  // Refused by policy: an isError result with the reason, so the model can tell its user.
+  const timeoutSeconds =
+    entry.approval === 'allow'
+      ? 0
+      : (gateway.config.servers.find((s) => s.name === entry.server)?.approval.timeoutSeconds ?? 120);
+  if (entry.approval === 'deny') {
+    const body = local(refusalResult(entry, 'denied', timeoutSeconds));
+    audit('denied', body.length, { approval: 'denied' });
+    return json(body);
+  }
+  let approvedAt: number | undefined;
+  let gate: ApprovalGate | undefined;
+  if (entry.approval === 'ask') {
+    const question = await approvalQuestion(entry, argsObject, gateway.redact);
+    gate = {
+      method: 'elicitation/create',
+      params: question.params,
+      digest: question.digest,
+      timeoutMs: timeoutSeconds * 1000,
+      approved: (at) => {
+        approvedAt = at;
+      },
+      refuse: (outcome, id, detail) => {
+        const body = resultMessage(id, ex.result(refusalResult(entry, outcome, timeoutSeconds, detail)));
+        audit('denied', body.length, { approval: outcome });
+        return body;
+      },
+    };
+  }
+  const approvalAudit = (): ApprovalAudit | undefined =>
+    approvedAt === undefined
+      ? undefined
+      : {
+          approval: 'accepted',
+          approvedBy: principal.subject,
+          approvedAt: new Date(approvedAt).toISOString(),
+        };
 
   const shared = gateway.pool.get(entry.server);
   if (!shared) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
@@ -122,7 +160,7 @@ async function relay(
     progressToken: validToken ? progressToken : undefined,
     onResult: (result, id) => {
       const body = rawResultMessage(id, gateway.guards.capResult(entry, ex.result(result)));
-      audit('allowed', body.length);
+      audit('allowed', body.length, approvalAudit());
       return body;
     },
     onError: (e, id) => {
@@ -130,16 +168,17 @@ async function relay(
       const f = asResult
         ? { body: resultMessage(id, ex.result(asResult)), status: 200 }
         : failBody(edge, id, e, ex.era);
-      audit('error', f.body.length);
+      audit('error', f.body.length, approvalAudit());
       return f;
     },
-    onCancelled: () => audit('error', 0),
+    onCancelled: () => audit('error', 0, approvalAudit()),
+    ...(gate ? { approval: gate } : {}),
     tasks: plan.extension,
     ...(plan.extension || plan.task
       ? {
           onTask: async (raw: Result, id: string | number) => {
             const body = await taskCreated(edge, ex, entry, raw, id);
-            audit('allowed', body.length);
+            audit('allowed', body.length, approvalAudit());
             return body;
           },
         }

@@ -1,0 +1,151 @@
+/**
+ * Human approval before a risky tool runs (issue #14). The gateway asks the calling client's user
+ * with an elicitation of its own: on the call's SSE stream for a legacy client (a server-initiated
+ * `elicitation/create`), as an MRTR `input_required` result for a modern one. Only an explicit
+ * yes lets the call go upstream; a decline, a cancel, silence past the deadline, a client that
+ * cannot be asked, or a replayed answer gets an `isError` result, and the upstream never sees the
+ * call.
+ *
+ * At most once: a modern client's yes travels in a sealed requestState naming one approval id,
+ * which is claimed in the store before the call is sent. Two retries with the same answer, on
+ * one instance or two, send the call once; the state is also bound to a digest of the arguments,
+ * so an approval for one set of arguments never runs another.
+ */
+import type { CatalogEntry } from '../aggregate/catalog.js';
+import { canonicalJson, sha256Hex } from '../guards/canonical-json.js';
+import { stripUnsafe } from '../guards/text.js';
+import type { Redactor } from '../redact.js';
+import type { InputRequests } from '../upstream/session.js';
+
+type Result = Record<string, unknown>;
+
+/** The key of the gateway's own question among a modern client's input requests. */
+export const APPROVAL_INPUT_KEY = 'manifold.approval';
+/** How much of the arguments the question shows a person. */
+const MAX_SHOWN_ARGUMENTS = 2000;
+/** A claim outlives its state by this much, so clock skew between instances cannot reopen it. */
+export const CLAIM_GRACE_MS = 10 * 60_000;
+
+export type ApprovalOutcome =
+  | 'accepted'
+  | 'declined'
+  | 'cancelled'
+  | 'timeout'
+  | 'unsupported'
+  | 'replayed'
+  | 'failed';
+
+/** What the relay needs to ask, built once per call that needs approval (tools-call.ts). */
+export interface ApprovalGate {
+  /** The elicitation to send. */
+  method: 'elicitation/create';
+  params: Result;
+  /** Digest of the canonical arguments: a retry must carry the same ones. */
+  digest: string;
+  timeoutMs: number;
+  /** The client's answer for the audit line: who, when. */
+  approved(at: number): void;
+  /** The final message when the call does not run; writes the audit line. */
+  refuse(outcome: Exclude<ApprovalOutcome, 'accepted'>, id: string | number, detail?: string): string;
+}
+
+/**
+ * The question a person sees: the server, the tool, its class and the arguments, bounded and
+ * stripped of invisible characters, with every configured secret redacted. The form has one
+ * boolean that must be set to true: a client that "accepts" an empty form approves nothing.
+ */
+export async function approvalQuestion(
+  entry: CatalogEntry,
+  args: Record<string, unknown>,
+  redact: Redactor,
+): Promise<{ params: Result; digest: string }> {
+  const canonical = canonicalJson(args);
+  let shown = redact(stripUnsafe(JSON.stringify(args, null, 1) ?? '{}'));
+  if (shown.length > MAX_SHOWN_ARGUMENTS) {
+    shown = `${shown.slice(0, MAX_SHOWN_ARGUMENTS)}… (${shown.length - MAX_SHOWN_ARGUMENTS} more characters)`;
+  }
+  const risk = entry.risk === 'undeclared' ? 'not classified' : `classified ${entry.risk}`;
+  const message = [
+    `Allow the tool ${entry.original} of server ${entry.server} (${entry.name}, ${risk}) to run?`,
+    'Arguments:',
+    shown,
+  ].join('\n');
+  return {
+    digest: await sha256Hex(canonical),
+    params: {
+      mode: 'form',
+      message,
+      requestedSchema: {
+        type: 'object',
+        properties: {
+          approve: {
+            type: 'boolean',
+            title: 'Approve this call',
+            description: `Run ${entry.name} with the arguments shown`,
+            default: false,
+          },
+        },
+        required: ['approve'],
+      },
+    },
+  };
+}
+
+/** An elicitation answer, read strictly: only `accept` with `approve: true` is a yes. */
+export function outcomeOf(answer: unknown): 'accepted' | 'declined' | 'cancelled' {
+  if (typeof answer !== 'object' || answer === null) return 'cancelled';
+  const { action, content } = answer as { action?: unknown; content?: unknown };
+  if (action === 'accept') {
+    const approve = (content as { approve?: unknown } | undefined)?.approve;
+    return approve === true ? 'accepted' : 'declined';
+  }
+  return action === 'decline' ? 'declined' : 'cancelled';
+}
+
+/** The modern client's answer to the gateway's question, from a retry's `inputResponses`. */
+export function modernAnswer(inputResponses: unknown): unknown {
+  if (typeof inputResponses !== 'object' || inputResponses === null) return undefined;
+  return Object.hasOwn(inputResponses, APPROVAL_INPUT_KEY)
+    ? (inputResponses as Record<string, unknown>)[APPROVAL_INPUT_KEY]
+    : undefined;
+}
+
+export function approvalRequests(gate: ApprovalGate): InputRequests {
+  return { [APPROVAL_INPUT_KEY]: { method: gate.method, params: gate.params } };
+}
+
+/** Whether the client can be asked: it declared elicitation, in form mode (or with no modes). */
+export function canElicitForm(capabilities: Record<string, unknown>): boolean {
+  const cap = capabilities.elicitation;
+  if (typeof cap !== 'object' || cap === null || Array.isArray(cap)) return false;
+  const modes = Object.keys(cap);
+  return modes.length === 0 || modes.includes('form') || !modes.includes('url');
+}
+
+/**
+ * The isError result for a call that did not run, in words a model can pass on to its user.
+ * `setting` names the config that made the gateway ask.
+ */
+export function refusalResult(
+  entry: CatalogEntry,
+  outcome: Exclude<ApprovalOutcome, 'accepted'> | 'denied',
+  timeoutSeconds: number,
+  detail?: string,
+): Result {
+  const tool = entry.name;
+  const setting = `mcpServers.${entry.server}.approval`;
+  const text = {
+    denied: `The gateway's policy does not allow ${tool} to run (${entry.risk === 'undeclared' ? 'an unclassified tool' : `a ${entry.risk} tool`}, refused by ${setting}). It was not called; tell the user, who can ask the operator.`,
+    declined: `The user declined to run ${tool}. It was not called.`,
+    cancelled: `The user dismissed the approval request for ${tool} without approving it. It was not called.`,
+    timeout: `Nobody approved ${tool} within ${timeoutSeconds} s. It was not called; call it again to ask again.`,
+    unsupported: `${tool} needs the user's approval (${setting}), and this client cannot ask its user: it did not declare the elicitation capability${detail ? ` (${detail})` : ''}. It was not called. Use a client that supports elicitation, or ask the operator to change ${setting}.`,
+    replayed: `This approval was already used for one call of ${tool}; the call was not sent again. Call the tool again to ask for a new approval.`,
+    failed: `The approval request for ${tool} could not be answered${detail ? `: ${detail}` : ''}. It was not called.`,
+  }[outcome];
+  return {
+    content: [{ type: 'text', text }],
+    isError: true,
+    _meta: { 'manifold/approval': outcome },
+  };
+}
