@@ -1,8 +1,8 @@
 import type { Catalog, CatalogEntry } from './aggregate/catalog.js';
 import type { Config } from './config/types.js';
-import { type ArgsCheck, compileArgsValidator } from './guards/args.js';
+import { type ArgsCheck, compileArgsValidator, compileOutputValidator } from './guards/args.js';
 import { quarantineDescription } from './guards/drift.js';
-import { resultCap } from './guards/result-cap.js';
+import { type CappedResult, errorInstead, resultCap } from './guards/result-cap.js';
 import { contentsCap, promptResultCap } from './guards/surface-caps.js';
 import type { Logger } from './log.js';
 
@@ -16,6 +16,8 @@ type Validator = ((args: unknown) => ArgsCheck) | null;
  */
 export class CallGuards {
   private validators = new WeakMap<Catalog, Map<string, Validator>>();
+  /** Output-schema checks, per catalog entry (entries are rebuilt with each catalog snapshot). */
+  private outputValidators = new WeakMap<CatalogEntry, Validator>();
   private caps = new Map<string, { cap: ReturnType<typeof resultCap>; max: number }>();
   private surfaceCaps = new Map<
     string,
@@ -99,8 +101,16 @@ export class CallGuards {
   }
 
   /**
-   * Applies the server's result cap (E1) and returns the result serialized. Results that fit pass
-   * through untouched and are serialized once (the cap's measurement is reused).
+   * Applies the server's result cap (E1) and, for a tool with an output schema, checks the
+   * answer against it; returns the result serialized. Results that fit pass through untouched and
+   * are serialized once (the cap's measurement is reused). A tool without an output schema costs
+   * nothing more.
+   *
+   * For a tool with an output schema, a non-error answer a conforming client must reject (MCP
+   * server/tools, "Output Schema": results MUST conform; SDK clients throw) becomes an isError
+   * result instead, keeping `_meta` and `resultType`: structured content that is missing or does
+   * not match the schema (its problems listed, the content not relayed), or that the cap had to
+   * drop (its size and the cap named). An upstream isError result is relayed unchecked.
    */
   capResult(entry: CatalogEntry, result: Result): string {
     let held = this.caps.get(entry.server);
@@ -120,6 +130,76 @@ export class CallGuards {
         max,
       });
     }
+    const outputSchema = entry.full.outputSchema;
+    if (outputSchema !== undefined && result.isError !== true) {
+      const instead = this.checkOutput(entry, outputSchema, result, capped, max);
+      if (instead) {
+        const fitted = cap(instead);
+        return fitted.json ?? JSON.stringify(fitted.result);
+      }
+    }
     return capped.json ?? JSON.stringify(capped.result);
+  }
+
+  /**
+   * The isError result to send instead of a non-error answer of a tool with an output schema, or
+   * undefined when the answer (as capped) may go out.
+   */
+  private checkOutput(
+    entry: CatalogEntry,
+    outputSchema: unknown,
+    result: Result,
+    capped: CappedResult,
+    max: number,
+  ): Result | undefined {
+    const structured = capped.result.structuredContent;
+    if (structured === undefined && result.structuredContent !== undefined) {
+      // The cap dropped it: the answer was fine, just too large to relay whole.
+      const text = [
+        `The answer of tool ${entry.name} was too large to relay: ${capped.originalBytes} bytes, over the`,
+        `result size cap of ${max} bytes. Its structured content, which the tool's output schema`,
+        'requires, cannot be cut to fit. Ask for less: a narrower query, fewer items or a smaller page.',
+      ].join(' ');
+      return errorInstead(capped.result, text);
+    }
+    let problems: string[];
+    if (structured === undefined) {
+      problems = ['(root): structuredContent is missing'];
+    } else {
+      const validate = this.outputValidator(entry, outputSchema);
+      if (validate === null) return undefined;
+      const check = validate(structured);
+      if (check.valid) return undefined;
+      problems = check.problems;
+    }
+    this.log.info('guard.output_invalid', {
+      server: entry.server,
+      tool: entry.name,
+      problems: problems.length,
+    });
+    const text = [
+      `The answer of tool ${entry.name} did not match its declared output schema, so it was not relayed:`,
+      ...problems.map((p) => `- ${p}`),
+    ].join('\n');
+    return errorInstead(capped.result, text);
+  }
+
+  /** The entry's compiled output-schema check; null (logged once) when it cannot be compiled. */
+  private outputValidator(entry: CatalogEntry, outputSchema: unknown): Validator {
+    let validate = this.outputValidators.get(entry);
+    if (validate !== undefined) return validate;
+    const compiled = compileOutputValidator(outputSchema);
+    if (compiled.ok) validate = compiled.validate;
+    else {
+      validate = null;
+      this.log.warn('guard.output_unvalidated', {
+        rule: 'schema-unsupported',
+        server: entry.server,
+        tool: entry.name,
+        reason: compiled.reason,
+      });
+    }
+    this.outputValidators.set(entry, validate);
+    return validate;
   }
 }

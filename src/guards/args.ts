@@ -62,6 +62,39 @@ const WRAPPERS = new Set([
  * }
  */
 export function compileArgsValidator(schema: unknown): ArgsValidator {
+  return compileValidator(schema, ARGUMENTS);
+}
+
+/**
+ * The same check for a tool's `structuredContent` against its output schema: compiled, bounded
+ * and eval-free exactly as for arguments, with problem lines worded for a result.
+ *
+ * @example
+ * const compiled = compileOutputValidator(tool.outputSchema);
+ * if (compiled.ok) {
+ *   const check = compiled.validate({ count: 'three' });
+ *   // { valid: false, problems: ['/count: expected type number, got string'] }
+ * }
+ */
+export function compileOutputValidator(schema: unknown): ArgsValidator {
+  return compileValidator(schema, OUTPUT);
+}
+
+/** What a check is about, for the few lines that name it. */
+interface Subject {
+  /** "the validator failed on <these>". */
+  these: string;
+  /** The line for a failure the validator reported only through wrapper errors. */
+  mismatch: string;
+}
+
+const ARGUMENTS: Subject = { these: 'these arguments', mismatch: 'arguments do not match the input schema' };
+const OUTPUT: Subject = {
+  these: 'this structured content',
+  mismatch: 'structured content does not match the output schema',
+};
+
+function compileValidator(schema: unknown, subject: Subject): ArgsValidator {
   let copy: Schema | boolean;
   try {
     // The validator writes bookkeeping properties into the schema; the catalog's stays untouched.
@@ -92,9 +125,11 @@ export function compileArgsValidator(schema: unknown): ArgsValidator {
       try {
         result = validator.validate(args);
       } catch (e) {
-        return { valid: true, skipped: `the validator failed on these arguments: ${message(e)}` };
+        return { valid: true, skipped: `the validator failed on ${subject.these}: ${message(e)}` };
       }
-      return result.valid ? { valid: true } : { valid: false, problems: problems(result.errors, args) };
+      return result.valid
+        ? { valid: true }
+        : { valid: false, problems: problems(result.errors, args, subject) };
     },
   };
 }
@@ -157,7 +192,7 @@ function visit(node: unknown, fn: (node: Schema) => void, depth = 0): void {
 }
 
 /** Readable, deduplicated lines: `/query: expected type string, got number`. */
-function problems(errors: readonly OutputUnit[], args: unknown): string[] {
+function problems(errors: readonly OutputUnit[], args: unknown, subject: Subject): string[] {
   const lines = new Set<string>();
   let previous: OutputUnit | undefined;
   for (const e of errors) {
@@ -170,7 +205,7 @@ function problems(errors: readonly OutputUnit[], args: unknown): string[] {
     lines.add(clip(unlisted ? `${location(e)}: property is not allowed` : describe(e, args), MAX_LINE));
   }
   // Only wrappers (cannot happen with this validator, but never return an empty list).
-  if (lines.size === 0) lines.add('(root): arguments do not match the input schema');
+  if (lines.size === 0) lines.add(`(root): ${subject.mismatch}`);
   const all = [...lines];
   if (all.length <= MAX_PROBLEMS) return all;
   return [...all.slice(0, MAX_PROBLEMS - 1), `… and ${all.length - MAX_PROBLEMS + 1} more problems`];

@@ -62,6 +62,24 @@ export function resultCap(maxBytes: number): (result: Record<string, unknown>) =
   };
 }
 
+/**
+ * `result` answered instead by an `isError` result whose content is one text block: every other
+ * field (`_meta`, `resultType`, unknown ones) stays as it was, in order; `content` and
+ * `isError` are replaced and `structuredContent` is left out. For an answer a conforming client
+ * must not receive as a success (SDK clients throw on a tool with an output schema whose result
+ * has no, or non-conforming, structured content; an error result is exempt).
+ */
+export function errorInstead(result: Record<string, unknown>, text: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(result)) {
+    if (key === 'content' || key === 'structuredContent' || key === 'isError') continue;
+    define(out, key, result[key]);
+  }
+  define(out, 'content', [textBlock(text)]);
+  define(out, 'isError', true);
+  return out;
+}
+
 type Block = Record<string, unknown>;
 
 function shrink(result: Record<string, unknown>, maxBytes: number): Record<string, unknown> {
@@ -208,9 +226,7 @@ function assemble(
   meta: Record<string, unknown>,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  const set = (key: string, value: unknown) =>
-    // defineProperty, not assignment: an own `__proto__` key from JSON.parse must stay a key.
-    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  const set = (key: string, value: unknown) => define(out, key, value);
   for (const key of Object.keys(result)) {
     if (key === 'content' || key === '_meta') continue;
     if (key === 'structuredContent') {
@@ -222,6 +238,11 @@ function assemble(
   set('content', content);
   set('_meta', meta);
   return out;
+}
+
+function define(out: Record<string, unknown>, key: string, value: unknown): void {
+  // defineProperty, not assignment: an own `__proto__` key from JSON.parse must stay a key.
+  Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
 function jsonBytes(value: unknown): number {

@@ -1,6 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { RESULT_CAP_SLACK, resultCap, TRUNCATED_META_KEY } from '../../src/guards/result-cap.js';
+import {
+  errorInstead,
+  RESULT_CAP_SLACK,
+  resultCap,
+  TRUNCATED_META_KEY,
+} from '../../src/guards/result-cap.js';
 
 const size = (v: unknown) => new TextEncoder().encode(JSON.stringify(v)).length;
 type Result = Record<string, unknown>;
@@ -221,6 +226,38 @@ describe('resultCap', () => {
         }
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe('errorInstead', () => {
+  it('replaces content, structuredContent and isError, keeping every other field in order', () => {
+    const r = frozen({
+      resultType: 'complete',
+      content: [text('the real answer')],
+      structuredContent: { rows: [1, 2, 3] },
+      isError: false,
+      extra: { kept: true },
+      _meta: { [TRUNCATED_META_KEY]: true, 'com.example/trace': 'abc' },
+    });
+    const out = errorInstead(r, 'it went wrong');
+    expect(Object.keys(out)).toEqual(['resultType', 'extra', '_meta', 'content', 'isError']);
+    expect(out).toEqual({
+      resultType: 'complete',
+      extra: { kept: true },
+      _meta: { [TRUNCATED_META_KEY]: true, 'com.example/trace': 'abc' },
+      content: [text('it went wrong')],
+      isError: true,
+    });
+    expect(r.content).toEqual([text('the real answer')]);
+  });
+
+  it('keeps an own __proto__ key from JSON.parse as a key', () => {
+    const r = JSON.parse('{"__proto__":{"polluted":true},"content":[]}') as Result;
+    const out = errorInstead(r, 'x');
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(JSON.stringify(out)).toBe(
+      '{"__proto__":{"polluted":true},"content":[{"type":"text","text":"x"}],"isError":true}',
     );
   });
 });
