@@ -15,7 +15,7 @@ import {
   startEverythingHttp,
   stopChild,
 } from '../helpers/harness.js';
-import { modernListen, modernRequest } from '../helpers/modern.js';
+import { META_CAPS, modernListen, modernRequest } from '../helpers/modern.js';
 
 /**
  * One suite, two runtimes: the same scenarios against the Node gateway (in process) and the
@@ -397,6 +397,55 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
           expect((await upstream(gw, 'everything'))?.state).toBe('ready');
           expect((await health(gw)).status).toBe('degraded');
         }
+        await close(client);
+      } finally {
+        await gw.stop();
+      }
+    });
+
+    it('approval (#14): a modern client is asked, a yes runs the call once, a replay and a deny are refused', async () => {
+      const gw = await boot({
+        config: open({
+          everything: {
+            url: everything.url,
+            risk: { 'get-tiny-image': 'destructive' },
+            approval: { preset: 'strict', ask: ['echo'] },
+          },
+        }),
+      });
+      try {
+        const caps = { meta: { [META_CAPS]: { elicitation: { form: {} } } } };
+        const call = { name: 'everything__echo', arguments: { message: `approved on ${runtime}` } };
+        const asked = await modernRequest(gw.url, 'tools/call', call, caps);
+        expect(asked.body.result).toMatchObject({
+          resultType: 'input_required',
+          inputRequests: { 'manifold.approval': { method: 'elicitation/create' } },
+        });
+        const retry = {
+          ...call,
+          requestState: asked.body.result?.requestState,
+          inputResponses: { 'manifold.approval': { action: 'accept', content: { approve: true } } },
+        };
+        const ran = await modernRequest(gw.url, 'tools/call', retry, caps);
+        expect(text(ran.body.result)).toBe(`Echo: approved on ${runtime}`);
+        // The claim is in the gateway's store (a Durable Object on Workers): a replay is refused.
+        const replay = await modernRequest(gw.url, 'tools/call', retry, caps);
+        expect(replay.body.result).toMatchObject({
+          isError: true,
+          _meta: { 'manifold/approval': 'replayed' },
+        });
+        const denied = await modernRequest(
+          gw.url,
+          'tools/call',
+          { name: 'everything__get-tiny-image', arguments: {} },
+          caps,
+        );
+        expect(denied.body.result).toMatchObject({ isError: true, _meta: { 'manifold/approval': 'denied' } });
+        // A legacy client that declared no elicitation cannot be asked: refused, naming the setting.
+        const client = await connect(gw.url);
+        const refused = await client.callTool(call);
+        expect(refused.isError).toBe(true);
+        expect(text(refused)).toContain('mcpServers.everything.approval');
         await close(client);
       } finally {
         await gw.stop();
