@@ -271,24 +271,29 @@ describe('human approval, risk classes and trust tiers (#14)', () => {
         }
       });
 
-      it("approval first, then the upstream's own question: both reach the user, in order", async () => {
-        const answer: Answer = (p) =>
-          String(p.message).startsWith('Allow the tool')
-            ? { action: 'accept', content: { approve: true } }
-            : { action: 'accept', content: { name: `Ada ${era}` } };
-        const c = await user(era, gw.url, answer);
-        try {
-          const r = await c.call('ref__test_input_required_result_elicitation');
-          expect(r.isError).toBe(false);
-          expect(r.text).toContain(`Hello, Ada ${era}!`);
-          expect(c.asked.map((a) => String(a.message).slice(0, 14))).toEqual([
-            'Allow the tool',
-            'What is your n',
-          ]);
-        } finally {
-          await c.close();
-        }
-      });
+      for (const [tool, said] of [
+        ['ref__test_input_required_result_elicitation', (who: string) => `Hello, ${who}!`],
+        // Undeclared on a strict server: asked about. A legacy upstream asks mid-call (held for a modern client).
+        ['ev__trigger-elicitation-request', (who: string) => `- Name: ${who}`],
+      ] as const) {
+        it(`approval first, then the upstream's own question (${tool}): both reach the user, in order`, async () => {
+          const answer: Answer = (p) =>
+            String(p.message).startsWith('Allow the tool')
+              ? { action: 'accept', content: { approve: true } }
+              : { action: 'accept', content: { name: `Ada ${era}` } };
+          const c = await user(era, gw.url, answer);
+          try {
+            const r = await c.call(tool);
+            expect(r.isError).toBe(false);
+            expect(r.text).toContain(said(`Ada ${era}`));
+            expect(c.asked).toHaveLength(2);
+            expect(String(c.asked[0]?.message)).toMatch(/^Allow the tool/);
+            expect(String(c.asked[1]?.message)).not.toMatch(/^Allow the tool/);
+          } finally {
+            await c.close();
+          }
+        });
+      }
     });
   }
 
