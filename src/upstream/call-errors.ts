@@ -14,7 +14,9 @@ export function sanitizeUpstreamText(text: string, max = 300): string {
 
 /**
  * Maps whatever a relayed tools/call threw to one ManifoldError. A call that may have reached the
- * upstream is never retried (at most once), so the message says the outcome is unknown.
+ * upstream is not resent here, so the message says the outcome is unknown; `Upstream.request`
+ * resends the two safe cases (#14: a `read` tool after a dropped connection, and a session the
+ * server no longer knew) and words what it did not resend with `notResentError`.
  */
 export function mapCallError(
   e: unknown,
@@ -25,6 +27,7 @@ export function mapCallError(
 ): ManifoldError {
   if (e instanceof ManifoldError) return e;
   if (cancelled) return new ManifoldError('ERR_CANCELLED', 'the request was cancelled');
+  if (sessionExpired(e)) return notResentError(server, e, { mayHaveRun: false, why: { kind: 'not-resent' } });
   const refused = authRefusal(e);
   if (refused !== undefined) {
     // The server turned the request away at its door: it never ran, so saying so is safe.
@@ -62,13 +65,13 @@ export function mapCallError(
       if (typeof max === 'number') {
         return new ManifoldError(
           'ERR_UPSTREAM_TIMEOUT',
-          `${method} on server ${server} ran past the absolute maximum of ${max} ms, progress notwithstanding. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,
+          `${method} on server ${server} ran past the absolute maximum of ${max} ms, progress notwithstanding. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried; ${CHECK}.`,
           { cause: e },
         );
       }
       return new ManifoldError(
         'ERR_UPSTREAM_TIMEOUT',
-        `${method} on server ${server} timed out after ${timeoutMs} ms without progress. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried.`,
+        `${method} on server ${server} timed out after ${timeoutMs} ms without progress. It was cancelled upstream, but the outcome is unknown: the tool may have run. It was not retried; ${CHECK}.`,
         { cause: e },
       );
     }
@@ -101,11 +104,61 @@ function upstreamError(server: string, e: Error, code: number): ManifoldError {
 }
 
 function outcomeUnknown(server: string, cause: unknown): ManifoldError {
-  return new ManifoldError(
-    'ERR_OUTCOME_UNKNOWN',
-    `the connection to server ${server} failed during the call. The outcome is unknown: the tool may have run. It was not retried.`,
-    { cause },
-  );
+  return notResentError(server, cause, { mayHaveRun: true, why: { kind: 'not-resent' } });
+}
+
+/** What a model is told to do about a call whose outcome is unknown. */
+const CHECK = 'check whether it took effect before calling it again';
+
+/** Why a failed request was not sent (again). */
+export type NotResent =
+  /** No reason given (mapCallError's own wording). */
+  | { kind: 'not-resent' }
+  /** A connection failure, but running the request twice might do harm (not a `read` tool). */
+  | { kind: 'not-read' }
+  /** The server's `retry` is 0. */
+  | { kind: 'retry-zero' }
+  /** Resent `resends` times, the server's `retry`, and failed again. */
+  | { kind: 'exhausted'; resends: number }
+  /** No fresh connection within the connect timeout. */
+  | { kind: 'no-connection'; waitedMs: number };
+
+/**
+ * The error for a request that failed and was not resent. `mayHaveRun`: some attempt may have
+ * reached the tool (the outcome is unknown); otherwise every attempt was refused for a session the
+ * server did not know, so nothing ran and calling again is safe.
+ */
+export function notResentError(
+  server: string,
+  cause: unknown,
+  o: { mayHaveRun: boolean; why: NotResent },
+): ManifoldError {
+  const { why } = o;
+  const times = (n: number) => (n === 1 ? 'once' : `${n} times`);
+  if (!o.mayHaveRun) {
+    const lead = `server ${server} did not know the gateway's session (HTTP 404), so the call did not run.`;
+    const tail =
+      why.kind === 'retry-zero'
+        ? ' It was not resent because retry is 0 for this server; calling it again is safe.'
+        : why.kind === 'exhausted'
+          ? ` It was resent ${times(why.resends)}, the most this server allows, and refused again; calling it again is safe.`
+          : why.kind === 'no-connection'
+            ? ` It was not resent: no new session could be opened within ${why.waitedMs} ms. Calling it again is safe once the server is back.`
+            : ' It was not resent; calling it again is safe.';
+    return new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `${lead}${tail}`, { cause });
+  }
+  const lead = `the connection to server ${server} failed during the call. The outcome is unknown: the tool may have run.`;
+  const tail =
+    why.kind === 'not-read'
+      ? ` It was not resent because it is not classified read; ${CHECK}.`
+      : why.kind === 'retry-zero'
+        ? ` It was not resent because retry is 0 for this server; ${CHECK}.`
+        : why.kind === 'exhausted'
+          ? ` It was resent ${times(why.resends)}, the most this server allows, and failed again; ${CHECK}.`
+          : why.kind === 'no-connection'
+            ? ` It was not resent because the server was not reachable again within ${why.waitedMs} ms; ${CHECK}.`
+            : ` It was not resent; ${CHECK}.`;
+  return new ManifoldError('ERR_OUTCOME_UNKNOWN', `${lead}${tail}`, { cause });
 }
 
 /** Upstream error text is untrusted and unbounded: one clean line for logs and /healthz. */
@@ -131,6 +184,26 @@ export class UpstreamHttpError extends Error {
 }
 
 const AUTH_STATUSES = new Set([401, 403]);
+
+/**
+ * A legacy server answered 404 to a request that carried its `Mcp-Session-Id`: it no longer
+ * knows the session (it restarted, or expired it), and ran nothing (spec 2025-11-25: transports,
+ * session management). Only the legacy wire raises it: a 2026-07-28 server has no sessions, and
+ * its 404 means something else (an unknown endpoint, or an error answer with a body).
+ */
+export class UpstreamSessionExpired extends UpstreamHttpError {
+  constructor(text: string) {
+    super(404, text);
+    this.name = 'UpstreamSessionExpired';
+  }
+}
+
+/** Whether a request was refused for a session the server no longer knows (looking through causes). */
+export function sessionExpired(e: unknown, depth = 0): boolean {
+  if (depth > 4 || typeof e !== 'object' || e === null) return false;
+  if (e instanceof UpstreamSessionExpired) return true;
+  return sessionExpired((e as { cause?: unknown }).cause, depth + 1);
+}
 
 /**
  * The HTTP status an upstream refused with, from our own error or the SDK's transports (whose

@@ -7,7 +7,7 @@
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
 import type { Logger } from '../log.js';
-import { UpstreamHttpError, UpstreamProtocolError } from './call-errors.js';
+import { UpstreamHttpError, UpstreamProtocolError, UpstreamSessionExpired } from './call-errors.js';
 
 export interface Wire {
   /** The headers of one request. */
@@ -16,6 +16,12 @@ export interface Wire {
   resume?: (message: JSONRPCMessage, lastEventId: string) => Promise<void>;
   /** Modern servers answer protocol errors with 400/404 and a JSON-RPC error body. */
   readErrorBodies: boolean;
+  /**
+   * Legacy sessions: a 404 to a request that carried `Mcp-Session-Id` means the server no longer
+   * knows the session and ran nothing (spec 2025-11-25: transports, session management). A
+   * modern server's 404 never means that: it has no sessions.
+   */
+  sessions?: boolean;
 }
 
 /** How an answer ended: 202 (the answer comes on another stream), or read to its end. */
@@ -53,9 +59,10 @@ export async function postMessage(
    */
   onRead?: () => void,
 ): Promise<PostEnd> {
+  const headers = o.wire.headers(message.method, message.params);
   const response = await o.fetch(o.url, {
     method: 'POST',
-    headers: o.wire.headers(message.method, message.params),
+    headers,
     body: JSON.stringify(message),
     signal,
   });
@@ -65,6 +72,9 @@ export async function postMessage(
       o.receive(JSON.parse(text), message.id);
       onRead?.();
       return { json: true };
+    }
+    if (response.status === 404 && o.wire.sessions && headers['mcp-session-id'] !== undefined) {
+      throw new UpstreamSessionExpired(text);
     }
     throw new UpstreamHttpError(response.status, text);
   }
@@ -157,6 +167,7 @@ export function legacyWire(endpoint: LegacyEndpoint, configured: Record<string, 
   let headersFor = '';
   return {
     readErrorBodies: false,
+    sessions: true,
     headers() {
       const { sessionId, protocolVersion } = endpoint;
       const key = `${sessionId ?? ''}\n${protocolVersion ?? ''}`;

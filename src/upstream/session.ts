@@ -64,8 +64,11 @@ export interface SessionCallOptions {
   /** The client capabilities to declare upstream for this request (modern upstreams). */
   clientCapabilities?: Record<string, unknown> | undefined;
   /**
-   * Running the request twice does no harm (a `read` tool, #14): after a dropped connection it may
-   * be resent (`retry` times), where anything else is "outcome unknown".
+   * Running the request twice does no harm (a `read` tool, #14): if the connection fails during
+   * it, `Upstream.request` resends it (at most the server's `retry` times) once a connection works
+   * again, where anything else is "outcome unknown". Sessions ignore it. (A request a legacy
+   * server refused with 404 for a session it did not know is resent whatever this says: it never
+   * ran.)
    */
   repeatable?: boolean | undefined;
   /** Idle timeout, restarted by each progress notification. */

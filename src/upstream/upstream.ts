@@ -8,7 +8,16 @@ import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 import { type BackoffOptions, backoffDelay, defaultBackoff } from './backoff.js';
-import { brief, logReason, mapCallError, publicReason } from './call-errors.js';
+import {
+  brief,
+  httpStatusOf,
+  logReason,
+  mapCallError,
+  type NotResent,
+  notResentError,
+  publicReason,
+  sessionExpired,
+} from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import { openSession } from './probe.js';
 import type { ListKind, SessionCallOptions, UpstreamSession } from './session.js';
@@ -41,6 +50,11 @@ export const FAILED_AFTER = 5;
 const STABLE_MS = 30_000;
 /** A server's `ttlMs` never makes the gateway list more often than this. */
 const MIN_TTL_RELIST_MS = 5_000;
+/**
+ * While a resend waits for the connection to come back, reconnects follow this quicker schedule
+ * (100 ms, 200 ms … 2 s after each failure) instead of the normal backoff (#14).
+ */
+const QUICK_RECONNECT: BackoffOptions = { baseMs: 100, capMs: 2_000, jitter: 0.1 };
 
 export interface UpstreamDeps {
   platform: Platform;
@@ -90,10 +104,22 @@ export class Upstream {
   private generation = 0;
   private readyAt = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  /** When the pending reconnect is due, and when the last attempt failed (platform clock). */
+  private retryAt = 0;
+  private failedAt = 0;
   private relisting: Promise<void> | undefined;
   /** Kinds to list again once the current relisting ends. */
   private relistKinds = new Set<ListKind>();
-  private probing = false;
+  /** The ping of a connection that may be dead, while it runs. */
+  private probing: Promise<void> | undefined;
+  /** A new session replacing one the server no longer knew, while it opens (the listing stays). */
+  private renewing: Promise<void> | undefined;
+  /** Requests in flight per session, so a replaced session is closed only once they are done. */
+  private readonly busy = new Map<UpstreamSession, number>();
+  /** Replaced sessions to close when their last request ends. */
+  private readonly retiring = new Set<UpstreamSession>();
+  /** Resolved at the next change of state, probe or renewal (what a waiting resend watches). */
+  private wake: { promise: Promise<void>; resolve: () => void } | undefined;
   private readonly log: Logger;
 
   constructor(
@@ -187,10 +213,15 @@ export class Upstream {
     };
   }
 
-  private async connect(): Promise<void> {
+  /**
+   * Opens a session, lists and verifies, and publishes. `renew`: in place of a session the server
+   * no longer knows; the upstream stays `ready` with its listing meanwhile, so a client sees no
+   * change unless the listing really changed.
+   */
+  private async connect(renew = false): Promise<void> {
     const gen = ++this.generation;
     const { gateway, platform } = this.deps;
-    this.state = 'connecting';
+    if (!renew) this.state = 'connecting';
     let session: UpstreamSession | undefined;
     try {
       session = await openSession(
@@ -211,7 +242,9 @@ export class Upstream {
         await session.close();
         return;
       }
+      const replaced = this.session;
       this.session = session;
+      if (replaced) this.retire(replaced);
       this.eraHint = session.era;
       session.noteTools(listed.tools);
       this.listing = listed;
@@ -227,6 +260,7 @@ export class Upstream {
         templates: listed.templates.length,
         era: session.era,
         protocolVersion: session.protocolVersion,
+        ...(renew ? { renewed: true } : {}),
       });
       this.relistAfter(listed.ttlMs);
       for (const uri of this.watched) {
@@ -241,6 +275,8 @@ export class Upstream {
       // The era may have changed under a cached verdict (a server upgraded): probe next time.
       this.eraHint = undefined;
       this.fail(e);
+    } finally {
+      this.notify();
     }
   }
 
@@ -286,11 +322,59 @@ export class Upstream {
       retryInMs: delay,
       state: this.state,
     });
+    this.failedAt = this.deps.platform.now();
+    this.reconnectIn(delay);
+    this.onChange();
+    this.notify();
+  }
+
+  private reconnectIn(delay: number): void {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryAt = this.deps.platform.now() + delay;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       if (this.state !== 'closed') void this.connect();
     }, delay);
-    this.onChange();
+  }
+
+  /**
+   * A resend waits on the reconnect: brings it forward from the normal backoff to the quick
+   * schedule, counted from the last failure (so a server that stays down is not hammered).
+   */
+  private hurry(): void {
+    if (!this.retryTimer || (this.state !== 'backoff' && this.state !== 'failed')) return;
+    const at = this.failedAt + backoffDelay(this.consecutiveFailures, QUICK_RECONNECT);
+    if (at >= this.retryAt) return;
+    this.reconnectIn(Math.max(0, at - this.deps.platform.now()));
+  }
+
+  /** Wakes whatever waits for the next change (a resend waiting for a connection). */
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.resolve();
+  }
+
+  /** Resolves at the next change, after `ms`, or when the request is cancelled, whichever is first. */
+  private nextChange(ms: number, cancellation: Cancellation | undefined): Promise<void> {
+    if (!this.wake) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => {
+        resolve = r;
+      });
+      this.wake = { promise, resolve };
+    }
+    const changed = this.wake.promise;
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        off?.();
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      const off = cancellation?.onAbort(done);
+      void changed.then(done);
+    });
   }
 
   private onClosed(gen: number): void {
@@ -317,7 +401,8 @@ export class Upstream {
         this.relistKinds.clear();
         const session = this.session;
         const gen = this.generation;
-        if (!session || this.state !== 'ready') return;
+        // A session being replaced is not asked: the new one is listed in full anyway.
+        if (!session || this.state !== 'ready' || this.renewing) return;
         try {
           const listed = await listUpstream(session, this.deps.gateway, this.log, this.listing, pending);
           const verified = await this.verify(driftListing(listed));
@@ -349,48 +434,182 @@ export class Upstream {
     this.onChange();
   }
 
-  /** Relays one tools/call. Never retried: a failure after sending has an unknown outcome. */
+  /**
+   * Relays one tools/call. Resent (up to the server's `retry`) only where that is safe: a `read`
+   * tool after the connection failed, or a session the server did not know (see `request`).
+   */
   callTool(params: Record<string, unknown>, options: CallOptions = {}): Promise<Record<string, unknown>> {
     return this.request('tools/call', params, options);
   }
 
-  /** Relays one request to this server, with the call deadlines; never retried. */
+  /**
+   * Relays one request to this server, with the call deadlines. A failure is resent, at most
+   * `retry` times, only where running it again is safe (#14):
+   *
+   * - the server answered 404 to our legacy session: it no longer knows it and ran nothing
+   *   (spec 2025-11-25: transports, session management). Any request; a new session is opened in
+   *   place of the old one, without emptying the listing.
+   * - the connection failed during a request marked `repeatable` (a `read` tool), once there is
+   *   a working connection again: the old one if a ping finds it alive, else a new one.
+   *
+   * A resend waits for that connection at most the connect timeout, and never happens after the
+   * client cancelled. Anything else whose outcome is unknown is said to be so.
+   */
   async request(
     method: string,
     params: Record<string, unknown>,
     options: CallOptions = {},
   ): Promise<Record<string, unknown>> {
-    const session = this.session;
-    if (!session || this.state !== 'ready') {
-      throw new ManifoldError(
-        'ERR_UPSTREAM_UNAVAILABLE',
-        `server ${this.name} is not connected right now (${this.state}); the call was not sent`,
-      );
-    }
-    const timeout = this.config.timeoutMs;
     this.inflight++;
     try {
-      return await session.request(method, params, {
+      if (this.renewing) await this.renewing;
+      let session = this.session;
+      if (!session || this.state !== 'ready') {
+        throw new ManifoldError(
+          'ERR_UPSTREAM_UNAVAILABLE',
+          `server ${this.name} is not connected right now (${this.state}); the call was not sent`,
+        );
+      }
+      const timeout = this.config.timeoutMs;
+      const { cancellation, onprogress } = options;
+      let resends = 0;
+      // Progress must keep increasing (spec: utilities/progress): a resent request starts again
+      // from zero, so what does not pass the last value relayed is dropped.
+      let last = Number.NEGATIVE_INFINITY;
+      const sent: SessionCallOptions = {
         ...options,
+        ...(onprogress
+          ? {
+              onprogress: (p) => {
+                if (resends > 0 && !(p.progress > last)) return;
+                last = Math.max(last, p.progress);
+                onprogress(p);
+              },
+            }
+          : {}),
         timeoutMs: timeout,
         maxTotalMs: Math.max(timeout, this.deps.gateway.maxCallTimeoutMs),
-      });
-    } catch (e) {
-      throw this.callFailed(e, method, timeout, options.cancellation);
+      };
+      // Whether an attempt may have reached the tool (one refused for its session did not).
+      let mayHaveRun = false;
+      for (;;) {
+        const on = session;
+        let e: unknown;
+        this.hold(on);
+        try {
+          return await on.request(method, params, sent);
+        } catch (failure) {
+          e = failure;
+        } finally {
+          this.release(on);
+        }
+        const expired = sessionExpired(e);
+        const cancelled = cancellation?.aborted === true;
+        const mapped = mapCallError(e, this.name, timeout, cancelled, method);
+        if (expired) void this.renew(on);
+        else if (mapped.code === 'ERR_OUTCOME_UNKNOWN') this.probe(this.generation);
+        if (!expired && (mapped.code !== 'ERR_OUTCOME_UNKNOWN' || options.repeatable !== true)) {
+          if (mapped.code !== 'ERR_OUTCOME_UNKNOWN') throw mapped;
+          throw notResentError(this.name, e, { mayHaveRun: true, why: { kind: 'not-read' } });
+        }
+        if (!expired) mayHaveRun = true;
+        if (cancelled) throw mapped;
+        const limit = this.config.retry;
+        const reason = expired ? 'session-expired' : 'connection-lost';
+        const giveUp = (why: NotResent) => {
+          this.log.info('upstream.call_not_resent', { method, reason, why: why.kind, resends });
+          return notResentError(this.name, e, { mayHaveRun, why });
+        };
+        if (resends >= limit) {
+          throw giveUp(limit === 0 ? { kind: 'retry-zero' } : { kind: 'exhausted', resends });
+        }
+        const waitMs = this.deps.gateway.connectTimeoutMs;
+        const fresh = await this.awaitFresh(on, expired, waitMs, cancellation);
+        if (cancellation?.aborted) throw mapCallError(e, this.name, timeout, true, method);
+        if (!fresh) throw giveUp({ kind: 'no-connection', waitedMs: waitMs });
+        session = fresh;
+        resends++;
+        // The tool's name, never its arguments.
+        this.log.info('upstream.call_resent', {
+          method,
+          ...(method === 'tools/call' && typeof params.name === 'string' ? { tool: params.name } : {}),
+          reason,
+          resend: resends,
+          retry: limit,
+        });
+      }
     } finally {
       this.inflight--;
     }
   }
 
-  private callFailed(
-    e: unknown,
-    method: string,
-    timeout: number,
+  /** Counts a request in flight on `session` (see `retire`). */
+  private hold(session: UpstreamSession): void {
+    this.busy.set(session, (this.busy.get(session) ?? 0) + 1);
+  }
+
+  private release(session: UpstreamSession): void {
+    const left = (this.busy.get(session) ?? 1) - 1;
+    if (left > 0) {
+      this.busy.set(session, left);
+      return;
+    }
+    this.busy.delete(session);
+    if (this.retiring.delete(session)) void session.close().catch(() => {});
+  }
+
+  /** Closes a replaced session once nothing is in flight on it (a request on it ends by itself). */
+  private retire(old: UpstreamSession): void {
+    if (this.busy.has(old)) this.retiring.add(old);
+    else void old.close().catch(() => {});
+  }
+
+  /**
+   * Opens a new session in place of one the server no longer knows (it answered 404 to it),
+   * keeping the listing meanwhile: the server is there, only its memory of us is gone. If that
+   * fails, the server is unavailable after all, and the usual reconnect loop takes over.
+   */
+  private renew(expired: UpstreamSession): Promise<void> {
+    if (this.renewing) return this.renewing;
+    if (this.session !== expired || this.state !== 'ready') return Promise.resolve();
+    this.log.info('upstream.session_expired');
+    const renewing = this.connect(true).finally(() => {
+      this.renewing = undefined;
+      this.notify();
+    });
+    this.renewing = renewing;
+    return renewing;
+  }
+
+  /**
+   * Waits, at most `waitMs`, for a connection a request that failed on `failed` may be resent
+   * on: `failed` itself if a ping found it alive (never when the server did not know it), or a
+   * new one. The reconnect is brought forward meanwhile (`hurry`). Undefined when there is none
+   * in time, the upstream was closed, or the request was cancelled.
+   */
+  private async awaitFresh(
+    failed: UpstreamSession,
+    expired: boolean,
+    waitMs: number,
     cancellation: Cancellation | undefined,
-  ): ManifoldError {
-    const mapped = mapCallError(e, this.name, timeout, cancellation?.aborted === true, method);
-    if (mapped.code === 'ERR_OUTCOME_UNKNOWN') this.probe(this.generation);
-    return mapped;
+  ): Promise<UpstreamSession | undefined> {
+    const { platform } = this.deps;
+    const until = platform.now() + waitMs;
+    for (;;) {
+      const left = until - platform.now();
+      if (cancellation?.aborted || left <= 0) return undefined;
+      if (this.state === 'closed' || this.state === 'disabled' || this.state === 'unsupported')
+        return undefined;
+      const pending = this.renewing ?? this.probing;
+      if (!pending && this.state === 'ready' && this.session) {
+        if (!expired || this.session !== failed) return this.session;
+        void this.renew(failed);
+        if (!this.renewing) return undefined;
+        continue;
+      }
+      if (!pending) this.hurry();
+      await this.nextChange(left, cancellation);
+    }
   }
 
   /**
@@ -400,28 +619,48 @@ export class Upstream {
    */
   private probe(gen: number): void {
     const session = this.session;
-    if (this.probing || !session || gen !== this.generation || this.state !== 'ready') return;
-    this.probing = true;
-    session
+    if (this.probing || this.renewing || !session || gen !== this.generation || this.state !== 'ready') {
+      return;
+    }
+    this.probing = session
       .ping(Math.min(this.deps.gateway.connectTimeoutMs, 10_000))
       .then(
         () => undefined,
         (e: unknown) => {
           if (gen !== this.generation || this.state !== 'ready') return;
+          // A restarted server that forgot our session: a new one, without emptying the listing.
+          if (this.forgotSession(session, e)) {
+            void this.renew(session);
+            return;
+          }
           this.generation++;
           this.fail(new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `connection lost: ${brief(e)}`));
         },
       )
       .finally(() => {
-        this.probing = false;
+        this.probing = undefined;
+        this.notify();
       });
+  }
+
+  /**
+   * Whether a failure on `session` says the server no longer knows it: our own wire's verdict,
+   * or (the SDK's own requests, such as the ping) a 404 to a legacy streamable-HTTP session, which
+   * always carries its Mcp-Session-Id. A modern server has no session to forget.
+   */
+  private forgotSession(session: UpstreamSession, e: unknown): boolean {
+    if (sessionExpired(e)) return true;
+    return session.era === 'legacy' && this.config.type === 'streamable-http' && httpStatusOf(e) === 404;
   }
 
   async close(): Promise<void> {
     this.state = 'closed';
     this.generation++;
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    await this.dropSession();
+    this.notify();
+    const retiring = [...this.retiring];
+    this.retiring.clear();
+    await Promise.all([this.dropSession(), ...retiring.map((s) => s.close().catch(() => {}))]);
   }
 
   private dropSession(): Promise<void> {

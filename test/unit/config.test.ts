@@ -111,7 +111,7 @@ describe('pasted client configs', () => {
       clientFeatures: { elicitation: true, sampling: false, roots: false },
       risk: [],
       trustAnnotations: false,
-      approval: { preset: "off", ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+      approval: { preset: 'off', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
       retry: 1,
     });
   });
@@ -449,7 +449,7 @@ describe('defaults and limits', () => {
       clientFeatures: { elicitation: true, sampling: false, roots: false },
       risk: [],
       trustAnnotations: false,
-      approval: { preset: "off", ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+      approval: { preset: 'off', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
       retry: 1,
     });
   });

@@ -40,7 +40,7 @@ function serverConfig(extra: Partial<ServerConfig> = {}): ServerConfig {
     clientFeatures: { elicitation: true, sampling: false, roots: false },
     risk: [],
     trustAnnotations: false,
-    approval: { preset: "off", ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+    approval: { preset: 'off', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
     retry: 1,
     ...extra,
   };
