@@ -36,7 +36,9 @@ export type ErrorCode =
   | 'ERR_UPSTREAM_BODY_TOO_LARGE'
   | 'ERR_UNAUTHORIZED'
   | 'ERR_AUTH_UNAVAILABLE'
-  | 'ERR_RATE_LIMITED';
+  | 'ERR_RATE_LIMITED'
+  | 'ERR_PROFILE_UNKNOWN'
+  | 'ERR_PROFILE_FORBIDDEN';
 
 export class ManifoldError extends Error {
   readonly code: ErrorCode;

@@ -5,18 +5,21 @@ import {
   type Diagnostic,
   digestOf,
   emptyCatalog,
+  narrowCatalog,
 } from './aggregate/catalog.js';
 import { CursorSealer } from './aggregate/cursor.js';
+import { indexOf, searchMetaEntries } from './aggregate/search.js';
 import { buildSurface, emptySurface, type Surface, type SurfaceInput } from './aggregate/surface.js';
 import { grantsMatcher, mayNameServer } from './auth/grants.js';
 import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
 import { Sealer } from './auth/seal.js';
 import { CallGuards } from './call-guards.js';
-import type { Config } from './config/types.js';
+import type { CatalogSettings, Config, ProfileConfig } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
 import { ManifoldError } from './errors.js';
 import { splitDriftListing, splitNames } from './guards/drift-kinds.js';
+import { compileGlobs } from './guards/glob.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
 import { type Redactor, redactor } from './redact.js';
@@ -54,8 +57,14 @@ export interface Health {
 
 interface View {
   version: number;
+  /** What tools/list lists: every visible tool, or in search mode the meta-tools and pins. */
   entries: CatalogEntry[];
+  /** Every name the principal may call: all visible tools, and the listed meta-tools. */
   names: Set<string>;
+  /** The catalog it was cut from (the gateway's, or its profile's). */
+  catalog: Catalog;
+  /** Search mode: tools are found with manifold__search_tools; its meta entries by name. */
+  search?: { metas: ReadonlyMap<string, CatalogEntry>; limit: number };
   digest?: string;
 }
 
@@ -97,6 +106,13 @@ export class Gateway {
   /** Seals the task ids the gateway hands out (bound to the principal, the server and the tool). */
   readonly taskIds: Promise<Sealer>;
   private visibleCache = new Map<string, View>();
+  /** The catalog of each profile (#17), rebuilt with the gateway's own. */
+  private profileCatalogs = new Map<string, Catalog>();
+  private readonly profiles: ReadonlyMap<string, ProfileConfig>;
+  /** Per principal, its stand-in for each profile it is served (allocated once). */
+  private profiled = new WeakMap<Principal, Map<string, Principal>>();
+  /** Catalog versions (per profile) whose switch to search mode has been logged. */
+  private searchLogged = new Set<string>();
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
   private pageCache = new Map<string, { version: number; json: string }>();
@@ -145,6 +161,7 @@ export class Gateway {
       if (!this.coldDiscovery) this.rebuild();
     };
     this.guards = new CallGuards(options.config, this.log);
+    this.profiles = new Map((options.config.profiles ?? []).map((p) => [p.name, p]));
     this.store = options.store ?? new MemoryStateStore();
     this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), options.secrets ?? []);
     this.trustPollMs = options.trustPollMs ?? 2000;
@@ -318,6 +335,7 @@ export class Gateway {
         this.log[level]('catalog.diagnostic', { ...d });
       }
       this.catalog = next;
+      this.buildProfiles(inputs, next.version);
       this.visibleCache.clear();
       changed.add('tools');
     }
@@ -335,9 +353,103 @@ export class Gateway {
     for (const l of this.listeners) l(this.catalog, changed);
   }
 
-  /** The entries a principal may see, cached per catalog version (filter after the cache). */
+  /**
+   * Each profile's catalog, from the same verified inputs: its servers only, its disclosure budget
+   * (a server in gateway.disclosure.alwaysLoad keeps its schemas), then its tool globs.
+   */
+  private buildProfiles(inputs: Parameters<typeof buildCatalog>[0], version: number): void {
+    const g = this.config.gateway;
+    for (const p of this.profiles.values()) {
+      const own = inputs
+        .filter((i) => !p.servers || p.servers.includes(i.server.name))
+        .map((i) =>
+          p.budgetTokens === undefined || g.disclosure.alwaysLoad.includes(i.server.name)
+            ? i
+            : { ...i, server: { ...i.server, budgetTokens: p.budgetTokens } },
+        );
+      let catalog = buildCatalog(own, version, {
+        maxDescriptionBytes: g.maxDescriptionBytes,
+        maxSchemaBytes: g.maxSchemaBytes,
+        reserved: this.reservedPrefixes,
+      });
+      if (p.tools) catalog = narrowCatalog(catalog, compileGlobs(p.tools));
+      this.profileCatalogs.set(p.name, catalog);
+    }
+  }
+
+  /** The catalog a principal's requests are served from: its profile's, or the gateway's. */
+  catalogOf(principal: Principal): Catalog {
+    if (principal.profile === undefined) return this.catalog;
+    return this.profileCatalogs.get(principal.profile) ?? emptyCatalog;
+  }
+
+  /**
+   * The principal as served at `/mcp/<profile>` (or at `/mcp` with a token bound to a profile by
+   * `auth.profileClaim`). Unknown profile: 404. A token bound to another profile: 403, since a
+   * token's profile narrows what it sees and a path must never widen it.
+   */
+  profilePrincipal(principal: Principal, pathProfile: string | undefined): Principal {
+    const bound = principal.boundProfile;
+    if (pathProfile !== undefined && !this.profiles.has(pathProfile)) {
+      throw new ManifoldError(
+        'ERR_PROFILE_UNKNOWN',
+        `no profile ${JSON.stringify(pathProfile.slice(0, 64))}`,
+      );
+    }
+    if (bound !== undefined && !this.profiles.has(bound)) {
+      throw new ManifoldError(
+        'ERR_PROFILE_FORBIDDEN',
+        'the token names a profile this gateway does not serve',
+      );
+    }
+    if (bound !== undefined && pathProfile !== undefined && bound !== pathProfile) {
+      throw new ManifoldError(
+        'ERR_PROFILE_FORBIDDEN',
+        `this token is for profile ${bound}: use /mcp/${bound}`,
+      );
+    }
+    const name = pathProfile ?? bound;
+    if (name === undefined) return principal;
+    let mine = this.profiled.get(principal);
+    if (!mine) {
+      mine = new Map();
+      this.profiled.set(principal, mine);
+    }
+    let served = mine.get(name);
+    if (!served) {
+      const profile = this.profiles.get(name)!;
+      served = {
+        ...principal,
+        profile: name,
+        key: `${principal.key}#${name}`,
+        viewKey: `${principal.viewKey}#${name}`,
+        ...(profile.servers ? { servers: new Set(profile.servers) } : {}),
+      };
+      mine.set(name, served);
+    }
+    return served;
+  }
+
+  /** The catalog settings in force for a principal: its profile's, or the gateway's. */
+  private settingsOf(principal: Principal): CatalogSettings {
+    const p = principal.profile === undefined ? undefined : this.profiles.get(principal.profile);
+    return p ? p.catalog : this.config.gateway.catalog;
+  }
+
+  /** What tools/list shows a principal, cached per catalog version (filter after the cache). */
   visibleEntries(principal: Principal): CatalogEntry[] {
     return this.visibility(principal).entries;
+  }
+
+  /**
+   * The tools a search finds for this principal: only ones it may see, best first, at most
+   * `limit` (its profile's or the gateway's searchLimit). The index is built once per catalog.
+   */
+  searchTools(principal: Principal, query: string, limit?: number): CatalogEntry[] {
+    const view = this.visibility(principal);
+    const max = this.settingsOf(principal).searchLimit;
+    const n = Math.min(max, limit ?? max);
+    return indexOf(view.catalog).search(query, n, (name) => view.names.has(name));
   }
 
   /**
@@ -348,16 +460,16 @@ export class Gateway {
     if (kind !== 'tools') return this.views.digest(principal, kind);
     const view = this.visibility(principal);
     view.digest ??=
-      view.entries === this.catalog.entries
-        ? this.catalog.digest
+      view.entries === view.catalog.entries
+        ? view.catalog.digest
         : digestOf(JSON.stringify(view.entries.map((e) => e.tool)));
     return view.digest;
   }
 
   private visibility(principal: Principal): View {
-    const catalog = this.catalog;
+    const catalog = this.catalogOf(principal);
     const hit = this.visibleCache.get(principal.viewKey);
-    if (hit && hit.version === catalog.version) return hit;
+    if (hit && hit.catalog === catalog) return hit;
     let entries: CatalogEntry[];
     if (principal.grants === '*' && !principal.cap) entries = catalog.entries as CatalogEntry[];
     else {
@@ -366,10 +478,35 @@ export class Gateway {
       // Meta-tools are visible when anything is, and only ever reveal what the caller can see.
       entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name, e.risk)) : [];
     }
+    const names = new Set(entries.map((e) => e.name));
+    const view: View = { version: catalog.version, entries, names, catalog };
+    const settings = this.settingsOf(principal);
+    const count = entries.reduce((n, e) => (e.meta ? n : n + 1), 0);
+    if (count > 0 && (settings.mode === 'search' || count > settings.maxTools)) {
+      if (settings.mode === 'full') this.logSearchSwitch(principal, catalog, count, settings.maxTools);
+      // Search mode: list the meta-tools and the pinned tools; everything visible stays callable.
+      const metas = searchMetaEntries(settings.searchLimit);
+      const pinned = compileGlobs(settings.pin);
+      view.entries = [...metas, ...entries.filter((e) => !e.meta && pinned(e.name))];
+      for (const m of metas) names.add(m.name);
+      view.search = { metas: new Map(metas.map((m) => [m.name, m])), limit: settings.searchLimit };
+    }
     if (this.visibleCache.size > 1000) this.visibleCache.clear();
-    const view: View = { version: catalog.version, entries, names: new Set(entries.map((e) => e.name)) };
     this.visibleCache.set(principal.viewKey, view);
     return view;
+  }
+
+  private logSearchSwitch(principal: Principal, catalog: Catalog, count: number, maxTools: number): void {
+    const key = `${principal.profile ?? ''}\0${catalog.version}`;
+    if (this.searchLogged.has(key)) return;
+    if (this.searchLogged.size > 1000) this.searchLogged.clear();
+    this.searchLogged.add(key);
+    this.log.info('catalog.search_mode', {
+      ...(principal.profile ? { profile: principal.profile } : {}),
+      tools: count,
+      maxTools,
+      message: `a view of ${count} tools is over catalog.maxTools (${maxTools}): tools/list lists manifold__search_tools instead`,
+    });
   }
 
   /** Whether this principal can see the exposed name (config filters, then grants). */
@@ -379,9 +516,11 @@ export class Gateway {
 
   /** Resolves an exposed name for this principal; invisible and unknown fail identically (A13). */
   resolve(principal: Principal, name: unknown): CatalogEntry {
-    const entry = typeof name === 'string' ? this.catalog.byName.get(name) : undefined;
-    if (!entry || !this.visibility(principal).names.has(entry.name)) {
-      const gone = typeof name === 'string' ? this.catalog.removed.get(name) : undefined;
+    const view = this.visibility(principal);
+    const entry =
+      typeof name === 'string' ? (view.catalog.byName.get(name) ?? view.search?.metas.get(name)) : undefined;
+    if (!entry || !view.names.has(entry.name)) {
+      const gone = typeof name === 'string' ? view.catalog.removed.get(name) : undefined;
       if (gone && this.mayKnow(principal, name as string)) {
         throw new ManifoldError(
           'ERR_TOOL_UNKNOWN',
@@ -404,7 +543,7 @@ export class Gateway {
   async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {
     await this.ready;
     const sealer = await this.cursors;
-    const catalog = this.catalog;
+    const catalog = this.catalogOf(principal);
     // Cursors name the catalog by its content, not this process's version counter, so another
     // instance serving the same catalog accepts them (any instance serves any modern request).
     const offset = cursor === undefined ? 0 : await sealer.open(cursor, catalog.digest, principal.viewKey);

@@ -47,6 +47,12 @@ export const unknownResource = (uri: unknown) =>
     `Resource not found: ${typeof uri === 'string' ? uri.slice(0, 256) : ''}`,
   );
 
+/** The servers a principal's profile shows (#17); every server without one. */
+const onServers = (principal: Principal) => {
+  const servers = principal.servers;
+  return servers ? (server: string) => servers.has(server) : () => true;
+};
+
 export class SurfaceViews {
   private prompts = new Map<string, PromptView>();
   private resources = new Map<string, ResourceView>();
@@ -57,9 +63,12 @@ export class SurfaceViews {
     const surface = this.current();
     const hit = this.prompts.get(principal.viewKey);
     if (hit && hit.surface === surface) return hit;
-    const everything = principal.grants === '*' && !principal.cap;
+    const everything = principal.grants === '*' && !principal.cap && !principal.servers;
     const granted = grantsMatcher(principal, 'prompts');
-    const entries = everything ? surface.prompts : surface.prompts.filter((e) => granted(e.name));
+    const shown = onServers(principal);
+    const entries = everything
+      ? surface.prompts
+      : surface.prompts.filter((e) => shown(e.server) && granted(e.name));
     const view: PromptView = { surface, entries, names: new Set(entries.map((e) => e.name)) };
     if (this.prompts.size > 1000) this.prompts.clear();
     this.prompts.set(principal.viewKey, view);
@@ -70,10 +79,15 @@ export class SurfaceViews {
     const surface = this.current();
     const hit = this.resources.get(principal.viewKey);
     if (hit && hit.surface === surface) return hit;
-    const everything = principal.grants === '*' && !principal.cap;
+    const everything = principal.grants === '*' && !principal.cap && !principal.servers;
     const granted = grantsMatcher(principal, 'resources');
-    const resources = everything ? surface.resources : surface.resources.filter((e) => granted(e.grantKey));
-    const templates = everything ? surface.templates : surface.templates.filter((e) => granted(e.grantKey));
+    const shown = onServers(principal);
+    const resources = everything
+      ? surface.resources
+      : surface.resources.filter((e) => shown(e.server) && granted(e.grantKey));
+    const templates = everything
+      ? surface.templates
+      : surface.templates.filter((e) => shown(e.server) && granted(e.grantKey));
     const view: ResourceView = { surface, resources, templates, uris: new Set(resources.map((e) => e.uri)) };
     if (this.resources.size > 1000) this.resources.clear();
     this.resources.set(principal.viewKey, view);
@@ -122,7 +136,9 @@ export class SurfaceViews {
     }
     const granted =
       principal.grants === '*' && !principal.cap ? () => true : grantsMatcher(principal, 'resources');
+    const shown = onServers(principal);
     for (const [label, server] of view.surface.labels) {
+      if (!shown(server)) continue;
       const original = unrewriteUri(uri, label);
       if (original !== undefined && allowed(server, original) && granted(`${label}__${original}`))
         return { server, uri: original };

@@ -29,7 +29,7 @@ export interface CatalogEntry {
   /** Changed after it was trusted: listed as a stub, and every call is refused (drift). */
   quarantined?: boolean;
   /** Set for the gateway's own meta-tools, which no upstream serves. */
-  meta?: 'describe_tool';
+  meta?: 'describe_tool' | 'search_tools' | 'call_tool';
   /** Its risk class (guards/risk.ts): declared, from trusted annotations, or `undeclared`. */
   risk: RiskClass;
   /** Whether a call runs, needs a person's yes first, or is refused by policy. */
@@ -249,6 +249,20 @@ export function buildCatalog(
     signature,
     digest: digestOf(signature),
   };
+}
+
+/**
+ * A catalog cut down to the tools whose exposed names `keep` accepts (a profile's tool globs). The
+ * describe_tool meta-tool stays only while some kept tool's schema is shortened.
+ */
+export function narrowCatalog(catalog: Catalog, keep: (name: string) => boolean): Catalog {
+  let entries = catalog.entries.filter((e) => e.meta || keep(e.name));
+  if (!entries.some((e) => e.deferred)) entries = entries.filter((e) => e.meta !== 'describe_tool');
+  const byName = new Map<string, CatalogEntry>();
+  for (const e of entries) byName.set(e.name, e);
+  const removed = new Map([...catalog.removed].filter(([name]) => keep(name)));
+  const signature = JSON.stringify(entries.map((e) => e.tool));
+  return { ...catalog, entries, byName, removed, signature, digest: digestOf(signature) };
 }
 
 /** The `_meta` keys under which tools/list tells a client a tool's class and approval rule. */

@@ -147,6 +147,12 @@ export function principalFromClaims(payload: JWTPayload, auth: AuthConfig): Prin
   const viewKey = JSON.stringify([tenant, subject, grants, cap ?? null, admin]);
   const principal: Principal = { subject, tenant, grants, key, viewKey, admin };
   if (cap) principal.cap = cap;
+  if (auth.profileClaim) {
+    // A token that names no profile where one is expected is served no profile-specific view:
+    // it sees what /mcp shows, narrowed by its grants as always.
+    const bound = (payload as Record<string, unknown>)[auth.profileClaim];
+    if (typeof bound === 'string' && bound !== '') principal.boundProfile = bound;
+  }
   return principal;
 }
 

@@ -15,6 +15,15 @@ export interface Principal {
   key: string;
   /** Identity of what the caller can see (key + grants + cap): caches and cursors bind to it. */
   viewKey: string;
+  /** The profile its token is bound to (`auth.profileClaim`), if any. */
+  boundProfile?: string;
+  /**
+   * The profile this request is served (#17), from the path `/mcp/<profile>` or the token, and
+   * the servers it shows (absent: every server). `key` and `viewKey` then name the profile too,
+   * so sessions, request states and cursors of one profile never serve another.
+   */
+  profile?: string;
+  servers?: ReadonlySet<string>;
 }
 
 /** The principal of a gateway that runs without auth (loopback only, or `auth: false`). */

@@ -160,6 +160,7 @@ export function readAuth(f: Findings, raw: unknown, base: PathSegment[]): AuthCo
   auth[source] = value(source);
   if (algorithms !== undefined) auth.algorithms = algorithms;
   if (has('grantsClaim')) auth.grantsClaim = value('grantsClaim');
+  if (has('profileClaim')) auth.profileClaim = value('profileClaim');
   if (has('resource')) auth.resource = value('resource');
   return auth;
 }

@@ -41,6 +41,12 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
   }),
   store: Object.freeze({ path: DEFAULT_STORE_PATH }),
   drift: Object.freeze({ recheckSeconds: 300 }),
+  catalog: Object.freeze({
+    mode: 'full' as const,
+    maxTools: 128,
+    pin: Object.freeze([]) as unknown as string[],
+    searchLimit: 10,
+  }),
 });
 
 /** setTimeout fires at once for anything above this, so millisecond settings stop here. */

@@ -94,7 +94,32 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     expected: `an integer from 0 to ${MAX_TIMER_SECONDS} (seconds)`,
     fix: 'write a whole number of seconds without quotes, e.g. 300, or 0 to turn the periodic recheck off',
   },
+  ...catalogText('catalog'),
 };
+
+/** The texts of a `catalog` object, under `gateway.catalog` or a profile's `catalog`. */
+export function catalogText(base: string): Record<string, FieldText> {
+  return {
+    [base]: {
+      expected: 'an object with "mode", "maxTools", "pin" and/or "searchLimit"',
+      fix: 'write catalog as {"mode": "search", "pin": ["github__get_me"]}',
+    },
+    [`${base}.mode`]: {
+      expected: '"full" or "search"',
+      fix: 'write "full" (list every tool, the default) or "search" (list the search, call and describe meta-tools and the pinned tools)',
+    },
+    [`${base}.maxTools`]: positive('tools', 128),
+    [`${base}.pin`]: {
+      expected: 'an array of globs over exposed tool names',
+      fix: 'write pin as ["github__get_me", "docs__*"]',
+    },
+    [`${base}.pin[]`]: { expected: 'a non-empty glob string', fix: 'write an exposed tool name or a glob' },
+    [`${base}.searchLimit`]: {
+      expected: 'an integer from 1 to 50',
+      fix: 'write how many tools one search may return, e.g. 10 (the default)',
+    },
+  };
+}
 
 const STORE_FIX = 'write "store": {"path": "./.manifold/state.db"}, or "store": false';
 
@@ -149,6 +174,10 @@ const AUTH_TEXT: Record<string, FieldText> = {
   tenantClaim: {
     expected: 'a claim name string',
     fix: 'set tenantClaim to the claim that names the tenant, e.g. "sub" or "tid"',
+  },
+  profileClaim: {
+    expected: 'a non-empty claim name',
+    fix: 'set profileClaim to the claim that names a token\'s profile, e.g. "profile", or remove it',
   },
   grantsClaim: {
     expected: 'a claim name string',
@@ -362,12 +391,34 @@ const SERVER_TEXT: Record<string, FieldText> = {
   },
 };
 
+const PROFILE_TEXT: Record<string, FieldText> = {
+  servers: {
+    expected: 'an array of server names',
+    fix: 'write servers as ["github", "docs"]: the servers this profile shows',
+  },
+  'servers[]': { expected: 'a server name', fix: 'write the name of a server under mcpServers' },
+  tools: {
+    expected: 'an array of globs over exposed tool names',
+    fix: 'write tools as ["github__*_issue*", "docs__search"]',
+  },
+  'tools[]': { expected: 'a non-empty glob string', fix: 'write an exposed tool name or a glob' },
+  budgetTokens: BUDGET_TEXT,
+  ...catalogText('catalog'),
+};
+
 export type FieldTable = Record<string, FieldText>;
-export const FIELD_TEXT: { gateway: FieldTable; server: FieldTable; auth: FieldTable; store: FieldTable } = {
+export const FIELD_TEXT: {
+  gateway: FieldTable;
+  server: FieldTable;
+  auth: FieldTable;
+  store: FieldTable;
+  profile: FieldTable;
+} = {
   gateway: GATEWAY_TEXT,
   server: SERVER_TEXT,
   auth: AUTH_TEXT,
   store: STORE_TEXT,
+  profile: PROFILE_TEXT,
 };
 
 /** The fix for a `gateway.store` that is neither an object nor false. */

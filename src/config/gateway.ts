@@ -12,6 +12,7 @@ import { describeKind, validateShape } from './issues.js';
 import { isObject, type JsonObject, keysOf } from './json-parse.js';
 import type { PathSegment } from './paths.js';
 import {
+  CATALOG_KEYS,
   DISCLOSURE_KEYS,
   DRIFT_KEYS,
   GATEWAY_KEYS,
@@ -71,11 +72,13 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     disclosure: { ...GATEWAY_DEFAULTS.disclosure, alwaysLoad: [] },
     store: { path: DEFAULT_STORE_PATH },
     drift: { ...GATEWAY_DEFAULTS.drift },
+    catalog: { ...GATEWAY_DEFAULTS.catalog, pin: [] },
   };
   const invalid = new Set<string>();
   const nestedKeys = [
     ...DISCLOSURE_KEYS.map((k) => `disclosure.${k}`),
     ...DRIFT_KEYS.map((k) => `drift.${k}`),
+    ...CATALOG_KEYS.map((k) => `catalog.${k}`),
   ];
   let alwaysLoad: string[] = [];
   if (raw === undefined) return { config, invalid, alwaysLoad };
@@ -102,7 +105,9 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
         ? readNested(f, raw[key], [...base, key], DISCLOSURE_KEYS)
         : key === 'drift'
           ? readNested(f, raw[key], [...base, key], DRIFT_KEYS)
-          : interpolateField(f, raw[key], [...base, key]);
+          : key === 'catalog'
+            ? readNested(f, raw[key], [...base, key], CATALOG_KEYS)
+            : interpolateField(f, raw[key], [...base, key]);
   }
   const issues = validateShape(gatewayEntrySchema, picked, {
     table: FIELD_TEXT.gateway,
@@ -112,12 +117,19 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
   f.errors.push(...issues);
   const target = config as unknown as JsonObject;
   for (const key of GATEWAY_KEYS) {
-    if (picked[key] === undefined || key === 'disclosure' || key === 'drift' || key === 'auth') continue;
+    if (
+      picked[key] === undefined ||
+      key === 'disclosure' ||
+      key === 'drift' ||
+      key === 'catalog' ||
+      key === 'auth'
+    )
+      continue;
     if (hasIssueUnder(issues, [...base, key])) invalid.add(key);
     else target[key] = picked[key];
   }
   /** Copies the valid keys of `disclosure` or `drift` over their defaults; false if it was not an object. */
-  const applyNested = (name: 'disclosure' | 'drift', known: readonly string[]): boolean => {
+  const applyNested = (name: 'disclosure' | 'drift' | 'catalog', known: readonly string[]): boolean => {
     const given = picked[name];
     if (given === undefined) return true;
     if (!isObject(given)) {
@@ -138,6 +150,7 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     config.disclosure.alwaysLoad = [...new Set(alwaysLoad)];
   }
   applyNested('drift', DRIFT_KEYS);
+  applyNested('catalog', CATALOG_KEYS);
 
   if (!invalid.has('allowedOrigins')) {
     const origins: string[] = [];

@@ -9,6 +9,7 @@ import { type Env, Interpolator } from './interpolate.js';
 import { describeKind } from './issues.js';
 import { isObject, keysOf, readJson } from './json-parse.js';
 import { formatPath } from './paths.js';
+import { readProfiles } from './profiles.js';
 import { TOP_LEVEL_KEYS } from './schema.js';
 import { checkAlwaysLoad, readServers } from './servers.js';
 import type { Config, ConfigIssue, ConfigResult } from './types.js';
@@ -38,8 +39,10 @@ function validate(raw: unknown, env: Env, initial: ConfigIssue[]): ConfigResult 
   const gateway = readGateway(f, raw.gateway);
   const servers = readServers(f, raw, gateway);
   checkAlwaysLoad(f, raw, gateway);
+  const declared = ['mcpServers', 'servers'].flatMap((k) => (isObject(raw[k]) ? keysOf(raw[k]) : []));
+  const profiles = readProfiles(f, raw.profiles, gateway, declared);
   if (f.errors.length > 0) return { ok: false, errors: f.errors, warnings: f.warnings };
-  const config: Config = { gateway: gateway.config, servers };
+  const config: Config = { gateway: gateway.config, servers, profiles };
   const secrets = f.interpolator.secrets;
   // Shared secrets are redacted from logs even when they were written literally.
   for (const secret of [

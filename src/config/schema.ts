@@ -61,6 +61,24 @@ export const driftSchema = z.object({
   recheckSeconds: z.int().min(0).max(MAX_TIMER_SECONDS),
 });
 
+/** The most tools one `manifold__search_tools` answer may hold. */
+export const MAX_SEARCH_LIMIT = 50;
+
+export const catalogSchema = z.object({
+  mode: z.enum(['full', 'search']),
+  maxTools: count(),
+  pin: z.array(z.string().min(1)),
+  searchLimit: z.int().min(1).max(MAX_SEARCH_LIMIT),
+});
+
+/** One entry of the top-level `profiles` map (profiles.ts reads it). */
+export const profileSchema = z.object({
+  servers: z.array(z.string().min(1)),
+  tools: z.array(z.string().min(1)),
+  catalog: catalogSchema.partial().strict(),
+  budgetTokens: budget(),
+});
+
 // `gateway.store` is `false` or this object; gateway.ts reads it on its own, like `auth`.
 export const storeSchema = z.object({
   path: z.string().min(1),
@@ -95,6 +113,7 @@ export const gatewaySchema = z.object({
   disclosure: disclosureSchema.partial(),
   callsPerMinute: count(),
   drift: driftSchema.partial(),
+  catalog: catalogSchema.partial(),
   // Values never appear in messages (field-text.ts words them without the value).
   cursorSecret: z.string().min(32),
 });
@@ -179,6 +198,7 @@ export const authSchema = z.object({
   tokenTypes: z.array(z.string().min(1)).min(1),
   tenantClaim: z.string().min(1),
   grantsClaim: z.string().min(1),
+  profileClaim: z.string().min(1),
   tenants: z.record(z.string(), tenantSchema.partial()),
   authorizationServers: z.array(z.string().min(1)),
   resource: z.string().min(1),
@@ -189,7 +209,9 @@ export const authSchema = z.object({
 export const authEntrySchema = authSchema.partial();
 export const storeEntrySchema = storeSchema.partial();
 
-export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', '$schema'] as const;
+export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', 'profiles', '$schema'] as const;
+export const CATALOG_KEYS = Object.keys(catalogSchema.shape);
+export const PROFILE_KEYS = Object.keys(profileSchema.shape);
 export const GATEWAY_KEYS = [...Object.keys(gatewaySchema.shape), 'auth', 'store'] as (keyof GatewayConfig)[];
 export const AUTH_KEYS = Object.keys(authSchema.shape);
 export const TENANT_KEYS = Object.keys(tenantSchema.shape);

@@ -116,6 +116,11 @@ export interface AuthConfig {
   tenantClaim: string;
   /** Claim holding an array of grant patterns. Absent: grants come from `scope` entries `tools:<pattern>`. */
   grantsClaim?: string;
+  /**
+   * A claim naming the profile a token is for: it is served that profile at `/mcp`, and refused at
+   * any other profile's path. Absent: tokens are not bound to a profile.
+   */
+  profileClaim?: string;
   tenants: Record<string, TenantConfig>;
   /** Authorization servers advertised in protected-resource metadata. Default []. */
   authorizationServers: string[];
@@ -191,12 +196,42 @@ export interface GatewayConfig {
     /** Re-list every ready upstream this often and check for drift; 0 disables. Default 300. */
     recheckSeconds: number;
   };
+  /** How tools/list presents the catalog (#17); a profile may override it. */
+  catalog: CatalogSettings;
+}
+
+export interface CatalogSettings {
+  /**
+   * `full` (default): tools/list lists every visible tool. `search`: only the gateway's
+   * meta-tools (search, call, describe) and the pinned tools; the rest are found by search.
+   */
+  mode: 'full' | 'search';
+  /** A full view with more tools than this is served in search mode instead (default 128). */
+  maxTools: number;
+  /** Globs over exposed names listed in search mode too (default []). */
+  pin: string[];
+  /** The most tools one search answers with (default 10, at most 50). */
+  searchLimit: number;
+}
+
+/** A named subset of the catalog, served at `/mcp/<name>` (#17). */
+export interface ProfileConfig {
+  name: string;
+  /** Servers whose tools, prompts and resources it shows; absent: every server. */
+  servers?: string[];
+  /** Globs over exposed tool names it shows; absent: every tool of its servers. */
+  tools?: string[];
+  catalog: CatalogSettings;
+  /** Overrides every server's disclosure budget in this profile (alwaysLoad still wins). */
+  budgetTokens?: number | 'off';
 }
 
 export interface Config {
   gateway: GatewayConfig;
   /** In config-file order; the merged catalog follows this order. */
   servers: ServerConfig[];
+  /** Named profiles (default none). */
+  profiles: ProfileConfig[];
 }
 
 /** One problem found in a config file. `path` is a JSON path such as `mcpServers.github.url`. */

@@ -54,8 +54,12 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
     const host = g.hostnames[0] ?? (g.host.includes(':') ? `[${g.host}]` : g.host);
     return `http://${host}${g.hostnames[0] ? '' : `:${g.port}`}/mcp`;
   };
-  const metadataUrl = (c: { req: { url: string; header(name: string): string | undefined } }) =>
-    `${new URL(resource(c)).origin}/.well-known/oauth-protected-resource/mcp`;
+  // A profile's endpoint (#17) has its own metadata document, at the path-specific form.
+  const profileOf = (path: string) => (path.startsWith('/mcp/') ? path.slice(5) : undefined);
+  const metadataUrl = (c: { req: { url: string; path: string; header(name: string): string | undefined } }) =>
+    `${new URL(resource(c)).origin}/.well-known/oauth-protected-resource/mcp${
+      profileOf(c.req.path) !== undefined ? `/${encodeURIComponent(profileOf(c.req.path)!)}` : ''
+    }`;
   // Sessions and listen streams belong to the HTTP edge: nothing below it knows about them.
   const edge: Edge = {
     gateway,
@@ -135,29 +139,38 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
   });
   app.get('/.well-known/oauth-protected-resource', (c) => (auth ? c.json(metadata(c)) : c.notFound()));
   app.get('/.well-known/oauth-protected-resource/mcp', (c) => (auth ? c.json(metadata(c)) : c.notFound()));
-
-  app.use(
-    '/mcp',
-    originGuard({
-      allowedOrigins: g.allowedOrigins,
-      hostnames: g.hostnames,
-      checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
-    }),
-  );
-  app.use('/mcp', async (c, next) => {
-    try {
-      c.set('principal', await authenticate(c.req.raw));
-    } catch (e) {
-      // Read (and drop) the body before refusing, so the connection stays usable for the
-      // client's retry with a token; some servers close a socket with an unread body.
-      await readTextCapped(c.req.raw.body, g.maxBodyBytes, () => new Error('too large')).catch(() => '');
-      throw e;
-    }
-    await next();
+  app.get('/.well-known/oauth-protected-resource/mcp/:profile', (c) => {
+    const profile = c.req.param('profile');
+    if (!auth || !gateway.config.profiles.some((p) => p.name === profile)) return c.notFound();
+    return c.json({ ...metadata(c), resource: `${resource(c)}/${profile}` });
   });
-  app.post('/mcp', (c) => mcp.post(c));
-  app.get('/mcp', (c) => mcp.get(c));
-  app.delete('/mcp', (c) => mcp.delete(c));
-  app.all('/mcp', () => new Response(null, { status: 405, headers: { allow: 'GET, POST, DELETE' } }));
+
+  // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
+  for (const path of ['/mcp', '/mcp/:profile']) {
+    app.use(
+      path,
+      originGuard({
+        allowedOrigins: g.allowedOrigins,
+        hostnames: g.hostnames,
+        checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
+      }),
+    );
+    app.use(path, async (c, next) => {
+      try {
+        const principal = await authenticate(c.req.raw);
+        c.set('principal', gateway.profilePrincipal(principal, c.req.param('profile')));
+      } catch (e) {
+        // Read (and drop) the body before refusing, so the connection stays usable for the
+        // client's retry with a token; some servers close a socket with an unread body.
+        await readTextCapped(c.req.raw.body, g.maxBodyBytes, () => new Error('too large')).catch(() => '');
+        throw e;
+      }
+      await next();
+    });
+    app.post(path, (c) => mcp.post(c));
+    app.get(path, (c) => mcp.get(c));
+    app.delete(path, (c) => mcp.delete(c));
+    app.all(path, () => new Response(null, { status: 405, headers: { allow: 'GET, POST, DELETE' } }));
+  }
   return app;
 }

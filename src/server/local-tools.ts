@@ -1,5 +1,6 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import { DESCRIBE_MAX_NAMES } from '../aggregate/describe-tool.js';
+import { MAX_QUERY_LENGTH, searchHit } from '../aggregate/search.js';
 import type { Principal } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
@@ -40,4 +41,25 @@ export function describeTool(gateway: Gateway, principal: Principal, args: Recor
   return {
     content: [{ type: 'text', text: JSON.stringify(tools.length === 1 ? tools[0] : tools, null, 2) }],
   };
+}
+
+/**
+ * manifold__search_tools: the best matching tools the caller may see, as tools/list would show
+ * them (a quarantined tool as its stub). Bounded query, bounded answer.
+ */
+export function searchTools(gateway: Gateway, principal: Principal, args: Record<string, unknown>): Result {
+  const query = args.query;
+  if (typeof query !== 'string' || query.trim() === '' || query.length > MAX_QUERY_LENGTH) {
+    return errorResult(`Pass {"query": "<a few words>"} of 1 to ${MAX_QUERY_LENGTH} characters.`);
+  }
+  const limit = args.limit;
+  if (limit !== undefined && (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1)) {
+    return errorResult('limit must be a positive integer.');
+  }
+  const found = gateway.searchTools(principal, query, limit as number | undefined).map(searchHit);
+  const text =
+    found.length === 0
+      ? `No tool matches ${JSON.stringify(query)}. Try other words.`
+      : JSON.stringify(found, null, 1);
+  return { content: [{ type: 'text', text }], structuredContent: { tools: found } };
 }

@@ -5,7 +5,7 @@ import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResul
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import { rawResultMessage, resultMessage } from './jsonrpc.js';
-import { describeTool } from './local-tools.js';
+import { describeTool, searchTools } from './local-tools.js';
 import { planTask, taskCreated } from './tasks.js';
 import { runThrough } from './through.js';
 
@@ -20,11 +20,12 @@ type Audit = (verdict: Verdict, bytesOut: number, approval?: ApprovalAudit) => v
  * is plain JSON unless something must reach the client first (progress re-keyed to its token,
  * log messages it asked for): then the POST becomes an SSE stream (through.ts, answer.ts).
  */
-export async function toolsCall(edge: Edge, ex: Exchange): Promise<Response> {
+export async function toolsCall(edge: Edge, outer: Exchange): Promise<Response> {
   const { gateway } = edge;
-  const { principal, request } = ex;
+  let ex = outer;
+  const { principal } = ex;
   const started = gateway.platform.now();
-  const params = request.params ?? {};
+  let params = ex.request.params ?? {};
   const bytesIn = ex.bytesIn;
   let entry: CatalogEntry | undefined;
   // Argument values are never logged: only sizes, names and the verdict (and, for a call that
@@ -46,6 +47,15 @@ export async function toolsCall(edge: Edge, ex: Exchange): Promise<Response> {
     // catalog like tools/list does, and for the owning upstream's first connection attempt.
     await gateway.ready;
     entry = gateway.resolve(principal, params.name);
+    if (entry.meta === 'call_tool') {
+      // Search mode's way to call a found tool: the call it names, exactly as if made directly.
+      ex = innerCall(ex);
+      params = ex.request.params ?? {};
+      entry = undefined;
+      entry = gateway.resolve(principal, params.name);
+      if (entry.meta)
+        throw new ManifoldError('ERR_INVALID_PARAMS', 'manifold__call_tool calls upstream tools only');
+    }
     const owner = gateway.pool.get(entry.server);
     if (owner?.state === 'connecting') await owner.firstAttempt;
     const limit = gateway.takeCall(principal.tenant);
@@ -81,6 +91,8 @@ async function relay(edge: Edge, ex: Exchange, entry: CatalogEntry, audit: Audit
   if (entry.meta === 'describe_tool') {
     return respond('allowed', local(describeTool(gateway, principal, argsObject)));
   }
+  if (entry.meta === 'search_tools')
+    return respond('allowed', local(searchTools(gateway, principal, argsObject)));
   const refusal = gateway.guards.refuse(entry);
   if (refusal) return respond('quarantined', local(refusal));
   // Arguments are checked against the full schema before anything is sent.
@@ -184,6 +196,23 @@ async function relay(edge: Edge, ex: Exchange, entry: CatalogEntry, audit: Audit
         }
       : {}),
   });
+}
+
+/** `manifold__call_tool {name, arguments}` as the tools/call it stands for (the rest of params kept). */
+function innerCall(ex: Exchange): Exchange {
+  const params = ex.request.params ?? {};
+  const args = params.arguments;
+  const inner = typeof args === 'object' && args !== null && !Array.isArray(args) ? (args as Result) : {};
+  if (typeof inner.name !== 'string' || inner.name === '') {
+    throw new ManifoldError(
+      'ERR_INVALID_PARAMS',
+      'manifold__call_tool needs {"name": "<tool>", "arguments": {...}}',
+    );
+  }
+  return {
+    ...ex,
+    request: { ...ex.request, params: { ...params, name: inner.name, arguments: inner.arguments ?? {} } },
+  };
 }
 
 /**

@@ -28,7 +28,11 @@ export interface TestGateway extends RunningGateway {
 
 /** A gateway in this process on a free loopback port, logging into an array. */
 export async function startTestGateway(
-  raw: { mcpServers: Record<string, unknown>; gateway?: Record<string, unknown> },
+  raw: {
+    mcpServers: Record<string, unknown>;
+    gateway?: Record<string, unknown>;
+    profiles?: Record<string, unknown>;
+  },
   options: { waitReady?: boolean; env?: Record<string, string>; trustPollMs?: number } = {},
 ): Promise<TestGateway> {
   const result = parseConfigObject(raw, { ...process.env, ...options.env });

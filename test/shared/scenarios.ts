@@ -452,6 +452,51 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
       }
     });
 
+    it('profiles and tool search (#17): /mcp/<profile> serves its own catalog in search mode; unknown is 404', async () => {
+      const gw = await boot({
+        config: {
+          ...open({ everything: { url: everything.url } }),
+          profiles: {
+            lean: { tools: ['everything__echo', 'everything__get-sum'], catalog: { mode: 'search' } },
+          },
+        },
+      });
+      try {
+        const lean = `${gw.url}/lean`;
+        const listed = await modernRequest(lean, 'tools/list');
+        expect((listed.body.result?.tools as { name: string }[]).map((t) => t.name)).toEqual([
+          'manifold__search_tools',
+          'manifold__call_tool',
+          'manifold__describe_tool',
+        ]);
+        const search = await modernRequest(lean, 'tools/call', {
+          name: 'manifold__search_tools',
+          arguments: { query: 'add two numbers' },
+        });
+        const hits = (search.body.result?.structuredContent as { tools: { name: string }[] }).tools;
+        expect(hits.map((t) => t.name)).toEqual(['everything__get-sum']);
+        const call = await modernRequest(lean, 'tools/call', {
+          name: 'manifold__call_tool',
+          arguments: { name: 'everything__echo', arguments: { message: `found on ${runtime}` } },
+        });
+        expect(text(call.body.result)).toBe(`Echo: found on ${runtime}`);
+        // Outside the profile: unknown there, while /mcp still lists it.
+        const outside = await modernRequest(lean, 'tools/call', {
+          name: 'everything__get-env',
+          arguments: {},
+        });
+        expect(outside.body.error?.code).toBe(-32602);
+        const all = await modernRequest(gw.url, 'tools/list');
+        expect((all.body.result?.tools as { name: string }[]).map((t) => t.name)).toContain(
+          'everything__get-env',
+        );
+        const missing = await modernRequest(`${gw.url}/nope`, 'tools/list');
+        expect(missing.status).toBe(404);
+      } finally {
+        await gw.stop();
+      }
+    });
+
     it('a 2026-07-28 client through the gateway to a modern and a legacy HTTP upstream: discover, list, call, listen', async () => {
       const ref = spawn(process.execPath, [REFERENCE, 'http', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
       try {

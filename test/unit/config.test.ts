@@ -418,6 +418,7 @@ describe('defaults and limits', () => {
       disclosure: { budgetTokens: 20000, alwaysLoad: [] },
       store: { path: './.manifold/state.db' },
       drift: { recheckSeconds: 300 },
+      catalog: { mode: 'full', maxTools: 128, pin: [], searchLimit: 10 },
     });
     expect(result.config.gateway).toEqual(GATEWAY_DEFAULTS);
     expect(result.warnings).toEqual([]);
