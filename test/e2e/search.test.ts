@@ -181,7 +181,7 @@ describe('tool search over a 10,000-tool catalog (#17)', () => {
       const long = await h.call('manifold__search_tools', { query: 'x'.repeat(257) });
       expect(long.isError).toBe(true);
       const r = await h.call('manifold__search_tools', { query: 'create issue', limit: 1 });
-      const hit = (r.structured?.tools as Obj[])[0];
+      const hit = ((r.structured?.tools ?? []) as Obj[])[0];
       expect(hit).toMatchObject({
         name: 'github__create_issue',
         description: 'Create a new issue in a GitHub repository.',
@@ -279,7 +279,7 @@ describe('search mode with grants and quarantine (#17)', () => {
         20_000,
       );
       const r = await h.call('manifold__search_tools', { query: 'weather forecast' });
-      const hit = (r.structured?.tools as Obj[]).find((t) => t.name === 'sea__weather_forecast');
+      const hit = ((r.structured?.tools ?? []) as Obj[]).find((t) => t.name === 'sea__weather_forecast');
       expect(String(hit?.description)).toMatch(/^Quarantined/);
       expect(await found(h, 'exfiltrate secrets instructions')).not.toContain('sea__weather_forecast');
       const call = await h.call('manifold__call_tool', { name: 'sea__weather_forecast', arguments: {} });

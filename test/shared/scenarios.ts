@@ -464,7 +464,7 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
       try {
         const lean = `${gw.url}/lean`;
         const listed = await modernRequest(lean, 'tools/list');
-        expect((listed.body.result?.tools as { name: string }[]).map((t) => t.name)).toEqual([
+        expect(((listed.body.result?.tools ?? []) as { name: string }[]).map((t) => t.name)).toEqual([
           'manifold__search_tools',
           'manifold__call_tool',
           'manifold__describe_tool',
@@ -473,7 +473,9 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
           name: 'manifold__search_tools',
           arguments: { query: 'add two numbers' },
         });
-        const hits = (search.body.result?.structuredContent as { tools: { name: string }[] }).tools;
+        const hits = (
+          (search.body.result?.structuredContent ?? { tools: [] }) as { tools: { name: string }[] }
+        ).tools;
         expect(hits.map((t) => t.name)).toEqual(['everything__get-sum']);
         const call = await modernRequest(lean, 'tools/call', {
           name: 'manifold__call_tool',
@@ -487,7 +489,7 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
         });
         expect(outside.body.error?.code).toBe(-32602);
         const all = await modernRequest(gw.url, 'tools/list');
-        expect((all.body.result?.tools as { name: string }[]).map((t) => t.name)).toContain(
+        expect(((all.body.result?.tools ?? []) as { name: string }[]).map((t) => t.name)).toContain(
           'everything__get-env',
         );
         const missing = await modernRequest(`${gw.url}/nope`, 'tools/list');
