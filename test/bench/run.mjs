@@ -505,7 +505,13 @@ async function main() {
   }
   const many = await manifold({
     mcpServers: Object.fromEntries(ups.map((u, i) => [`s${i}`, { url: `http://127.0.0.1:${u.port}/mcp` }])),
-    gateway: { allowedHosts: ups.map((u) => `127.0.0.1:${u.port}`), store: false, pageSize: 1000 },
+    // The full listing is what this measures: no switch to search mode (#17).
+    gateway: {
+      allowedHosts: ups.map((u) => `127.0.0.1:${u.port}`),
+      store: false,
+      pageSize: 1000,
+      catalog: { maxTools: 1_000_000 },
+    },
   });
   const manyHeaders = await openSession(many.url);
   const first = JSON.parse((await rpc(many.url, JSON.parse(listBody), manyHeaders)).text);
@@ -531,7 +537,12 @@ async function main() {
   ]) {
     const g = await manifold({
       mcpServers: { big: { url: `http://127.0.0.1:${bigPort}/mcp`, budgetTokens: budget } },
-      gateway: { allowedHosts: [`127.0.0.1:${bigPort}`], store: false, pageSize: 1000 },
+      gateway: {
+        allowedHosts: [`127.0.0.1:${bigPort}`],
+        store: false,
+        pageSize: 1000,
+        catalog: { maxTools: 1_000_000 },
+      },
     });
     const h = await openSession(g.url);
     const body = (await rpc(g.url, JSON.parse(listBody), h)).text;
@@ -540,6 +551,77 @@ async function main() {
   }
   await stop(bigUp.child);
   results.context = context;
+
+  // Tool search (#17): search p50 over 1,000 and 10,000 tools (four stdio upstreams of generated
+  // tools and one of realistic ones), and the bytes of tools/list in each catalog mode.
+  log('search');
+  const SEARCH = join(ROOT, 'test/fixtures/search-catalog.mjs');
+  const QUERIES = [
+    'open a new github issue',
+    'merge a pull request',
+    'search source code',
+    'export invoice',
+    'audit the ledger',
+    'sync shipment records',
+    'approve a vendor quote',
+    'count orders',
+  ];
+  results.search = [];
+  for (const total of smoke ? [1000] : [1000, 10_000]) {
+    const per = Math.floor(total / 4);
+    const servers = { github: { command: process.execPath, args: [SEARCH], env: { SEARCH_SET: 'github' } } };
+    for (const prefix of ['bill', 'inv', 'crm', 'ops']) {
+      servers[prefix] = {
+        command: process.execPath,
+        args: [SEARCH],
+        env: { FILLER: String(per), FILLER_PREFIX: prefix },
+      };
+    }
+    const row = { tools: total + 5 };
+    for (const mode of ['full', 'search']) {
+      const g = await manifold({
+        mcpServers: servers,
+        gateway: {
+          store: false,
+          pageSize: 10_000,
+          maxToolsPerServer: 10_000,
+          catalog: { mode, maxTools: 1_000_000 },
+        },
+      });
+      const h = await openSession(g.url);
+      const listed = (await rpc(g.url, JSON.parse(listBody), h)).text;
+      row[`${mode}ListBytes`] = Buffer.byteLength(listed);
+      row[`${mode}Listed`] = JSON.parse(listed).result.tools.length;
+      if (mode === 'search') {
+        const ask = (i) =>
+          rpc(
+            g.url,
+            {
+              jsonrpc: '2.0',
+              id: 100 + i,
+              method: 'tools/call',
+              params: { name: 'manifold__search_tools', arguments: { query: QUERIES[i % QUERIES.length] } },
+            },
+            h,
+          );
+        const t0 = performance.now();
+        const first = await ask(0);
+        row.firstSearchMs = Math.round(performance.now() - t0);
+        if (!first.text.includes('"tools"')) throw new Error(`search failed: ${first.text.slice(0, 300)}`);
+        const times = [];
+        for (let i = 1; i <= (smoke ? 20 : 400); i++) {
+          const t = performance.now();
+          await ask(i);
+          times.push((performance.now() - t) * 1000);
+        }
+        times.sort((a, b) => a - b);
+        row.searchP50Us = Math.round(times[Math.floor(times.length / 2)]);
+        row.searchP99Us = Math.round(times[Math.floor(times.length * 0.99)]);
+      }
+      await stop(g.child);
+    }
+    results.search.push(row);
+  }
 
   // The stdio path with a real server: server-everything over stdio, its `echo` through Manifold,
   // next to the same calls from an SDK client on its own stdio child. Context, not a target.
@@ -689,6 +771,12 @@ ${rows.join('\n')}
 | Memory: ≤ 10 MB over ${r.memory.calls} calls; idle session ≤ 10 KB | ${r.memory.growthMb >= 0 ? '+' : ''}${r.memory.growthMb} MB (settled RSS after each tenth: ${r.memory.rssSeriesMb.join(', ')} MB); ${r.memory.idleSessionBytes} B per idle session (heap after GC) | ${t.memory.pass ? 'yes' : 'no'} |
 
 stdio path: server-everything's \`echo\` through Manifold, p50 ${f(r.stdioEverything.latencyC1.p50Us)} µs at c=1 (an SDK client on its own stdio child: ${f(r.stdioEverything.directSdkClientP50Us)} µs), ${f(Math.round(r.stdioEverything.throughputC16.rps))} rps at c=16, ${f(r.stdioEverything.cpuPerCallUs)} µs gateway CPU per call.
+
+Tool search (#17), round trip of one \`manifold__search_tools\` call over a legacy session, after the first (which builds the index):
+
+| Tools | search p50 (µs) | search p99 (µs) | first search (ms) | tools/list bytes, full | tools/list bytes, search |
+| --- | --- | --- | --- | --- | --- |
+${(r.search ?? []).map((s) => `| ${s.tools} | ${s.searchP50Us} | ${s.searchP99Us} | ${s.firstSearchMs} | ${s.fullListBytes} (${s.fullListed} tools) | ${s.searchListBytes} (${s.searchListed} tools) |`).join('\n')}
 
 Context: a 900-tool catalog's tools/list is ${r.context.withBudget.bytes} bytes with the default disclosure budget and ${r.context.withoutBudget.bytes} bytes without it (${(100 - (100 * r.context.withBudget.bytes) / r.context.withoutBudget.bytes).toFixed(0)}% smaller).
 `;

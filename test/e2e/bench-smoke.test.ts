@@ -32,6 +32,10 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     expect(json.toolsList.tools).toBe(1000);
     expect(json.context.withoutBudget.tools).toBe(900);
     expect(json.context.withBudget.bytes).toBeLessThan(json.context.withoutBudget.bytes);
+    // Tool search: the search-mode listing holds the three meta-tools, and a search answers.
+    expect(json.search[0]).toMatchObject({ tools: 1005, fullListed: 1005, searchListed: 3 });
+    expect(json.search[0].searchP50Us).toBeGreaterThan(0);
+    expect(json.search[0].searchListBytes).toBeLessThan(json.search[0].fullListBytes);
     expect(json.coldStart.gateway.map((g: { upstreams: number }) => g.upstreams)).toEqual([1, 10]);
     expect(json.memory.rssSeriesMb.length).toBe(11);
     // Measured on the heap after full collections in a gateway started for it.

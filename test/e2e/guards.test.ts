@@ -27,7 +27,8 @@ describe('guards through the gateway', () => {
         big: { command: process.execPath, args: [BIG], budgetTokens: BUDGET },
         fx: { command: process.execPath, args: [FIXTURE] },
       },
-      gateway: { maxBodyBytes: 4 * 1024 * 1024, pageSize: 1000 },
+      // The full listing is what these tests read: 205 tools stay listed (no switch to search, #17).
+      gateway: { maxBodyBytes: 4 * 1024 * 1024, pageSize: 1000, catalog: { maxTools: 1000 } },
     });
     client = await connectClient(gw.url);
   });
