@@ -1,6 +1,11 @@
 import type { Catalog, CatalogEntry } from './aggregate/catalog.js';
 import type { Config } from './config/types.js';
-import { type ArgsCheck, compileArgsValidator, compileOutputValidator } from './guards/args.js';
+import {
+  type ArgsCheck,
+  type ArgsValidator,
+  compileArgsValidator,
+  compileOutputValidator,
+} from './guards/args.js';
 import { quarantineDescription } from './guards/drift.js';
 import { type CappedResult, errorInstead, resultCap } from './guards/result-cap.js';
 import { contentsCap, promptResultCap } from './guards/surface-caps.js';
@@ -50,17 +55,7 @@ export class CallGuards {
     }
     let validate = perCatalog.get(entry.name);
     if (validate === undefined) {
-      const compiled = compileArgsValidator(entry.full.inputSchema);
-      if (compiled.ok) validate = compiled.validate;
-      else {
-        validate = null;
-        this.log.warn('guard.args_unvalidated', {
-          rule: 'schema-unsupported',
-          server: entry.server,
-          tool: entry.name,
-          reason: compiled.reason,
-        });
-      }
+      validate = this.compiled(compileArgsValidator(entry.full.inputSchema), entry, 'guard.args_unvalidated');
       perCatalog.set(entry.name, validate);
     }
     if (validate === null) return undefined;
@@ -188,18 +183,20 @@ export class CallGuards {
   private outputValidator(entry: CatalogEntry, outputSchema: unknown): Validator {
     let validate = this.outputValidators.get(entry);
     if (validate !== undefined) return validate;
-    const compiled = compileOutputValidator(outputSchema);
-    if (compiled.ok) validate = compiled.validate;
-    else {
-      validate = null;
-      this.log.warn('guard.output_unvalidated', {
-        rule: 'schema-unsupported',
-        server: entry.server,
-        tool: entry.name,
-        reason: compiled.reason,
-      });
-    }
+    validate = this.compiled(compileOutputValidator(outputSchema), entry, 'guard.output_unvalidated');
     this.outputValidators.set(entry, validate);
     return validate;
+  }
+
+  /** A compiled check, or null for a schema the validator cannot handle (logged: it never blocks). */
+  private compiled(compiled: ArgsValidator, entry: CatalogEntry, event: string): Validator {
+    if (compiled.ok) return compiled.validate;
+    this.log.warn(event, {
+      rule: 'schema-unsupported',
+      server: entry.server,
+      tool: entry.name,
+      reason: compiled.reason,
+    });
+    return null;
   }
 }

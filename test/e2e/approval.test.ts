@@ -5,11 +5,11 @@ import {
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpTap, startReferenceHttp, tapStdio } from '../helpers/clients.js';
 import { EVERYTHING, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
+import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * #14: risk classes, trust tiers and human approval, with real upstreams of both eras
@@ -380,22 +380,14 @@ describe('risk grants: a token scoped to every read tool (#14)', () => {
   const AUD = 'manifold-risk';
 
   beforeAll(async () => {
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    token = (scope) =>
-      new SignJWT({ scope })
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setSubject('reader')
-        .setIssuedAt()
-        .setExpirationTime('10m')
-        .sign(privateKey);
+    const issuer = await testIssuer(ISS, AUD);
+    token = (scope) => issuer.mint({ scope }, 'reader');
     gw = await startTestGateway({
       mcpServers: {
         ev: { command: process.execPath, args: [EVERYTHING, 'stdio'], risk: { 'get-sum': 'read' } },
         evt: { command: process.execPath, args: [EVERYTHING, 'stdio'], trustAnnotations: true },
       },
-      gateway: { auth: { issuer: ISS, audience: AUD, publicKey: await exportSPKI(publicKey) } },
+      gateway: { auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey } },
     });
   }, 60_000);
 

@@ -1,10 +1,10 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
 import { EVERYTHING, eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * #17: tool search and named profiles, with real stdio upstreams (a search fixture with realistic
@@ -214,16 +214,8 @@ describe('search mode with grants and quarantine (#17)', () => {
       tool('weather_forecast', 'Get the weather forecast for a city.'),
       tool('tide_times', 'Tide times.'),
     ]);
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    mint = (scope) =>
-      new SignJWT({ scope })
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setSubject('someone')
-        .setIssuedAt()
-        .setExpirationTime('10m')
-        .sign(privateKey);
+    const issuer = await testIssuer(ISS, AUD);
+    mint = (scope) => issuer.mint({ scope });
     gw = await startTestGateway({
       mcpServers: {
         github: set('github'),
@@ -232,7 +224,7 @@ describe('search mode with grants and quarantine (#17)', () => {
       },
       gateway: {
         catalog: { mode: 'search' },
-        auth: { issuer: ISS, audience: AUD, publicKey: await exportSPKI(publicKey) },
+        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
       },
     });
   }, 60_000);
@@ -303,16 +295,8 @@ describe('named profiles (#17)', () => {
   const at = (profile: string) => `${gw.url}/${profile}`;
 
   beforeAll(async () => {
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    mint = (claims) =>
-      new SignJWT({ scope: 'tools:*', ...claims })
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setSubject('someone')
-        .setIssuedAt()
-        .setExpirationTime('10m')
-        .sign(privateKey);
+    const issuer = await testIssuer(ISS, AUD);
+    mint = (claims) => issuer.mint({ scope: 'tools:*', ...claims });
     gw = await startTestGateway({
       mcpServers: {
         github: set('github'),
@@ -329,7 +313,7 @@ describe('named profiles (#17)', () => {
         },
       },
       gateway: {
-        auth: { issuer: ISS, audience: AUD, publicKey: await exportSPKI(publicKey), profileClaim: 'profile' },
+        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey, profileClaim: 'profile' },
       },
     });
   }, 60_000);
