@@ -163,6 +163,14 @@ const callBody = JSON.stringify({
   method: 'tools/call',
   params: { name: 'echo', arguments: { message: 'hello' } },
 });
+const callBodyS2 = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 7,
+  method: 'tools/call',
+  params: { name: 'sfast__echo', arguments: { message: 'hello' } },
+});
+/** The 1, 5 and 15 minute load averages (how busy the machine was around a run). */
+const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number);
 const callBodyB2 = JSON.stringify({
   jsonrpc: '2.0',
   id: 7,
@@ -222,6 +230,13 @@ async function main() {
   const upModernPort = await upModern.port;
   const b1 = start(process.execPath, [join(HERE, 'passthrough-proxy.mjs')], { TARGET: upUrl });
   const b1Url = `http://127.0.0.1:${await b1.port}/mcp`;
+  // S1 (#18): the stdio floor, a raw node:http proxy writing JSON lines to the same stdio child.
+  const stdioChild = [process.execPath, join(HERE, 'fast-upstream.mjs'), '--stdio'];
+  const s1 = start(process.execPath, [join(HERE, 'stdio-passthrough.mjs')], {
+    CHILD: JSON.stringify(stdioChild),
+  });
+  const s1Url = `http://127.0.0.1:${await s1.port}/mcp`;
+  results.load = { start: loadAverage() };
 
   const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
   const jwk = { ...(await exportJWK(publicKey)), kid: 'bench', alg: 'ES256', use: 'sig' };
@@ -235,7 +250,11 @@ async function main() {
     .setExpirationTime('2h')
     .sign(privateKey);
   const b2Config = {
-    mcpServers: { fast: { url: upUrl }, fastm: { url: `http://127.0.0.1:${upModernPort}/mcp` } },
+    mcpServers: {
+      fast: { url: upUrl },
+      fastm: { url: `http://127.0.0.1:${upModernPort}/mcp` },
+      sfast: { command: stdioChild[0], args: stdioChild.slice(1) },
+    },
     gateway: {
       allowedHosts: [`127.0.0.1:${upPort}`, `127.0.0.1:${upModernPort}`],
       store: { path: join(tmp, 'state.db') },
@@ -258,7 +277,16 @@ async function main() {
   }
   const b3 = modernCall('fastm__echo');
   const b4 = modernCall('fast__echo');
-  for (const m of [b3, b4]) {
+  const s3 = modernCall('sfast__echo');
+  const s1Headers = await openSession(s1Url);
+  for (const [what, url, body, headers] of [
+    ['S1', s1Url, callBody, s1Headers],
+    ['S2', b2.url, callBodyS2, b2Headers],
+  ]) {
+    const r = await rpc(url, JSON.parse(body), headers);
+    if (!r.text.includes('hello')) throw new Error(`${what} echo failed: ${r.text.slice(0, 300)}`);
+  }
+  for (const m of [b3, b4, s3]) {
     const r = await rpc(b2.url, JSON.parse(m.body), m.headers(token));
     if (!r.text.includes('"resultType":"complete"'))
       throw new Error(`modern echo failed: ${r.text.slice(0, 300)}`);
@@ -289,6 +317,11 @@ async function main() {
     // The same legacy session as B2: prompts/get and resources/read instead of tools/call.
     B5: { url: b2.url, headers: b2Headers, body: promptBody, pid: b2.child.pid },
     B6: { url: b2.url, headers: b2Headers, body: readBody, pid: b2.child.pid },
+    // #18: the stdio floor, and the same gateway (auth and the audit line on) to the same stdio
+    // server, with a 2025-11-25 session client (S2) and a 2026-07-28 client (S3).
+    S1: { url: s1Url, headers: s1Headers, body: callBody, pid: s1.child.pid },
+    S2: { url: b2.url, headers: b2Headers, body: callBodyS2, pid: b2.child.pid },
+    S3: { url: b2.url, headers: s3.headers(token), body: s3.body, pid: b2.child.pid },
   };
   results.upstreamEras = Object.fromEntries((eras.upstreams ?? []).map((u) => [u.name, u.era]));
 
@@ -412,6 +445,32 @@ async function main() {
       pass: results.throughputC16.B2.rps >= 0.5 * results.throughputC16.B1.rps,
     },
   };
+  // #18's targets against the pass-through floors: B1 for the HTTP upstream, S1 for stdio.
+  const cpu = results.cpuPerCallUs;
+  const rps = (k) => results.throughputC16[k].rps;
+  const floorCpu = { B2: cpu.B2 / cpu.B1, B3: cpu.B3 / cpu.B1, S2: cpu.S2 / cpu.S1, S3: cpu.S3 / cpu.S1 };
+  results.targets.floorCpu = {
+    rule: 'gateway CPU per tools/call (auth and audit on) <= 1.3 x the pass-through floor, HTTP (B2, B3 vs B1) and stdio (S2, S3 vs S1)',
+    ratios: floorCpu,
+    pass: Object.values(floorCpu).every((r) => r <= 1.3),
+  };
+  const floorRps = { B2: rps('B2') / rps('B1'), S2: rps('S2') / rps('S1') };
+  results.targets.floorThroughput = {
+    rule: 'throughput at c=16 >= 80% of the floor (B2 vs B1, S2 vs S1)',
+    ratios: floorRps,
+    pass: Object.values(floorRps).every((r) => r >= 0.8),
+  };
+  results.targets.floorLatency = {
+    rule: 'added p50 at c=1 (B2 - B0) <= 1.5 x the floor (B1 - B0)',
+    ratio: results.addedLatencyUs.B2 / results.addedLatencyUs.B1,
+    pass: results.addedLatencyUs.B2 <= 1.5 * results.addedLatencyUs.B1,
+  };
+  results.targets.modernStdio = {
+    rule: 'a 2026-07-28 tools/call costs no more than a 2025-11-25 one, stdio (S3 vs S2)',
+    ratio: cpu.S3 / cpu.S2,
+    pass: cpu.S3 <= 1.1 * cpu.S2,
+  };
+  results.load.afterLoad = loadAverage();
 
   // Memory: RSS over many calls, and the cost of idle sessions.
   log('memory');
@@ -745,16 +804,19 @@ function directStdioColdMs() {
 
 function markdown(r) {
   const f = (n) => (typeof n === 'number' ? (Number.isInteger(n) ? String(n) : n.toFixed(2)) : String(n));
-  const rows = ['B0', 'B1', 'B2', 'B3', 'B4', 'B5', 'B6'].map(
+  const rows = ['B0', 'B1', 'B2', 'B3', 'B4', 'B5', 'B6', 'S1', 'S2', 'S3'].map(
     (k) =>
       `| ${k} | ${f(r.latencyC1[k].p50Us)} | ${f(r.latencyC1[k].p99Us)} | ${f(Math.round(r.throughputC16[k].rps))} | ${f(r.cpuPerCallUs[k])} |`,
   );
   const t = r.targets;
+  const pct = (x) => `${(x * 100).toFixed(0)}%`;
   return `# Benchmark results
 
 ${r.date}${r.smoke ? ' (smoke run: durations too short to judge)' : ''}. Machine: ${r.machine.cpus} cores (${r.machine.model}), Node ${r.machine.node}. ${r.phaseSeconds} s per phase; latency and throughput in alternating rounds (B0, B1, B2, B0, …), ${r.phaseSeconds} s per path in all.
 
-B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on, a 2025-11-25 client and upstream. B3: the same gateway, a 2026-07-28 client to a 2026-07-28 upstream. B4: a 2026-07-28 client bridged to the 2025-11-25 upstream. B5 and B6: B2's session and upstream, prompts/get and resources/read instead of tools/call.
+Load average (1, 5, 15 min) at the start: ${r.load.start.join(', ')}; after the load phases: ${r.load.afterLoad.join(', ')}.
+
+B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). S1: the stdio floor (node:http, one JSON line per request to the same upstream over stdio). S2 and S3: the B2 gateway to that stdio upstream, a 2025-11-25 session client and a 2026-07-28 client. B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on, a 2025-11-25 client and upstream. B3: the same gateway, a 2026-07-28 client to a 2026-07-28 upstream. B4: a 2026-07-28 client bridged to the 2025-11-25 upstream. B5 and B6: B2's session and upstream, prompts/get and resources/read instead of tools/call.
 
 | Path | p50 c=1 (µs) | p99 c=1 (µs) | rps c=16 | proxy CPU per call (µs) |
 | --- | --- | --- | --- | --- |
@@ -767,6 +829,10 @@ ${rows.join('\n')}
 | Added latency: (B2−B0) ≤ 2×(B1−B0), < 1 ms | B1 +${f(r.addedLatencyUs.B1)} µs, B2 +${f(r.addedLatencyUs.B2)} µs | ${t.addedLatency.pass ? 'yes' : 'no'} |
 | Throughput c=16: B2 ≥ 50% of B1 | ${(t.throughput.ratio * 100).toFixed(0)}% | ${t.throughput.pass ? 'yes' : 'no'} |
 | Cached tools/list, ${r.toolsList.tools} tools / 10 upstreams: p50 ≤ 2 ms | ${f(r.toolsList.p50Us)} µs | ${t.toolsList.pass ? 'yes' : 'no'} |
+| #18: CPU per call ≤ 1.3 × the floor (HTTP vs B1, stdio vs S1) | B2 ${pct(t.floorCpu.ratios.B2)}, B3 ${pct(t.floorCpu.ratios.B3)}, S2 ${pct(t.floorCpu.ratios.S2)}, S3 ${pct(t.floorCpu.ratios.S3)} of the floor | ${t.floorCpu.pass ? 'yes' : 'no'} |
+| #18: throughput c=16 ≥ 80% of the floor | B2 ${pct(t.floorThroughput.ratios.B2)}, S2 ${pct(t.floorThroughput.ratios.S2)} | ${t.floorThroughput.pass ? 'yes' : 'no'} |
+| #18: added p50 c=1 ≤ 1.5 × the floor's | ${pct(t.floorLatency.ratio)} | ${t.floorLatency.pass ? 'yes' : 'no'} |
+| #18: modern tools/call over stdio ≤ legacy (S3 vs S2, 10% allowance) | ${pct(t.modernStdio.ratio)} | ${t.modernStdio.pass ? 'yes' : 'no'} |
 | Cold start, 10 stdio upstreams: ≤ slowest single + 200 ms | ${r.coldStart.gateway[1].discoveryMs} ms (slowest single ${r.coldStart.slowestSingleMs} ms) | ${t.coldStart.pass ? 'yes' : 'no'} |
 | Memory: ≤ 10 MB over ${r.memory.calls} calls; idle session ≤ 10 KB | ${r.memory.growthMb >= 0 ? '+' : ''}${r.memory.growthMb} MB (settled RSS after each tenth: ${r.memory.rssSeriesMb.join(', ')} MB); ${r.memory.idleSessionBytes} B per idle session (heap after GC) | ${t.memory.pass ? 'yes' : 'no'} |
 

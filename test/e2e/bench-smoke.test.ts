@@ -23,7 +23,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       expect(json.throughputC16[k].non2xx).toBe(0);
     }
     // B3 really reaches a 2026-07-28 upstream, and B4 a legacy one.
-    expect(json.upstreamEras).toEqual({ fast: 'legacy', fastm: 'modern' });
+    expect(json.upstreamEras).toEqual({ fast: 'legacy', fastm: 'modern', sfast: 'legacy' });
     // server-everything over stdio, through the gateway and directly.
     expect(json.stdioEverything.throughputC16.requests).toBeGreaterThan(0);
     expect(json.stdioEverything.throughputC16.non2xx).toBe(0);
@@ -44,13 +44,24 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     expect(Object.keys(json.targets).sort()).toEqual([
       'addedLatency',
       'coldStart',
+      'floorCpu',
+      'floorLatency',
+      'floorThroughput',
       'memory',
       'modernCost',
+      'modernStdio',
       'surfaceCost',
       'throughput',
       'toolsList',
     ]);
-    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('| B6 |');
+    // #18: the stdio floor and the gateway's stdio paths ran, with the machine's load recorded.
+    for (const k of ['S1', 'S2', 'S3']) {
+      expect(json.throughputC16[k].requests).toBeGreaterThan(0);
+      expect(json.throughputC16[k].non2xx).toBe(0);
+      expect(json.cpuPerCallUs[k]).toBeGreaterThan(0);
+    }
+    expect(json.load.start).toHaveLength(3);
+    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('| S3 |');
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
