@@ -164,6 +164,16 @@ export class LegacySession implements UpstreamSession {
       await client.close().catch(() => {});
       throw e;
     }
+    const cancel = (requestId: string, reason: string) => {
+      client
+        .notification({ method: 'notifications/cancelled', params: { requestId, reason } })
+        .catch(() => {});
+    };
+    // Requests go out directly, after the SDK's handshake: a POST of their own over streamable
+    // HTTP, a line written to the transport over stdio and SSE (#18: the SDK's per-request
+    // Protocol bookkeeping, an AbortSignal and its timers, cost more than the relay itself).
+    // Answers, progress and log lines of those requests are taken off the transport before the
+    // SDK client sees them; everything else is still the SDK's.
     direct = routeMessages(transport, (deliver) =>
       transport instanceof StreamableHTTPClientTransport
         ? new DirectCaller({
@@ -174,15 +184,17 @@ export class LegacySession implements UpstreamSession {
             },
             deliver,
             noteServerRequest: (requestId, callId) => owners.set(requestId, callId),
-            cancel: (requestId, reason) => {
-              client
-                .notification({ method: 'notifications/cancelled', params: { requestId, reason } })
-                .catch(() => {});
-            },
+            cancel,
             now: () => deps.platform.now(),
             log: deps.log,
           })
-        : undefined,
+        : new DirectCaller({
+            send: (m) => transport.send(m),
+            deliver,
+            cancel,
+            now: () => deps.platform.now(),
+            log: deps.log,
+          }),
     );
     return new LegacySession(deps, client, direct, negotiated, active);
   }
