@@ -35,19 +35,36 @@ const init = JSON.stringify({
   method: 'initialize',
   params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } },
 });
+let first;
 const open = async () => {
   const r = await fetch(gw.url, { method: 'POST', headers, body: init });
   await r.text();
-  if (r.status !== 200 || !r.headers.get('mcp-session-id')) throw new Error(`initialize: ${r.status}`);
+  const sid = r.headers.get('mcp-session-id');
+  if (r.status !== 200 || !sid) throw new Error(`initialize: ${r.status}`);
+  return sid;
+};
+/** A session still served (200), not evicted by a per-principal or per-tenant bound (404). */
+const alive = async (sid) => {
+  const r = await fetch(gw.url, {
+    method: 'POST',
+    headers: { ...headers, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }),
+  });
+  await r.text();
+  return r.status === 200;
 };
 // Warm every path first, at the same concurrency (code, caches, and the 50 keep-alive
 // connections on both sides, which would otherwise be counted as session cost), then measure.
 for (let i = 0; i < 2; i++) await Promise.all(Array.from({ length: 50 }, open));
 const before = used();
 for (let i = 0; i < o.sessions; i += 50) {
-  await Promise.all(Array.from({ length: Math.min(50, o.sessions - i) }, open));
+  const sids = await Promise.all(Array.from({ length: Math.min(50, o.sessions - i) }, open));
+  first ??= sids[0];
 }
 const after = used();
+// Every session counted must still be open: otherwise the bytes are of fewer sessions.
+if (!(await alive(first)))
+  throw new Error('the first session was evicted: raise the session bounds in the config');
 process.stdout.write(
   `${JSON.stringify({ sessions: o.sessions, bytesPerSession: Math.round((after - before) / o.sessions), before, after })}\n`,
 );

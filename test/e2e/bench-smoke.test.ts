@@ -47,6 +47,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       'floorCpu',
       'floorLatency',
       'floorThroughput',
+      'idleSessions',
       'memory',
       'modernCost',
       'modernStdio',
