@@ -54,7 +54,10 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       'surfaceCost',
       'throughput',
       'toolsList',
+      'toolsList5k',
     ]);
+    expect(json.toolsList5k.tools).toBe(5000);
+    expect(json.toolsList5k.cachedP50Us).toBeGreaterThan(0);
     // #18: the stdio floor and the gateway's stdio paths ran, with the machine's load recorded.
     for (const k of ['S1', 'S2', 'S3']) {
       expect(json.throughputC16[k].requests).toBeGreaterThan(0);
