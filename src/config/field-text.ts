@@ -2,21 +2,14 @@
  * Wording for each field: what was expected, and how to fix it. Nothing here ever echoes a value.
  */
 import { MAX_CLOCK_TOLERANCE_SECONDS, MAX_JWKS_TIMEOUT_MS, MAX_TIMER_SECONDS } from './defaults.js';
-
-interface FieldText {
-  expected: string;
-  fix: string;
-}
-
-const positive = (unit: string, example: number): FieldText => ({
-  expected: `a positive integer (${unit})`,
-  fix: `write a whole number without quotes, e.g. ${example}`,
-});
-
-const BUDGET_TEXT: FieldText = {
-  expected: 'a positive integer (tokens) or "off"',
-  fix: 'write budgetTokens as a whole number without quotes, e.g. 20000, or "off" to inline every schema',
-};
+import {
+  BUDGET_TEXT,
+  catalogText,
+  type FieldText,
+  POLICY_SERVER_TEXT,
+  PROFILE_TEXT,
+  positive,
+} from './field-text-policy.js';
 
 const GATEWAY_TEXT: Record<string, FieldText> = {
   host: { expected: 'a non-empty string', fix: 'set host to the address to listen on, e.g. "127.0.0.1"' },
@@ -96,30 +89,6 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   },
   ...catalogText('catalog'),
 };
-
-/** The texts of a `catalog` object, under `gateway.catalog` or a profile's `catalog`. */
-export function catalogText(base: string): Record<string, FieldText> {
-  return {
-    [base]: {
-      expected: 'an object with "mode", "maxTools", "pin" and/or "searchLimit"',
-      fix: 'write catalog as {"mode": "search", "pin": ["github__get_me"]}',
-    },
-    [`${base}.mode`]: {
-      expected: '"full" or "search"',
-      fix: 'write "full" (list every tool, the default) or "search" (list the search, call and describe meta-tools and the pinned tools)',
-    },
-    [`${base}.maxTools`]: positive('tools', 128),
-    [`${base}.pin`]: {
-      expected: 'an array of globs over exposed tool names',
-      fix: 'write pin as ["github__get_me", "docs__*"]',
-    },
-    [`${base}.pin[]`]: { expected: 'a non-empty glob string', fix: 'write an exposed tool name or a glob' },
-    [`${base}.searchLimit`]: {
-      expected: 'an integer from 1 to 50',
-      fix: 'write how many tools one search may return, e.g. 10 (the default)',
-    },
-  };
-}
 
 const STORE_FIX = 'write "store": {"path": "./.manifold/state.db"}, or "store": false';
 
@@ -325,85 +294,13 @@ const SERVER_TEXT: Record<string, FieldText> = {
     expected: '"shared", "per-tenant" or "per-subject"',
     fix: 'write "shared" (one connection for everyone, the default), "per-tenant" (one per tenant) or "per-subject" (one per tenant and subject)',
   },
-  risk: {
-    expected:
-      'an object that maps tool names or globs to "read", "write", "network", "execute" or "destructive"',
-    fix: 'write risk as {"get_*": "read", "delete_*": "destructive"}; the first glob that matches a tool decides',
-  },
-  'risk.*': {
-    expected: '"read", "write", "network", "execute" or "destructive"',
-    fix: 'classify the tools this glob matches as one of read, write, network, execute or destructive',
-  },
-  trustAnnotations: {
-    expected: 'true or false',
-    fix: "write true to let readOnlyHint and destructiveHint classify this server's tools, or false (the default) to ignore them",
-  },
-  approval: {
-    expected:
-      '"off", "standard", "strict", an array of tool globs or risk:<class>, or an object with preset, ask, deny, allow and timeoutSeconds',
-    fix: 'write approval as "standard", as ["delete_*", "risk:destructive"], or as {"preset": "strict", "deny": ["drop_*"], "timeoutSeconds": 120}',
-  },
-  'approval[]': {
-    expected: 'a non-empty tool glob, or risk:<class>',
-    fix: 'write an upstream tool name or glob such as "delete_*", or a class such as "risk:destructive"',
-  },
-  'approval.preset': {
-    expected: '"off", "standard" or "strict"',
-    fix: 'write "standard" (ask before network, execute, destructive and undeclared tools) or "strict" (also ask before writes, and refuse destructive tools)',
-  },
-  'approval.ask': {
-    expected: 'an array of tool globs or risk:<class>',
-    fix: 'write e.g. ["send_*", "risk:execute"]',
-  },
-  'approval.ask[]': {
-    expected: 'a non-empty tool glob, or risk:<class>',
-    fix: 'write e.g. "send_*" or "risk:execute"',
-  },
-  'approval.deny': {
-    expected: 'an array of tool globs or risk:<class>',
-    fix: 'write e.g. ["drop_*", "risk:destructive"]',
-  },
-  'approval.deny[]': {
-    expected: 'a non-empty tool glob, or risk:<class>',
-    fix: 'write e.g. "drop_*" or "risk:destructive"',
-  },
-  'approval.allow': {
-    expected: 'an array of tool globs or risk:<class>',
-    fix: 'write e.g. ["get_*", "risk:read"]',
-  },
-  'approval.allow[]': {
-    expected: 'a non-empty tool glob, or risk:<class>',
-    fix: 'write e.g. "get_*" or "risk:read"',
-  },
-  'approval.timeoutSeconds': {
-    expected: 'an integer from 1 to 3600 (seconds)',
-    fix: 'write how long a person has to answer, e.g. 120 (the default)',
-  },
-  retry: {
-    expected: 'an integer from 0 to 5',
-    fix: 'write how many times a call may be resent when that is safe (a read tool, or a session the server did not know), e.g. 1 (the default); 0 never resends',
-  },
+  ...POLICY_SERVER_TEXT,
   maxInstances: positive('instances', 16),
   instanceIdleSeconds: positive('seconds', 300),
   protocol: {
     expected: '"auto", "2026-07-28" or "2025-11-25"',
     fix: 'write "auto" (the default: probe with server/discover, then fall back to initialize), "2026-07-28" to require the stateless revision, or "2025-11-25" to skip the probe and use the initialize handshake',
   },
-};
-
-const PROFILE_TEXT: Record<string, FieldText> = {
-  servers: {
-    expected: 'an array of server names',
-    fix: 'write servers as ["github", "docs"]: the servers this profile shows',
-  },
-  'servers[]': { expected: 'a server name', fix: 'write the name of a server under mcpServers' },
-  tools: {
-    expected: 'an array of globs over exposed tool names',
-    fix: 'write tools as ["github__*_issue*", "docs__search"]',
-  },
-  'tools[]': { expected: 'a non-empty glob string', fix: 'write an exposed tool name or a glob' },
-  budgetTokens: BUDGET_TEXT,
-  ...catalogText('catalog'),
 };
 
 export type FieldTable = Record<string, FieldText>;
