@@ -12,10 +12,18 @@
  * so an approval for one set of arguments never runs another.
  */
 import type { CatalogEntry } from '../aggregate/catalog.js';
+import type { Sealer } from '../auth/seal.js';
+import { Cancellation } from '../cancellation.js';
+import { ManifoldError } from '../errors.js';
 import { canonicalJson, sha256Hex } from '../guards/canonical-json.js';
 import { stripUnsafe } from '../guards/text.js';
 import type { Redactor } from '../redact.js';
 import type { InputRequests } from '../upstream/session.js';
+import type { Answer } from './answer.js';
+import { type Edge, json } from './dispatch.js';
+import type { Exchange } from './exchange.js';
+import { rawResultMessage } from './jsonrpc.js';
+import { inputRequiredResult, invalidState, type StateBody } from './mrtr.js';
 
 type Result = Record<string, unknown>;
 
@@ -148,4 +156,80 @@ export function refusalResult(
     isError: true,
     _meta: { 'manifold/approval': outcome },
   };
+}
+
+/** A modern client's answer to an approval question: the state's rules, then the user's. */
+export function approvalVerdict(
+  edge: Edge,
+  gate: ApprovalGate,
+  body: StateBody,
+  answers: Record<string, unknown>,
+  now: number,
+): Exclude<ApprovalOutcome, 'unsupported' | 'failed'> {
+  // The approval covers the arguments it showed: any others need a question of their own.
+  if (body.d !== gate.digest) throw invalidState();
+  if (body.x < now) return 'timeout';
+  const outcome = outcomeOf(modernAnswer(answers));
+  if (outcome !== 'accepted') return outcome;
+  // Claimed before anything is sent: a second retry with the same answer never runs the call.
+  return edge.gateway.store.claim(`approve:${body.a}`, body.x + CLAIM_GRACE_MS, now)
+    ? 'accepted'
+    : 'replayed';
+}
+
+/** The gateway's question to a modern client, as `input_required` with a sealed approval state. */
+export async function askApprovalModern(
+  edge: Edge,
+  ex: Exchange,
+  t: { method: string; target: string },
+  gate: ApprovalGate,
+  sealer: Sealer,
+): Promise<Response> {
+  if (!canElicitForm(ex.clientCapabilities)) return json(gate.refuse('unsupported', ex.request.id));
+  const state = await sealer.seal({
+    v: 1,
+    k: 'approve',
+    p: ex.principal.key,
+    m: t.method,
+    n: t.target,
+    x: edge.gateway.platform.now() + gate.timeoutMs,
+    a: crypto.randomUUID(),
+    d: gate.digest,
+  } satisfies StateBody);
+  const result = inputRequiredResult(approvalRequests(gate), state, edge.serverInfo);
+  return json(rawResultMessage(ex.request.id, JSON.stringify(result)));
+}
+
+/** A legacy client's user is asked on the call's own stream, with the gate's deadline. */
+export async function askApprovalLegacy(
+  ex: Exchange,
+  first: Answer,
+  g: ApprovalGate,
+  cancellation: Cancellation,
+): Promise<{ outcome: Exclude<ApprovalOutcome, 'replayed'>; detail?: string }> {
+  if (!canElicitForm(ex.clientCapabilities)) return { outcome: 'unsupported' };
+  if (!ex.ask || !ex.canStream) {
+    return {
+      outcome: 'unsupported',
+      detail:
+        'its request accepts only JSON, so it cannot be asked: send Accept: application/json, text/event-stream',
+    };
+  }
+  // The deadline is the gate's own; the client cancelling the call ends the question too.
+  const asking = new Cancellation();
+  const timer = setTimeout(() => asking.abort(g), g.timeoutMs);
+  const off = cancellation.onAbort((reason) => asking.abort(reason));
+  try {
+    return { outcome: outcomeOf(await ex.ask(first, g.method, g.params, asking)) };
+  } catch (e) {
+    if (asking.reason === g) return { outcome: 'timeout' };
+    if (cancellation.aborted) return { outcome: 'cancelled' };
+    return {
+      outcome: 'failed',
+      detail: e instanceof ManifoldError ? e.publicMessage : 'the client did not answer',
+    };
+  } finally {
+    clearTimeout(timer);
+    off();
+  }
 }

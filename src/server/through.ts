@@ -16,12 +16,10 @@ import type { InputHandler, InputRequests, InputResponses, LogMessage } from '..
 import type { Upstream } from '../upstream/upstream.js';
 import {
   type ApprovalGate,
-  type ApprovalOutcome,
-  approvalRequests,
+  approvalVerdict,
+  askApprovalLegacy,
+  askApprovalModern,
   CLAIM_GRACE_MS,
-  canElicitForm,
-  modernAnswer,
-  outcomeOf,
 } from './approval.js';
 import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
@@ -112,50 +110,9 @@ export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<
       };
     }
   }
-  if (!approved && gate && ex.era === 'modern') return askApprovalModern(edge, ex, t, gate, sealer);
+  if (!approved && gate && ex.era === 'modern')
+    return askApprovalModern(edge, ex, { method: t.method, target: t.target }, gate, sealer);
   return start(edge, ex, t, upstreamParams, sealer, approved ? undefined : gate);
-}
-
-/** A modern client's answer to an approval question: the state's rules, then the user's. */
-function approvalVerdict(
-  edge: Edge,
-  gate: ApprovalGate,
-  body: StateBody,
-  answers: Record<string, unknown>,
-  now: number,
-): Exclude<ApprovalOutcome, 'unsupported' | 'failed'> {
-  // The approval covers the arguments it showed: any others need a question of their own.
-  if (body.d !== gate.digest) throw invalidState();
-  if (body.x < now) return 'timeout';
-  const outcome = outcomeOf(modernAnswer(answers));
-  if (outcome !== 'accepted') return outcome;
-  // Claimed before anything is sent: a second retry with the same answer never runs the call.
-  return edge.gateway.store.claim(`approve:${body.a}`, body.x + CLAIM_GRACE_MS, now)
-    ? 'accepted'
-    : 'replayed';
-}
-
-/** The gateway's question to a modern client, as `input_required` with a sealed approval state. */
-async function askApprovalModern(
-  edge: Edge,
-  ex: Exchange,
-  t: Through,
-  gate: ApprovalGate,
-  sealer: Sealer,
-): Promise<Response> {
-  if (!canElicitForm(ex.clientCapabilities)) return json(gate.refuse('unsupported', ex.request.id));
-  const state = await sealer.seal({
-    v: 1,
-    k: 'approve',
-    p: ex.principal.key,
-    m: t.method,
-    n: t.target,
-    x: edge.gateway.platform.now() + gate.timeoutMs,
-    a: crypto.randomUUID(),
-    d: gate.digest,
-  } satisfies StateBody);
-  const result = inputRequiredResult(approvalRequests(gate), state, edge.serverInfo);
-  return json(rawResultMessage(ex.request.id, JSON.stringify(result)));
 }
 
 function resumeHeld(
@@ -362,7 +319,7 @@ function start(
   if (!gate) go();
   else {
     // The user answers on this stream before anything is sent upstream (approval.ts).
-    void askApprovalLegacy(gate).then(({ outcome, detail }) => {
+    void askApprovalLegacy(ex, first, gate, cancellation).then(({ outcome, detail }) => {
       if (outcome === 'accepted') {
         gate.approved(gateway.platform.now());
         go();
@@ -378,36 +335,6 @@ function start(
     });
   }
   return first.response;
-
-  async function askApprovalLegacy(
-    g: ApprovalGate,
-  ): Promise<{ outcome: Exclude<ApprovalOutcome, 'replayed'>; detail?: string }> {
-    if (!canElicitForm(ex.clientCapabilities)) return { outcome: 'unsupported' };
-    if (!ex.ask || !ex.canStream) {
-      return {
-        outcome: 'unsupported',
-        detail:
-          'its request accepts only JSON, so it cannot be asked: send Accept: application/json, text/event-stream',
-      };
-    }
-    // The deadline is the gate's own; the client cancelling the call ends the question too.
-    const asking = new Cancellation();
-    const timer = setTimeout(() => asking.abort(g), g.timeoutMs);
-    const off = cancellation.onAbort((reason) => asking.abort(reason));
-    try {
-      return { outcome: outcomeOf(await ex.ask(first, g.method, g.params, asking)) };
-    } catch (e) {
-      if (asking.reason === g) return { outcome: 'timeout' };
-      if (cancellation.aborted) return { outcome: 'cancelled' };
-      return {
-        outcome: 'failed',
-        detail: e instanceof ManifoldError ? e.publicMessage : 'the client did not answer',
-      };
-    } finally {
-      clearTimeout(timer);
-      off();
-    }
-  }
 
   /** An upstream's MissingRequiredClientCapability, said from where the gateway stands. */
   function explain(e: unknown): unknown {
