@@ -5,7 +5,6 @@ import {
   type Diagnostic,
   digestOf,
   emptyCatalog,
-  narrowCatalog,
 } from './aggregate/catalog.js';
 import { CursorSealer } from './aggregate/cursor.js';
 import { indexOf, searchMetaEntries } from './aggregate/search.js';
@@ -15,13 +14,14 @@ import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
 import { Sealer } from './auth/seal.js';
 import { CallGuards } from './call-guards.js';
-import type { CatalogSettings, Config, ProfileConfig } from './config/types.js';
+import type { Config } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
 import { ManifoldError } from './errors.js';
 import { splitDriftListing, splitNames } from './guards/drift-kinds.js';
 import { compileGlobs } from './guards/glob.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
+import { ProfileSet } from './profiles.js';
 import { type Redactor, redactor } from './redact.js';
 import { MemoryStateStore, type StateStore } from './store/state.js';
 import { SurfaceViews } from './surface-views.js';
@@ -106,13 +106,8 @@ export class Gateway {
   /** Seals the task ids the gateway hands out (bound to the principal, the server and the tool). */
   readonly taskIds: Promise<Sealer>;
   private visibleCache = new Map<string, View>();
-  /** The catalog of each profile (#17), rebuilt with the gateway's own. */
-  private profileCatalogs = new Map<string, Catalog>();
-  private readonly profiles: ReadonlyMap<string, ProfileConfig>;
-  /** Per principal, its stand-in for each profile it is served (allocated once). */
-  private profiled = new WeakMap<Principal, Map<string, Principal>>();
-  /** Catalog versions (per profile) whose switch to search mode has been logged. */
-  private searchLogged = new Set<string>();
+  /** Named profiles (#17): their catalogs, their principals, their catalog settings. */
+  private readonly profileSet: ProfileSet;
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
   private pageCache = new Map<string, { version: number; json: string }>();
@@ -161,7 +156,7 @@ export class Gateway {
       if (!this.coldDiscovery) this.rebuild();
     };
     this.guards = new CallGuards(options.config, this.log);
-    this.profiles = new Map((options.config.profiles ?? []).map((p) => [p.name, p]));
+    this.profileSet = new ProfileSet(options.config, this.reservedPrefixes, this.log);
     this.store = options.store ?? new MemoryStateStore();
     this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), options.secrets ?? []);
     this.trustPollMs = options.trustPollMs ?? 2000;
@@ -335,7 +330,7 @@ export class Gateway {
         this.log[level]('catalog.diagnostic', { ...d });
       }
       this.catalog = next;
-      this.buildProfiles(inputs, next.version);
+      this.profileSet.rebuild(inputs, next.version);
       this.visibleCache.clear();
       changed.add('tools');
     }
@@ -353,87 +348,14 @@ export class Gateway {
     for (const l of this.listeners) l(this.catalog, changed);
   }
 
-  /**
-   * Each profile's catalog, from the same verified inputs: its servers only, its disclosure budget
-   * (a server in gateway.disclosure.alwaysLoad keeps its schemas), then its tool globs.
-   */
-  private buildProfiles(inputs: Parameters<typeof buildCatalog>[0], version: number): void {
-    const g = this.config.gateway;
-    for (const p of this.profiles.values()) {
-      const own = inputs
-        .filter((i) => !p.servers || p.servers.includes(i.server.name))
-        .map((i) =>
-          p.budgetTokens === undefined || g.disclosure.alwaysLoad.includes(i.server.name)
-            ? i
-            : { ...i, server: { ...i.server, budgetTokens: p.budgetTokens } },
-        );
-      let catalog = buildCatalog(own, version, {
-        maxDescriptionBytes: g.maxDescriptionBytes,
-        maxSchemaBytes: g.maxSchemaBytes,
-        reserved: this.reservedPrefixes,
-      });
-      if (p.tools) catalog = narrowCatalog(catalog, compileGlobs(p.tools));
-      this.profileCatalogs.set(p.name, catalog);
-    }
-  }
-
   /** The catalog a principal's requests are served from: its profile's, or the gateway's. */
   catalogOf(principal: Principal): Catalog {
-    if (principal.profile === undefined) return this.catalog;
-    return this.profileCatalogs.get(principal.profile) ?? emptyCatalog;
+    return principal.profile === undefined ? this.catalog : this.profileSet.catalogOf(principal.profile);
   }
 
-  /**
-   * The principal as served at `/mcp/<profile>` (or at `/mcp` with a token bound to a profile by
-   * `auth.profileClaim`). Unknown profile: 404. A token bound to another profile: 403, since a
-   * token's profile narrows what it sees and a path must never widen it.
-   */
+  /** The principal as served at `/mcp/<profile>` (profiles.ts): 404 unknown, 403 foreign. */
   profilePrincipal(principal: Principal, pathProfile: string | undefined): Principal {
-    const bound = principal.boundProfile;
-    if (pathProfile !== undefined && !this.profiles.has(pathProfile)) {
-      throw new ManifoldError(
-        'ERR_PROFILE_UNKNOWN',
-        `no profile ${JSON.stringify(pathProfile.slice(0, 64))}`,
-      );
-    }
-    if (bound !== undefined && !this.profiles.has(bound)) {
-      throw new ManifoldError(
-        'ERR_PROFILE_FORBIDDEN',
-        'the token names a profile this gateway does not serve',
-      );
-    }
-    if (bound !== undefined && pathProfile !== undefined && bound !== pathProfile) {
-      throw new ManifoldError(
-        'ERR_PROFILE_FORBIDDEN',
-        `this token is for profile ${bound}: use /mcp/${bound}`,
-      );
-    }
-    const name = pathProfile ?? bound;
-    if (name === undefined) return principal;
-    let mine = this.profiled.get(principal);
-    if (!mine) {
-      mine = new Map();
-      this.profiled.set(principal, mine);
-    }
-    let served = mine.get(name);
-    if (!served) {
-      const profile = this.profiles.get(name)!;
-      served = {
-        ...principal,
-        profile: name,
-        key: `${principal.key}#${name}`,
-        viewKey: `${principal.viewKey}#${name}`,
-        ...(profile.servers ? { servers: new Set(profile.servers) } : {}),
-      };
-      mine.set(name, served);
-    }
-    return served;
-  }
-
-  /** The catalog settings in force for a principal: its profile's, or the gateway's. */
-  private settingsOf(principal: Principal): CatalogSettings {
-    const p = principal.profile === undefined ? undefined : this.profiles.get(principal.profile);
-    return p ? p.catalog : this.config.gateway.catalog;
+    return this.profileSet.principal(principal, pathProfile);
   }
 
   /** What tools/list shows a principal, cached per catalog version (filter after the cache). */
@@ -447,7 +369,7 @@ export class Gateway {
    */
   searchTools(principal: Principal, query: string, limit?: number): CatalogEntry[] {
     const view = this.visibility(principal);
-    const max = this.settingsOf(principal).searchLimit;
+    const max = this.profileSet.settingsOf(principal).searchLimit;
     const n = Math.min(max, limit ?? max);
     return indexOf(view.catalog).search(query, n, (name) => view.names.has(name));
   }
@@ -480,10 +402,11 @@ export class Gateway {
     }
     const names = new Set(entries.map((e) => e.name));
     const view: View = { version: catalog.version, entries, names, catalog };
-    const settings = this.settingsOf(principal);
+    const settings = this.profileSet.settingsOf(principal);
     const count = entries.reduce((n, e) => (e.meta ? n : n + 1), 0);
     if (count > 0 && (settings.mode === 'search' || count > settings.maxTools)) {
-      if (settings.mode === 'full') this.logSearchSwitch(principal, catalog, count, settings.maxTools);
+      if (settings.mode === 'full')
+        this.profileSet.logSearchSwitch(principal, catalog, count, settings.maxTools);
       // Search mode: list the meta-tools and the pinned tools; everything visible stays callable.
       const metas = searchMetaEntries(settings.searchLimit);
       const pinned = compileGlobs(settings.pin);
@@ -494,19 +417,6 @@ export class Gateway {
     if (this.visibleCache.size > 1000) this.visibleCache.clear();
     this.visibleCache.set(principal.viewKey, view);
     return view;
-  }
-
-  private logSearchSwitch(principal: Principal, catalog: Catalog, count: number, maxTools: number): void {
-    const key = `${principal.profile ?? ''}\0${catalog.version}`;
-    if (this.searchLogged.has(key)) return;
-    if (this.searchLogged.size > 1000) this.searchLogged.clear();
-    this.searchLogged.add(key);
-    this.log.info('catalog.search_mode', {
-      ...(principal.profile ? { profile: principal.profile } : {}),
-      tools: count,
-      maxTools,
-      message: `a view of ${count} tools is over catalog.maxTools (${maxTools}): tools/list lists manifold__search_tools instead`,
-    });
   }
 
   /** Whether this principal can see the exposed name (config filters, then grants). */
