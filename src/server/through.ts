@@ -30,7 +30,6 @@ import {
   inputRequiredResult,
   invalidState,
   openState,
-  type StateBody,
   type Waiting,
 } from './mrtr.js';
 
