@@ -25,13 +25,7 @@ import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { boundLogData, severe } from './log-relay.js';
-import {
-  type HeldCall,
-  inputRequiredResult,
-  invalidState,
-  openState,
-  type Waiting,
-} from './mrtr.js';
+import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
 
 type Result = Record<string, unknown>;
 
