@@ -243,14 +243,17 @@ async function main() {
   const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
   const jwk = { ...(await exportJWK(publicKey)), kid: 'bench', alg: 'ES256', use: 'sig' };
   writeFileSync(join(tmp, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
-  const token = await new SignJWT({ scope: 'tools:* prompts:* resources:*' })
-    .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
-    .setIssuer('https://bench.issuer')
-    .setAudience('manifold-bench')
-    .setSubject('bench-tenant')
-    .setIssuedAt()
-    .setExpirationTime('2h')
-    .sign(privateKey);
+  /** A 2-hour token of the bench issuer with this scope, for this subject. */
+  const mint = (scope, subject) =>
+    new SignJWT({ scope })
+      .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
+      .setIssuer('https://bench.issuer')
+      .setAudience('manifold-bench')
+      .setSubject(subject)
+      .setIssuedAt()
+      .setExpirationTime('2h')
+      .sign(privateKey);
+  const token = await mint('tools:* prompts:* resources:*', 'bench-tenant');
   const b2Config = {
     mcpServers: {
       fast: { url: upUrl },
@@ -293,14 +296,7 @@ async function main() {
     if (!r.text.includes('"resultType":"complete"'))
       throw new Error(`modern echo failed: ${r.text.slice(0, 300)}`);
   }
-  const admin = await new SignJWT({ scope: 'manifold:admin' })
-    .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
-    .setIssuer('https://bench.issuer')
-    .setAudience('manifold-bench')
-    .setSubject('bench-admin')
-    .setIssuedAt()
-    .setExpirationTime('2h')
-    .sign(privateKey);
+  const admin = await mint('manifold:admin', 'bench-admin');
   const eras = await (
     await fetch(b2.url.replace(/\/mcp$/, '/healthz'), { headers: { authorization: `Bearer ${admin}` } })
   ).json();
@@ -638,24 +634,10 @@ async function main() {
   let listed5k = 0;
   // The gateway answers its first listing once every upstream was discovered: wait for that with
   // a principal of its own, so that the timed firsts are each a new principal's view, not startup.
-  const warm5k = await new SignJWT({ scope: 'tools:*' })
-    .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
-    .setIssuer('https://bench.issuer')
-    .setAudience('manifold-bench')
-    .setSubject('lister-warm-up')
-    .setIssuedAt()
-    .setExpirationTime('2h')
-    .sign(privateKey);
+  const warm5k = await mint('tools:*', 'lister-warm-up');
   await rpc(big5k.url, JSON.parse(list5kBody), list5kHeaders(warm5k));
   for (let i = 0; i < (smoke ? 3 : 20); i++) {
-    const t = await new SignJWT({ scope: 'tools:*' })
-      .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
-      .setIssuer('https://bench.issuer')
-      .setAudience('manifold-bench')
-      .setSubject(`lister-${i}`)
-      .setIssuedAt()
-      .setExpirationTime('2h')
-      .sign(privateKey);
+    const t = await mint('tools:*', `lister-${i}`);
     // The token is verified once before the timed request, so the first listing is the view's cost.
     await rpc(
       big5k.url,
