@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { inheritedEnvironment } from './child-env.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../../src/log.js';
@@ -104,7 +104,7 @@ export class ChildStdioTransport implements Transport {
   start(): Promise<void> {
     return new Promise((resolve, reject) => {
       const child = spawn(this.spec.command, this.spec.args, {
-        env: { ...getDefaultEnvironment(), ...this.spec.env },
+        env: { ...inheritedEnvironment(), ...this.spec.env },
         cwd: this.spec.cwd,
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true,

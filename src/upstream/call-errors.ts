@@ -1,4 +1,3 @@
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { describeError, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
 import { McpCode } from '../protocol/versions.js';
@@ -53,12 +52,12 @@ export function mapCallError(
     }
     return upstreamError(server, e, e.code);
   }
-  if (e instanceof McpError) {
+  if (isSdkMcpError(e)) {
     // The SDK reports its own timeouts and closed connections as McpErrors too, with these codes;
     // an upstream may send the same codes for its own reasons. The SDK's own carry its markers.
     const data = e.data as { timeout?: unknown; maxTotalTimeout?: unknown } | undefined;
     if (
-      e.code === ErrorCode.RequestTimeout &&
+      e.code === SDK_REQUEST_TIMEOUT &&
       (typeof data?.timeout === 'number' || typeof data?.maxTotalTimeout === 'number')
     ) {
       const max = data?.maxTotalTimeout;
@@ -75,12 +74,29 @@ export function mapCallError(
         { cause: e },
       );
     }
-    if (e.code === ErrorCode.ConnectionClosed && /Connection closed$/.test(e.message)) {
+    if (e.code === SDK_CONNECTION_CLOSED && /Connection closed$/.test(e.message)) {
       return outcomeUnknown(server, e);
     }
     return upstreamError(server, e, e.code);
   }
   return outcomeUnknown(server, e);
+}
+
+/** The SDK's ErrorCode.RequestTimeout and ErrorCode.ConnectionClosed. */
+const SDK_REQUEST_TIMEOUT = -32001;
+const SDK_CONNECTION_CLOSED = -32000;
+
+/**
+ * The SDK's McpError (and its subclasses), recognised by shape rather than by class: importing the
+ * class would load the SDK's whole schema module before the gateway listens (#18, start time).
+ * Its constructor always words the message `MCP error <code>: …`.
+ */
+export function isSdkMcpError(e: unknown): e is Error & { code: number; data?: unknown } {
+  return (
+    e instanceof Error &&
+    typeof (e as { code?: unknown }).code === 'number' &&
+    e.message.startsWith('MCP error ')
+  );
 }
 
 /** Upstream data is untrusted: capability names as keys, small objects as values, a few at most. */

@@ -19,8 +19,17 @@ import {
   sessionExpired,
 } from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
-import { openSession } from './probe.js';
 import type { ListKind, SessionCallOptions, UpstreamSession } from './session.js';
+
+/**
+ * The session layer (the SDK client, its transports, the HTTP wires) is loaded on the first
+ * connection, not with the gateway: the listener opens before any of it is needed (#18, start time).
+ */
+let sessionLayer: Promise<typeof import('./probe.js')> | undefined;
+const sessions = () => {
+  sessionLayer ??= import('./probe.js');
+  return sessionLayer;
+};
 
 export type UpstreamState =
   | 'connecting'
@@ -224,7 +233,7 @@ export class Upstream {
     if (!renew) this.state = 'connecting';
     let session: UpstreamSession | undefined;
     try {
-      session = await openSession(
+      session = await (await sessions()).openSession(
         { config: this.config, gateway, platform, log: this.log, clientVersion: this.deps.clientVersion },
         {
           onListChanged: (kind) => this.onListChanged(gen, kind),

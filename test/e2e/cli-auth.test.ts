@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/harness.js';
 
 // The built CLI, run the way docs/auth.md tells a new user to run it.
-const CLI = resolve(ROOT, 'dist/deploy/node/cli.js');
+const CLI = resolve(ROOT, 'dist/manifold.js');
 const ISS = 'https://issuer.example';
 const AUD = 'manifold-test';
 

@@ -15,7 +15,7 @@ import {
 } from '../helpers/harness.js';
 
 const DRIFT = `${ROOT}/test/fixtures/drift-server.mjs`;
-const CLI = `${ROOT}/dist/deploy/node/cli.js`;
+const CLI = `${ROOT}/dist/manifold.js`;
 const SECRET = 'sk-live-drift-secret-9f8e7d';
 
 type ToolDef = {

@@ -9,7 +9,7 @@ import { modernListen, modernRequest } from '../helpers/modern.js';
 // Any instance serves any modern request: two gateway processes on one config and one store, with
 // nothing shared between them but the store file and the cursor secret, and a client that
 // alternates between them.
-const CLI = resolve(ROOT, 'dist/deploy/node/cli.js');
+const CLI = resolve(ROOT, 'dist/manifold.js');
 const REFERENCE = resolve(ROOT, 'test/fixtures/reference-server.mjs');
 const DRIFT = resolve(ROOT, 'test/fixtures/drift-server.mjs');
 

@@ -16,7 +16,7 @@ import {
 } from '../helpers/harness.js';
 
 // The built CLI as a user runs it: a real process, signals, exit codes, its children in /proc.
-const CLI = resolve(ROOT, 'dist/deploy/node/cli.js');
+const CLI = resolve(ROOT, 'dist/manifold.js');
 const STUBBORN = resolve(ROOT, 'test/fixtures/stubborn-stdio.mjs');
 
 interface Proc {
@@ -355,7 +355,7 @@ describe('README quick start: npm start', () => {
       const parents = new Set(upstreamPids.map((p) => procStat(p)?.ppid));
       expect(parents.size).toBe(1);
       gatewayPid = [...parents][0];
-      expect(cmdline(gatewayPid!)).toMatch(/node.* dist\/deploy\/node\/cli\.js serve/);
+      expect(cmdline(gatewayPid!)).toMatch(/node.* dist\/manifold\.js serve/);
 
       // Ctrl-C in a terminal signals the whole foreground group; SIGTERM it the same way.
       process.kill(-npm.child.pid!, 'SIGTERM');

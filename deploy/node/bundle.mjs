@@ -1,0 +1,30 @@
+// The Node CLI as one ES module and its lazily loaded chunks (#18, start time): `dist/manifold.js`
+// is what `npm start`, the `manifold` bin and the tests run. Resolving and reading ~300 modules
+// cost more than running them; the session layer (the SDK client, its transports) and undici are
+// split off, and load when the first upstream connects or the first egress request is made.
+import { chmodSync, rmSync } from 'node:fs';
+import { build } from 'esbuild';
+
+rmSync('dist/chunks', { recursive: true, force: true });
+await build({
+  entryPoints: { manifold: 'deploy/node/cli.ts' },
+  outdir: 'dist',
+  entryNames: '[name]',
+  chunkNames: 'chunks/[name]-[hash]',
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  // A native addon: loaded from node_modules as it is.
+  external: ['better-sqlite3'],
+  minify: true,
+  keepNames: true,
+  sourcemap: 'linked',
+  // Bundled CommonJS packages call require() for Node's built-ins; an ES module has none.
+  banner: {
+    js: "import { createRequire as __manifoldRequire } from 'node:module'; const require = __manifoldRequire(import.meta.url);",
+  },
+  logLevel: 'warning',
+});
+chmodSync('dist/manifold.js', 0o755);
