@@ -10,27 +10,36 @@ export function nodeLogger(level: LogLevel, redact: readonly string[] = []): Log
 }
 
 /**
- * Writes to stderr are synchronous for pipes and files on Linux: one write per audit line costs
- * more than the rest of a relayed call. Lines are batched and written once per turn of the event
- * loop, and whatever is pending is written before the process exits.
+ * Writes to stderr are synchronous for pipes and files on Linux, and each one wakes whoever reads
+ * the pipe: one write per audit line costs more than the rest of a relayed call. Lines are batched
+ * and written at most every `LOG_FLUSH_MS` (or at `LOG_FLUSH_BYTES`), and whatever is pending is
+ * written before the process exits. Per turn of the event loop was measured at 7% of the
+ * gateway's CPU under load on a pipe; every 20 ms, under 1% (#18).
  */
+const LOG_FLUSH_MS = 20;
+const LOG_FLUSH_BYTES = 64 * 1024;
+
 function batchedStderr(): (line: string) => void {
   let pending: string[] = [];
-  let scheduled = false;
+  let bytes = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   const flush = () => {
-    scheduled = false;
+    if (timer) clearTimeout(timer);
+    timer = undefined;
     if (pending.length === 0) return;
     const text = `${pending.join('\n')}\n`;
     pending = [];
+    bytes = 0;
     process.stderr.write(text);
   };
   process.once('exit', flush);
   return (line) => {
     pending.push(line);
-    if (pending.length >= 256) flush();
-    else if (!scheduled) {
-      scheduled = true;
-      setImmediate(flush);
+    bytes += line.length + 1;
+    if (bytes >= LOG_FLUSH_BYTES) flush();
+    else if (!timer) {
+      timer = setTimeout(flush, LOG_FLUSH_MS);
+      timer.unref();
     }
   };
 }

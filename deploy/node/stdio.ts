@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { inheritedEnvironment } from './child-env.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../../src/log.js';
 import type { StdioSpec } from '../../src/platform.js';
+import { inheritedEnvironment } from './child-env.js';
 
 /** Every live child, so that no exit path of the gateway leaves one behind. */
 const live = new Set<ChildProcess>();
@@ -84,6 +84,7 @@ export function liveChildren(): number {
  * stderr in the gateway log line by line, and to parse each line exactly once.
  */
 export class ChildStdioTransport implements Transport {
+  private corked = false;
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
@@ -228,6 +229,16 @@ export class ChildStdioTransport implements Transport {
     const stdin = this.child?.stdin;
     if (!stdin || this.closed || !stdin.writable)
       return Promise.reject(new Error('stdio upstream is not running'));
+    // Lines sent in one turn of the event loop go out in one write: each write to a pipe is a
+    // syscall that wakes the child, and at concurrency 16 several calls leave per turn (#18).
+    if (!this.corked) {
+      this.corked = true;
+      stdin.cork();
+      setImmediate(() => {
+        this.corked = false;
+        stdin.uncork();
+      });
+    }
     return new Promise((resolve, reject) => {
       const ok = stdin.write(`${JSON.stringify(message)}\n`, (err) => (err ? reject(err) : undefined));
       if (ok) resolve();

@@ -44,12 +44,24 @@ export const META = {
 /** The tasks extension of 2026-07-28 (SEP-2663), negotiated under `capabilities.extensions`. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
-/** Every `_meta` key under a reserved MCP prefix: never relayed from one side to the other as-is. */
+/**
+ * Every `_meta` key under a reserved MCP prefix: never relayed from one side to the other as-is.
+ * The prefix's second label is `modelcontextprotocol` or `mcp` (`io.modelcontextprotocol/…`,
+ * `dev.mcp/…`). Checked on every key of every relayed request, so without allocating.
+ */
 export function isReservedMetaKey(key: string): boolean {
+  if (key.startsWith('io.modelcontextprotocol/')) return true;
   const slash = key.indexOf('/');
   if (slash === -1) return false;
-  const labels = key.slice(0, slash).split('.');
-  return labels[1] === 'modelcontextprotocol' || labels[1] === 'mcp';
+  const dot = key.indexOf('.');
+  if (dot === -1 || dot > slash) return false;
+  let end = key.indexOf('.', dot + 1);
+  if (end === -1 || end > slash) end = slash;
+  const length = end - dot - 1;
+  return (
+    (length === 20 && key.startsWith('modelcontextprotocol', dot + 1)) ||
+    (length === 3 && key.startsWith('mcp', dot + 1))
+  );
 }
 
 /** Error codes of the reserved -32020..-32099 range (spec 2026-07-28: basic/index, error codes). */

@@ -38,6 +38,16 @@ export interface ModernPost {
 }
 
 const plans = new WeakMap<CatalogEntry, ParamHeaderPlan>();
+/** How each edge dresses a modern result, built once per edge rather than per request. */
+const dressers = new WeakMap<Edge, ReturnType<typeof modernResult>>();
+function dresserOf(edge: Edge): ReturnType<typeof modernResult> {
+  let d = dressers.get(edge);
+  if (!d) {
+    d = modernResult(edge.serverInfo);
+    dressers.set(edge, d);
+  }
+  return d;
+}
 
 export async function modernPost(edge: Edge, p: ModernPost): Promise<Response> {
   const incoming = classify(p.message);
@@ -143,7 +153,7 @@ function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange 
     answer: () => new Answer(p.canStream),
     logLevel: p.meta.logLevel,
     bytesIn: p.bytesIn,
-    ...modernResult(edge.serverInfo),
+    ...dresserOf(edge),
     // Closing the response is the cancellation on streamable HTTP (patterns/cancellation).
     track: (_id, cancellation: Cancellation) =>
       p.onDisconnect(() => cancellation.abort(new Error('the client closed the request'))),

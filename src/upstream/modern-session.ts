@@ -363,16 +363,10 @@ function withRequestMeta(params: Result, options: SessionCallOptions): Result {
   if (options.logLevel === undefined && options.clientCapabilities === undefined) return params;
   const given = params._meta;
   const meta = typeof given === 'object' && given !== null && !Array.isArray(given) ? (given as Result) : {};
-  return {
-    ...params,
-    _meta: {
-      ...meta,
-      ...(options.logLevel !== undefined ? { [META.logLevel]: options.logLevel } : {}),
-      ...(options.clientCapabilities !== undefined
-        ? { [META.clientCapabilities]: options.clientCapabilities }
-        : {}),
-    },
-  };
+  const stamped: Result = { ...meta };
+  if (options.logLevel !== undefined) stamped[META.logLevel] = options.logLevel;
+  if (options.clientCapabilities !== undefined) stamped[META.clientCapabilities] = options.clientCapabilities;
+  return { ...params, _meta: stamped };
 }
 
 /** Reads a DiscoverResult; undefined when it is not one (then the server is not modern). */

@@ -236,5 +236,13 @@ describe('request metadata headers', () => {
     expect(isReservedMetaKey('com.example.mcp/x')).toBe(false);
     expect(isReservedMetaKey('progressToken')).toBe(false);
     expect(isReservedMetaKey('traceparent')).toBe(false);
+    expect(isReservedMetaKey('com.mcp.example/x')).toBe(true);
+    expect(isReservedMetaKey('org.modelcontextprotocol.sub/x')).toBe(true);
+    expect(isReservedMetaKey('a.mcpx/x')).toBe(false);
+    expect(isReservedMetaKey('x.modelcontextprotocolx/y')).toBe(false);
+    expect(isReservedMetaKey('x.modelcontextprotoco/y')).toBe(false);
+    expect(isReservedMetaKey('mcp/x')).toBe(false);
+    expect(isReservedMetaKey('io.mcp')).toBe(false);
+    expect(isReservedMetaKey('a/b.mcp.c')).toBe(false);
   });
 });
