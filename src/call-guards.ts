@@ -7,8 +7,9 @@ import {
   compileOutputValidator,
 } from './guards/args.js';
 import { quarantineDescription } from './guards/drift.js';
-import { type CappedResult, errorInstead, resultCap } from './guards/result-cap.js';
+import { type CappedResult, errorInstead, type ResultFraming, resultCap } from './guards/result-cap.js';
 import { contentsCap, promptResultCap } from './guards/surface-caps.js';
+import { utf8Bytes } from './guards/text.js';
 import type { Logger } from './log.js';
 
 type Result = Record<string, unknown>;
@@ -108,6 +109,19 @@ export class CallGuards {
    * drop (its size and the cap named). An upstream isError result is relayed unchecked.
    */
   capResult(entry: CatalogEntry, result: Result): string {
+    return this.capped(entry, result, undefined);
+  }
+
+  /**
+   * `capResult` as the JSON-RPC response to request `id`: the same text as
+   * `rawResultMessage(id, capResult(entry, result))`, serialized in one piece, so a big result
+   * is never copied into the message after being serialized (#18).
+   */
+  resultMessage(entry: CatalogEntry, result: Result, id: string | number): string {
+    return this.capped(entry, result, responseFraming(id));
+  }
+
+  private capped(entry: CatalogEntry, result: Result, framing: ResultFraming | undefined): string {
     let held = this.caps.get(entry.server);
     if (!held) {
       const server = this.config.servers.find((s) => s.name === entry.server);
@@ -116,7 +130,7 @@ export class CallGuards {
       this.caps.set(entry.server, held);
     }
     const { cap, max } = held;
-    const capped = cap(result);
+    const capped = cap(result, framing);
     if (capped.truncated) {
       this.log.info('guard.result_truncated', {
         server: entry.server,
@@ -129,11 +143,11 @@ export class CallGuards {
     if (outputSchema !== undefined && result.isError !== true) {
       const instead = this.checkOutput(entry, outputSchema, result, capped, max);
       if (instead) {
-        const fitted = cap(instead);
-        return fitted.json ?? JSON.stringify(fitted.result);
+        const fitted = cap(instead, framing);
+        return fitted.json ?? serialize(fitted.result, framing);
       }
     }
-    return capped.json ?? JSON.stringify(capped.result);
+    return capped.json ?? serialize(capped.result, framing);
   }
 
   /**
@@ -199,4 +213,21 @@ export class CallGuards {
     });
     return null;
   }
+}
+
+function serialize(result: Result, framing: ResultFraming | undefined): string {
+  return framing ? JSON.stringify(framing.wrap(result)) : JSON.stringify(result);
+}
+
+/**
+ * A result inside its JSON-RPC response: `{"jsonrpc":"2.0","id":…,"result":…}`, exactly what
+ * `rawResultMessage` makes of the result's JSON (same keys, same order, no whitespace).
+ */
+function responseFraming(id: string | number): ResultFraming {
+  const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`;
+  return {
+    wrap: (result) => ({ jsonrpc: '2.0', id, result }),
+    chars: head.length + 1,
+    bytes: utf8Bytes(head) + 1,
+  };
 }

@@ -1,7 +1,9 @@
 import { GATEWAY_DEFAULTS } from '../../src/config/schema.js';
 import type { GatewayConfig } from '../../src/config/types.js';
+import { egressPolicy } from '../../src/guards/egress.js';
 import { createJsonLogger, type Logger, type LogLevel } from '../../src/log.js';
 import type { Platform } from '../../src/platform.js';
+import { checksEgress } from '../../src/upstream/egress-fetch.js';
 import type { NodeEgressOptions } from './egress.js';
 import { connectStdio } from './stdio.js';
 
@@ -52,7 +54,7 @@ function batchedStderr(): (line: string) => void {
 function lazyEgressFetch(options: NodeEgressOptions): typeof fetch {
   let impl: typeof fetch | undefined;
   let loading: Promise<typeof fetch> | undefined;
-  return ((input: RequestInfo | URL, init?: RequestInit) => {
+  const lazy = ((input: RequestInfo | URL, init?: RequestInit) => {
     if (impl) return impl(input, init);
     loading ??= import('./egress.js').then((m) => {
       impl = m.nodeEgressFetch(options);
@@ -60,6 +62,9 @@ function lazyEgressFetch(options: NodeEgressOptions): typeof fetch {
     });
     return loading.then((f) => f(input, init));
   }) as typeof fetch;
+  // The same policy the guarded fetch inside checks: transports refuse a denied URL up front and
+  // leave redirects to this fetch only when they can see that it checks them.
+  return checksEgress(lazy, egressPolicy({ allowedHosts: options.allowedHosts }));
 }
 
 /**

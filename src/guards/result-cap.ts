@@ -10,13 +10,28 @@ export const TRUNCATED_META_KEY = 'manifold/truncated';
 export const RESULT_CAP_SLACK = 512;
 
 export interface CappedResult {
-  /** The serialized result when it passed unchanged, so the caller need not serialize it again. */
+  /**
+   * The serialized result when it passed unchanged, so the caller need not serialize it again
+   * (inside its framing, when one was given).
+   */
   json?: string;
   /** The input itself when it fits; otherwise a new, smaller object. */
   result: Record<string, unknown>;
   truncated: boolean;
   /** UTF-8 bytes of the input's JSON serialization. */
   originalBytes: number;
+}
+
+/**
+ * What a result is sent inside (a JSON-RPC response, say): serializing the whole message at once
+ * makes one string, where the result's JSON joined into the message later would make a second
+ * copy of it (#18: a 20 MiB result). The result's JSON must appear in `wrap(result)`'s exactly
+ * once, with `chars` characters and `bytes` UTF-8 bytes of framing around it.
+ */
+export interface ResultFraming {
+  wrap(result: Record<string, unknown>): unknown;
+  chars: number;
+  bytes: number;
 }
 
 const OVER = 'over the result size cap';
@@ -45,19 +60,38 @@ const ENVELOPE_SHARE = 4;
  * const cap = resultCap(65_536);
  * const { result, truncated, originalBytes } = cap(upstreamResult);
  * // truncated: result.content ends with a marker and result._meta['manifold/truncated'] === true
+ *
+ * With a `framing`, the cap still applies to the result alone, and `json` (when the result fits)
+ * is the whole framed value serialized.
  */
-export function resultCap(maxBytes: number): (result: Record<string, unknown>) => CappedResult {
+export function resultCap(
+  maxBytes: number,
+): (result: Record<string, unknown>, framing?: ResultFraming) => CappedResult {
   if (typeof maxBytes !== 'number' || !Number.isSafeInteger(maxBytes) || maxBytes < 1) {
     throw new TypeError(`resultCap: maxBytes must be a positive integer, got ${String(maxBytes)}`);
   }
-  return function capResult(result: Record<string, unknown>): CappedResult {
-    const json = JSON.stringify(result) ?? '';
+  return function capResult(result: Record<string, unknown>, framing?: ResultFraming): CappedResult {
+    const json = (framing ? JSON.stringify(framing.wrap(result)) : JSON.stringify(result)) ?? '';
+    const chars = json.length - (framing?.chars ?? 0);
+    // Measured only when asked for (a result that fits needs no count of its bytes).
+    let bytes: number | undefined;
+    const measure = () => {
+      bytes ??= byteLength(json) - (framing?.bytes ?? 0);
+      return bytes;
+    };
     // A JSON string's UTF-8 size is between its length and three times it (JSON.stringify escapes
     // lone surrogates, so every code unit is at most 3 bytes): most results never need encoding.
-    if (json.length * 3 <= maxBytes)
-      return { result, truncated: false, originalBytes: utf8Bytes(json), json };
-    const originalBytes = utf8Bytes(json);
-    if (originalBytes <= maxBytes) return { result, truncated: false, originalBytes, json };
+    if (chars * 3 <= maxBytes || (chars <= maxBytes && measure() <= maxBytes)) {
+      return {
+        result,
+        truncated: false,
+        json,
+        get originalBytes() {
+          return measure();
+        },
+      };
+    }
+    const originalBytes = measure();
     return { result: shrink(result, maxBytes), truncated: true, originalBytes };
   };
 }
@@ -176,7 +210,7 @@ function cutText(
   room: number,
   rebuild: (text: string) => Block,
 ): { block: Block; bytes: number } | undefined {
-  const total = utf8Bytes(text);
+  const total = byteLength(text);
   const marked = (kept: { text: string; bytes: number }) =>
     rebuild(`${kept.text}${kept.text === '' ? '' : '\n'}[… truncated: ${kept.bytes} of ${total} bytes]`);
   let target = room - (jsonBytes(marked({ text: '', bytes: total })) + 1);
@@ -247,8 +281,36 @@ function define(out: Record<string, unknown>, key: string, value: unknown): void
 
 function jsonBytes(value: unknown): number {
   // undefined (or a function) inside an array serializes as null.
-  return utf8Bytes(JSON.stringify(value) ?? 'null');
+  return byteLength(JSON.stringify(value) ?? 'null');
 }
+
+const encoder = new TextEncoder();
+/** Strings up to this many code units are measured by `utf8Bytes` (which may encode them whole). */
+const SLICE = 16 * 1024;
+const scratch = new Uint8Array(SLICE * 3);
+
+/**
+ * `utf8Bytes`, without encoding a long non-ASCII string whole just to count its bytes (a 20 MiB
+ * result would take another 20-60 MB for a moment, #18): it is encoded a slice at a time into one
+ * small buffer. A slice never ends between the halves of a surrogate pair, so the count is the
+ * same (a lone surrogate is 3 bytes, as U+FFFD, either way).
+ */
+function byteLength(text: string): number {
+  if (text.length <= SLICE) return utf8Bytes(text);
+  if (!NON_ASCII.test(text)) return text.length;
+  let bytes = 0;
+  for (let start = 0; start < text.length; ) {
+    let end = Math.min(text.length, start + SLICE);
+    const last = text.charCodeAt(end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+    bytes += encoder.encodeInto(text.slice(start, end), scratch).written;
+    start = end;
+  }
+  return bytes;
+}
+
+/** Any UTF-16 unit above 0x7f, surrogates included (as in text.ts). */
+const NON_ASCII = /[\u0080-\uffff]/;
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -4,7 +4,7 @@ import { isReservedMetaKey } from '../protocol/versions.js';
 import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
-import { rawResultMessage, resultMessage } from './jsonrpc.js';
+import { resultMessage } from './jsonrpc.js';
 import { describeTool, searchTools } from './local-tools.js';
 import { planTask, taskCreated } from './tasks.js';
 import { runThrough } from './through.js';
@@ -171,7 +171,7 @@ async function relay(edge: Edge, ex: Exchange, entry: CatalogEntry, audit: Audit
     repeatable: entry.risk === 'read',
     progressToken: validToken ? progressToken : undefined,
     onResult: (result, id) => {
-      const body = rawResultMessage(id, gateway.guards.capResult(entry, ex.result(result)));
+      const body = gateway.guards.resultMessage(entry, ex.result(result), id);
       audit('allowed', body.length, approvalAudit());
       return body;
     },
@@ -226,11 +226,13 @@ function splitMeta(meta: unknown): { progressToken: unknown; relayed: Record<str
   }
   let progressToken: unknown;
   let relayed: Record<string, unknown> | undefined;
-  for (const [key, value] of Object.entries(meta)) {
-    if (key === 'progressToken') progressToken = value;
+  const m = meta as Record<string, unknown>;
+  for (const key in m) {
+    if (!Object.hasOwn(m, key)) continue;
+    if (key === 'progressToken') progressToken = m[key];
     else if (!isReservedMetaKey(key)) {
       relayed ??= {};
-      relayed[key] = value;
+      relayed[key] = m[key];
     }
   }
   return { progressToken, relayed };

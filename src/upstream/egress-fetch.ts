@@ -57,6 +57,15 @@ export function egressPolicyOf(f: unknown): EgressPolicy | undefined {
 }
 
 /**
+ * Marks `f` as checking `policy` on every request, as a fetch from `guardedFetch` does: for a
+ * wrapper that defers to one (Node's, which loads undici on the first request).
+ */
+export function checksEgress<F extends object>(f: F, policy: EgressPolicy): F {
+  policies.set(f, policy);
+  return f;
+}
+
+/**
  * Wraps a fetch with the egress policy, hand-followed redirects and the streaming body cap.
  * Request bodies given as strings or bytes (what the MCP SDK sends) can be re-sent on 307/308.
  *

@@ -4,6 +4,8 @@
 // that the upstream costs as little as possible and the proxies' own cost is what is measured.
 // Prints its port on stdout (HTTP mode). MODERN=1 also answers server/discover as a 2026-07-28
 // server, so the gateway speaks the stateless revision to it (results then carry resultType).
+// BIG_BYTES=N also lists `big`, whose result is one text block of N characters (ASCII lines;
+// `arguments.bytes` asks for another size): built once per size and sent pre-serialized (#18).
 import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 
@@ -36,6 +38,33 @@ for (let i = 1; i < count; i++) {
   });
 }
 const modern = process.env.MODERN === '1';
+const bigBytes = Number(process.env.BIG_BYTES ?? 0);
+if (bigBytes > 0) {
+  tools.push({
+    name: 'big',
+    description: 'Answers one text block of `bytes` characters.',
+    inputSchema: { type: 'object', properties: { bytes: { type: 'integer' } } },
+  });
+}
+/** The serialized result of `big`, per size (a few at most). */
+const bigResults = new Map();
+function bigResult(n) {
+  let json = bigResults.get(n);
+  if (json === undefined) {
+    const line = 'line 0000000: the quick brown fox jumps over the lazy dog, 0123456789.\n';
+    const lines = [];
+    for (let at = 0, i = 0; at < n; at += line.length, i++)
+      lines.push(`line ${String(i).padStart(7, '0')}${line.slice(12)}`);
+    const text = lines.join('').slice(0, n);
+    const result = { content: [{ type: 'text', text }] };
+    if (modern) result.resultType = 'complete';
+    json = JSON.stringify(result);
+    if (bigResults.size >= 4) bigResults.clear();
+    bigResults.set(n, json);
+  }
+  return json;
+}
+if (bigBytes > 0) bigResult(bigBytes);
 const listResult = JSON.stringify(
   modern ? { tools, resultType: 'complete', ttlMs: 0, cacheScope: 'public' } : { tools },
 );
@@ -91,6 +120,10 @@ function reply(msg) {
   if (msg.id === undefined) return undefined;
   if (msg.method === 'tools/list')
     return `{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":${listResult}}`;
+  if (bigBytes > 0 && msg.method === 'tools/call' && msg.params?.name === 'big') {
+    const n = Math.min(256 * 1048576, Math.max(0, Number(msg.params.arguments?.bytes ?? bigBytes) || 0));
+    return `{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":${bigResult(n)}}`;
+  }
   const result = answer(msg);
   if (result === undefined) {
     return JSON.stringify({

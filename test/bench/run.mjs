@@ -12,6 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { bigResultBench, bigResultMarkdown } from './big-result.mjs';
+import { startupBench } from './startup.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const HERE = join(ROOT, 'test/bench');
@@ -864,6 +866,23 @@ async function main() {
     };
   }
 
+  // Process start to listening (#18): the CLI as shipped, spawned afresh each run.
+  log('startup');
+  results.startup = await startupBench({ cli: CLI, runs: smoke ? 3 : 11 });
+  results.targets.startup = {
+    rule: '#18: process start to listening < 200 ms (median), the default config and a JWT-auth config',
+    pass: results.startup.pass,
+  };
+
+  // A 20 MiB result (#18): refused or truncated with the default caps; with the caps raised,
+  // against the floors' time and peak memory, over stdio and HTTP.
+  log('big results');
+  results.bigResult = await bigResultBench({ cli: CLI, smoke });
+  results.targets.bigResult = {
+    rule: '#18: a 20 MiB result within 2x the floor time and 1.5x its peak RSS (caps raised), stdio and HTTP; refused or truncated with memory bounded under the default caps',
+    pass: results.bigResult.pass,
+  };
+
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(outDir, 'latest.md'), markdown(results));
@@ -956,6 +975,8 @@ ${rows.join('\n')}
 | #18: tools/list, ${r.toolsList5k.tools} tools / 10 upstreams, auth on: p50 < 5 ms cached, first per principal < 50 ms | ${f(r.toolsList5k.cachedP50Us)} µs cached; first ${r.toolsList5k.firstPerPrincipalMs.p50} ms (p50), ${r.toolsList5k.firstPerPrincipalMs.max} ms (max) | ${t.toolsList5k.pass ? 'yes' : 'no'} |
 | #18: 10,000 idle legacy sessions < 20 MB | ${r.memory.idleSessionsMb} MB (${r.memory.idleSessionBytes} B each, ${r.memory.sessions} open at once) | ${t.idleSessions.pass ? 'yes' : 'no'} |
 | Cold start, 10 stdio upstreams: ≤ slowest single + 200 ms | ${r.coldStart.gateway[1].discoveryMs} ms (slowest single ${r.coldStart.slowestSingleMs} ms) | ${t.coldStart.pass ? 'yes' : 'no'} |
+${bigResultMarkdown(r.bigResult)}
+| #18: process start to listening < 200 ms | default config ${r.startup.configs.default.medianMs} ms, JWT auth ${r.startup.configs.auth.medianMs} ms (median; Node alone printing a line: ${r.startup.floorMs} ms) | ${t.startup.pass ? 'yes' : 'no'} |
 ${t.coldStart30 ? `| #18: cold start, 30 stdio upstreams: ≤ the slowest of 30 started together + 300 ms | ${r.coldStart.gateway[2].discoveryMs} ms (30 started together without the gateway: slowest ${r.coldStart.gateway[2].slowestTogetherMs} ms) | ${t.coldStart30.pass ? 'yes' : 'no'} |\n` : ''}| Memory: ≤ 10 MB over ${r.memory.calls} calls; idle session ≤ 10 KB | ${r.memory.growthMb >= 0 ? '+' : ''}${r.memory.growthMb} MB (settled RSS after each tenth: ${r.memory.rssSeriesMb.join(', ')} MB); ${r.memory.idleSessionBytes} B per idle session (heap after GC) | ${t.memory.pass ? 'yes' : 'no'} |
 
 stdio path: server-everything's \`echo\` through Manifold, p50 ${f(r.stdioEverything.latencyC1.p50Us)} µs at c=1 (an SDK client on its own stdio child: ${f(r.stdioEverything.directSdkClientP50Us)} µs), ${f(Math.round(r.stdioEverything.throughputC16.rps))} rps at c=16, ${f(r.stdioEverything.cpuPerCallUs)} µs gateway CPU per call.

@@ -43,6 +43,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     expect(json.throughputC16.B2.rounds).toBe(1);
     expect(Object.keys(json.targets).sort()).toEqual([
       'addedLatency',
+      'bigResult',
       'coldStart',
       'floorCpu',
       'floorLatency',
@@ -51,6 +52,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       'memory',
       'modernCost',
       'modernStdio',
+      'startup',
       'surfaceCost',
       'throughput',
       'toolsList',
@@ -65,6 +67,16 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       expect(json.cpuPerCallUs[k]).toBeGreaterThan(0);
     }
     expect(json.load.start).toHaveLength(3);
+    // #18: start to listening, the default and the JWT-auth config, against Node's own start.
+    expect(json.startup.floorMs).toBeGreaterThan(0);
+    expect(json.startup.configs.default.samplesMs).toHaveLength(3);
+    expect(json.startup.configs.auth.medianMs).toBeGreaterThan(json.startup.floorMs);
+    // #18: the big-result phase ran both transports and both cap settings.
+    expect(json.bigResult.stdio.gatewayMs).toBeGreaterThan(0);
+    expect(json.bigResult.http.floorPeakMb).toBeGreaterThan(0);
+    expect(json.bigResult.defaultCaps.http.outcome).toBeTruthy();
+    // The cold-start floor: the same children started together without the gateway.
+    expect(json.coldStart.gateway[1].slowestTogetherMs).toBeGreaterThan(0);
     expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('| S3 |');
   } finally {
     rmSync(out, { recursive: true, force: true });
