@@ -2,7 +2,7 @@
  * The translation of zod's findings into issues that read well: `expected a string, got number`
  * plus a `fix` sentence. Only enum-like values that did not come from `${VAR}` are ever shown.
  */
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import type { FieldTable } from './field-text.js';
 import { formatPath, type PathSegment } from './paths.js';
 import type { ConfigIssue } from './types.js';
@@ -36,7 +36,7 @@ export interface TranslateContext {
 }
 
 /** Runs a schema and turns its findings into issues, at most one per path. */
-export function validateShape(schema: z.ZodType, value: unknown, ctx: TranslateContext): ConfigIssue[] {
+export function validateShape(schema: z.ZodMiniType, value: unknown, ctx: TranslateContext): ConfigIssue[] {
   const result = schema.safeParse(value, { reportInput: true });
   if (result.success) return [];
   // zod may report two findings for one value (e.g. the safe-integer bound and our own bound);

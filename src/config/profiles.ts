@@ -9,7 +9,7 @@ import type { GatewayRead } from './gateway.js';
 import { describeKind, validateShape } from './issues.js';
 import { isObject, type JsonObject, keysOf } from './json-parse.js';
 import type { PathSegment } from './paths.js';
-import { CATALOG_KEYS, PROFILE_KEYS, profileSchema } from './schema.js';
+import { CATALOG_KEYS, PROFILE_KEYS, profileEntrySchema } from './schema.js';
 import type { CatalogSettings, ProfileConfig } from './types.js';
 import { closestKey, unknownKeyWarning } from './unknown-keys.js';
 
@@ -67,7 +67,7 @@ export function readProfiles(
           ? readNested(f, entry[key], [...path, key], CATALOG_KEYS)
           : interpolateField(f, entry[key], [...path, key]);
     }
-    const issues = validateShape(profileSchema.partial(), picked, {
+    const issues = validateShape(profileEntrySchema, picked, {
       table: FIELD_TEXT.profile,
       base: path,
       tainted: f.interpolator.tainted,

@@ -1,9 +1,11 @@
 /**
- * The shapes of a config file (zod 4) and the key lists derived from them. Defaults, wording and
+ * The shapes of a config file (zod 4, its mini API) and the key lists derived from them. Defaults, wording and
  * the translation of zod's findings live in their own modules; this one re-exports them, so that
  * `config/schema.js` keeps offering everything it always has.
  */
-import { z } from 'zod';
+// zod/mini: the same checks and findings as zod's classic API, a twentieth of its code to load
+// before the gateway can listen (#18, start time).
+import * as z from 'zod/mini';
 import { APPROVAL_PRESETS, RISK_CLASSES } from '../guards/risk.js';
 import {
   LOG_LEVELS,
@@ -46,50 +48,55 @@ export { closestKey, unknownKeyWarning } from './unknown-keys.js';
 // Shapes. Every key is optional; defaults, cross-field rules and transport rules live in the readers
 // (gateway.ts, auth.ts, server-entry.ts, servers.ts).
 
-const count = () => z.int().min(1);
-const millis = () => z.int().min(1).max(MAX_TIMER_MS);
+const int = (min: number, max?: number) =>
+  max === undefined ? z.int().check(z.minimum(min)) : z.int().check(z.minimum(min), z.maximum(max));
+const count = () => int(1);
+const millis = () => int(1, MAX_TIMER_MS);
+const text = () => z.string().check(z.minLength(1));
+const texts = () => z.array(text());
 /** A disclosure budget in tokens, or "off" to inline everything. */
 const budget = () => z.union([count(), z.literal('off')]);
 
 export const disclosureSchema = z.object({
   budgetTokens: budget(),
-  alwaysLoad: z.array(z.string().min(1)),
+  alwaysLoad: texts(),
 });
 
 export const driftSchema = z.object({
   // 0 turns the periodic recheck off.
-  recheckSeconds: z.int().min(0).max(MAX_TIMER_SECONDS),
+  recheckSeconds: int(0, MAX_TIMER_SECONDS),
 });
 
 /** The most tools one `manifold__search_tools` answer may hold. */
 export const MAX_SEARCH_LIMIT = 50;
 
-export const catalogSchema = z.object({
+const catalogShape = {
   mode: z.enum(['full', 'search']),
   maxTools: count(),
-  pin: z.array(z.string().min(1)),
-  searchLimit: z.int().min(1).max(MAX_SEARCH_LIMIT),
-});
+  pin: texts(),
+  searchLimit: int(1, MAX_SEARCH_LIMIT),
+};
+export const catalogSchema = z.object(catalogShape);
 
 /** One entry of the top-level `profiles` map (profiles.ts reads it). */
 export const profileSchema = z.object({
-  servers: z.array(z.string().min(1)),
-  tools: z.array(z.string().min(1)),
-  catalog: catalogSchema.partial().strict(),
+  servers: texts(),
+  tools: texts(),
+  catalog: z.partial(z.strictObject(catalogShape)),
   budgetTokens: budget(),
 });
 
 // `gateway.store` is `false` or this object; gateway.ts reads it on its own, like `auth`.
 export const storeSchema = z.object({
-  path: z.string().min(1),
+  path: text(),
 });
 
 export const gatewaySchema = z.object({
-  host: z.string().min(1),
-  port: z.int().min(1).max(65535),
+  host: text(),
+  port: int(1, 65535),
   logLevel: z.enum(LOG_LEVELS),
-  allowedOrigins: z.array(z.string().min(1)),
-  hostnames: z.array(z.string().min(1)),
+  allowedOrigins: texts(),
+  hostnames: texts(),
   maxBodyBytes: count(),
   maxSessions: count(),
   maxSessionsPerPrincipal: count(),
@@ -100,9 +107,9 @@ export const gatewaySchema = z.object({
   connectTimeoutMs: millis(),
   listTimeoutMs: millis(),
   maxListPages: count(),
-  pageSize: z.int().min(1).max(MAX_PAGE_SIZE),
+  pageSize: int(1, MAX_PAGE_SIZE),
   shutdownGraceMs: millis(),
-  streamPollMs: z.int().min(0).max(MAX_TIMER_MS),
+  streamPollMs: int(0, MAX_TIMER_MS),
   // Empty entries are rejected in hosts.ts, so that one bad entry does not hide the others.
   allowedHosts: z.array(z.string()),
   maxResultBytes: count(),
@@ -110,12 +117,12 @@ export const gatewaySchema = z.object({
   maxSchemaBytes: count(),
   maxDescriptionBytes: count(),
   maxToolsPerServer: count(),
-  disclosure: disclosureSchema.partial(),
+  disclosure: z.partial(disclosureSchema),
   callsPerMinute: count(),
-  drift: driftSchema.partial(),
-  catalog: catalogSchema.partial(),
+  drift: z.partial(driftSchema),
+  catalog: z.partial(catalogSchema),
   // Values never appear in messages (field-text.ts words them without the value).
-  cursorSecret: z.string().min(32),
+  cursorSecret: z.string().check(z.minLength(32)),
 });
 
 /** The longest a person may be given to answer an approval (one hour). */
@@ -123,7 +130,7 @@ export const MAX_APPROVAL_SECONDS = 3600;
 /** Resends of one call, at most. */
 export const MAX_RETRY = 5;
 
-const glob = () => z.array(z.string().min(1));
+const glob = () => texts();
 
 /** A server's `protocol`: find its era by probing, or pin one (the legacy pin runs initialize). */
 export const PROTOCOL_SETTINGS = ['auto', '2026-07-28', '2025-11-25'] as const;
@@ -132,16 +139,16 @@ export const toolsSchema = z.object({ allow: glob(), deny: glob() });
 
 export const serverEntrySchema = z.object({
   type: z.enum(TRANSPORT_TYPES),
-  command: z.string().min(1),
+  command: text(),
   args: z.array(z.string()),
   env: z.record(z.string(), z.string()),
-  cwd: z.string().min(1),
-  url: z.string().min(1),
+  cwd: text(),
+  url: text(),
   headers: z.record(z.string(), z.string()),
   prefix: z.union([z.string(), z.literal(false)]),
-  tools: toolsSchema.partial(),
-  prompts: toolsSchema.partial(),
-  resources: toolsSchema.partial(),
+  tools: z.partial(toolsSchema),
+  prompts: z.partial(toolsSchema),
+  resources: z.partial(toolsSchema),
   timeoutMs: millis(),
   disabled: z.boolean(),
   maxResultBytes: count(),
@@ -150,31 +157,29 @@ export const serverEntrySchema = z.object({
   isolation: z.enum(['shared', 'per-tenant', 'per-subject']),
   maxInstances: count(),
   instanceIdleSeconds: count(),
-  clientFeatures: z
-    .object({ elicitation: z.boolean(), sampling: z.boolean(), roots: z.boolean() })
-    .partial()
-    .strict(),
-  risk: z.record(z.string().min(1), z.enum(RISK_CLASSES)),
+  clientFeatures: z.partial(
+    z.strictObject({ elicitation: z.boolean(), sampling: z.boolean(), roots: z.boolean() }),
+  ),
+  risk: z.record(text(), z.enum(RISK_CLASSES)),
   trustAnnotations: z.boolean(),
   approval: z.union([
     z.enum(APPROVAL_PRESETS),
     glob(),
-    z
-      .object({
+    z.partial(
+      z.strictObject({
         preset: z.enum(APPROVAL_PRESETS),
         ask: glob(),
         deny: glob(),
         allow: glob(),
-        timeoutSeconds: z.int().min(1).max(MAX_APPROVAL_SECONDS),
-      })
-      .partial()
-      .strict(),
+        timeoutSeconds: int(1, MAX_APPROVAL_SECONDS),
+      }),
+    ),
   ]),
-  retry: z.int().min(0).max(MAX_RETRY),
+  retry: int(0, MAX_RETRY),
 });
 
-export const gatewayEntrySchema = gatewaySchema.partial();
-export const serverSchema = serverEntrySchema.partial();
+export const gatewayEntrySchema = z.partial(gatewaySchema);
+export const serverSchema = z.partial(serverEntrySchema);
 
 // --- gateway.auth ------------------------------------------------------------------------------
 
@@ -185,29 +190,30 @@ export const tenantSchema = z.object({
 
 // `tenants` entries are read one by one in auth.ts (unknown keys warn), then checked with tenantSchema.
 export const authSchema = z.object({
-  issuer: z.string().min(1),
-  audience: z.string().min(1),
-  jwksUrl: z.string().min(1),
-  jwksFile: z.string().min(1),
-  publicKey: z.string().min(1),
+  issuer: text(),
+  audience: text(),
+  jwksUrl: text(),
+  jwksFile: text(),
+  publicKey: text(),
   // Length and content rules for the key sources live in auth-checks.ts, so messages never show values.
   secret: z.string(),
-  algorithms: z.array(z.string()).min(1),
-  clockToleranceSeconds: z.int().min(0).max(MAX_CLOCK_TOLERANCE_SECONDS),
+  algorithms: z.array(z.string()).check(z.minLength(1)),
+  clockToleranceSeconds: int(0, MAX_CLOCK_TOLERANCE_SECONDS),
   maxTokenLifetimeSeconds: count(),
-  tokenTypes: z.array(z.string().min(1)).min(1),
-  tenantClaim: z.string().min(1),
-  grantsClaim: z.string().min(1),
-  profileClaim: z.string().min(1),
-  tenants: z.record(z.string(), tenantSchema.partial()),
-  authorizationServers: z.array(z.string().min(1)),
-  resource: z.string().min(1),
+  tokenTypes: texts().check(z.minLength(1)),
+  tenantClaim: text(),
+  grantsClaim: text(),
+  profileClaim: text(),
+  tenants: z.record(z.string(), z.partial(tenantSchema)),
+  authorizationServers: texts(),
+  resource: text(),
   jwksCooldownSeconds: count(),
-  jwksTimeoutMs: z.int().min(1).max(MAX_JWKS_TIMEOUT_MS),
+  jwksTimeoutMs: int(1, MAX_JWKS_TIMEOUT_MS),
 });
 
-export const authEntrySchema = authSchema.partial();
-export const storeEntrySchema = storeSchema.partial();
+export const profileEntrySchema = z.partial(profileSchema);
+export const authEntrySchema = z.partial(authSchema);
+export const storeEntrySchema = z.partial(storeSchema);
 
 export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', 'profiles', '$schema'] as const;
 export const CATALOG_KEYS = Object.keys(catalogSchema.shape);

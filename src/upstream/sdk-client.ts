@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { z } from 'zod';
+import * as z from 'zod';
 import { ManifoldError } from '../errors.js';
 
 // Results are relayed, not interpreted: parse once at the edge, never re-validate here.
