@@ -2,7 +2,7 @@
  * The translation of zod's findings into issues that read well: `expected a string, got number`
  * plus a `fix` sentence. Only enum-like values that did not come from `${VAR}` are ever shown.
  */
-import type * as z from 'zod/mini';
+import type * as z from 'zod/v4-mini';
 import type { FieldTable } from './field-text.js';
 import { formatPath, type PathSegment } from './paths.js';
 import type { ConfigIssue } from './types.js';

@@ -3,9 +3,12 @@
  * the translation of zod's findings live in their own modules; this one re-exports them, so that
  * `config/schema.js` keeps offering everything it always has.
  */
-// zod/mini: the same checks and findings as zod's classic API, a twentieth of its code to load
-// before the gateway can listen (#18, start time).
-import * as z from 'zod/mini';
+// zod's mini API: the same checks and findings as the classic one, a twentieth of its code to
+// load before the gateway can listen (#18, start time). Imported as `zod/v4-mini`, the specifier
+// the SDK uses too: in the one-file Workers bundle, where the SDK's modules are initialised
+// lazily, esbuild skipped the initialisation of the mini schemas behind `zod/mini`'s re-exports,
+// and the Worker failed to start ("Class2 is not a constructor").
+import * as z from 'zod/v4-mini';
 import { APPROVAL_PRESETS, RISK_CLASSES } from '../guards/risk.js';
 import {
   LOG_LEVELS,
