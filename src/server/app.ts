@@ -14,7 +14,7 @@ import { announceChanged, createMcpHandlers, type DisconnectHook } from './mcp.j
 import { HeldCalls } from './mrtr.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
-import { TaskPumps } from './tasks.js';
+import { TaskPumps } from './task-pumps.js';
 
 declare module 'hono' {
   interface ContextVariableMap {

@@ -9,7 +9,8 @@ import type { HeldCalls } from './mrtr.js';
 import { completionComplete, promptsGet, resourcesRead } from './relay.js';
 import type { ResourceWatch } from './resource-watch.js';
 import type { SessionTable } from './sessions.js';
-import { runsTasks, type TaskPumps, taskMethod } from './tasks.js';
+import type { TaskPumps } from './task-pumps.js';
+import { runsTasks, taskMethod } from './tasks.js';
 import { toolsCall } from './tools-call.js';
 
 /**
