@@ -1,34 +1,27 @@
-import {
-  buildCatalog,
-  type Catalog,
-  type CatalogEntry,
-  type Diagnostic,
-  digestOf,
-  emptyCatalog,
-} from './aggregate/catalog.js';
+import { type Catalog, type CatalogEntry, emptyCatalog } from './aggregate/catalog.js';
 import { CursorSealer } from './aggregate/cursor.js';
-import { indexOf, searchMetaEntries } from './aggregate/search.js';
-import { buildSurface, emptySurface, type Surface, type SurfaceInput } from './aggregate/surface.js';
-import { grantsMatcher, mayNameServer } from './auth/grants.js';
+import { emptySurface, type Surface } from './aggregate/surface.js';
 import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
 import { Sealer } from './auth/seal.js';
 import { CallGuards } from './call-guards.js';
+import { nextCatalogs } from './catalog-build.js';
 import type { Config } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
 import { ManifoldError } from './errors.js';
-import { splitDriftListing, splitNames } from './guards/drift-kinds.js';
-import { compileGlobs } from './guards/glob.js';
+import { gatewayHealth, type Health } from './health.js';
+import { ListPages } from './list-pages.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
 import { ProfileSet } from './profiles.js';
 import { type Redactor, redactor } from './redact.js';
 import { MemoryStateStore, type StateStore } from './store/state.js';
 import { SurfaceViews } from './surface-views.js';
+import { ToolViews } from './tool-views.js';
 import type { BackoffOptions } from './upstream/backoff.js';
 import { IsolatedInstances } from './upstream/isolated.js';
 import { UpstreamPool } from './upstream/pool.js';
-import type { Upstream, UpstreamStatus } from './upstream/upstream.js';
+import type { Upstream } from './upstream/upstream.js';
 
 /** The lists a client can be told changed. */
 export type ChangeKind = 'tools' | 'prompts' | 'resources';
@@ -48,30 +41,9 @@ export interface GatewayOptions {
   secrets?: readonly string[];
 }
 
-export interface Health {
-  status: 'ok' | 'degraded' | 'down' | 'starting' | 'stopping';
-  version: string;
-  upstreams: UpstreamStatus[];
-  diagnostics: readonly Diagnostic[];
-}
+export type { Health } from './health.js';
 
-interface View {
-  version: number;
-  /** What tools/list lists: every visible tool, or in search mode the meta-tools and pins. */
-  entries: CatalogEntry[];
-  /** Every name the principal may call: all visible tools, and the listed meta-tools. */
-  names: Set<string>;
-  /** The catalog it was cut from (the gateway's, or its profile's). */
-  catalog: Catalog;
-  /** Search mode: tools are found with manifold__search_tools; its meta entries by name. */
-  search?: { metas: ReadonlyMap<string, CatalogEntry>; limit: number };
-  digest?: string;
-}
-
-export interface ToolPage {
-  tools: CatalogEntry['tool'][];
-  nextCursor?: string;
-}
+export type { ToolPage } from './list-pages.js';
 
 /**
  * The gateway's state: upstream pool, current catalog snapshot, sessions. The HTTP layer
@@ -100,17 +72,18 @@ export class Gateway {
   private stopping = false;
   private inflight = 0;
   private drained: (() => void) | undefined;
-  private cursors: Promise<CursorSealer>;
   /** Seals the gateway's MRTR request states (bound to the principal and the request). */
   readonly states: Promise<Sealer>;
   /** Seals the task ids the gateway hands out (bound to the principal, the server and the tool). */
   readonly taskIds: Promise<Sealer>;
-  private visibleCache = new Map<string, View>();
+  /** Per-principal views of `catalog` (tools.ts): what each may list, call and search. */
+  private readonly tools: ToolViews;
   /** Named profiles (#17): their catalogs, their principals, their catalog settings. */
   private readonly profileSet: ProfileSet;
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
-  private pageCache = new Map<string, { version: number; json: string }>();
+  /** tools/list and the surface lists, a page at a time, behind sealed cursors (list-pages.ts). */
+  readonly pages: ListPages;
   /** Per-tenant token buckets for tools/call (counted per instance). */
   readonly takeCall: ReturnType<typeof rateLimiter>;
   /** Listeners for a verified catalog change (downstream list_changed). */
@@ -157,6 +130,7 @@ export class Gateway {
     };
     this.guards = new CallGuards(options.config, this.log);
     this.profileSet = new ProfileSet(options.config, this.reservedPrefixes, this.log);
+    this.tools = new ToolViews(() => this.catalog, this.profileSet);
     this.store = options.store ?? new MemoryStateStore();
     this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), options.secrets ?? []);
     this.trustPollMs = options.trustPollMs ?? 2000;
@@ -174,7 +148,7 @@ export class Gateway {
     });
     // One deployment secret (gateway.cursorSecret, or random per process) under every MAC.
     const secret = options.cursorSecret ?? crypto.getRandomValues(new Uint8Array(32));
-    this.cursors = CursorSealer.create(secret);
+    this.pages = new ListPages(this, this.tools, CursorSealer.create(secret));
     this.states = Sealer.create(secret, 'manifold/request-state');
     this.taskIds = Sealer.create(secret, 'manifold/task-id');
   }
@@ -289,68 +263,28 @@ export class Gateway {
 
   /** Recomputes the merged catalog; announces each list only if what clients would see of it changed. */
   rebuild(): void {
-    const inputs = [];
-    const surfaceInputs: SurfaceInput[] = [];
-    for (const u of this.pool.upstreams) {
-      let listing: VerifiedListing | undefined;
-      if (u.state === 'ready' && u.verified) {
-        listing = u.verified;
-        this.warm.delete(u.name);
-      } else listing = this.warm.get(u.name);
-      if (!listing || listing.identityChanged) continue;
-      // Drift covers tools, prompts and templates as one listing; split it back into its kinds.
-      const trusted = splitDriftListing(listing.trusted);
-      const quarantined = splitDriftListing(listing.quarantined);
-      inputs.push({
-        server: u.config,
-        tools: trusted.tools,
-        quarantined: quarantined.tools,
-        removed: splitNames(listing.removed).tools,
-      });
-      surfaceInputs.push({
-        server: u.config,
-        prompts: trusted.prompts,
-        quarantinedPrompts: quarantined.prompts,
-        // Resources are data, not instructions: not drift-checked, and only served while live.
-        resources: u.state === 'ready' ? u.resources : [],
-        templates: trusted.templates,
-        quarantinedTemplates: quarantined.templates,
-      });
-    }
-    const g = this.config.gateway;
-    const changed = new Set<ChangeKind>();
-    const next = buildCatalog(inputs, this.catalog.version + 1, {
-      maxDescriptionBytes: g.maxDescriptionBytes,
-      maxSchemaBytes: g.maxSchemaBytes,
+    const next = nextCatalogs({
+      upstreams: this.pool.upstreams,
+      warm: this.warm,
+      gateway: this.config.gateway,
       reserved: this.reservedPrefixes,
+      catalog: this.catalog,
+      surface: this.surface,
+      log: this.log,
     });
-    if (next.signature !== this.catalog.signature) {
-      for (const d of next.diagnostics) {
-        const level = d.rule === 'name-collision' || d.rule === 'schema-too-large' ? 'error' : 'warn';
-        this.log[level]('catalog.diagnostic', { ...d });
-      }
-      this.catalog = next;
-      this.profileSet.rebuild(inputs, next.version);
-      this.visibleCache.clear();
-      changed.add('tools');
+    if (next.catalog) {
+      this.catalog = next.catalog;
+      this.profileSet.rebuild(next.inputs, next.catalog.version);
+      this.tools.clear();
     }
-    const surface = buildSurface(surfaceInputs, {
-      maxDescriptionBytes: g.maxDescriptionBytes,
-      reserved: this.reservedPrefixes,
-    });
-    if (surface.digests.prompts !== this.surface.digests.prompts) changed.add('prompts');
-    if (surface.digests.resources !== this.surface.digests.resources) changed.add('resources');
-    if (changed.has('prompts') || changed.has('resources')) {
-      for (const d of surface.diagnostics) this.log.warn('catalog.diagnostic', { ...d });
-      this.surface = surface;
-    }
-    if (changed.size === 0) return;
-    for (const l of this.listeners) l(this.catalog, changed);
+    if (next.surface) this.surface = next.surface;
+    if (next.changed.size === 0) return;
+    for (const l of this.listeners) l(this.catalog, next.changed);
   }
 
   /** The catalog a principal's requests are served from: its profile's, or the gateway's. */
   catalogOf(principal: Principal): Catalog {
-    return principal.profile === undefined ? this.catalog : this.profileSet.catalogOf(principal.profile);
+    return this.tools.catalogOf(principal);
   }
 
   /** The principal as served at `/mcp/<profile>` (profiles.ts): 404 unknown, 403 foreign. */
@@ -360,18 +294,15 @@ export class Gateway {
 
   /** What tools/list shows a principal, cached per catalog version (filter after the cache). */
   visibleEntries(principal: Principal): CatalogEntry[] {
-    return this.visibility(principal).entries;
+    return this.tools.entries(principal);
   }
 
   /**
    * The tools a search finds for this principal: only ones it may see, best first, at most
-   * `limit` (its profile's or the gateway's searchLimit). The index is built once per catalog.
+   * `limit` (its profile's or the gateway's searchLimit).
    */
   searchTools(principal: Principal, query: string, limit?: number): CatalogEntry[] {
-    const view = this.visibility(principal);
-    const max = this.profileSet.settingsOf(principal).searchLimit;
-    const n = Math.min(max, limit ?? max);
-    return indexOf(view.catalog).search(query, n, (name) => view.names.has(name));
+    return this.tools.search(principal, query, limit);
   }
 
   /**
@@ -379,121 +310,17 @@ export class Gateway {
    * it cannot see is never announced to it.
    */
   viewDigest(principal: Principal, kind: ChangeKind = 'tools'): string {
-    if (kind !== 'tools') return this.views.digest(principal, kind);
-    const view = this.visibility(principal);
-    view.digest ??=
-      view.entries === view.catalog.entries
-        ? view.catalog.digest
-        : digestOf(JSON.stringify(view.entries.map((e) => e.tool)));
-    return view.digest;
-  }
-
-  private visibility(principal: Principal): View {
-    const catalog = this.catalogOf(principal);
-    const hit = this.visibleCache.get(principal.viewKey);
-    if (hit && hit.catalog === catalog) return hit;
-    let entries: CatalogEntry[];
-    if (principal.grants === '*' && !principal.cap) entries = catalog.entries as CatalogEntry[];
-    else {
-      const granted = grantsMatcher(principal);
-      const tools = catalog.entries.filter((e) => !e.meta && granted(e.name, e.risk));
-      // Meta-tools are visible when anything is, and only ever reveal what the caller can see.
-      entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name, e.risk)) : [];
-    }
-    const names = new Set(entries.map((e) => e.name));
-    const view: View = { version: catalog.version, entries, names, catalog };
-    const settings = this.profileSet.settingsOf(principal);
-    const count = entries.reduce((n, e) => (e.meta ? n : n + 1), 0);
-    if (count > 0 && (settings.mode === 'search' || count > settings.maxTools)) {
-      if (settings.mode === 'full')
-        this.profileSet.logSearchSwitch(principal, catalog, count, settings.maxTools);
-      // Search mode: list the meta-tools and the pinned tools; everything visible stays callable.
-      const metas = searchMetaEntries(settings.searchLimit);
-      const pinned = compileGlobs(settings.pin);
-      view.entries = [...metas, ...entries.filter((e) => !e.meta && pinned(e.name))];
-      for (const m of metas) names.add(m.name);
-      view.search = { metas: new Map(metas.map((m) => [m.name, m])), limit: settings.searchLimit };
-    }
-    if (this.visibleCache.size > 1000) this.visibleCache.clear();
-    this.visibleCache.set(principal.viewKey, view);
-    return view;
+    return kind === 'tools' ? this.tools.digest(principal) : this.views.digest(principal, kind);
   }
 
   /** Whether this principal can see the exposed name (config filters, then grants). */
   isVisible(principal: Principal, name: string): boolean {
-    return this.visibility(principal).names.has(name);
+    return this.tools.isVisible(principal, name);
   }
 
   /** Resolves an exposed name for this principal; invisible and unknown fail identically (A13). */
   resolve(principal: Principal, name: unknown): CatalogEntry {
-    const view = this.visibility(principal);
-    const entry =
-      typeof name === 'string' ? (view.catalog.byName.get(name) ?? view.search?.metas.get(name)) : undefined;
-    if (!entry || !view.names.has(entry.name)) {
-      const gone = typeof name === 'string' ? view.catalog.removed.get(name) : undefined;
-      if (gone && this.mayKnow(principal, name as string)) {
-        throw new ManifoldError(
-          'ERR_TOOL_UNKNOWN',
-          `tool ${name as string} is no longer published by server ${gone}`,
-        );
-      }
-      throw new ManifoldError(
-        'ERR_TOOL_UNKNOWN',
-        `Unknown tool: ${typeof name === 'string' ? name.slice(0, 128) : ''}`,
-      );
-    }
-    return entry;
-  }
-
-  /** Whether the principal's grants cover a name (for telling it a tool it may know was removed). */
-  private mayKnow(principal: Principal, name: string): boolean {
-    return (principal.grants === '*' && !principal.cap) || grantsMatcher(principal)(name);
-  }
-
-  async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {
-    await this.ready;
-    const sealer = await this.cursors;
-    const catalog = this.catalogOf(principal);
-    // Cursors name the catalog by its content, not this process's version counter, so another
-    // instance serving the same catalog accepts them (any instance serves any modern request).
-    const offset = cursor === undefined ? 0 : await sealer.open(cursor, catalog.digest, principal.viewKey);
-    const visible = this.visibleEntries(principal);
-    if (visible.length === 0 && offset === 0) this.assertSomeUpstreamUp(principal);
-    const pageSize = this.config.gateway.pageSize;
-    const page = visible.slice(offset, offset + pageSize);
-    const out: ToolPage = { tools: page.map((e) => e.tool) };
-    if (offset + pageSize < visible.length) {
-      out.nextCursor = await sealer.seal(catalog.digest, offset + pageSize, principal.viewKey);
-    }
-    return out;
-  }
-
-  /**
-   * The serialized result of prompts/list, resources/list or resources/templates/list for this
-   * principal and cursor. Cursors are bound to the list, its content digest and the view.
-   */
-  async listSurfaceJson(
-    kind: 'prompts' | 'resources' | 'templates',
-    principal: Principal,
-    cursor: unknown,
-  ): Promise<string> {
-    await this.ready;
-    const sealer = await this.cursors;
-    const surface = this.surface;
-    const digest = `${kind}:${kind === 'prompts' ? surface.digests.prompts : surface.digests.resources}`;
-    const items =
-      kind === 'prompts'
-        ? this.views.promptView(principal).entries.map((e) => e.prompt)
-        : kind === 'resources'
-          ? this.views.resourceView(principal).resources.map((e) => e.resource)
-          : this.views.resourceView(principal).templates.map((e) => e.template);
-    const offset = cursor === undefined ? 0 : await sealer.open(cursor, digest, principal.viewKey);
-    const pageSize = this.config.gateway.pageSize;
-    const field = kind === 'templates' ? 'resourceTemplates' : kind;
-    const out: Record<string, unknown> = { [field]: items.slice(offset, offset + pageSize) };
-    if (offset + pageSize < items.length)
-      out.nextCursor = await sealer.seal(digest, offset + pageSize, principal.viewKey);
-    return JSON.stringify(out);
+    return this.tools.resolve(principal, name);
   }
 
   /** The upstream that owns a server name, connected or waiting for its first attempt. */
@@ -512,40 +339,6 @@ export class Gateway {
     const owner = await this.owner(server);
     if (owner.config.isolation === 'shared') return owner;
     return this.isolated.instance(owner.config, principal);
-  }
-
-  /**
-   * The serialized tools/list result for this principal and cursor. Pages are cached per catalog
-   * version and per view (grant set), so a repeated listing costs a lookup, not a serialization.
-   */
-  async listToolsJson(principal: Principal, cursor: unknown): Promise<string> {
-    await this.ready;
-    const key = `${principal.viewKey}\0${typeof cursor === 'string' ? cursor : ''}`;
-    const version = this.catalog.version;
-    const hit = cursor === undefined || typeof cursor === 'string' ? this.pageCache.get(key) : undefined;
-    if (hit && hit.version === version) return hit.json;
-    const json = JSON.stringify(await this.listTools(principal, cursor));
-    if (this.pageCache.size >= 1000) this.pageCache.clear();
-    this.pageCache.set(key, { version, json });
-    return json;
-  }
-
-  /**
-   * F2: when every upstream the caller may name failed, say which and why instead of answering an
-   * empty list. Only servers its grants could reach are named (#13.4), each with a reason that
-   * carries no upstream text (publicReason); a caller that may name none gets the empty list.
-   */
-  private assertSomeUpstreamUp(principal: Principal): void {
-    const enabled = this.pool.upstreams.filter(
-      (u) => u.state !== 'disabled' && mayNameServer(principal, u.config.prefix),
-    );
-    if (enabled.length === 0 || enabled.some((u) => u.state === 'ready')) return;
-    const upstreams = enabled.map((u) => ({ name: u.name, state: u.state, error: u.lastError ?? u.state }));
-    throw new ManifoldError(
-      'ERR_ALL_UPSTREAMS_FAILED',
-      `no upstream server is available: ${upstreams.map((u) => `${u.name} (${u.error})`).join('; ')}`,
-      { data: { upstreams } },
-    );
   }
 
   /** Tracks in-flight calls so that shutdown can drain them. */
@@ -576,14 +369,7 @@ export class Gateway {
         ? { ...u, isolation, instances: this.isolated.count(u.name) }
         : u;
     });
-    const enabled = upstreams.filter((u) => u.state !== 'disabled');
-    const ready = enabled.filter((u) => u.state === 'ready').length;
-    let status: Health['status'];
-    if (this.stopping) status = 'stopping';
-    else if (enabled.some((u) => u.state === 'connecting') && ready === 0) status = 'starting';
-    else if (ready === enabled.length) status = 'ok';
-    else status = ready === 0 ? 'down' : 'degraded';
-    return { status, version: this.version, upstreams, diagnostics: this.catalog.diagnostics };
+    return gatewayHealth(upstreams, this.stopping, this.version, this.catalog.diagnostics);
   }
 
   /** Stop accepting calls, let in-flight ones finish within `graceMs`, then close everything. */

@@ -116,7 +116,7 @@ export async function dispatchCommon(edge: Edge, ex: Exchange): Promise<Response
   const { gateway } = edge;
   switch (request.method) {
     case 'tools/list': {
-      const page = await gateway.listToolsJson(principal, request.params?.cursor);
+      const page = await gateway.pages.listToolsJson(principal, request.params?.cursor);
       return json(
         `{"jsonrpc":"2.0","id":${JSON.stringify(request.id)},"result":${ex.resultJson(page, edge.listCache)}}`,
       );
@@ -132,7 +132,7 @@ export async function dispatchCommon(edge: Edge, ex: Exchange): Promise<Response
           : request.method === 'resources/list'
             ? 'resources'
             : 'templates';
-      const page = await gateway.listSurfaceJson(kind, principal, request.params?.cursor);
+      const page = await gateway.pages.listSurfaceJson(kind, principal, request.params?.cursor);
       return json(
         `{"jsonrpc":"2.0","id":${JSON.stringify(request.id)},"result":${ex.resultJson(page, edge.listCache)}}`,
       );

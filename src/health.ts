@@ -1,0 +1,30 @@
+/** What `/healthz` reports: the gateway's state from its upstreams', and the catalog's diagnostics. */
+import type { Diagnostic } from './aggregate/catalog.js';
+import type { UpstreamStatus } from './upstream/upstream.js';
+
+export interface Health {
+  status: 'ok' | 'degraded' | 'down' | 'starting' | 'stopping';
+  version: string;
+  upstreams: UpstreamStatus[];
+  diagnostics: readonly Diagnostic[];
+}
+
+/**
+ * ok when every enabled upstream is ready, down when none is, starting while none is ready and
+ * some are still connecting, degraded otherwise; stopping once shutdown began.
+ */
+export function gatewayHealth(
+  upstreams: UpstreamStatus[],
+  stopping: boolean,
+  version: string,
+  diagnostics: readonly Diagnostic[],
+): Health {
+  const enabled = upstreams.filter((u) => u.state !== 'disabled');
+  const ready = enabled.filter((u) => u.state === 'ready').length;
+  let status: Health['status'];
+  if (stopping) status = 'stopping';
+  else if (enabled.some((u) => u.state === 'connecting') && ready === 0) status = 'starting';
+  else if (ready === enabled.length) status = 'ok';
+  else status = ready === 0 ? 'down' : 'degraded';
+  return { status, version, upstreams, diagnostics };
+}

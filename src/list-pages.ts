@@ -1,0 +1,120 @@
+/**
+ * The gateway's lists a page at a time: tools/list per principal (pages cached per catalog version
+ * and view) and the surface lists, behind cursors sealed to the list's content digest and the view,
+ * so another instance serving the same catalog accepts them.
+ */
+import type { Catalog, CatalogEntry } from './aggregate/catalog.js';
+import type { CursorSealer } from './aggregate/cursor.js';
+import type { Surface } from './aggregate/surface.js';
+import { mayNameServer } from './auth/grants.js';
+import type { Principal } from './auth/principal.js';
+import type { Config } from './config/types.js';
+import { ManifoldError } from './errors.js';
+import type { SurfaceViews } from './surface-views.js';
+import type { ToolViews } from './tool-views.js';
+import type { UpstreamPool } from './upstream/pool.js';
+
+export interface ToolPage {
+  tools: CatalogEntry['tool'][];
+  nextCursor?: string;
+}
+
+/** What the pages are cut from: the gateway's current state. */
+export interface PageSource {
+  readonly ready: Promise<void>;
+  readonly catalog: Catalog;
+  readonly surface: Surface;
+  readonly views: SurfaceViews;
+  readonly config: Config;
+  readonly pool: UpstreamPool;
+}
+
+export class ListPages {
+  private readonly pageCache = new Map<string, { version: number; json: string }>();
+
+  constructor(
+    private readonly g: PageSource,
+    private readonly tools: ToolViews,
+    private readonly cursors: Promise<CursorSealer>,
+  ) {}
+
+  async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {
+    await this.g.ready;
+    const sealer = await this.cursors;
+    const catalog = this.tools.catalogOf(principal);
+    // Cursors name the catalog by its content, not this process's version counter, so another
+    // instance serving the same catalog accepts them (any instance serves any modern request).
+    const offset = cursor === undefined ? 0 : await sealer.open(cursor, catalog.digest, principal.viewKey);
+    const visible = this.tools.entries(principal);
+    if (visible.length === 0 && offset === 0) this.assertSomeUpstreamUp(principal);
+    const pageSize = this.g.config.gateway.pageSize;
+    const page = visible.slice(offset, offset + pageSize);
+    const out: ToolPage = { tools: page.map((e) => e.tool) };
+    if (offset + pageSize < visible.length) {
+      out.nextCursor = await sealer.seal(catalog.digest, offset + pageSize, principal.viewKey);
+    }
+    return out;
+  }
+
+  /**
+   * The serialized result of prompts/list, resources/list or resources/templates/list for this
+   * principal and cursor. Cursors are bound to the list, its content digest and the view.
+   */
+  async listSurfaceJson(
+    kind: 'prompts' | 'resources' | 'templates',
+    principal: Principal,
+    cursor: unknown,
+  ): Promise<string> {
+    await this.g.ready;
+    const sealer = await this.cursors;
+    const surface = this.g.surface;
+    const digest = `${kind}:${kind === 'prompts' ? surface.digests.prompts : surface.digests.resources}`;
+    const items =
+      kind === 'prompts'
+        ? this.g.views.promptView(principal).entries.map((e) => e.prompt)
+        : kind === 'resources'
+          ? this.g.views.resourceView(principal).resources.map((e) => e.resource)
+          : this.g.views.resourceView(principal).templates.map((e) => e.template);
+    const offset = cursor === undefined ? 0 : await sealer.open(cursor, digest, principal.viewKey);
+    const pageSize = this.g.config.gateway.pageSize;
+    const field = kind === 'templates' ? 'resourceTemplates' : kind;
+    const out: Record<string, unknown> = { [field]: items.slice(offset, offset + pageSize) };
+    if (offset + pageSize < items.length)
+      out.nextCursor = await sealer.seal(digest, offset + pageSize, principal.viewKey);
+    return JSON.stringify(out);
+  }
+
+  /**
+   * The serialized tools/list result for this principal and cursor. Pages are cached per catalog
+   * version and per view (grant set), so a repeated listing costs a lookup, not a serialization.
+   */
+  async listToolsJson(principal: Principal, cursor: unknown): Promise<string> {
+    await this.g.ready;
+    const key = `${principal.viewKey}\0${typeof cursor === 'string' ? cursor : ''}`;
+    const version = this.g.catalog.version;
+    const hit = cursor === undefined || typeof cursor === 'string' ? this.pageCache.get(key) : undefined;
+    if (hit && hit.version === version) return hit.json;
+    const json = JSON.stringify(await this.listTools(principal, cursor));
+    if (this.pageCache.size >= 1000) this.pageCache.clear();
+    this.pageCache.set(key, { version, json });
+    return json;
+  }
+
+  /**
+   * F2: when every upstream the caller may name failed, say which and why instead of answering an
+   * empty list. Only servers its grants could reach are named (#13.4), each with a reason that
+   * carries no upstream text (publicReason); a caller that may name none gets the empty list.
+   */
+  private assertSomeUpstreamUp(principal: Principal): void {
+    const enabled = this.g.pool.upstreams.filter(
+      (u) => u.state !== 'disabled' && mayNameServer(principal, u.config.prefix),
+    );
+    if (enabled.length === 0 || enabled.some((u) => u.state === 'ready')) return;
+    const upstreams = enabled.map((u) => ({ name: u.name, state: u.state, error: u.lastError ?? u.state }));
+    throw new ManifoldError(
+      'ERR_ALL_UPSTREAMS_FAILED',
+      `no upstream server is available: ${upstreams.map((u) => `${u.name} (${u.error})`).join('; ')}`,
+      { data: { upstreams } },
+    );
+  }
+}

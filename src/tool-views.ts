@@ -1,0 +1,128 @@
+/**
+ * Per-principal views of the tool catalog: what a principal's tools/list shows, which names it may
+ * call, its search mode, and its digest for list_changed. Cut from the cached catalog snapshot
+ * (the gateway's, or its profile's) once per catalog and view key, and filtered after the cache.
+ */
+import { type Catalog, type CatalogEntry, digestOf } from './aggregate/catalog.js';
+import { indexOf, searchMetaEntries } from './aggregate/search.js';
+import { grantsMatcher } from './auth/grants.js';
+import type { Principal } from './auth/principal.js';
+import { ManifoldError } from './errors.js';
+import { compileGlobs } from './guards/glob.js';
+import type { ProfileSet } from './profiles.js';
+
+interface View {
+  version: number;
+  /** What tools/list lists: every visible tool, or in search mode the meta-tools and pins. */
+  entries: CatalogEntry[];
+  /** Every name the principal may call: all visible tools, and the listed meta-tools. */
+  names: Set<string>;
+  /** The catalog it was cut from (the gateway's, or its profile's). */
+  catalog: Catalog;
+  /** Search mode: tools are found with manifold__search_tools; its meta entries by name. */
+  search?: { metas: ReadonlyMap<string, CatalogEntry>; limit: number };
+  digest?: string;
+}
+
+export class ToolViews {
+  private readonly cache = new Map<string, View>();
+
+  constructor(
+    private readonly current: () => Catalog,
+    private readonly profiles: ProfileSet,
+  ) {}
+
+  /** Forgets every view (the catalog changed). */
+  clear(): void {
+    this.cache.clear();
+  }
+
+  /** The catalog a principal's requests are served from: its profile's, or the gateway's. */
+  catalogOf(principal: Principal): Catalog {
+    return principal.profile === undefined ? this.current() : this.profiles.catalogOf(principal.profile);
+  }
+
+  /** What tools/list shows a principal. */
+  entries(principal: Principal): CatalogEntry[] {
+    return this.view(principal).entries;
+  }
+
+  /** Search hits the principal may see, best first, at most `limit` (or its searchLimit). */
+  search(principal: Principal, query: string, limit?: number): CatalogEntry[] {
+    const view = this.view(principal);
+    const max = this.profiles.settingsOf(principal).searchLimit;
+    const n = Math.min(max, limit ?? max);
+    return indexOf(view.catalog).search(query, n, (name) => view.names.has(name));
+  }
+
+  /** A digest of the principal's tool list: equal digests, an unchanged list. */
+  digest(principal: Principal): string {
+    const view = this.view(principal);
+    view.digest ??=
+      view.entries === view.catalog.entries
+        ? view.catalog.digest
+        : digestOf(JSON.stringify(view.entries.map((e) => e.tool)));
+    return view.digest;
+  }
+
+  isVisible(principal: Principal, name: string): boolean {
+    return this.view(principal).names.has(name);
+  }
+
+  /** An exposed name for this principal; invisible and unknown fail identically (A13). */
+  resolve(principal: Principal, name: unknown): CatalogEntry {
+    const view = this.view(principal);
+    const entry =
+      typeof name === 'string' ? (view.catalog.byName.get(name) ?? view.search?.metas.get(name)) : undefined;
+    if (!entry || !view.names.has(entry.name)) {
+      const gone = typeof name === 'string' ? view.catalog.removed.get(name) : undefined;
+      if (gone && this.mayKnow(principal, name as string)) {
+        throw new ManifoldError(
+          'ERR_TOOL_UNKNOWN',
+          `tool ${name as string} is no longer published by server ${gone}`,
+        );
+      }
+      throw new ManifoldError(
+        'ERR_TOOL_UNKNOWN',
+        `Unknown tool: ${typeof name === 'string' ? name.slice(0, 128) : ''}`,
+      );
+    }
+    return entry;
+  }
+
+  /** Whether the principal's grants cover a name (for telling it a tool it may know was removed). */
+  private mayKnow(principal: Principal, name: string): boolean {
+    return (principal.grants === '*' && !principal.cap) || grantsMatcher(principal)(name);
+  }
+
+  private view(principal: Principal): View {
+    const catalog = this.catalogOf(principal);
+    const hit = this.cache.get(principal.viewKey);
+    if (hit && hit.catalog === catalog) return hit;
+    let entries: CatalogEntry[];
+    if (principal.grants === '*' && !principal.cap) entries = catalog.entries as CatalogEntry[];
+    else {
+      const granted = grantsMatcher(principal);
+      const tools = catalog.entries.filter((e) => !e.meta && granted(e.name, e.risk));
+      // Meta-tools are visible when anything is, and only ever reveal what the caller can see.
+      entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name, e.risk)) : [];
+    }
+    const names = new Set(entries.map((e) => e.name));
+    const view: View = { version: catalog.version, entries, names, catalog };
+    const settings = this.profiles.settingsOf(principal);
+    const count = entries.reduce((n, e) => (e.meta ? n : n + 1), 0);
+    if (count > 0 && (settings.mode === 'search' || count > settings.maxTools)) {
+      if (settings.mode === 'full')
+        this.profiles.logSearchSwitch(principal, catalog, count, settings.maxTools);
+      // Search mode: list the meta-tools and the pinned tools; everything visible stays callable.
+      const metas = searchMetaEntries(settings.searchLimit);
+      const pinned = compileGlobs(settings.pin);
+      view.entries = [...metas, ...entries.filter((e) => !e.meta && pinned(e.name))];
+      for (const m of metas) names.add(m.name);
+      view.search = { metas: new Map(metas.map((m) => [m.name, m])), limit: settings.searchLimit };
+    }
+    if (this.cache.size > 1000) this.cache.clear();
+    this.cache.set(principal.viewKey, view);
+    return view;
+  }
+}
