@@ -1,19 +1,18 @@
-import type { ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import { serve as honoServe, type ServerType } from '@hono/node-server';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
 import type { Logger } from '../../src/log.js';
-import { createApp } from '../../src/server/app.js';
-import { type DisconnectHook, signalDisconnect } from '../../src/server/mcp.js';
+import { createHttp } from '../../src/server/app.js';
 import type { BackoffOptions } from '../../src/upstream/backoff.js';
+import { httpLane } from './http-lane.js';
 import { nodePlatform } from './platform.js';
 import { openSqliteStore } from './sqlite-store.js';
 
 export interface RunningGateway {
   gateway: Gateway;
-  server: ServerType;
+  server: Server;
   url: string;
   /** Stop accepting, drain in-flight calls within the grace period, close upstreams and children. */
   stop(): Promise<void>;
@@ -30,21 +29,6 @@ export interface StartOptions {
   /** Wait for the first round of upstream connections before resolving. */
   waitReady?: boolean;
 }
-
-/**
- * A client that goes away before its answer is complete, seen on the Node response itself: the
- * request's AbortSignal would do, but @hono/node-server makes one lazily per request, and an
- * AbortController costs more on Node 20 than the rest of a relayed call's bookkeeping.
- */
-const nodeDisconnect: DisconnectHook = (c, listener) => {
-  const res = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-  if (!res) return signalDisconnect(c, listener);
-  const onClose = () => {
-    if (!res.writableFinished) listener();
-  };
-  res.once('close', onClose);
-  return () => res.off('close', onClose);
-};
 
 /** Starts the gateway on Node: the HTTP listener first, then upstream discovery in parallel. */
 export async function startGateway(options: StartOptions): Promise<RunningGateway> {
@@ -63,12 +47,16 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
       : {}),
     ...(options.backoff ? { backoff: options.backoff } : {}),
   });
-  const app = createApp(gateway, { onDisconnect: nodeDisconnect });
-  const server = await new Promise<ServerType>((resolve, reject) => {
-    const s = honoServe({ fetch: app.fetch, port: config.gateway.port, hostname: config.gateway.host }, () =>
-      resolve(s),
-    );
-    s.once('error', reject);
+  const { app, mcp } = createHttp(gateway);
+  // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
+  const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));
+  const server = createServer(httpLane(mcp, other, log));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.gateway.port, config.gateway.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
@@ -91,8 +79,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
       // Drained calls may still be writing their responses: let connections finish on their
       // own briefly before cutting whatever is left.
       await Promise.race([closed, new Promise((r) => setTimeout(r, 1000).unref())]);
-      const s = server as ServerType & { closeAllConnections?: () => void };
-      s.closeAllConnections?.();
+      server.closeAllConnections();
       await closed;
       log.info('gateway.stopped');
     })();

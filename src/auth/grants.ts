@@ -10,7 +10,7 @@ import type { AuthConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { compileGlobs } from '../guards/glob.js';
 import { isRiskClass, type RiskClass } from '../guards/risk.js';
-import type { Principal } from './principal.js';
+import type { HeaderBag, Principal } from './principal.js';
 
 /** The scope (RFC 6749 §3.3) that unlocks operator detail such as the full health report. */
 export const ADMIN_SCOPE = 'manifold:admin';
@@ -83,7 +83,10 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
  * extractBearer(new Request('https://gw/mcp', { headers: { authorization: 'Basic Zm9v' } }));
  * // { presented: true } (no token)
  */
-export function extractBearer(request: Request): { token?: string; presented: boolean } {
+export function extractBearer(request: { readonly headers: HeaderBag }): {
+  token?: string;
+  presented: boolean;
+} {
   // Headers.get joins repeated headers with ", ", which the pattern refuses: two Authorization
   // headers are ambiguous and count as malformed.
   const header = request.headers.get('authorization');

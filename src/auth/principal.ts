@@ -36,7 +36,12 @@ export const anonymousPrincipal: Principal = Object.freeze({
   viewKey: 'anonymous',
 });
 
-export type Authenticator = (request: Request) => Promise<Principal>;
+/** The headers of a request, as much as authentication reads: a Request's, or the Node lane's. */
+export interface HeaderBag {
+  get(name: string): string | null;
+}
+
+export type Authenticator = (request: { readonly headers: HeaderBag }) => Promise<Principal>;
 
 /** No auth configured: everyone is the anonymous principal. */
 export const noAuth: Authenticator = async () => anonymousPrincipal;

@@ -1,4 +1,5 @@
 import { json } from './dispatch.js';
+import type { Reply } from './http-in.js';
 import { SseStream, sseHeaders } from './sse.js';
 
 /**
@@ -21,8 +22,8 @@ export interface EventSink {
 }
 
 export class Answer {
-  readonly response: Promise<Response>;
-  private resolve!: (r: Response) => void;
+  readonly response: Promise<Reply>;
+  private resolve!: (r: Reply) => void;
   private stream: EventSink | undefined;
   private done = false;
   /** Runs when the client closes the stream before the answer is complete. */

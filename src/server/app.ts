@@ -1,16 +1,16 @@
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { createAuthenticator } from '../auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../auth/principal.js';
 import { isLoopbackHost } from '../config/bind.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
-import { readTextCapped } from '../read-capped.js';
 import type { Edge } from './dispatch.js';
 import { toRpcError } from './errors.js';
-import { hostAllowed, originGuard } from './http-guards.js';
+import { hostAllowed, originCheck, originGuard, readBodyCapped } from './http-guards.js';
+import { type HttpIn, PlainReply, type Reply, toResponse } from './http-in.js';
 import { errorMessage } from './jsonrpc.js';
 import { ListenRegistry } from './listen.js';
-import { announceChanged, createMcpHandlers, type DisconnectHook } from './mcp.js';
+import { announceChanged, createMcpHandlers } from './mcp.js';
 import { HeldCalls } from './mrtr.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
@@ -26,11 +26,23 @@ export interface AppOptions {
   authenticate?: Authenticator;
   /** Check the Host header. Defaults to on when the gateway is bound to a loopback address. */
   checkHost?: boolean;
-  /**
-   * How the runtime tells that a client went away mid-request (a modern request is then
-   * cancelled). Default: the request's own AbortSignal.
-   */
-  onDisconnect?: DisconnectHook;
+}
+
+/**
+ * POST /mcp and /mcp/<profile> without Hono, for a runtime that reads the request itself (the
+ * Node lane, deploy/node/http-lane.ts): the same admission, handlers and error answers as the
+ * app's own routes, which call it too.
+ */
+export interface McpEndpoint {
+  /** The profile a path names: undefined for /mcp, its name for /mcp/<name>, null for other paths. */
+  route(path: string): string | undefined | null;
+  /** A whole POST: origin and host, authentication, then the message. Never throws. */
+  post(c: HttpIn, profile: string | undefined): Promise<Reply>;
+}
+
+export interface Http {
+  app: Hono;
+  mcp: McpEndpoint;
 }
 
 /** How long a modern client may treat a list as fresh (list_changed still invalidates it at once). */
@@ -41,6 +53,11 @@ const LIST_TTL_MS = 60_000;
  * in one place; nothing escapes as a 500 with a stack.
  */
 export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
+  return createHttp(gateway, options).app;
+}
+
+/** The Hono app, and the MCP endpoint it routes to (which the Node lane calls directly). */
+export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   const g = gateway.config.gateway;
   const auth = g.auth || undefined;
   const authenticate =
@@ -48,17 +65,17 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
   // RFC 9728 §5.1: a 401 points at the protected-resource metadata of this endpoint. Its URL is
   // the configured auth.resource; without one, the request's own origin only when its Host is one
   // the gateway serves (loopback or gateway.hostnames), never an arbitrary echoed Host (#13.14).
-  const resource = (c: { req: { url: string; header(name: string): string | undefined } }) => {
+  const resource = (c: { url(): string; header(name: string): string | undefined }) => {
     if (auth?.resource) return auth.resource;
-    if (hostAllowed(c.req.header('host'), g.hostnames)) return `${new URL(c.req.url).origin}/mcp`;
+    if (hostAllowed(c.header('host'), g.hostnames)) return `${new URL(c.url()).origin}/mcp`;
     const host = g.hostnames[0] ?? (g.host.includes(':') ? `[${g.host}]` : g.host);
     return `http://${host}${g.hostnames[0] ? '' : `:${g.port}`}/mcp`;
   };
   // A profile's endpoint (#17) has its own metadata document, at the path-specific form.
   const profileOf = (path: string) => (path.startsWith('/mcp/') ? path.slice(5) : undefined);
-  const metadataUrl = (c: { req: { url: string; path: string; header(name: string): string | undefined } }) =>
+  const metadataUrl = (c: { url(): string; path: string; header(name: string): string | undefined }) =>
     `${new URL(resource(c)).origin}/.well-known/oauth-protected-resource/mcp${
-      profileOf(c.req.path) !== undefined ? `/${encodeURIComponent(profileOf(c.req.path)!)}` : ''
+      profileOf(c.path) !== undefined ? `/${encodeURIComponent(profileOf(c.path)!)}` : ''
     }`;
   // Sessions and listen streams belong to the HTTP edge: nothing below it knows about them.
   const edge: Edge = {
@@ -77,7 +94,7 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
     held: new HeldCalls(),
     taskPumps: new TaskPumps(() => gateway.platform.now()),
   };
-  const mcp = createMcpHandlers(edge, options.onDisconnect);
+  const mcp = createMcpHandlers(edge);
   gateway.onCatalogChange((_catalog, changed) => announceChanged(edge, changed));
   gateway.onShutdown(() => {
     edge.listeners.closeAll();
@@ -86,11 +103,14 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
     edge.sessions.clear();
   });
 
-  const app = new Hono();
-  app.onError((err, c) => {
+  /** Every error thrown below becomes its status and a JSON-RPC error body here, redacted. */
+  const errorReply = (
+    err: unknown,
+    c: { url(): string; path: string; header(name: string): string | undefined },
+  ) => {
     const e = toRpcError(err);
     if (e.data.manifold === 'ERR_INTERNAL') {
-      gateway.log.error('http.internal_error', { path: c.req.path, error: String(err).split('\n')[0] });
+      gateway.log.error('http.internal_error', { path: c.path, error: String(err).split('\n')[0] });
     }
     const status = e.status === 200 ? 500 : e.status;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -100,12 +120,56 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
       headers['www-authenticate'] =
         `Bearer resource_metadata="${metadataUrl(c)}"${presented ? ', error="invalid_token"' : ''}`;
     }
-    return new Response(gateway.redact(errorMessage(null, e.code, e.message, e.data)), {
-      status,
-      headers,
-    });
+    return new PlainReply(status, gateway.redact(errorMessage(null, e.code, e.message, e.data)), headers);
+  };
+  const checkMcp = originCheck({
+    allowedOrigins: g.allowedOrigins,
+    hostnames: g.hostnames,
+    checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
   });
-  app.notFound(() => new Response(JSON.stringify({ error: 'not found' }), { status: 404 }));
+  /** Origin and Host, then the token: who the request is from, or a refusal. */
+  const admit = async (c: HttpIn, profile: string | undefined) => {
+    checkMcp((name) => c.header(name));
+    try {
+      c.principal = gateway.profilePrincipal(await authenticate(c), profile);
+    } catch (e) {
+      // Read (and drop) the body before refusing, so the connection stays usable for the
+      // client's retry with a token; some servers close a socket with an unread body.
+      await c.text(g.maxBodyBytes).catch(() => '');
+      throw e;
+    }
+  };
+  const endpoint: McpEndpoint = {
+    route(path) {
+      if (path === '/mcp') return undefined;
+      // One segment, as Hono's /mcp/:profile matches it (and decodes it).
+      const name = profileOf(path);
+      if (!name || name.includes('/')) return null;
+      try {
+        return decodeURIComponent(name);
+      } catch {
+        return null;
+      }
+    },
+    async post(c, profile) {
+      try {
+        await admit(c, profile);
+        return await mcp.post(c);
+      } catch (e) {
+        return errorReply(e, c);
+      }
+    },
+  };
+
+  const app = new Hono();
+  app.onError((err, c) => toResponse(errorReply(err, honoIn(c))));
+  app.notFound(
+    () =>
+      new Response(JSON.stringify({ error: 'not found' }), {
+        status: 404,
+        headers: { 'content-type': 'application/json' },
+      }),
+  );
 
   // /healthz answers only for a Host the gateway serves (or an IP literal, as load balancers
   // probe): a DNS-rebinding page must not read it (#13.5). Its status code is what a load balancer
@@ -130,8 +194,8 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
   });
 
   // RFC 9728 protected-resource metadata, at the root and the path-specific form (§3.1).
-  const metadata = (c: { req: { url: string; header(name: string): string | undefined } }) => ({
-    resource: resource(c),
+  const metadata = (c: Context) => ({
+    resource: resource(honoIn(c)),
     authorization_servers: auth?.authorizationServers ?? [],
     // The grammar, not the servers: anonymous callers learn no server names here (#13.14).
     scopes_supported: ['tools:*', 'prompts:*', 'resources:*', 'manifold:admin'],
@@ -142,35 +206,42 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
   app.get('/.well-known/oauth-protected-resource/mcp/:profile', (c) => {
     const profile = c.req.param('profile');
     if (!auth || !gateway.config.profiles.some((p) => p.name === profile)) return c.notFound();
-    return c.json({ ...metadata(c), resource: `${resource(c)}/${profile}` });
+    return c.json({ ...metadata(c), resource: `${resource(honoIn(c))}/${profile}` });
   });
 
   // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
   for (const path of ['/mcp', '/mcp/:profile']) {
-    app.use(
-      path,
-      originGuard({
-        allowedOrigins: g.allowedOrigins,
-        hostnames: g.hostnames,
-        checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
-      }),
-    );
-    app.use(path, async (c, next) => {
-      try {
-        const principal = await authenticate(c.req.raw);
-        c.set('principal', gateway.profilePrincipal(principal, c.req.param('profile')));
-      } catch (e) {
-        // Read (and drop) the body before refusing, so the connection stays usable for the
-        // client's retry with a token; some servers close a socket with an unread body.
-        await readTextCapped(c.req.raw.body, g.maxBodyBytes, () => new Error('too large')).catch(() => '');
-        throw e;
-      }
-      await next();
-    });
-    app.post(path, (c) => mcp.post(c));
-    app.get(path, (c) => mcp.get(c));
-    app.delete(path, (c) => mcp.delete(c));
+    app.post(path, async (c) => toResponse(await endpoint.post(honoIn(c), c.req.param('profile'))));
+    const other = (handle: (c: HttpIn) => Reply) => async (c: Context) => {
+      const inp = honoIn(c);
+      await admit(inp, c.req.param('profile'));
+      return toResponse(handle(inp));
+    };
+    app.get(path, other(mcp.get));
+    app.delete(path, other(mcp.delete));
     app.all(path, () => new Response(null, { status: 405, headers: { allow: 'GET, POST, DELETE' } }));
   }
-  return app;
+  return { app, mcp: endpoint };
+}
+
+/** A Hono request as the endpoint reads it. A client that goes away aborts the request's signal. */
+function honoIn(c: Context): HttpIn {
+  const raw = c.req.raw;
+  return {
+    header: (name) => c.req.header(name),
+    headers: raw.headers,
+    path: c.req.path,
+    url: () => c.req.url,
+    text: (max) => readBodyCapped(raw, max),
+    onDisconnect(listener) {
+      const signal = raw.signal;
+      if (signal.aborted) {
+        listener();
+        return () => {};
+      }
+      signal.addEventListener('abort', listener, { once: true });
+      return () => signal.removeEventListener('abort', listener);
+    },
+    principal: undefined as never,
+  };
 }

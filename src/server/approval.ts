@@ -22,6 +22,7 @@ import type { InputRequests } from '../upstream/session.js';
 import type { Answer } from './answer.js';
 import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
+import type { Reply } from './http-in.js';
 import { rawResultMessage } from './jsonrpc.js';
 import { inputRequiredResult, invalidState, type StateBody } from './mrtr.js';
 
@@ -184,7 +185,7 @@ export async function askApprovalModern(
   t: { method: string; target: string },
   gate: ApprovalGate,
   sealer: Sealer,
-): Promise<Response> {
+): Promise<Reply> {
   if (!canElicitForm(ex.clientCapabilities)) return json(gate.refuse('unsupported', ex.request.id));
   const state = await sealer.seal({
     v: 1,

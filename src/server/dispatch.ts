@@ -3,6 +3,7 @@ import type { Gateway } from '../gateway.js';
 import { type Era, TASKS_EXTENSION } from '../protocol/versions.js';
 import { toRpcError } from './errors.js';
 import type { CacheHint, Exchange } from './exchange.js';
+import { PlainReply, type Reply } from './http-in.js';
 import { errorMessage, type JsonRpcId } from './jsonrpc.js';
 import type { ListenRegistry } from './listen.js';
 import type { HeldCalls } from './mrtr.js';
@@ -60,33 +61,9 @@ export interface Edge {
 
 const jsonHeaders = { 'content-type': 'application/json' };
 
-/** A JSON body longer than this (in characters) is sent in pieces: see `json`. */
-export const STREAMED_BODY_CHARS = 1 << 20;
-const PIECE_CHARS = 256 * 1024;
-
-/**
- * A JSON response. A big body (a 20 MiB tool result) is streamed in 256 Ki-character pieces, each
- * encoded when the socket wants it, instead of handed to the runtime whole: written whole, Node
- * encodes all of it into one more buffer while it waits on the socket, one copy more of the
- * biggest thing the gateway ever holds (#18: measured on the peak memory of a 20 MiB answer).
- */
-export function json(body: string, status = 200, extra?: Record<string, string>): Response {
-  const headers = extra ? { ...jsonHeaders, ...extra } : jsonHeaders;
-  if (body.length <= STREAMED_BODY_CHARS) return new Response(body, { status, headers });
-  const encoder = new TextEncoder();
-  let at = 0;
-  const stream = new ReadableStream<Uint8Array>({
-    pull(controller) {
-      // A piece never ends between the halves of a surrogate pair.
-      let end = Math.min(at + PIECE_CHARS, body.length);
-      const last = body.charCodeAt(end - 1);
-      if (end < body.length && last >= 0xd800 && last <= 0xdbff) end++;
-      controller.enqueue(encoder.encode(body.slice(at, end)));
-      at = end;
-      if (at >= body.length) controller.close();
-    },
-  });
-  return new Response(stream, { status, headers });
+/** A JSON answer; a big one leaves in pieces (http-in.ts `pieces`), whatever the runtime. */
+export function json(body: string, status = 200, extra?: Record<string, string>): PlainReply {
+  return new PlainReply(status, body, extra ? { ...jsonHeaders, ...extra } : jsonHeaders);
 }
 
 /** A JSON-RPC error body for `e`, logged when it is the gateway's own bug. */
@@ -105,13 +82,13 @@ export function failBody(
 }
 
 /** An error as the whole HTTP answer: its own status (4xx for transport-level problems). */
-export function failResponse(edge: Edge, id: JsonRpcId | null, e: unknown, era: Era): Response {
+export function failResponse(edge: Edge, id: JsonRpcId | null, e: unknown, era: Era): PlainReply {
   const { status, body } = failBody(edge, id, e, era);
   return json(body, status);
 }
 
 /** The methods both eras serve the same way. Era-only methods are handled before this. */
-export async function dispatchCommon(edge: Edge, ex: Exchange): Promise<Response> {
+export async function dispatchCommon(edge: Edge, ex: Exchange): Promise<Reply> {
   const { principal, request } = ex;
   const { gateway } = edge;
   switch (request.method) {

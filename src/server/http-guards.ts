@@ -26,20 +26,23 @@ export interface OriginGuardOptions {
 
 /**
  * DNS-rebinding defence (spec: transports, security warning; SECURITY B3): a present Origin
- * that is not allowed is 403, and so is a Host the gateway does not serve.
+ * that is not allowed is 403, and so is a Host the gateway does not serve. Throws; the edge
+ * turns the error into its answer.
  *
- * @example app.use('/mcp', originGuard({ allowedOrigins: [], hostnames: [], checkHost: true }))
+ * @example const check = originCheck({ allowedOrigins: [], hostnames: [], checkHost: true }); check(header)
  */
-export function originGuard(options: OriginGuardOptions): MiddlewareHandler {
+export function originCheck(
+  options: OriginGuardOptions,
+): (header: (name: string) => string | undefined) => void {
   const origins = new Set(options.allowedOrigins.map((o) => o.toLowerCase().replace(/\/$/, '')));
   const hosts = new Set(options.hostnames.map((h) => h.toLowerCase()));
-  return async function checkOriginAndHost(c, next) {
-    const origin = c.req.header('origin');
+  return function checkOriginAndHost(header) {
+    const origin = header('origin');
     if (origin !== undefined && !originAllowed(origin, origins)) {
       throw new ManifoldError('ERR_ORIGIN', 'origin not allowed');
     }
     if (options.checkHost) {
-      const raw = (c.req.header('host') ?? '').trim().toLowerCase();
+      const raw = (header('host') ?? '').trim().toLowerCase();
       const host = hostnameOf(raw);
       // `hostnames` entries may carry a port (gw.example.com:8443) or not.
       const literal = options.ipLiterals === true && isIpLiteral(host);
@@ -47,6 +50,14 @@ export function originGuard(options: OriginGuardOptions): MiddlewareHandler {
         throw new ManifoldError('ERR_HOST', 'host not allowed');
       }
     }
+  };
+}
+
+/** `originCheck` as Hono middleware. */
+export function originGuard(options: OriginGuardOptions): MiddlewareHandler {
+  const check = originCheck(options);
+  return async (c, next) => {
+    check((name) => c.req.header(name));
     await next();
   };
 }

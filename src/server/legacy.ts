@@ -3,7 +3,6 @@
  * (spec 2025-11-25: basic/transports, basic/lifecycle). The initialize handshake opens a session
  * held in the edge's bounded table; the GET stream carries list_changed; DELETE ends a session.
  */
-import type { Context } from 'hono';
 import type { Principal } from '../auth/principal.js';
 import type { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
@@ -13,6 +12,7 @@ import { Answer } from './answer.js';
 import { dispatchCommon, type Edge, failBody, json, serverCapabilities } from './dispatch.js';
 import { batchAllowed } from './era.js';
 import { type Exchange, legacyResult } from './exchange.js';
+import { type HttpIn, PlainReply, type Reply, replyText } from './http-in.js';
 import { classify, type JsonRpcNotification, type JsonRpcRequest, resultMessage } from './jsonrpc.js';
 import { MAX_STREAMS, parseEventId, ResumableStream } from './resumable.js';
 import { inflightKey, type Session } from './sessions.js';
@@ -27,8 +27,8 @@ export function negotiateVersion(requested: unknown): string {
     : LATEST_LEGACY;
 }
 
-export function requireSession(edge: Edge, c: Context, principal: Principal): Session {
-  const id = c.req.header(SESSION_HEADER);
+export function requireSession(edge: Edge, c: HttpIn, principal: Principal): Session {
+  const id = c.header(SESSION_HEADER);
   if (!id) throw new ManifoldError('ERR_SESSION_REQUIRED', 'Mcp-Session-Id header is required');
   const session = edge.sessions.get(id, principal.key);
   if (!session) throw new ManifoldError('ERR_SESSION_NOT_FOUND', 'session not found: initialize again');
@@ -37,14 +37,14 @@ export function requireSession(edge: Edge, c: Context, principal: Principal): Se
 }
 
 export interface LegacyPost {
-  c: Context;
+  c: HttpIn;
   principal: Principal;
   message: Record<string, unknown>;
   bytesIn: number;
   canStream: boolean;
 }
 
-export function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): Response {
+export function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): Reply {
   const { gateway } = edge;
   if (gateway.isStopping) throw new ManifoldError('ERR_SHUTTING_DOWN', 'the gateway is shutting down');
   const version = negotiateVersion(request.params?.protocolVersion);
@@ -72,7 +72,7 @@ export function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): 
 }
 
 /** One legacy message that is not an initialize: it needs its session. */
-export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Response> {
+export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Reply> {
   const incoming = classify(p.message);
   if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
     return initialize(edge, p, incoming.message);
@@ -80,11 +80,11 @@ export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Response> {
   const session = requireSession(edge, p.c, p.principal);
   if (incoming.kind === 'response') {
     onResponse(session, incoming.message);
-    return new Response(null, { status: 202 });
+    return new PlainReply(202, null, {});
   }
   if (incoming.kind === 'notification') {
     onNotification(session, incoming.message);
-    return new Response(null, { status: 202 });
+    return new PlainReply(202, null, {});
   }
   const request = incoming.message;
   try {
@@ -119,7 +119,7 @@ function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcR
   };
 }
 
-function dispatch(edge: Edge, ex: Exchange, session?: Session): Promise<Response> {
+function dispatch(edge: Edge, ex: Exchange, session?: Session): Promise<Reply> {
   if (ex.request.method === 'ping') return Promise.resolve(json(resultMessage(ex.request.id, {})));
   if (ex.request.method === 'logging/setLevel' && session) {
     // The level applies to this session's later requests (spec 2025-11-25: utilities/logging).
@@ -140,7 +140,7 @@ function dispatch(edge: Edge, ex: Exchange, session?: Session): Promise<Response
 }
 
 /** resources/subscribe and unsubscribe (spec 2025-11-25: server/resources, "Subscriptions"). */
-async function subscription(edge: Edge, ex: Exchange, session: Session): Promise<Response> {
+async function subscription(edge: Edge, ex: Exchange, session: Session): Promise<Reply> {
   const uri = ex.request.params?.uri;
   const route = edge.gateway.views.resolveResource(ex.principal, uri);
   session.watcher ??= {
@@ -286,8 +286,8 @@ export async function legacyBatch(
   edge: Edge,
   p: Omit<LegacyPost, 'message'>,
   batch: unknown[],
-): Promise<Response> {
-  const versionHeader = p.c.req.header('mcp-protocol-version');
+): Promise<Reply> {
+  const versionHeader = p.c.header('mcp-protocol-version');
   if (batch.length === 0) throw new ManifoldError('ERR_BATCH', 'an empty JSON-RPC batch is not a message');
   const incoming = batch.map((m) => classify(m));
   if (incoming.some((m) => m.kind === 'request' && m.message.method === 'initialize')) {
@@ -306,28 +306,28 @@ export async function legacyBatch(
     if (m.kind === 'response') onResponse(session, m.message);
     if (m.kind !== 'request') continue;
     const ex = exchange(edge, { ...p, canStream: false, message: {} }, session, m.message);
-    let response: Response;
+    let reply: Reply;
     try {
-      response = await dispatch(edge, ex, session);
+      reply = await dispatch(edge, ex, session);
     } catch (e) {
-      response = json(failBody(edge, m.message.id, e, 'legacy').body);
+      reply = json(failBody(edge, m.message.id, e, 'legacy').body);
     }
-    answers.push(await response.text());
+    answers.push(await replyText(reply));
   }
-  if (answers.length === 0) return new Response(null, { status: 202 });
+  if (answers.length === 0) return new PlainReply(202, null, {});
   return json(`[${answers.join(',')}]`);
 }
 
 /** The standalone stream: server-initiated messages such as tools/list_changed. */
-export function legacyGet(edge: Edge, c: Context, principal: Principal): Response {
-  const accept = c.req.header('accept') ?? '';
+export function legacyGet(edge: Edge, c: HttpIn, principal: Principal): Reply {
+  const accept = c.header('accept') ?? '';
   if (!accept.includes('text/event-stream')) {
     throw new ManifoldError('ERR_NOT_ACCEPTABLE', 'Accept must include text/event-stream');
   }
   const session = requireSession(edge, c, principal);
   // A reconnect to a POST stream (2025-11-25: transports, "Resumability and Redelivery"): what
   // the client missed, then the rest. An id the session no longer knows opens the standalone stream.
-  const last = parseEventId(c.req.header('last-event-id'));
+  const last = parseEventId(c.header('last-event-id'));
   const replay = last ? session.replays.get(last.stream) : undefined;
   if (replay && last) return new Response(replay.resume(last.seq), { status: 200, headers: sseHeaders });
   // A newer stream replaces an older one, so a client reconnecting after a dead socket is never locked out.
@@ -340,8 +340,8 @@ export function legacyGet(edge: Edge, c: Context, principal: Principal): Respons
   return new Response(stream.readable, { status: 200, headers: sseHeaders });
 }
 
-export function legacyDelete(edge: Edge, c: Context, principal: Principal): Response {
+export function legacyDelete(edge: Edge, c: HttpIn, principal: Principal): Reply {
   const session = requireSession(edge, c, principal);
   edge.sessions.delete(session.id);
-  return new Response(null, { status: 204 });
+  return new PlainReply(204, null, {});
 }

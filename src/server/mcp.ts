@@ -1,18 +1,15 @@
-import type { Context } from 'hono';
 import { ManifoldError } from '../errors.js';
 import { isModernVersion, SUPPORTED_VERSIONS } from '../protocol/versions.js';
 import { type Edge, failResponse } from './dispatch.js';
 import { decideEra, unsupportedVersion } from './era.js';
-import { readBodyCapped } from './http-guards.js';
+import { type HttpIn, PlainReply, type Reply } from './http-in.js';
 import type { JsonRpcId } from './jsonrpc.js';
 import { legacyBatch, legacyDelete, legacyGet, legacyPost } from './legacy.js';
 import type { ChangeKind } from './listen.js';
 import { modernPost } from './modern.js';
 
-export type DisconnectHook = (c: Context, listener: () => void) => () => void;
-
-function accepts(c: Context, type: string): boolean {
-  const accept = c.req.header('accept');
+function accepts(c: HttpIn, type: string): boolean {
+  const accept = c.header('accept');
   return accept === undefined || accept.includes(type) || accept.includes('*/*');
 }
 
@@ -24,25 +21,14 @@ function idOf(body: unknown): JsonRpcId | null {
   return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
 }
 
-/** Client disconnects seen through the request's own signal (made lazily, so only when asked). */
-export const signalDisconnect: DisconnectHook = (c, listener) => {
-  const signal = c.req.raw.signal;
-  if (signal.aborted) {
-    listener();
-    return () => {};
-  }
-  signal.addEventListener('abort', listener, { once: true });
-  return () => signal.removeEventListener('abort', listener);
-};
-
 /**
  * Streamable HTTP for both eras. Each POST is parsed once; its era is decided from its headers
  * and body (era.ts) and it goes to legacy.ts or modern.ts. The SDK server stack is not in this
  * path, and no McpServer is ever built per request.
  */
-export function createMcpHandlers(edge: Edge, onDisconnect: DisconnectHook = signalDisconnect) {
-  async function post(c: Context): Promise<Response> {
-    const principal = c.get('principal');
+export function createMcpHandlers(edge: Edge) {
+  async function post(c: HttpIn): Promise<Reply> {
+    const { principal } = c;
     const canStream = accepts(c, 'text/event-stream');
     if (!accepts(c, 'application/json') && !canStream) {
       throw new ManifoldError(
@@ -50,8 +36,8 @@ export function createMcpHandlers(edge: Edge, onDisconnect: DisconnectHook = sig
         'Accept must include application/json and text/event-stream',
       );
     }
-    const versionHeader = c.req.header('mcp-protocol-version');
-    const text = await readBodyCapped(c.req.raw, edge.gateway.config.gateway.maxBodyBytes);
+    const versionHeader = c.header('mcp-protocol-version');
+    const text = await c.text(edge.gateway.config.gateway.maxBodyBytes);
     let body: unknown;
     try {
       body = JSON.parse(text);
@@ -73,7 +59,7 @@ export function createMcpHandlers(edge: Edge, onDisconnect: DisconnectHook = sig
       if (!isObject(body)) throw new ManifoldError('ERR_BAD_REQUEST', 'expected one JSON-RPC 2.0 message');
       const decision = decideEra({
         versionHeader,
-        sessionHeader: c.req.header('mcp-session-id'),
+        sessionHeader: c.header('mcp-session-id'),
         message: body,
       });
       if (decision.era === 'modern') {
@@ -84,7 +70,7 @@ export function createMcpHandlers(edge: Edge, onDisconnect: DisconnectHook = sig
           meta: decision.meta,
           bytesIn: text.length,
           canStream,
-          onDisconnect: (listener) => onDisconnect(c, listener),
+          onDisconnect: (listener) => c.onDisconnect(listener),
         });
       }
       return await legacyPost(edge, { c, principal, message: body, bytesIn: text.length, canStream });
@@ -94,24 +80,24 @@ export function createMcpHandlers(edge: Edge, onDisconnect: DisconnectHook = sig
   }
 
   /** GET and DELETE belong to the legacy era; a 2026-07-28 server answers them 405 (streamable-http). */
-  function get(c: Context): Response {
-    const v = c.req.header('mcp-protocol-version');
+  function get(c: HttpIn): Reply {
+    const v = c.header('mcp-protocol-version');
     if (isModernVersion(v)) return methodNotAllowed();
     if (v !== undefined && !SUPPORTED_VERSIONS.includes(v)) throw unsupportedVersion(v);
-    return legacyGet(edge, c, c.get('principal'));
+    return legacyGet(edge, c, c.principal);
   }
 
-  function del(c: Context): Response {
-    const v = c.req.header('mcp-protocol-version');
+  function del(c: HttpIn): Reply {
+    const v = c.header('mcp-protocol-version');
     if (isModernVersion(v)) return methodNotAllowed();
-    return legacyDelete(edge, c, c.get('principal'));
+    return legacyDelete(edge, c, c.principal);
   }
 
   return { post, get, delete: del };
 }
 
-function methodNotAllowed(): Response {
-  return new Response(null, { status: 405, headers: { allow: 'POST' } });
+function methodNotAllowed(): Reply {
+  return new PlainReply(405, null, { allow: 'POST' });
 }
 
 /**

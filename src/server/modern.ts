@@ -3,7 +3,6 @@
  * basic/versioning, server/discover, patterns/subscriptions). Every request stands alone: no
  * session, no earlier request, so any instance can serve it.
  */
-import type { Context } from 'hono';
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Principal } from '../auth/principal.js';
 import type { Cancellation } from '../cancellation.js';
@@ -21,13 +20,14 @@ import { Answer } from './answer.js';
 import { dispatchCommon, type Edge, failResponse, json, serverCapabilities } from './dispatch.js';
 import type { RequestMeta } from './era.js';
 import { type Exchange, modernResult } from './exchange.js';
+import { type HttpIn, PlainReply, type Reply } from './http-in.js';
 import { classify, type JsonRpcRequest } from './jsonrpc.js';
 import { type ListenFilter, ListenRegistry } from './listen.js';
 import { sseHeaders } from './sse.js';
 import { requireTasksExtension } from './tasks.js';
 
 export interface ModernPost {
-  c: Context;
+  c: HttpIn;
   principal: Principal;
   message: Record<string, unknown>;
   meta: RequestMeta;
@@ -49,10 +49,10 @@ function dresserOf(edge: Edge): ReturnType<typeof modernResult> {
   return d;
 }
 
-export async function modernPost(edge: Edge, p: ModernPost): Promise<Response> {
+export async function modernPost(edge: Edge, p: ModernPost): Promise<Reply> {
   const incoming = classify(p.message);
   // No client notification is defined on streamable HTTP in 2026-07-28; accepting one is harmless.
-  if (incoming.kind !== 'request') return new Response(null, { status: 202 });
+  if (incoming.kind !== 'request') return new PlainReply(202, null, {});
   const request = incoming.message;
   try {
     checkStandardHeaders(p.c, request);
@@ -67,8 +67,8 @@ export async function modernPost(edge: Edge, p: ModernPost): Promise<Response> {
  * `Mcp-Method` must be present and equal the body's method; `Mcp-Name` likewise for the named
  * methods, after decoding the Base64 sentinel (streamable-http, "Server Validation").
  */
-function checkStandardHeaders(c: Context, request: JsonRpcRequest): void {
-  const method = c.req.header('mcp-method');
+function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest): void {
+  const method = c.header('mcp-method');
   if (method === undefined) {
     throw new ManifoldError(
       'ERR_HEADER_MISMATCH',
@@ -84,7 +84,7 @@ function checkStandardHeaders(c: Context, request: JsonRpcRequest): void {
   const field = NAME_FIELD[request.method];
   if (!field) return;
   const body = request.params?.[field];
-  const raw = c.req.header('mcp-name');
+  const raw = c.header('mcp-name');
   if (raw === undefined) {
     throw new ManifoldError(
       'ERR_HEADER_MISMATCH',
@@ -125,7 +125,7 @@ function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest): 
       : {};
   for (const param of plan.params) {
     const expected = paramValue(values, param);
-    const raw = p.c.req.header(`mcp-param-${param.header}`);
+    const raw = p.c.header(`mcp-param-${param.header}`);
     if (expected === undefined) continue;
     if (raw === undefined) {
       throw new ManifoldError(
@@ -160,7 +160,7 @@ function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange 
   };
 }
 
-async function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Response> {
+async function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Reply> {
   switch (ex.request.method) {
     case 'server/discover':
       return json(
@@ -183,7 +183,7 @@ async function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Respon
 /** At most this many resource URIs in one listen request's filter. */
 const MAX_WATCHED = 64;
 
-async function listen(edge: Edge, ex: Exchange, p: ModernPost): Promise<Response> {
+async function listen(edge: Edge, ex: Exchange, p: ModernPost): Promise<Reply> {
   if (!p.canStream) {
     throw new ManifoldError(
       'ERR_NOT_ACCEPTABLE',

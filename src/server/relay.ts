@@ -10,6 +10,7 @@ import { isReservedMetaKey } from '../protocol/versions.js';
 import type { ResourceRoute } from '../surface-views.js';
 import { type Edge, failBody } from './dispatch.js';
 import type { Exchange } from './exchange.js';
+import type { Reply } from './http-in.js';
 import { rawResultMessage } from './jsonrpc.js';
 import { runThrough } from './through.js';
 
@@ -46,7 +47,7 @@ function withMeta(params: Result, source: Result): Result {
   return meta ? { ...params, _meta: meta } : params;
 }
 
-export function promptsGet(edge: Edge, ex: Exchange): Promise<Response> {
+export function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const entry = edge.gateway.views.resolvePrompt(ex.principal, params.name);
   if (entry.quarantined) {
@@ -73,7 +74,7 @@ function exposedUri(route: ResourceRoute, upstreamUri: string): string {
   return upstreamUri;
 }
 
-export function resourcesRead(edge: Edge, ex: Exchange): Promise<Response> {
+export function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const route = edge.gateway.views.resolveResource(ex.principal, params.uri);
   if (route.template?.quarantined) {
@@ -98,7 +99,7 @@ export function resourcesRead(edge: Edge, ex: Exchange): Promise<Response> {
   });
 }
 
-export function completionComplete(edge: Edge, ex: Exchange): Promise<Response> {
+export function completionComplete(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const ref = isObject(params.ref) ? params.ref : {};
   const views = edge.gateway.views;
@@ -188,7 +189,7 @@ export function admitRequest(
   return audit;
 }
 
-async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Response> {
+async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
   const { gateway } = edge;
   const { request } = ex;
   const audit = admitRequest(edge, ex, request.method, target.subject, target.server);

@@ -26,6 +26,7 @@ import { readTask, type TaskState } from '../upstream/tasks-wire.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
+import type { Reply } from './http-in.js';
 import { rawResultMessage, resultMessage } from './jsonrpc.js';
 import { admitRequest } from './relay.js';
 import { errorObject } from './task-pumps.js';
@@ -151,7 +152,7 @@ export async function taskCreated(
 }
 
 /** tasks/get, tasks/update, tasks/cancel (both eras) and tasks/result (2025 clients). */
-export async function taskMethod(edge: Edge, ex: Exchange): Promise<Response> {
+export async function taskMethod(edge: Edge, ex: Exchange): Promise<Reply> {
   const { request } = ex;
   const method = request.method;
   if (ex.era === 'modern' && (method === 'tasks/result' || method === 'tasks/list')) {
@@ -318,7 +319,7 @@ function taskResult(
   ref: TaskRef,
   taskId: string,
   audit: (verdict: string, bytesOut: number) => void,
-): Promise<Response> {
+): Promise<Reply> {
   const related = { [META.relatedTask]: { taskId } };
   return runThrough(edge, ex, {
     upstream,

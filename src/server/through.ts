@@ -23,6 +23,7 @@ import {
 } from './approval.js';
 import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
+import type { Reply } from './http-in.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { boundLogData, severe } from './log-relay.js';
 import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
@@ -59,7 +60,7 @@ export interface Through {
 const INPUT_TTL_MS = 10 * 60_000;
 const isObject = (v: unknown): v is Result => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Response> {
+export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
   const sealer = await edge.gateway.states;
   const params = ex.request.params ?? {};
   let upstreamParams = t.params;
@@ -114,7 +115,7 @@ function resumeHeld(
   token: unknown,
   round: unknown,
   answers: InputResponses,
-): Promise<Response> {
+): Promise<Reply> {
   const held = edge.held.get(token);
   if (!held || held.round !== round || !held.resume) throw invalidState();
   const answer = ex.answer();
@@ -135,7 +136,7 @@ function start(
   sealer: Sealer,
   /** A legacy client's user must approve first, on this request's stream. */
   gate?: ApprovalGate,
-): Promise<Response> {
+): Promise<Reply> {
   const { gateway } = edge;
   const { request } = ex;
   const first = ex.answer();

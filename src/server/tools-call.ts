@@ -4,6 +4,7 @@ import { isReservedMetaKey } from '../protocol/versions.js';
 import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
+import type { Reply } from './http-in.js';
 import { resultMessage } from './jsonrpc.js';
 import { describeTool, searchTools } from './local-tools.js';
 import { planTask, taskCreated } from './tasks.js';
@@ -20,7 +21,7 @@ type Audit = (verdict: Verdict, bytesOut: number, approval?: ApprovalAudit) => v
  * is plain JSON unless something must reach the client first (progress re-keyed to its token,
  * log messages it asked for): then the POST becomes an SSE stream (through.ts, answer.ts).
  */
-export async function toolsCall(edge: Edge, outer: Exchange): Promise<Response> {
+export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
   const { gateway } = edge;
   let ex = outer;
   const { principal } = ex;
@@ -73,7 +74,7 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Response> 
   return relay(edge, ex, entry, audit);
 }
 
-async function relay(edge: Edge, ex: Exchange, entry: CatalogEntry, audit: Audit): Promise<Response> {
+async function relay(edge: Edge, ex: Exchange, entry: CatalogEntry, audit: Audit): Promise<Reply> {
   const { gateway } = edge;
   const { principal, request } = ex;
   const params = request.params ?? {};

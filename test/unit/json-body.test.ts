@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { json, STREAMED_BODY_CHARS } from '../../src/server/dispatch.js';
+import { json } from '../../src/server/dispatch.js';
+import { STREAMED_BODY_CHARS, toResponse } from '../../src/server/http-in.js';
 
 // A big JSON answer leaves in pieces, encoded as the socket asks for them (#18: one copy less of
 // a 20 MiB result at the peak); a small one is handed over whole, as before.
 describe('json()', () => {
   it('sends a small body whole', async () => {
-    const r = json('{"a":1}', 201, { 'x-k': 'v' });
+    const r = toResponse(json('{"a":1}', 201, { 'x-k': 'v' }));
     expect(r.status).toBe(201);
     expect(r.headers.get('content-type')).toBe('application/json');
     expect(r.headers.get('x-k')).toBe('v');
@@ -19,7 +20,7 @@ describe('json()', () => {
     const text = `${head}${'é'.repeat(256 * 1024 - 1 - head.length)}😀${'ü'.repeat(STREAMED_BODY_CHARS * 2)}"}`;
     expect(text.charCodeAt(256 * 1024 - 1)).toBe(0xd83d);
     expect(text.length).toBeGreaterThan(STREAMED_BODY_CHARS);
-    const r = json(text);
+    const r = toResponse(json(text));
     expect(r.headers.get('content-type')).toBe('application/json');
     const reader = r.body!.getReader();
     const pieces: Uint8Array[] = [];

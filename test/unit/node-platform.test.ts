@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nodePlatform } from '../../deploy/node/platform.js';
+import { nodeLogger, nodePlatform } from '../../deploy/node/platform.js';
 import { silentLogger } from '../../src/log.js';
 import { egressPolicyOf } from '../../src/upstream/egress-fetch.js';
 
@@ -22,5 +22,34 @@ describe('nodePlatform fetch', () => {
   it('refuses a denied host on the first request, through the lazily loaded guarded fetch', async () => {
     const err = await platform.fetch('http://10.0.0.1/mcp').catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'ERR_EGRESS_DENIED' });
+  });
+});
+
+// Log lines are batched (at most one stderr write per 20 ms under load), but a line after a quiet
+// spell goes out at the end of its turn: `gateway.listening` is not held back by the batch timer.
+describe('nodeLogger batching', () => {
+  it('writes a line after a quiet spell at once, and batches the lines that follow', async () => {
+    const writes: { text: string }[] = [];
+    const original = process.stderr.write;
+    process.stderr.write = ((chunk: string) => {
+      writes.push({ text: String(chunk) });
+      return true;
+    }) as typeof process.stderr.write;
+    try {
+      const log = nodeLogger('info');
+      log.info('first.line');
+      await new Promise((r) => setImmediate(r));
+      expect(writes).toHaveLength(1);
+      expect(writes[0]!.text).toContain('first.line');
+      // A burst right after: held for the rest of the 20 ms, then written in one piece.
+      for (let i = 0; i < 50; i++) log.info('burst.line', { i });
+      await new Promise((r) => setImmediate(r));
+      expect(writes).toHaveLength(1);
+      await new Promise((r) => setTimeout(r, 40));
+      expect(writes).toHaveLength(2);
+      expect(writes[1]!.text.split('\n').filter((l) => l.includes('burst.line'))).toHaveLength(50);
+    } finally {
+      process.stderr.write = original;
+    }
   });
 });

@@ -1,0 +1,215 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { HeaderBag, Principal } from '../../src/auth/principal.js';
+import { describeError, ManifoldError } from '../../src/errors.js';
+import type { Logger } from '../../src/log.js';
+import type { McpEndpoint } from '../../src/server/app.js';
+import {
+  type HttpIn,
+  PlainReply,
+  pieces,
+  type Reply,
+  STREAMED_BODY_CHARS,
+} from '../../src/server/http-in.js';
+
+/**
+ * Node's listener: POST /mcp (and /mcp/<profile>) goes to the MCP endpoint straight from the
+ * IncomingMessage, and its answer is written to the ServerResponse as it is; every other request
+ * goes to the Hono app, whose Node adapter is loaded on the first of them.
+ *
+ * Why (#18): on Node 20, the adapter's Request, Headers and body stream and a Response per answer
+ * cost as much as the rest of a relayed call, and loading the adapter loads undici before the
+ * port opens. The endpoint is the same one the app's own POST route calls (app.ts
+ * `createHttp`): admission, era handlers and error answers are not written twice.
+ */
+export function httpLane(
+  endpoint: McpEndpoint,
+  other: () => Promise<RequestListener>,
+  log: Logger,
+): RequestListener {
+  let fallback: Promise<RequestListener> | undefined;
+  return (req, res) => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const profile = req.method === 'POST' ? endpoint.route(path) : null;
+    if (profile === null) {
+      fallback ??= other();
+      fallback.then(
+        (listener) => listener(req, res),
+        (e) => broken(res, e, log),
+      );
+      return;
+    }
+    endpoint.post(new NodeIn(req, res, path), profile).then(
+      (reply) => send(res, reply),
+      (e) => broken(res, e, log),
+    );
+  };
+}
+
+/** The request as the endpoint reads it: headers joined as Headers.get does, the body read once. */
+class NodeIn implements HttpIn {
+  principal!: Principal;
+  readonly headers: HeaderBag = this;
+  private joined: Map<string, string> | undefined;
+  private body: Promise<string> | undefined;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    readonly path: string,
+  ) {}
+
+  /** Any case, as Headers.get. */
+  header(name: string): string | undefined {
+    this.joined ??= joinHeaders(this.req.rawHeaders);
+    return this.joined.get(name.toLowerCase());
+  }
+
+  get(name: string): string | null {
+    return this.header(name) ?? null;
+  }
+
+  url(): string {
+    return `http://${this.header('host') ?? 'localhost'}${this.req.url ?? '/'}`;
+  }
+
+  text(max: number): Promise<string> {
+    this.body ??= readBody(this.req, max);
+    return this.body;
+  }
+
+  onDisconnect(listener: () => void): () => void {
+    const res = this.res;
+    const onClose = () => {
+      if (!res.writableFinished) listener();
+    };
+    res.once('close', onClose);
+    return () => res.off('close', onClose);
+  }
+}
+
+/**
+ * Repeated headers joined with ", ", as the Headers the app sees. Node's own `req.headers`
+ * keeps only the first of a repeated Authorization or Host, and two Authorization headers must
+ * stay ambiguous (grants.ts `extractBearer` refuses them).
+ */
+function joinHeaders(raw: readonly string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    const seen = map.get(name);
+    map.set(name, seen === undefined ? value : `${seen}, ${value}`);
+  }
+  return map;
+}
+
+/** The body as UTF-8 text (a leading BOM dropped, as Request.text does), refused past `max` bytes. */
+function readBody(req: IncomingMessage, max: number): Promise<string> {
+  const tooLarge = () => new ManifoldError('ERR_BODY_TOO_LARGE', `request body exceeds ${max} bytes`);
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > max) return Promise.reject(tooLarge());
+  const cut = () => new ManifoldError('ERR_BAD_REQUEST', 'the request body ended before it was complete');
+  if (req.destroyed) return Promise.reject(cut());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onError);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) {
+        done();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      done();
+      const text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8');
+      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    };
+    const onError = () => {
+      done();
+      reject(cut());
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onError);
+  });
+}
+
+/** Writes a reply: a plain one as it is (a big one in pieces, as the socket drains), a stream as it comes. */
+function send(res: ServerResponse, reply: Reply): void {
+  if (res.destroyed) return;
+  if (reply instanceof PlainReply) {
+    const { status, body, headers } = reply;
+    if (body === null) {
+      res.writeHead(status, headers).end();
+    } else if (body.length <= STREAMED_BODY_CHARS) {
+      res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) }).end(body);
+    } else {
+      res.writeHead(status, headers);
+      const source = pieces(body);
+      const pump = () => {
+        for (let next = source.next(); !next.done; next = source.next()) {
+          if (!res.write(next.value)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+      };
+      pump();
+    }
+    return;
+  }
+  const headers: Record<string, string> = {};
+  reply.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  res.writeHead(reply.status, headers);
+  if (!reply.body) {
+    res.end();
+    return;
+  }
+  // A stream's headers leave now: the client is waiting on them, not on the first event.
+  res.flushHeaders();
+  const reader = reply.body.getReader();
+  res.once('close', () => {
+    if (!res.writableFinished) reader.cancel().catch(() => {});
+  });
+  const pump = (): void => {
+    reader.read().then(
+      ({ done, value }) => {
+        if (done) {
+          res.end();
+          return;
+        }
+        if (res.write(value)) pump();
+        else res.once('drain', pump);
+      },
+      () => res.destroy(),
+    );
+  };
+  pump();
+}
+
+/** A bug in the lane itself: the client gets a JSON-RPC internal error, never a hung socket. */
+function broken(res: ServerResponse, e: unknown, log: Logger): void {
+  log.error('http.internal_error', { error: describeError(e) });
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res
+    .writeHead(500, { 'content-type': 'application/json' })
+    .end('{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}');
+}
