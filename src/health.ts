@@ -1,6 +1,6 @@
 /** What `/healthz` reports: the gateway's state from its upstreams', and the catalog's diagnostics. */
 import type { Diagnostic } from './aggregate/catalog.js';
-import type { UpstreamStatus } from './upstream/upstream.js';
+import type { UpstreamStatus } from './upstream/upstream-types.js';
 
 export interface Health {
   status: 'ok' | 'degraded' | 'down' | 'starting' | 'stopping';

@@ -10,7 +10,8 @@
 import type { Principal } from '../auth/principal.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import { Upstream, type UpstreamDeps } from './upstream.js';
+import { Upstream } from './upstream.js';
+import type { UpstreamDeps } from './upstream-types.js';
 
 interface Instance {
   upstream: Upstream;

@@ -2,7 +2,8 @@ import type { Config } from '../config/types.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { BackoffOptions } from './backoff.js';
-import { Upstream, type UpstreamStatus } from './upstream.js';
+import { Upstream } from './upstream.js';
+import type { UpstreamStatus } from './upstream-types.js';
 
 export interface PoolDeps {
   platform: Platform;

@@ -1,0 +1,46 @@
+import type { GatewayConfig, ServerConfig } from '../config/types.js';
+import type { Logger } from '../log.js';
+import type { Platform } from '../platform.js';
+import type { Era } from '../protocol/versions.js';
+import type { BackoffOptions } from './backoff.js';
+import type { SessionCallOptions } from './session.js';
+
+/** Consecutive failures after which a server is reported `failed` (it is still probed at the cap). */
+export const FAILED_AFTER = 5;
+/** A connection that stayed up this long ends a failure streak when it drops. */
+export const STABLE_MS = 30_000;
+/** A server's `ttlMs` never makes the gateway list more often than this. */
+export const MIN_TTL_RELIST_MS = 5_000;
+
+export type UpstreamState =
+  | 'connecting'
+  | 'ready'
+  | 'backoff'
+  | 'failed'
+  | 'disabled'
+  | 'unsupported'
+  | 'closed';
+
+export interface UpstreamStatus {
+  name: string;
+  transport: ServerConfig['type'];
+  state: UpstreamState;
+  tools: number;
+  lastError?: string;
+  rule?: string;
+  consecutiveFailures: number;
+  /** The era it speaks and the revision in use, once connected. */
+  era?: Era;
+  protocolVersion?: string;
+}
+
+export interface UpstreamDeps {
+  platform: Platform;
+  gateway: GatewayConfig;
+  log: Logger;
+  backoff?: BackoffOptions;
+  clientVersion: string;
+}
+
+/** What a caller may attach to a relayed request; the deadlines are the server's own. */
+export type CallOptions = Omit<SessionCallOptions, 'timeoutMs' | 'maxTotalMs'>;
