@@ -5,6 +5,7 @@ import {
   type SchemaDraft,
   Validator,
 } from '@cfworker/json-schema';
+import { quickAccept } from './args-quick.js';
 import { stripUnsafe } from './text.js';
 
 /**
@@ -80,6 +81,8 @@ export function compileOutputValidator(schema: unknown): ArgsValidator {
   return compileValidator(schema, OUTPUT);
 }
 
+const VALID: ArgsCheck = Object.freeze({ valid: true });
+
 /** What a check is about, for the few lines that name it. */
 interface Subject {
   /** "the validator failed on <these>". */
@@ -118,18 +121,20 @@ function compileValidator(schema: unknown, subject: Subject): ArgsValidator {
     return { ok: false, reason: `the validator cannot handle this schema: ${message(e)}` };
   }
 
+  // Most schemas are a flat object of primitives: arguments that pass the quick check pass the
+  // validator too, which then runs only when the answer may be no (args-quick.ts).
+  const quick = quickAccept(schema);
   return {
     ok: true,
     validate(args: unknown): ArgsCheck {
+      if (quick?.(args)) return VALID;
       let result: ReturnType<Validator['validate']>;
       try {
         result = validator.validate(args);
       } catch (e) {
         return { valid: true, skipped: `the validator failed on ${subject.these}: ${message(e)}` };
       }
-      return result.valid
-        ? { valid: true }
-        : { valid: false, problems: problems(result.errors, args, subject) };
+      return result.valid ? VALID : { valid: false, problems: problems(result.errors, args, subject) };
     },
   };
 }
