@@ -11,7 +11,7 @@ import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { admitMessage } from '../guards/depth.js';
 import type { ParamHeader } from '../protocol/headers.js';
-import { META } from '../protocol/versions.js';
+import { META, withMeta, withMetaField } from '../protocol/versions.js';
 import { backoffDelay } from './backoff.js';
 import { brief, logReason, UpstreamProtocolError } from './call-errors.js';
 import { DirectCaller } from './direct-call.js';
@@ -363,10 +363,10 @@ function withRequestMeta(params: Result, options: SessionCallOptions): Result {
   if (options.logLevel === undefined && options.clientCapabilities === undefined) return params;
   const given = params._meta;
   const meta = typeof given === 'object' && given !== null && !Array.isArray(given) ? (given as Result) : {};
-  const stamped: Result = { ...meta };
-  if (options.logLevel !== undefined) stamped[META.logLevel] = options.logLevel;
-  if (options.clientCapabilities !== undefined) stamped[META.clientCapabilities] = options.clientCapabilities;
-  return { ...params, _meta: stamped };
+  const own: Result = {};
+  if (options.logLevel !== undefined) own[META.logLevel] = options.logLevel;
+  if (options.clientCapabilities !== undefined) own[META.clientCapabilities] = options.clientCapabilities;
+  return withMetaField(params, withMeta(meta, own));
 }
 
 /** Reads a DiscoverResult; undefined when it is not one (then the server is not modern). */

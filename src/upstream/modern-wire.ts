@@ -12,7 +12,7 @@ import {
   paramHeaderPlan,
   paramValue,
 } from '../protocol/headers.js';
-import { META } from '../protocol/versions.js';
+import { META, withMeta, withMetaField } from '../protocol/versions.js';
 import type { Wire } from './http-wire.js';
 
 /**
@@ -36,15 +36,14 @@ export function modernStamp(version: string, clientVersion: string) {
       typeof given === 'object' && given !== null && !Array.isArray(given)
         ? (given as Record<string, unknown>)
         : {};
-    return {
-      ...params,
-      _meta: {
-        ...meta,
+    return withMetaField(
+      params,
+      withMeta(meta, {
         [META.protocolVersion]: version,
         [META.clientInfo]: info,
         [META.clientCapabilities]: meta[META.clientCapabilities] ?? GATEWAY_CLIENT_CAPABILITIES,
-      },
-    };
+      }),
+    );
   };
 }
 
