@@ -2,6 +2,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { HeaderBag, Principal } from '../../src/auth/principal.js';
 import { describeError, ManifoldError } from '../../src/errors.js';
 import type { Logger } from '../../src/log.js';
+import { spreadUnder } from '../../src/objects.js';
 import type { McpEndpoint } from '../../src/server/app.js';
 import {
   type HttpIn,
@@ -154,7 +155,7 @@ function send(res: ServerResponse, reply: Reply): void {
     if (body === null) {
       res.writeHead(status, headers).end();
     } else if (body.length <= STREAMED_BODY_CHARS) {
-      res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) }).end(body);
+      res.writeHead(status, spreadUnder(headers, { 'content-length': Buffer.byteLength(body) })).end(body);
     } else {
       res.writeHead(status, headers);
       const source = pieces(body);

@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import type { Cancellation } from '../cancellation.js';
+import { spreadUnder } from '../objects.js';
 import { type Era, META, withMeta } from '../protocol/versions.js';
 import type { Answer } from './answer.js';
 import type { JsonRpcId, JsonRpcRequest } from './jsonrpc.js';
@@ -70,10 +71,10 @@ export function modernResult(serverInfo: { name: string; version: string }) {
   return {
     result(r: Result): Result {
       const meta = r._meta && typeof r._meta === 'object' ? (r._meta as Result) : undefined;
-      const out = { ...r };
-      out.resultType = 'complete';
-      out._meta = withMeta(meta, { [META.serverInfo]: serverInfo });
-      return out;
+      return spreadUnder(r, {
+        resultType: 'complete',
+        _meta: withMeta(meta, { [META.serverInfo]: serverInfo }),
+      });
     },
     resultJson(json: string, cache?: CacheHint): string {
       const hint = cache ? `,"ttlMs":${cache.ttlMs},"cacheScope":"${cache.cacheScope}"` : '';

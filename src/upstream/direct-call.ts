@@ -23,6 +23,7 @@ import {
 import type { Cancellation } from '../cancellation.js';
 import { admitMessage } from '../guards/depth.js';
 import type { Logger } from '../log.js';
+import { withMeta, withMetaField } from '../protocol/versions.js';
 import { UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
 import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http-wire.js';
 import type { InputHandler, LogMessage } from './session.js';
@@ -181,7 +182,10 @@ export class DirectCaller {
     if (onprogress) {
       const given = callParams._meta;
       const meta = typeof given === 'object' && given !== null && !Array.isArray(given) ? given : {};
-      callParams = { ...callParams, _meta: { ...meta, progressToken: id } };
+      callParams = withMetaField(
+        callParams,
+        withMeta(meta as Record<string, unknown>, { progressToken: id }),
+      );
     }
     const message = { jsonrpc: '2.0' as const, id, method, params: callParams };
     return new Promise<Result>((resolve, reject) => {

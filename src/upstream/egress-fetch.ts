@@ -10,6 +10,7 @@
  */
 import { ManifoldError } from '../errors.js';
 import { type EgressPolicy, egressDeniedError, type Verdict } from '../guards/egress.js';
+import { spreadUnder } from '../objects.js';
 
 export interface GuardedFetchOptions {
   policy: EgressPolicy;
@@ -131,14 +132,9 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
       if (!verdict.ok) throw refuse(verdict.reason);
       let response: Response;
       try {
-        response = await base(url.href, {
-          ...rest,
-          method,
-          headers,
-          body,
-          redirect: 'manual',
-          ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
-        } as RequestInit);
+        const own: Record<string, unknown> = { method, headers, body, redirect: 'manual' };
+        if (body instanceof ReadableStream) own.duplex = 'half';
+        response = await base(url.href, spreadUnder(rest, own) as RequestInit);
       } catch (e) {
         // A guard below (the Node connect-time DNS check) refused: surface its own error, not the
         // runtime's generic "fetch failed" around it.

@@ -2,6 +2,7 @@ import type { Cancellation } from '../cancellation.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { spreadUnder } from '../objects.js';
 import {
   brief,
   httpStatusOf,
@@ -92,20 +93,18 @@ export class Recovery {
       // Progress must keep increasing (spec: utilities/progress): a resent request starts again
       // from zero, so what does not pass the last value relayed is dropped.
       let last = Number.NEGATIVE_INFINITY;
-      const sent: SessionCallOptions = {
-        ...options,
-        ...(onprogress
-          ? {
-              onprogress: (p) => {
-                if (resends > 0 && !(p.progress > last)) return;
-                last = Math.max(last, p.progress);
-                onprogress(p);
-              },
-            }
-          : {}),
+      const own: Pick<SessionCallOptions, 'timeoutMs' | 'maxTotalMs' | 'onprogress'> = {
         timeoutMs: timeout,
         maxTotalMs: Math.max(timeout, up.deps.gateway.maxCallTimeoutMs),
       };
+      if (onprogress) {
+        own.onprogress = (p) => {
+          if (resends > 0 && !(p.progress > last)) return;
+          last = Math.max(last, p.progress);
+          onprogress(p);
+        };
+      }
+      const sent: SessionCallOptions = spreadUnder(options, own);
       // Whether an attempt may have reached the tool (one refused for its session did not).
       let mayHaveRun = false;
       for (;;) {
