@@ -109,7 +109,8 @@ function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcR
     pollMs: resumable && poll > 0 ? poll : undefined,
     logLevel: session.logLevel,
     bytesIn: p.bytesIn,
-    ...legacyResult,
+    result: legacyResult.result,
+    resultJson: legacyResult.resultJson,
     ask: (answer, method, params, cancellation) => askClient(session, answer, method, params, cancellation),
     track: (id, cancellation) => {
       const key = inflightKey(id);

@@ -144,6 +144,7 @@ function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest): 
 }
 
 function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange {
+  const dresser = dresserOf(edge);
   return {
     principal: p.principal,
     request,
@@ -153,7 +154,8 @@ function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange 
     answer: () => new Answer(p.canStream),
     logLevel: p.meta.logLevel,
     bytesIn: p.bytesIn,
-    ...dresserOf(edge),
+    result: dresser.result,
+    resultJson: dresser.resultJson,
     // Closing the response is the cancellation on streamable HTTP (patterns/cancellation).
     track: (_id, cancellation: Cancellation) =>
       p.onDisconnect(() => cancellation.abort(new Error('the client closed the request'))),
