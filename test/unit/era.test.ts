@@ -258,18 +258,6 @@ describe('withMeta', () => {
     expect(withMeta(undefined, { x: 1 })).toEqual({ x: 1 });
   });
 
-  it('keeps a __proto__ key of the client as an own key, as spread does', () => {
-    const meta = JSON.parse('{"__proto__": {"polluted": true}, "k": 1}') as Record<string, unknown>;
-    const out = withMeta(meta, { own: 1 });
-    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
-    expect((out as { polluted?: boolean }).polluted).toBeUndefined();
-    expect(Object.getOwnPropertyDescriptor(out, '__proto__')?.value).toEqual({ polluted: true });
-    expect(JSON.parse(JSON.stringify(out))).toEqual(
-      JSON.parse('{"own":1,"__proto__":{"polluted":true},"k":1}'),
-    );
-    expect(Object.keys(out).sort()).toEqual(['__proto__', 'k', 'own']);
-  });
-
   it('withMetaField replaces _meta and keeps the other params', () => {
     const params = { name: 't', arguments: { q: 1 }, _meta: { old: true } };
     expect(withMetaField(params, { new: true })).toEqual({
