@@ -45,6 +45,9 @@ export interface Http {
   mcp: McpEndpoint;
 }
 
+/** What an error answer and the resource metadata read of a request. */
+type RequestView = Pick<HttpIn, 'url' | 'path' | 'header'>;
+
 /** How long a modern client may treat a list as fresh (list_changed still invalidates it at once). */
 const LIST_TTL_MS = 60_000;
 
@@ -65,7 +68,7 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   // RFC 9728 §5.1: a 401 points at the protected-resource metadata of this endpoint. Its URL is
   // the configured auth.resource; without one, the request's own origin only when its Host is one
   // the gateway serves (loopback or gateway.hostnames), never an arbitrary echoed Host (#13.14).
-  const resource = (c: { url(): string; header(name: string): string | undefined }) => {
+  const resource = (c: RequestView) => {
     if (auth?.resource) return auth.resource;
     if (hostAllowed(c.header('host'), g.hostnames)) return `${new URL(c.url()).origin}/mcp`;
     const host = g.hostnames[0] ?? (g.host.includes(':') ? `[${g.host}]` : g.host);
@@ -73,7 +76,7 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   };
   // A profile's endpoint (#17) has its own metadata document, at the path-specific form.
   const profileOf = (path: string) => (path.startsWith('/mcp/') ? path.slice(5) : undefined);
-  const metadataUrl = (c: { url(): string; path: string; header(name: string): string | undefined }) =>
+  const metadataUrl = (c: RequestView) =>
     `${new URL(resource(c)).origin}/.well-known/oauth-protected-resource/mcp${
       profileOf(c.path) !== undefined ? `/${encodeURIComponent(profileOf(c.path)!)}` : ''
     }`;
@@ -104,10 +107,7 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   });
 
   /** Every error thrown below becomes its status and a JSON-RPC error body here, redacted. */
-  const errorReply = (
-    err: unknown,
-    c: { url(): string; path: string; header(name: string): string | undefined },
-  ) => {
+  const errorReply = (err: unknown, c: RequestView) => {
     const e = toRpcError(err);
     if (e.data.manifold === 'ERR_INTERNAL') {
       gateway.log.error('http.internal_error', { path: c.path, error: String(err).split('\n')[0] });
@@ -129,7 +129,7 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   });
   /** Origin and Host, then the token: who the request is from, or a refusal. */
   const admit = async (c: HttpIn, profile: string | undefined) => {
-    checkMcp((name) => c.header(name));
+    checkMcp(c);
     try {
       c.principal = gateway.profilePrincipal(await authenticate(c), profile);
     } catch (e) {

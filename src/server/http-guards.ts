@@ -29,20 +29,20 @@ export interface OriginGuardOptions {
  * that is not allowed is 403, and so is a Host the gateway does not serve. Throws; the edge
  * turns the error into its answer.
  *
- * @example const check = originCheck({ allowedOrigins: [], hostnames: [], checkHost: true }); check(header)
+ * @example const check = originCheck({ allowedOrigins: [], hostnames: [], checkHost: true }); check(c.req)
  */
 export function originCheck(
   options: OriginGuardOptions,
-): (header: (name: string) => string | undefined) => void {
+): (request: { header(name: string): string | undefined }) => void {
   const origins = new Set(options.allowedOrigins.map((o) => o.toLowerCase().replace(/\/$/, '')));
   const hosts = new Set(options.hostnames.map((h) => h.toLowerCase()));
-  return function checkOriginAndHost(header) {
-    const origin = header('origin');
+  return function checkOriginAndHost(request) {
+    const origin = request.header('origin');
     if (origin !== undefined && !originAllowed(origin, origins)) {
       throw new ManifoldError('ERR_ORIGIN', 'origin not allowed');
     }
     if (options.checkHost) {
-      const raw = (header('host') ?? '').trim().toLowerCase();
+      const raw = (request.header('host') ?? '').trim().toLowerCase();
       const host = hostnameOf(raw);
       // `hostnames` entries may carry a port (gw.example.com:8443) or not.
       const literal = options.ipLiterals === true && isIpLiteral(host);
@@ -57,7 +57,7 @@ export function originCheck(
 export function originGuard(options: OriginGuardOptions): MiddlewareHandler {
   const check = originCheck(options);
   return async (c, next) => {
-    check((name) => c.req.header(name));
+    check(c.req);
     await next();
   };
 }
