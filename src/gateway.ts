@@ -341,16 +341,16 @@ export class Gateway {
     return this.isolated.instance(owner.config, principal);
   }
 
-  /** Tracks in-flight calls so that shutdown can drain them. */
-  async track<T>(work: () => Promise<T>): Promise<T> {
+  /** Counts one call in flight, so that shutdown can drain them; refused once stopping. Pair with `leave`. */
+  enter(): void {
     if (this.stopping) throw new ManifoldError('ERR_SHUTTING_DOWN', 'the gateway is shutting down');
     this.inflight++;
-    try {
-      return await work();
-    } finally {
-      this.inflight--;
-      if (this.inflight === 0) this.drained?.();
-    }
+  }
+
+  /** The call counted by `enter` is over. */
+  leave(): void {
+    this.inflight--;
+    if (this.inflight === 0) this.drained?.();
   }
 
   /** Calls relayed and not yet answered. */

@@ -6,7 +6,6 @@
  * policy in the client's era), how it cancels, and the answer at the end. Era-specific parts come
  * from the Exchange; the answer is JSON unless something had to be streamed first (answer.ts).
  */
-import type { Sealer } from '../auth/seal.js';
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { checkInputRequests, explainMissing, relayedCapabilities } from '../guards/client-features.js';
@@ -14,6 +13,7 @@ import { stripUnsafe } from '../guards/text.js';
 import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
+import type { CallOptions } from '../upstream/upstream-types.js';
 import {
   type ApprovalGate,
   approvalVerdict,
@@ -60,53 +60,56 @@ export interface Through {
 const INPUT_TTL_MS = 10 * 60_000;
 const isObject = (v: unknown): v is Result => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
+export function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
+  // A modern client's retry (patterns/mrtr): its state says which round of which request it answers.
+  if (ex.era === 'modern' && ex.request.params?.requestState !== undefined) return resumeRetry(edge, ex, t);
+  if (t.approval && ex.era === 'modern')
+    return edge.gateway.states.then((sealer) =>
+      askApprovalModern(edge, ex, { method: t.method, target: t.target }, t.approval!, sealer),
+    );
+  return start(edge, ex, t, t.params, t.approval);
+}
+
+async function resumeRetry(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
   const sealer = await edge.gateway.states;
   const params = ex.request.params ?? {};
   let upstreamParams = t.params;
   const gate = t.approval;
-  let approved = gate === undefined;
-  // A modern client's retry (patterns/mrtr): its state says which round of which request it answers.
-  if (ex.era === 'modern' && params.requestState !== undefined) {
-    const now = edge.gateway.platform.now();
-    const body = await openState(sealer, params.requestState, {
-      principal: ex.principal.key,
-      method: t.method,
-      target: t.target,
-      now,
-    });
-    const answers = isObject(params.inputResponses) ? params.inputResponses : {};
-    if (body.k === 'approve') {
-      // The user's answer to the gateway's own question; nothing of it goes upstream.
-      if (gate) {
-        const outcome = approvalVerdict(edge, gate, body, answers, now);
-        if (outcome !== 'accepted') return json(gate.refuse(outcome, ex.request.id));
-        gate.approved(now);
-      }
-      approved = true;
-    } else {
-      // A later round of a call that needed approval. A held call's rounds are single-use already;
-      // a wrapped state carries an id of its own, claimed here, so replaying it never resends the
-      // approved call to its upstream.
-      if (gate && body.k === 'wrap') {
-        if (body.a === undefined) throw invalidState();
-        if (!edge.gateway.store.claim(`wrap:${body.a}`, body.x + CLAIM_GRACE_MS, now)) {
-          return json(gate.refuse('replayed', ex.request.id));
-        }
-      }
-      approved = true;
-      if (body.k === 'held') return resumeHeld(edge, ex, body.h, body.r, answers as InputResponses);
-      if (body.s !== t.upstream.name) throw invalidState();
-      upstreamParams = {
-        ...t.params,
-        inputResponses: answers,
-        ...(body.u !== undefined ? { requestState: body.u } : {}),
-      };
+  const now = edge.gateway.platform.now();
+  const body = await openState(sealer, params.requestState, {
+    principal: ex.principal.key,
+    method: t.method,
+    target: t.target,
+    now,
+  });
+  const answers = isObject(params.inputResponses) ? params.inputResponses : {};
+  if (body.k === 'approve') {
+    // The user's answer to the gateway's own question; nothing of it goes upstream.
+    if (gate) {
+      const outcome = approvalVerdict(edge, gate, body, answers, now);
+      if (outcome !== 'accepted') return json(gate.refuse(outcome, ex.request.id));
+      gate.approved(now);
     }
+  } else {
+    // A later round of a call that needed approval. A held call's rounds are single-use already;
+    // a wrapped state carries an id of its own, claimed here, so replaying it never resends the
+    // approved call to its upstream.
+    if (gate && body.k === 'wrap') {
+      if (body.a === undefined) throw invalidState();
+      if (!edge.gateway.store.claim(`wrap:${body.a}`, body.x + CLAIM_GRACE_MS, now)) {
+        return json(gate.refuse('replayed', ex.request.id));
+      }
+    }
+    if (body.k === 'held') return resumeHeld(edge, ex, body.h, body.r, answers as InputResponses);
+    if (body.s !== t.upstream.name) throw invalidState();
+    upstreamParams = {
+      ...t.params,
+      inputResponses: answers,
+      ...(body.u !== undefined ? { requestState: body.u } : {}),
+    };
   }
-  if (!approved && gate && ex.era === 'modern')
-    return askApprovalModern(edge, ex, { method: t.method, target: t.target }, gate, sealer);
-  return start(edge, ex, t, upstreamParams, sealer, approved ? undefined : gate);
+  // Approved (or never needing it): the call goes.
+  return start(edge, ex, t, upstreamParams);
 }
 
 function resumeHeld(
@@ -133,7 +136,6 @@ function start(
   ex: Exchange,
   t: Through,
   upstreamParams: Result,
-  sealer: Sealer,
   /** A legacy client's user must approve first, on this request's stream. */
   gate?: ApprovalGate,
 ): Promise<Reply> {
@@ -185,6 +187,7 @@ function start(
     call.round++;
     call.expiresAt = now + INPUT_TTL_MS;
     call.waiting = undefined;
+    const sealer = await edge.gateway.states;
     const state = await sealer.seal({
       v: 1,
       k: 'held',
@@ -221,94 +224,128 @@ function start(
     return answers;
   };
   const level = ex.logLevel;
+  const options: CallOptions = {
+    cancellation,
+    onInput,
+    inputMode: ex.era === 'modern' ? 'relay' : 'ask',
+    repeatable: t.repeatable,
+    clientCapabilities: withTasks(relayedCapabilities(server.clientFeatures, ex.clientCapabilities), t.tasks),
+  };
+  const token = t.progressToken;
+  if (token !== undefined) options.onprogress = (p) => current()?.answer.push(progressNote(p, token), true);
+  if (level !== undefined) {
+    options.logLevel = level;
+    options.onlog = (m: LogMessage) => {
+      if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name), true);
+    };
+  }
+  // What answers the client, whatever happened; it must never throw past here.
+  const lastResort = (e: unknown) => {
+    const w = current();
+    if (w) finishError(w, t.onError(e, w.id));
+  };
+  let entered = false;
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    if (poll) clearTimeout(poll);
+    done();
+    if (held) edge.held.release(held.token);
+    if (entered) gateway.leave();
+  };
+  /** The upstream's result, answered; a promise only where more had to be awaited (seal, task). */
+  const answerResult = (result: Result): Promise<void> | undefined => {
+    const w = current();
+    if (!w) return undefined;
+    if (result.resultType === 'input_required') {
+      // A modern upstream asked; a modern client takes the question as it is, with the
+      // gateway's own state wrapped around the upstream's (mrtr.ts, "wrap").
+      const requests = checked((isObject(result.inputRequests) ? result.inputRequests : {}) as InputRequests);
+      return edge.gateway.states.then(async (sealer) => {
+        const state = await sealer.seal({
+          v: 1,
+          k: 'wrap',
+          p: ex.principal.key,
+          m: t.method,
+          n: t.target,
+          x: gateway.platform.now() + INPUT_TTL_MS,
+          s: t.upstream.name,
+          ...(typeof result.requestState === 'string' ? { u: result.requestState } : {}),
+          ...(t.approval ? { a: crypto.randomUUID() } : {}),
+        });
+        w.answer.finish(
+          rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
+        );
+      });
+    }
+    if (result.resultType === 'task') {
+      if (!t.onTask) {
+        throw new ManifoldError(
+          'ERR_UPSTREAM_ERROR',
+          `server ${server.name} answered with a task nobody asked for`,
+        );
+      }
+      return t.onTask(result, w.id).then((body) => w.answer.finish(body));
+    }
+    w.answer.finish(t.onResult(result, w.id));
+    return undefined;
+  };
+  const failed = (e: unknown) => {
+    const w = current();
+    if (refused) {
+      if (w) finishError(w, t.onError(refused, w.id));
+      return;
+    }
+    if (cancellation.aborted) {
+      t.onCancelled();
+      w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
+      return;
+    }
+    if (w) finishError(w, t.onError(explain(e), w.id));
+  };
+  // One promise reaction per call: the result or the failure is answered here, and the call's
+  // bookkeeping ends with it (#18: a then/catch/finally chain and an async wrapper cost as much
+  // as the relay below them).
+  const onResult = (result: Result): void | Promise<void> => {
+    let more: Promise<void> | undefined;
+    try {
+      more = answerResult(result);
+    } catch (e) {
+      settleFailure(e);
+      return;
+    }
+    if (!more) return end();
+    return more.then(end, settleFailure);
+  };
+  const settleFailure = (e: unknown): void => {
+    try {
+      lastResort(e);
+    } finally {
+      end();
+    }
+  };
+  const onFailure = (e: unknown): void => {
+    try {
+      failed(e);
+    } catch (again) {
+      lastResort(again);
+    } finally {
+      end();
+    }
+  };
   const go = () => {
     // A 2025-11-25 client may be told to poll: its stream closes, the call runs on (SEP-1699).
     if (ex.pollMs) poll = setTimeout(() => first.poll(), ex.pollMs);
-    void gateway
-      .track(() =>
-        t.upstream.request(t.method, upstreamParams, {
-          cancellation,
-          onInput,
-          inputMode: ex.era === 'modern' ? 'relay' : 'ask',
-          repeatable: t.repeatable,
-          clientCapabilities: withTasks(
-            relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
-            t.tasks,
-          ),
-          ...(t.progressToken !== undefined
-            ? { onprogress: (p) => current()?.answer.push(progressNote(p, t.progressToken!), true) }
-            : {}),
-          ...(level !== undefined
-            ? {
-                logLevel: level,
-                onlog: (m: LogMessage) => {
-                  if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name), true);
-                },
-              }
-            : {}),
-        }),
-      )
-      .then(
-        async (result) => {
-          const w = current();
-          if (!w) return;
-          if (result.resultType === 'input_required') {
-            // A modern upstream asked; a modern client takes the question as it is, with the
-            // gateway's own state wrapped around the upstream's (mrtr.ts, "wrap").
-            const requests = checked(
-              (isObject(result.inputRequests) ? result.inputRequests : {}) as InputRequests,
-            );
-            const state = await sealer.seal({
-              v: 1,
-              k: 'wrap',
-              p: ex.principal.key,
-              m: t.method,
-              n: t.target,
-              x: gateway.platform.now() + INPUT_TTL_MS,
-              s: t.upstream.name,
-              ...(typeof result.requestState === 'string' ? { u: result.requestState } : {}),
-              ...(t.approval ? { a: crypto.randomUUID() } : {}),
-            });
-            w.answer.finish(
-              rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
-            );
-            return;
-          }
-          if (result.resultType === 'task') {
-            if (!t.onTask) {
-              throw new ManifoldError(
-                'ERR_UPSTREAM_ERROR',
-                `server ${server.name} answered with a task nobody asked for`,
-              );
-            }
-            w.answer.finish(await t.onTask(result, w.id));
-            return;
-          }
-          w.answer.finish(t.onResult(result, w.id));
-        },
-        (e: unknown) => {
-          const w = current();
-          if (refused) {
-            if (w) finishError(w, t.onError(refused, w.id));
-            return;
-          }
-          if (cancellation.aborted) {
-            t.onCancelled();
-            w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
-            return;
-          }
-          if (w) finishError(w, t.onError(explain(e), w.id));
-        },
-      )
-      .catch((e: unknown) => {
-        const w = current();
-        if (w) finishError(w, t.onError(e, w.id));
-      })
-      .finally(() => {
-        if (poll) clearTimeout(poll);
-        done();
-        if (held) edge.held.release(held.token);
-      });
+    let work: Promise<Result>;
+    try {
+      gateway.enter();
+      entered = true;
+      work = t.upstream.request(t.method, upstreamParams, options);
+    } catch (e) {
+      work = Promise.reject(e);
+    }
+    void work.then(onResult, onFailure);
   };
   if (!gate) go();
   else {

@@ -41,6 +41,9 @@ import {
 } from './session.js';
 import { fromLegacyCreate, readTask, withoutRelatedTask } from './tasks-wire.js';
 
+/** Methods whose answers change shape at this edge (tasks, in the 2026 extension's flat form). */
+const RESHAPED = new Set(['tasks/get', 'tasks/cancel', 'tasks/result']);
+
 const LIST_SCHEMAS = {
   tools: ListToolsResultSchema,
   prompts: ListPromptsResultSchema,
@@ -226,7 +229,19 @@ export class LegacySession implements UpstreamSession {
     return this.request('tools/call', params, options);
   }
 
-  async request(
+  request(
+    method: string,
+    params: Record<string, unknown>,
+    options: SessionCallOptions,
+  ): Promise<Record<string, unknown>> {
+    // Most requests are relayed as they are answered: no async step of their own (#18).
+    if (method === 'tools/call' ? params.task === undefined : !RESHAPED.has(method)) {
+      return this.send(method, params, options);
+    }
+    return this.reshaped(method, params, options);
+  }
+
+  private async reshaped(
     method: string,
     params: Record<string, unknown>,
     options: SessionCallOptions,
@@ -243,12 +258,20 @@ export class LegacySession implements UpstreamSession {
     return result;
   }
 
-  private async send(
+  private send(
     method: string,
     params: Record<string, unknown>,
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
     if (this.direct) return this.direct.request(method, params, options);
+    return this.sendSdk(method, params, options);
+  }
+
+  private async sendSdk(
+    method: string,
+    params: Record<string, unknown>,
+    options: SessionCallOptions,
+  ): Promise<Record<string, unknown>> {
     this.active.add(options);
     // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
     // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
