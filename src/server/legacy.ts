@@ -113,9 +113,8 @@ function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcR
     resultJson: legacyResult.resultJson,
     ask: (answer, method, params, cancellation) => askClient(session, answer, method, params, cancellation),
     track: (id, cancellation) => {
-      const key = inflightKey(id);
-      session.inflight.set(key, cancellation);
-      return () => session.inflight.delete(key);
+      const entry = session.inflight.add(inflightKey(id), cancellation);
+      return () => session.inflight.remove(entry);
     },
   };
 }
@@ -273,7 +272,7 @@ function onNotification(session: Session, note: JsonRpcNotification): void {
   if (note.method === 'notifications/cancelled') {
     const id = note.params?.requestId;
     if (typeof id === 'string' || typeof id === 'number') {
-      session.inflight.get(inflightKey(id))?.abort(new Error('cancelled by the client'));
+      session.inflight.find(inflightKey(id))?.abort(new Error('cancelled by the client'));
     }
   }
   // notifications/initialized and others need no action.

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Principal } from '../auth/principal.js';
+import { KeyedList } from '../tables.js';
 import type { ResumableStream } from './resumable.js';
 import type { SseStream } from './sse.js';
 
@@ -27,8 +28,8 @@ export interface Session {
   replays: Map<string, ResumableStream>;
   /** Runs once when the session ends (deleted, evicted, expired). */
   onEnd?: () => void;
-  /** In-flight downstream requests, for notifications/cancelled. */
-  inflight: Map<string, { abort(reason?: unknown): void }>;
+  /** In-flight downstream requests, for notifications/cancelled (not a Map: see tables.ts). */
+  inflight: KeyedList<{ abort(reason?: unknown): void }>;
 }
 
 export function inflightKey(id: string | number): string {
@@ -89,7 +90,7 @@ export class SessionTable {
       seen: {},
       replies: new Map(),
       replays: new Map(),
-      inflight: new Map(),
+      inflight: new KeyedList(),
     };
     this.admit(principal);
     this.cache.set(session.id, session);
@@ -143,6 +144,5 @@ function endSession(session: Session): void {
   session.stream?.close();
   for (const replay of session.replays.values()) replay.disconnect();
   session.replays.clear();
-  for (const c of session.inflight.values()) c.abort(new Error('session ended'));
-  session.inflight.clear();
+  for (const c of session.inflight.drain()) c.abort(new Error('session ended'));
 }

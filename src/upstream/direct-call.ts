@@ -24,6 +24,7 @@ import type { Cancellation } from '../cancellation.js';
 import { admitMessage } from '../guards/depth.js';
 import type { Logger } from '../log.js';
 import { withMeta, withMetaField } from '../protocol/versions.js';
+import { IdTable } from '../tables.js';
 import { UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
 import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http-wire.js';
 import type { InputHandler, LogMessage } from './session.js';
@@ -108,7 +109,8 @@ export function routeMessages(
 }
 
 export class DirectCaller {
-  private readonly pending = new Map<string, Pending>();
+  /** Calls in flight by the number in their id (not a Map: see tables.ts). */
+  private readonly pending = new IdTable<Pending>();
   private seq = 0;
   /**
    * Controllers whose signal never fired, for the next POST. Each request needs a signal of its
@@ -132,12 +134,12 @@ export class DirectCaller {
       if (m.method === 'notifications/message') {
         // On the request's own stream it is that request's; elsewhere (stdio, a GET stream) only
         // when one request is in flight, so a log line never reaches another tenant's call.
-        const target = via !== undefined ? this.pending.get(via) : this.only();
+        const target = via !== undefined ? this.byId(via) : this.only();
         if (!target?.log || !isObject(m.params)) return false;
         target.log(m.params as unknown as LogMessage);
         return true;
       }
-      if ('id' in m && via !== undefined && this.pending.has(via)) {
+      if ('id' in m && via !== undefined && this.byId(via)) {
         // A request from the server, on a call's stream: its answer belongs to that call.
         this.o.noteServerRequest?.(m.id as string | number, via);
         return false;
@@ -146,29 +148,36 @@ export class DirectCaller {
       const params = m.params as Record<string, unknown> | undefined;
       const token = params?.progressToken;
       if (typeof token !== 'string' || !token.startsWith(PREFIX)) return false;
-      this.pending.get(token)?.progress(params!);
+      this.byId(token)?.progress(params!);
       return true;
     }
     const id = m.id;
     if (typeof id !== 'string' || !id.startsWith(PREFIX)) return false;
-    this.pending.get(id)?.answer(m);
+    this.byId(id)?.answer(m);
     return true;
   }
 
   /** The one call in flight, when there is exactly one. */
   only(): Pending | undefined {
     if (this.pending.size !== 1) return undefined;
-    return this.pending.values().next().value;
+    return this.pending.list()[0];
+  }
+
+  /** The call in flight under one of our ids (`manifold:<n>`, exactly as we wrote it). */
+  private byId(id: string): Pending | undefined {
+    const n = Number(id.slice(PREFIX.length));
+    if (!Number.isSafeInteger(n) || n <= 0 || id !== `${PREFIX}${n}`) return undefined;
+    return this.pending.get(n);
   }
 
   /** The input handler of a call in flight (by its id), or of the only one. */
   inputFor(callId: string | undefined): InputHandler | undefined {
-    return (callId !== undefined ? this.pending.get(callId) : this.only())?.input;
+    return (callId !== undefined ? this.byId(callId) : this.only())?.input;
   }
 
   /** Fails every call in flight (the connection closed under them). */
   closeAll(error: unknown): void {
-    for (const p of [...this.pending.values()]) p.fail(error);
+    for (const p of this.pending.list()) p.fail(error);
   }
 
   call(params: Record<string, unknown>, options: DirectCallOptions): Promise<Result> {
@@ -176,7 +185,8 @@ export class DirectCaller {
   }
 
   request(method: string, params: Record<string, unknown>, options: DirectCallOptions): Promise<Result> {
-    const id = `${PREFIX}${++this.seq}`;
+    const n = ++this.seq;
+    const id = `${PREFIX}${n}`;
     const { cancellation, onprogress } = options;
     let callParams = this.o.stamp ? this.o.stamp(params) : params;
     if (onprogress) {
@@ -205,7 +215,7 @@ export class DirectCaller {
         if (settled) return false;
         settled = true;
         if (timer !== undefined) clearTimeout(timer);
-        this.pending.delete(id);
+        this.pending.delete(n);
         off?.();
         return true;
       };
@@ -237,7 +247,7 @@ export class DirectCaller {
         abandon(error, String(error.message));
       };
       off = cancellation?.onAbort((reason) => abandon(reason, 'cancelled by the client'));
-      this.pending.set(id, {
+      this.pending.set(n, {
         answer: (m) => {
           if (!finish()) return;
           const error = m.error as { code?: unknown; message?: unknown; data?: unknown } | undefined;
@@ -326,10 +336,10 @@ export class DirectCaller {
     // The request is over as soon as its answer is read: its signal is released before the
     // caller resumes, so back-to-back calls share one.
     const onRead = () => {
-      if (!this.pending.has(message.id)) requestOver();
+      if (!this.byId(message.id)) requestOver();
     };
     return postMessage(this.postOptions, message, signal, onRead).then((end) => {
-      if (end === 'accepted' || !this.pending.has(message.id)) return undefined;
+      if (end === 'accepted' || !this.byId(message.id)) return undefined;
       if (end.json) throw new UpstreamProtocolError('the JSON answer did not answer the call');
       if (end.lastEventId !== undefined && http.wire.resume) return end;
       throw new UpstreamProtocolError('the upstream closed its event stream before answering');

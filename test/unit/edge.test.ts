@@ -180,7 +180,7 @@ describe('session table', () => {
     const t = new SessionTable({ max: 10, idleSeconds: 3600 });
     const s = t.create(who('p'), '2025-11-25', 0);
     const ac = new AbortController();
-    s.inflight.set('number:1', ac);
+    s.inflight.add('number:1', ac);
     t.delete(s.id);
     expect(ac.signal.aborted).toBe(true);
   });
