@@ -1,3 +1,4 @@
+import type { Cancellation } from '../cancellation.js';
 import { json } from './dispatch.js';
 import type { Reply } from './http-in.js';
 import { SseStream, sseHeaders } from './sse.js';
@@ -28,6 +29,12 @@ export class Answer {
   private done = false;
   /** Runs when the client closes the stream before the answer is complete. */
   onClose: (() => void) | undefined;
+  /**
+   * Aborted when the client closes the stream before the answer is complete (a modern call's own
+   * cancellation, until it is held for a retry). A field rather than an `onClose` closure, which
+   * would keep the whole call reachable from the answer (#18, docs/design.md).
+   */
+  abortOnClose: Cancellation | undefined;
 
   constructor(
     private readonly canStream: boolean,
@@ -70,7 +77,9 @@ export class Answer {
       const stream = this.makeStream();
       this.stream = stream;
       stream.onclose = () => {
-        if (!this.done) this.onClose?.();
+        if (this.done) return;
+        this.abortOnClose?.abort(new Error('the client closed the stream'));
+        this.onClose?.();
       };
       this.resolve(new Response(stream.readable, { status: 200, headers: sseHeaders }));
     }

@@ -151,11 +151,7 @@ function start(
   let refused: ManifoldError | undefined;
   // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
   // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
-  if (ex.era === 'modern') {
-    first.onClose = () => {
-      if (!held) cancellation.abort(new Error('the client closed the stream'));
-    };
-  }
+  if (ex.era === 'modern') first.abortOnClose = cancellation;
   const current = (): Waiting | undefined => (held ? held.waiting : waiting);
   const refuse = (e: ManifoldError): never => {
     refused = e;
@@ -183,6 +179,8 @@ function start(
       expiresAt: now,
       abandon: (reason) => cancellation.abort(reason),
     };
+    // Held for the client's retry: closing the first request no longer cancels the call.
+    first.abortOnClose = undefined;
     const call = held;
     call.round++;
     call.expiresAt = now + INPUT_TTL_MS;
