@@ -1,5 +1,6 @@
 import { stripUnsafe } from '../guards/text.js';
 import { LOG_LEVELS } from '../protocol/versions.js';
+import type { LogMessage } from '../upstream/session.js';
 
 const MAX_LOG_DATA = 8192;
 
@@ -31,4 +32,32 @@ export function boundLogData(data: unknown): unknown {
   };
   // Parsed again from its bounded text, so its depth is what that text can hold.
   return clean(JSON.parse(text));
+}
+
+/** A progress notification for the client, re-keyed to its own token. */
+export function progressNote(
+  p: { progress: number; total?: number; message?: string },
+  token: string | number,
+): string {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    method: 'notifications/progress',
+    // Only the fields the protocol defines, each checked: an upstream's extras never ride along.
+    params: {
+      progressToken: token,
+      progress: typeof p.progress === 'number' && Number.isFinite(p.progress) ? p.progress : 0,
+      ...(typeof p.total === 'number' && Number.isFinite(p.total) ? { total: p.total } : {}),
+      ...(typeof p.message === 'string' ? { message: stripUnsafe(p.message).slice(0, 1024) } : {}),
+    },
+  });
+}
+
+/** An upstream's log message for the client, tagged with the server's name. */
+export function logNote(m: LogMessage, server: string): string {
+  const logger = typeof m.logger === 'string' ? `${server}/${stripUnsafe(m.logger).slice(0, 128)}` : server;
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    method: 'notifications/message',
+    params: { level: m.level, logger, data: boundLogData(m.data) },
+  });
 }

@@ -9,7 +9,6 @@
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { checkInputRequests, explainMissing, relayedCapabilities } from '../guards/client-features.js';
-import { stripUnsafe } from '../guards/text.js';
 import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -25,7 +24,7 @@ import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import type { Reply } from './http-in.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
-import { boundLogData, severe } from './log-relay.js';
+import { logNote, progressNote, severe } from './log-relay.js';
 import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
 
 type Result = Record<string, unknown>;
@@ -389,30 +388,4 @@ function start(
 /** The client capabilities for upstream, with the tasks extension when the request may use it. */
 export function withTasks(caps: Result, tasks: boolean | undefined): Result {
   return tasks ? { ...caps, extensions: { [TASKS_EXTENSION]: {} } } : caps;
-}
-
-function progressNote(
-  p: { progress: number; total?: number; message?: string },
-  token: string | number,
-): string {
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    method: 'notifications/progress',
-    // Only the fields the protocol defines, each checked: an upstream's extras never ride along.
-    params: {
-      progressToken: token,
-      progress: typeof p.progress === 'number' && Number.isFinite(p.progress) ? p.progress : 0,
-      ...(typeof p.total === 'number' && Number.isFinite(p.total) ? { total: p.total } : {}),
-      ...(typeof p.message === 'string' ? { message: stripUnsafe(p.message).slice(0, 1024) } : {}),
-    },
-  });
-}
-
-function logNote(m: LogMessage, server: string): string {
-  const logger = typeof m.logger === 'string' ? `${server}/${stripUnsafe(m.logger).slice(0, 128)}` : server;
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    method: 'notifications/message',
-    params: { level: m.level, logger, data: boundLogData(m.data) },
-  });
 }
