@@ -236,7 +236,8 @@ function start(
       if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name), true);
     };
   }
-  // What answers the client, whatever happened; it must never throw past here.
+  // The client's error answer for what went wrong while answering (a check that refused, a task
+  // answer that failed).
   const lastResort = (e: unknown) => {
     const w = current();
     if (w) finishError(w, t.onError(e, w.id));
@@ -304,7 +305,7 @@ function start(
   // One promise reaction per call: the result or the failure is answered here, and the call's
   // bookkeeping ends with it (#18: a then/catch/finally chain and an async wrapper cost as much
   // as the relay below them).
-  const onResult = (result: Result): void | Promise<void> => {
+  const settleResult = (result: Result): void | Promise<void> => {
     let more: Promise<void> | undefined;
     try {
       more = answerResult(result);
@@ -322,7 +323,7 @@ function start(
       end();
     }
   };
-  const onFailure = (e: unknown): void => {
+  const settleError = (e: unknown): void => {
     try {
       failed(e);
     } catch (again) {
@@ -342,7 +343,7 @@ function start(
     } catch (e) {
       work = Promise.reject(e);
     }
-    void work.then(onResult, onFailure);
+    void work.then(settleResult, settleError);
   };
   if (!gate) go();
   else {
