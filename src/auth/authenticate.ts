@@ -14,6 +14,9 @@ const VERIFIED_TTL_MS = 60_000;
  *
  * @example const authenticate = createAuthenticator(config.gateway.auth, platform.fetch)
  */
+/** Distinct Authorization headers remembered as they were sent; the set is cleared when full. */
+const HEADERS_REMEMBERED = 1024;
+
 export function createAuthenticator(
   auth: AuthConfig,
   fetch: typeof globalThis.fetch,
@@ -23,7 +26,19 @@ export function createAuthenticator(
   // Signature checks dominate a relayed call's cost, and a client sends the same token on every
   // request: remember verified tokens (never refused ones) until they expire, at most a minute.
   const verified = new LRUCache<string, { principal: Principal; until: number }>({ max: 10_000 });
+  // In front of it, the exact Authorization header a client repeats on every request: its hit
+  // skips the header pattern, the padding strip and the LRU's bookkeeping (#18). Filled only from
+  // a verified token, bounded, and checked against the same expiry.
+  const byHeader = new Map<string, { principal: Principal; until: number }>();
   return async function authenticate(request) {
+    const header = request.headers.get('authorization');
+    if (header !== null) {
+      const seen = byHeader.get(header);
+      if (seen !== undefined) {
+        if (seen.until > Date.now()) return seen.principal;
+        byHeader.delete(header);
+      }
+    }
     const { token: given, presented } = extractBearer(request);
     // A compact JWS has no base64 padding; `abc==` is the same token as `abc` to the decoder, so
     // it is cached (and rate-keyed) under one string (#13.16).
@@ -35,12 +50,23 @@ export function createAuthenticator(
     }
     const now = Date.now();
     const hit = verified.get(token);
-    if (hit && hit.until > now) return hit.principal;
+    if (hit && hit.until > now) {
+      remember(header as string, hit);
+      return hit.principal;
+    }
     const payload = await verify(token);
     const principal = principalFromClaims(payload, auth);
     const exp = typeof payload.exp === 'number' ? payload.exp * 1000 : now;
     const until = Math.min(exp, now + VERIFIED_TTL_MS);
-    if (until > now) verified.set(token, { principal, until });
+    if (until > now) {
+      const entry = { principal, until };
+      verified.set(token, entry);
+      remember(header as string, entry);
+    }
     return principal;
   };
+  function remember(header: string, entry: { principal: Principal; until: number }): void {
+    if (byHeader.size >= HEADERS_REMEMBERED) byHeader.clear();
+    byHeader.set(header, entry);
+  }
 }

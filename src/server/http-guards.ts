@@ -36,19 +36,24 @@ export function originCheck(
 ): (request: { header(name: string): string | undefined }) => void {
   const origins = new Set(options.allowedOrigins.map((o) => o.toLowerCase().replace(/\/$/, '')));
   const hosts = new Set(options.hostnames.map((h) => h.toLowerCase()));
+  // The Host header last found allowed, exactly as sent: every request of a client repeats it (#18).
+  let allowedHost: string | undefined;
   return function checkOriginAndHost(request) {
     const origin = request.header('origin');
     if (origin !== undefined && !originAllowed(origin, origins)) {
       throw new ManifoldError('ERR_ORIGIN', 'origin not allowed');
     }
     if (options.checkHost) {
-      const raw = (request.header('host') ?? '').trim().toLowerCase();
+      const sent = request.header('host');
+      if (sent !== undefined && sent === allowedHost) return;
+      const raw = (sent ?? '').trim().toLowerCase();
       const host = hostnameOf(raw);
       // `hostnames` entries may carry a port (gw.example.com:8443) or not.
       const literal = options.ipLiterals === true && isIpLiteral(host);
       if (!literal && !isLoopbackHost(host) && !hosts.has(host) && !hosts.has(raw)) {
         throw new ManifoldError('ERR_HOST', 'host not allowed');
       }
+      allowedHost = sent;
     }
   };
 }

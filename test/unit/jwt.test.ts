@@ -792,4 +792,36 @@ describe('#13.16 token type, lifetime and padding', () => {
     expect(b.key).toBe(a.key);
     expect(verifications).toBe(1);
   });
+
+  it('a repeated Authorization header is answered from memory only until the token expires', async () => {
+    let verifications = 0;
+    const verify = createVerifier({ auth: authConfig({ publicKey: keys.es.pem }), fetch });
+    const counting = async (t: string) => {
+      verifications++;
+      return verify(t);
+    };
+    const authenticate = createAuthenticator(authConfig({ publicKey: keys.es.pem }), fetch, counting);
+    const req = (t: string) => new Request('http://gw/mcp', { headers: { authorization: `Bearer ${t}` } });
+    const short = await mint(keys.es.privateKey, { exp: now() + 2 });
+    const first = await authenticate(req(short));
+    expect(await authenticate(req(short))).toBe(first);
+    expect(verifications).toBe(1);
+    // A refused header is never remembered: each attempt is verified and refused again.
+    const forged = `${short.slice(0, -4)}AAAA`;
+    await unauthorized(authenticate(req(forged)));
+    await unauthorized(authenticate(req(forged)));
+    expect(verifications).toBe(3);
+    // Past its exp (jose still allows the clock tolerance): verified again, not answered from memory.
+    vi.useFakeTimers({ now: Date.now() + 3000, toFake: ['Date'] });
+    try {
+      await authenticate(req(short));
+      expect(verifications).toBe(4);
+      // Past the tolerance too: refused.
+      vi.setSystemTime(Date.now() + 600_000);
+      await unauthorized(authenticate(req(short)));
+      expect(verifications).toBe(5);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });
