@@ -165,6 +165,8 @@ export class Gateway {
     const live = warmed
       .then((count) => {
         this.coldDiscovery = count === 0;
+        // Stopped while the stored listings were read: nothing is started.
+        if (this.stopping) return;
         return this.pool.start();
       })
       .finally(() => {

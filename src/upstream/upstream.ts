@@ -171,7 +171,9 @@ export class Upstream {
 
   /** The first attempt; resolves once it has settled either way. */
   start(): Promise<void> {
-    if (this.state === 'disabled') return Promise.resolve();
+    // Closed before its first attempt (the gateway stopped while it was still starting): it
+    // stays closed, or its retries would keep the process alive.
+    if (this.state === 'disabled' || this.state === 'closed') return Promise.resolve();
     this.firstAttempt = this.connect();
     return this.firstAttempt;
   }
@@ -195,6 +197,7 @@ export class Upstream {
    * change unless the listing really changed.
    */
   private async connect(renew = false): Promise<void> {
+    if (this.state === 'closed') return;
     const gen = ++this.generation;
     const { gateway, platform } = this.deps;
     if (!renew) this.state = 'connecting';

@@ -33,6 +33,26 @@ function staggeredPlatform(): Platform {
 }
 
 describe('cold start', () => {
+  it('a gateway closed while it is still starting starts nothing afterwards (no spawn, no retry)', async () => {
+    const servers = Object.fromEntries(Array.from({ length: 3 }, (_, i) => [`s${i}`, { command: 'x' }]));
+    const parsed = parseConfigObject({ mcpServers: servers }, {});
+    if (!parsed.ok) throw new Error('bad config');
+    let spawned = 0;
+    const platform = staggeredPlatform();
+    const connect = platform.connectStdio!;
+    platform.connectStdio = (spec, ...rest) => {
+      spawned++;
+      return connect(spec, ...rest);
+    };
+    const gateway = new Gateway({ config: parsed.config, platform, version: 't' });
+    // SIGTERM right after the port opened: close() runs before the first connection attempts.
+    const started = gateway.start();
+    await gateway.close();
+    await started;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(spawned).toBe(0);
+    expect(gateway.health().upstreams.map((u) => u.state)).toEqual(['closed', 'closed', 'closed']);
+  });
   it('builds the catalog once, when every first attempt has settled, not once per upstream', async () => {
     const servers = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`s${i}`, { command: 'x' }]));
     const parsed = parseConfigObject({ mcpServers: servers }, {});
