@@ -25,6 +25,8 @@ Usage:
 See docs/configuration.md for the config file and docs/auth.md for keys and tokens.`;
 
 const LEVELS = ['debug', 'info', 'warn', 'error'];
+/** How often a gateway run by npm checks that the shell npm started it in is still its parent. */
+const PARENT_POLL_MS = 500;
 
 const io: CliIO = {
   out: (text) => process.stdout.write(text),
@@ -112,6 +114,20 @@ async function main(argv: string[]): Promise<number> {
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    // Under `npm start` or `npx`, npm runs this through `sh -c`, which does not pass a SIGTERM
+    // on: killing npm would leave the gateway and its children running, adopted by init. The
+    // shell dying is the sign (a new parent), so stop as on SIGTERM. Only under npm: a gateway
+    // started in the background of a shell on purpose keeps running when that shell exits.
+    if (process.env.npm_lifecycle_event !== undefined || process.env.npm_command !== undefined) {
+      const parent = process.ppid;
+      const watch = setInterval(() => {
+        if (process.ppid === parent) return;
+        clearInterval(watch);
+        log.info('gateway.parent_exited', { parent });
+        onSignal('SIGTERM');
+      }, PARENT_POLL_MS);
+      watch.unref();
+    }
   });
   return 0;
 }

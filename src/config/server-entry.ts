@@ -39,6 +39,16 @@ function readTools(f: Findings, raw: unknown, base: PathSegment[]): unknown {
   return picked;
 }
 
+/** Keys other MCP clients' configs use for ours. */
+const ALIASES: Record<string, string> = { serverUrl: 'url' };
+
+/** Spellings of the streamable HTTP transport in other clients' configs (lower-cased). */
+const TYPE_SPELLINGS: Record<string, string> = {
+  streamablehttp: 'streamable-http',
+  streamable_http: 'streamable-http',
+  'streamable-http': 'streamable-http',
+};
+
 export function readServer(
   f: Findings,
   mapKey: string,
@@ -65,15 +75,30 @@ export function readServer(
   }
 
   const picked: JsonObject = {};
-  for (const key of keysOf(raw)) {
+  for (const given of keysOf(raw)) {
+    // The spellings other clients' configs use: Windsurf's `serverUrl` for `url`.
+    const key = ALIASES[given] ?? given;
+    if (key !== given && raw[key] !== undefined) {
+      error(
+        f,
+        [...base, given],
+        `is another spelling of "${key}", and both are set`,
+        `keep one of them: "${key}" or "${given}"`,
+      );
+      continue;
+    }
     if (!SERVER_KEYS.includes(key)) {
       f.warnings.push(unknownKeyWarning([...base, key], SERVER_KEYS));
       continue;
     }
     picked[key] =
       key === 'tools' || key === 'prompts' || key === 'resources'
-        ? readTools(f, raw[key], [...base, key])
-        : interpolateField(f, raw[key], [...base, key]);
+        ? readTools(f, raw[given], [...base, given])
+        : interpolateField(f, raw[given], [...base, given]);
+  }
+  // Cline writes "streamableHttp", others "streamable_http" or "streamableHTTP".
+  if (typeof picked.type === 'string' && TYPE_SPELLINGS[picked.type.toLowerCase()]) {
+    picked.type = TYPE_SPELLINGS[picked.type.toLowerCase()]!;
   }
   const issues = validateShape(serverSchema, picked, {
     table: FIELD_TEXT.server,
@@ -87,6 +112,7 @@ export function readServer(
   // Transport: explicit, or inferred from command / url.
   let type: TransportKind | undefined;
   let inferred = false;
+  let sseFallback = false;
   if (has('type')) {
     if (valid('type')) type = picked.type === 'http' ? 'streamable-http' : (picked.type as TransportKind);
   } else if (has('command') && has('url')) {
@@ -102,6 +128,7 @@ export function readServer(
   } else if (has('url')) {
     type = 'streamable-http';
     inferred = true;
+    sseFallback = true;
   } else {
     error(
       f,
@@ -250,6 +277,7 @@ export function readServer(
   const server: ServerConfig = {
     name,
     type,
+    ...(sseFallback ? { sseFallback } : {}),
     args: (picked.args as string[] | undefined) ?? [],
     env: (picked.env as Record<string, string> | undefined) ?? {},
     headers: (picked.headers as Record<string, string> | undefined) ?? {},

@@ -15,6 +15,12 @@ export interface ServerConfig {
   cwd?: string;
   /** streamable-http and sse only. */
   url?: string;
+  /**
+   * True when the transport was inferred from `url` (no `type`): a server that refuses the
+   * streamable-HTTP initialize with 400, 404 or 405 is reached over HTTP+SSE instead, as the
+   * spec's backward-compatibility section describes (pasted Cursor configs name an `/sse` URL).
+   */
+  sseFallback?: boolean;
   headers: Record<string, string>;
   /** The name prefix; defaults to `name`. `false` mounts tools unprefixed. */
   prefix: string | false;

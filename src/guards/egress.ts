@@ -96,19 +96,21 @@ export function egressPolicy(options: EgressPolicyOptions): EgressPolicy {
       const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
       const where = `${host}:${port}`;
       if (isListed(host, port)) return OK;
-      if (url.protocol === 'http:') return deny(`plain http to ${where}, which is not in allowedHosts`);
-      if (restricted) return deny(`${where} is not in allowedHosts`);
+      if (url.protocol === 'http:') {
+        return deny(`plain http to ${where}, which is not in allowedHosts; ${allow(where)}`);
+      }
+      if (restricted) return deny(`${where} is not in allowedHosts; ${allow(where)}`);
       const ip = parseIp(host);
       if (ip) {
         const why = nonPublicReason(ip);
-        return why ? deny(`${where} is a ${why} address`) : OK;
+        return why ? deny(`${where} is a ${why} address; ${allow(where)}`) : OK;
       }
       if (host.includes(':') || host.startsWith('[')) return deny(`unparseable IP literal ${host}`);
       // RFC 6761 §6.3: these names always mean loopback. Node's lookup hook would refuse the
       // answer anyway; refusing by name also covers runtimes without that hook (Workers).
       const bare = host.endsWith('.') ? host.slice(0, -1) : host;
       if (bare === 'localhost' || bare.endsWith('.localhost')) {
-        return deny(`${where} is a loopback name (RFC 6761)`);
+        return deny(`${where} is a loopback name (RFC 6761); ${allow(where)}`);
       }
       return OK;
     },
@@ -130,9 +132,14 @@ export function egressPolicy(options: EgressPolicyOptions): EgressPolicy {
           `${host} resolved to ${literal}, a ${why} address; list the address itself in allowedHosts to reach it`,
         );
       }
-      return why ? deny(`${host} resolved to ${formatIp(ip)}, a ${why} address`) : OK;
+      return why ? deny(`${host} resolved to ${formatIp(ip)}, a ${why} address; ${allow(host)}`) : OK;
     },
   };
+}
+
+/** The fix a refusal names: the entry that would allow it (SECURITY D1: never implicit). */
+function allow(entry: string): string {
+  return `to allow it, add "${entry}" to gateway.allowedHosts`;
 }
 
 function deny(reason: string): Verdict {

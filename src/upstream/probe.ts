@@ -16,12 +16,13 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ManifoldError } from '../errors.js';
 import { type Era, McpCode, MODERN_VERSIONS } from '../protocol/versions.js';
-import { brief, UpstreamHttpError } from './call-errors.js';
+import { brief, httpStatusOf, UpstreamHttpError } from './call-errors.js';
 import { postMessage } from './http-wire.js';
 import { LegacySession } from './legacy-session.js';
 import { type DiscoverInfo, ModernSession, readDiscover } from './modern-session.js';
 import { modernStamp, modernWire } from './modern-wire.js';
 import type { SessionDeps, SessionEvents, UpstreamSession } from './session.js';
+import { markOverSse, reachedOverSse, SSE_FALLBACK_STATUSES } from './sse-fallback.js';
 import { createTransport, upstreamUrl } from './transports.js';
 
 const PROBE_ID = 'manifold:probe';
@@ -180,6 +181,7 @@ export async function openSession(
       throw e;
     }
   }
+  if (deps.config.sseFallback && reachedOverSse(deps.config)) return openOverSse(deps, events);
   if (deps.config.type === 'streamable-http' && pin !== 'legacy') {
     // A statically denied URL fails here, with its reason logged under the server's name.
     upstreamUrl(deps.config, deps.platform, deps.log);
@@ -188,7 +190,30 @@ export async function openSession(
     if (pin === 'modern') throw notModern(deps, verdict.reason);
     deps.log.debug('upstream.legacy', { reason: verdict.reason });
   }
-  return LegacySession.open(deps, createTransport(deps.config, deps.platform, deps.log), events);
+  try {
+    return await LegacySession.open(deps, createTransport(deps.config, deps.platform, deps.log), events);
+  } catch (e) {
+    // transports, backwards compatibility: a POST of initialize refused with 400, 404 or 405 means
+    // an HTTP+SSE server; open its GET stream instead. Only for a url given without a type.
+    const status = httpStatusOf(e);
+    if (!deps.config.sseFallback || status === undefined || !SSE_FALLBACK_STATUSES.has(status)) throw e;
+    deps.log.info('upstream.sse_fallback', { status });
+    let session: UpstreamSession;
+    try {
+      session = await openOverSse(deps, events);
+    } catch (sseError) {
+      // Not an SSE server either: the streamable-HTTP refusal is the one worth reporting.
+      deps.log.debug('upstream.sse_fallback_failed', { error: brief(sseError) });
+      throw e;
+    }
+    markOverSse(deps.config);
+    return session;
+  }
+}
+
+function openOverSse(deps: SessionDeps, events: SessionEvents): Promise<UpstreamSession> {
+  const config = { ...deps.config, type: 'sse' as const };
+  return LegacySession.open({ ...deps, config }, createTransport(config, deps.platform, deps.log), events);
 }
 
 function notModern(deps: SessionDeps, reason: string): ManifoldError {

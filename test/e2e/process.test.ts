@@ -376,6 +376,41 @@ describe('README quick start: npm start', () => {
       }
     }
   });
+
+  it('`kill <pid of npm start>` (npm alone, not its group) stops the gateway and its servers too', async () => {
+    const port = await freePort();
+    // npm's `sh -c` does not pass npm's SIGTERM on; the gateway sees its shell go and stops.
+    const npm = run('npm', ['start', '--', '--port', String(port)], { cwd: ROOT, detached: true });
+    let upstreamPids: number[] = [];
+    let gatewayPid: number | undefined;
+    try {
+      await waitAllReady(`http://127.0.0.1:${port}`, ['everything', 'memory'], npm);
+      const tree = descendantsOf(npm.child.pid!);
+      upstreamPids = tree.filter((p) => /server-everything|server-memory/.test(cmdline(p)));
+      expect(upstreamPids.length).toBe(2);
+      gatewayPid = procStat(upstreamPids[0]!)?.ppid;
+      expect(cmdline(gatewayPid!)).toMatch(/node.* dist\/manifold\.js serve/);
+
+      process.kill(npm.child.pid!, 'SIGTERM');
+      await exitWithin(npm, 15_000, 'npm after SIGTERM');
+      await eventually(() => !isAlive(gatewayPid!), 'the gateway exited after npm was killed', 15_000);
+      for (const p of upstreamPids) expect(isAlive(p), `upstream child ${p}`).toBe(false);
+      // A graceful stop, announced as such.
+      await eventually(() => npm.logs.some((l) => l.event === 'gateway.stopped'), 'gateway.stopped logged');
+      expect(npm.logs.some((l) => l.event === 'gateway.parent_exited' || l.event === 'gateway.signal')).toBe(
+        true,
+      );
+    } finally {
+      try {
+        process.kill(-npm.child.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      for (const p of [gatewayPid, ...upstreamPids]) {
+        if (p !== undefined && isAlive(p)) process.kill(p, 'SIGKILL');
+      }
+    }
+  });
 });
 
 describe('manifold check', () => {

@@ -155,6 +155,45 @@ describe('transport', () => {
     expect(remote!.command).toBeUndefined();
   });
 
+  it('pasted configs of other clients: Windsurf serverUrl, Cline streamableHttp, Cursor url without type', () => {
+    const result = ok(
+      parseConfigObject(
+        cfg({
+          windsurf: { serverUrl: 'https://w.dev/mcp' },
+          cline: { type: 'streamableHttp', url: 'https://c.dev/mcp' },
+          cursor: { url: 'https://cursor.dev/sse' },
+          typed: { type: 'streamable-http', url: 'https://t.dev/mcp' },
+          sse: { type: 'sse', url: 'https://s.dev/sse' },
+        }),
+        {},
+      ),
+    );
+    expect(result.warnings).toEqual([]);
+    const by = Object.fromEntries(result.config.servers.map((s) => [s.name, s]));
+    expect(by.windsurf).toMatchObject({
+      type: 'streamable-http',
+      url: 'https://w.dev/mcp',
+      sseFallback: true,
+    });
+    expect(by.cline).toMatchObject({ type: 'streamable-http', url: 'https://c.dev/mcp' });
+    // Only a url without a type may fall back to HTTP+SSE; a named transport is kept as named.
+    expect(by.cursor).toMatchObject({ type: 'streamable-http', sseFallback: true });
+    expect(by.cline!.sseFallback).toBeUndefined();
+    expect(by.typed!.sseFallback).toBeUndefined();
+    expect(by.sse).toMatchObject({ type: 'sse' });
+    expect(by.sse!.sseFallback).toBeUndefined();
+  });
+
+  it('url and its other spelling serverUrl together are an error naming both', () => {
+    const issue = one(
+      failed(parseConfigObject(cfg({ w: { url: 'https://a.dev/mcp', serverUrl: 'https://b.dev/mcp' } }), {}))
+        .errors,
+      'mcpServers.w.serverUrl',
+    );
+    expect(issue.message).toBe('is another spelling of "url", and both are set');
+    expect(issue.fix).toContain('keep one of them');
+  });
+
   it('normalises the http alias and keeps sse', () => {
     const result = ok(
       parseConfigObject(
@@ -431,6 +470,7 @@ describe('defaults and limits', () => {
     expect(result.config.servers[0]).toEqual({
       name: 'a',
       type: 'streamable-http',
+      sseFallback: true,
       url: 'https://x',
       args: [],
       env: {},

@@ -72,6 +72,20 @@ describe('D2: allowedHosts matching', () => {
     expect(p.checkUrl(url('https://8.8.8.8/')).ok).toBe(false);
   });
 
+  it('D1: a refusal names the allowedHosts entry that would allow it', () => {
+    const p = egressPolicy({ allowedHosts: [] });
+    expect(denied(p.checkUrl(url('http://127.0.0.1:9090/mcp')))).toContain(
+      'to allow it, add "127.0.0.1:9090" to gateway.allowedHosts',
+    );
+    expect(denied(p.checkUrl(url('https://10.0.0.5/mcp')))).toContain(
+      'add "10.0.0.5:443" to gateway.allowedHosts',
+    );
+    expect(denied(p.checkUrl(url('https://localhost:8443/')))).toContain('add "localhost:8443"');
+    expect(denied(p.checkAddress('internal.example', '192.168.1.4'))).toContain(
+      'add "internal.example" to gateway.allowedHosts',
+    );
+  });
+
   it('D2: matching is exact: no subdomains, suffixes or prefixes', () => {
     const p = egressPolicy({ allowedHosts: ['example.com'] });
     for (const u of [
