@@ -1,7 +1,53 @@
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
-import type { Logger } from '../../src/log.js';
+import type { LogFields, Logger } from '../../src/log.js';
+import { redactor } from '../../src/redact.js';
 import { nodePlatform } from './platform.js';
+
+/** Last stderr lines shown for a server that is not ready. */
+const STDERR_LINES = 8;
+
+interface ServerTrail {
+  stderr: string[];
+  exited?: { code: unknown; signal: unknown };
+}
+
+/** `log`, and what each server's stdio child said on stderr and how it exited, kept per server. */
+function collecting(log: Logger, trails: Map<string, ServerTrail>, base: LogFields = {}): Logger {
+  const trail = (): ServerTrail | undefined => {
+    const server = base.server;
+    if (typeof server !== 'string') return undefined;
+    let t = trails.get(server);
+    if (!t) trails.set(server, (t = { stderr: [] }));
+    return t;
+  };
+  const tap =
+    (level: 'debug' | 'info' | 'warn' | 'error') =>
+    (event: string, fields?: LogFields): void => {
+      if (event === 'upstream.stderr' && typeof fields?.line === 'string') {
+        const t = trail();
+        if (t) {
+          t.stderr.push(fields.line.slice(0, 300));
+          if (t.stderr.length > STDERR_LINES) t.stderr.shift();
+        }
+      } else if (event === 'upstream.exited') {
+        const t = trail();
+        if (t) t.exited = { code: fields?.code, signal: fields?.signal };
+      } else if (event === 'upstream.spawned') {
+        // A new attempt: what the last one said is kept only until the new one speaks.
+        const t = trail();
+        if (t) t.exited = undefined;
+      }
+      log[level](event, fields);
+    };
+  return {
+    debug: tap('debug'),
+    info: tap('info'),
+    warn: tap('warn'),
+    error: tap('error'),
+    child: (fields) => collecting(log.child(fields), trails, { ...base, ...fields }),
+  };
+}
 
 function pad(s: string, n: number): string {
   return s.length >= n ? s : s + ' '.repeat(n - s.length);
@@ -16,8 +62,16 @@ export async function runCheck(
   log: Logger,
   version: string,
   out: (s: string) => void,
+  secrets: readonly string[] = [],
 ): Promise<number> {
-  const gateway = new Gateway({ config, platform: nodePlatform(log, config.gateway), version });
+  const trails = new Map<string, ServerTrail>();
+  const tapped = collecting(log, trails);
+  const gateway = new Gateway({
+    config,
+    platform: nodePlatform(tapped, config.gateway),
+    version,
+    secrets,
+  });
   try {
     await gateway.start();
     await gateway.settled();
@@ -32,6 +86,20 @@ export async function runCheck(
       out(
         `${pad(r.name, w)}${pad(r.transport, 17)}${pad(r.state, 13)}${pad(String(r.tools), 7)}${pad(protocol, 19)}${r.lastError ?? ''}`,
       );
+    }
+    // A server that did not start says why on stderr far more often than over MCP.
+    const redact = redactor(secrets);
+    for (const r of rows) {
+      const t = trails.get(r.name);
+      if (r.state === 'ready' || r.state === 'disabled' || !t || t.stderr.length === 0) continue;
+      const how = t.exited
+        ? t.exited.signal
+          ? ` (it was stopped by ${String(t.exited.signal)})`
+          : ` (it exited with code ${String(t.exited.code)})`
+        : '';
+      out('');
+      out(`${r.name}: the last lines it wrote to stderr${how}:`);
+      for (const line of t.stderr) out(`  ${redact(line)}`);
     }
     out('');
     out(`exposed tools (${gateway.catalog.entries.length}):`);

@@ -98,7 +98,9 @@ async function main(argv: string[]): Promise<number> {
   }
   const version = packageVersion();
 
-  if (command === 'check') return runCheck(config, log, version, (s) => process.stdout.write(`${s}\n`));
+  if (command === 'check') {
+    return runCheck(config, log, version, (s) => process.stdout.write(`${s}\n`), secrets);
+  }
 
   const running = await startGateway({ config, log, version, secrets });
   await new Promise<void>((resolve) => {

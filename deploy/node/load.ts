@@ -32,7 +32,16 @@ export function loadConfigFile(
   }
   const result = parseConfig(text, env, full);
   if (!result.ok) {
-    throw new ConfigLoadError(`invalid config ${full}:\n${formatIssues(result.errors, full)}`, result.errors);
+    // The warnings too: an unknown key is often the error's cause (`comand` is why there is no
+    // command), and its "did you mean" is the fix.
+    const also =
+      result.warnings.length > 0
+        ? `\nwarnings (a misspelt key may be the cause of an error above):\n${formatIssues(result.warnings, full)}`
+        : '';
+    throw new ConfigLoadError(
+      `invalid config ${full}:\n${formatIssues(result.errors, full)}${also}`,
+      result.errors,
+    );
   }
   const jwksIssue = resolveJwksFile(result.config);
   if (jwksIssue) {

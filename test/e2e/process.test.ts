@@ -462,6 +462,34 @@ describe('manifold check', () => {
     expect(stdout).toMatch(/^everything\s+stdio\s+ready/m);
   });
 
+  it('a stdio server that crashes at start: check shows its last stderr lines and exit code, secrets redacted', async () => {
+    const secret = 'sk-e2e-crash-0123456789abcdef';
+    process.env.MANIFOLD_E2E_CRASH_TOKEN = secret;
+    try {
+      const config = writeConfig('check-crash.json', {
+        mcpServers: {
+          crashy: {
+            command: process.execPath,
+            args: [
+              '-e',
+              "console.error('starting up'); console.error('Error: token ' + process.env.TOKEN + ' was refused'); process.exit(3)",
+            ],
+            // biome-ignore lint/suspicious/noTemplateCurlyInString: a ${VAR} reference for the config loader
+            env: { TOKEN: '${MANIFOLD_E2E_CRASH_TOKEN}' },
+          },
+        },
+      });
+      const { code, stdout, stderr } = await cli(['check', '--config', config]);
+      expect(code).toBe(1);
+      expect(stdout).toContain('crashy: the last lines it wrote to stderr (it exited with code 3):');
+      expect(stdout).toContain('  starting up');
+      expect(stdout).toContain('  Error: token [redacted] was refused');
+      expect(stdout + stderr).not.toContain(secret);
+    } finally {
+      delete process.env.MANIFOLD_E2E_CRASH_TOKEN;
+    }
+  });
+
   it('exits 2 for an invalid config and names every problem with its JSON path', async () => {
     const config = writeConfig('check-invalid.json', {
       mcpServers: {
@@ -477,5 +505,20 @@ describe('manifold check', () => {
     expect(stderr).toMatch(/mcpServers\.remote\.url: .*MANIFOLD_E2E_UNSET_VAR.*not set/);
     // Nothing was started: no table.
     expect(stdout).not.toMatch(/SERVER\s+TRANSPORT/);
+  });
+
+  it('an invalid config still shows the "did you mean" of its misspelt keys (comand, isuer)', async () => {
+    const config = writeConfig('check-typos.json', {
+      mcpServers: { a: { comand: process.execPath } },
+      gateway: { auth: { isuer: 'https://issuer.example', audience: 'manifold', secret: 'x'.repeat(32) } },
+    });
+    const serve = await cli(['serve', '--config', config, '--port', '0']);
+    for (const { code, stderr } of [await cli(['check', '--config', config]), serve]) {
+      expect(code).toBe(2);
+      expect(stderr).toMatch(/mcpServers\.a: has neither "command" nor "url"/);
+      expect(stderr).toMatch(/gateway\.auth\.issuer: is missing/);
+      expect(stderr).toMatch(/mcpServers\.a\.comand: unknown key "comand".*did you mean "command"\?/);
+      expect(stderr).toMatch(/gateway\.auth\.isuer: unknown key "isuer".*did you mean "issuer"\?/);
+    }
   });
 });
