@@ -18,7 +18,10 @@ function collecting(log: Logger, trails: Map<string, ServerTrail>, base: LogFiel
     const server = base.server;
     if (typeof server !== 'string') return undefined;
     let t = trails.get(server);
-    if (!t) trails.set(server, (t = { stderr: [] }));
+    if (!t) {
+      t = { stderr: [] };
+      trails.set(server, t);
+    }
     return t;
   };
   const tap =
