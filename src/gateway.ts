@@ -176,7 +176,7 @@ export class Gateway {
       });
     this.live = live;
     this.ready = warmed
-      .then((count) => (count > 0 ? undefined : live))
+      .then((count) => (count > 0 ? undefined : this.coldDeadline(live)))
       .then(() => {
         this.log.info('gateway.catalog', {
           tools: this.catalog.entries.length,
@@ -186,6 +186,34 @@ export class Gateway {
       });
     void live.then(() => this.startTimers());
     return this.ready;
+  }
+
+  /**
+   * A cold start waits for the first connection attempts at most `coldStartMs`: one hung upstream
+   * must not hold every client's first tools/list for its whole connect timeout. Past the
+   * deadline the catalog is built from the upstreams that are ready; each later one changes it
+   * (and is announced with list_changed) as it comes.
+   */
+  private coldDeadline(live: Promise<void>): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const passed = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        if (this.coldDiscovery && !this.stopping) {
+          this.coldDiscovery = false;
+          this.rebuild();
+          const waiting = this.pool.upstreams
+            .filter((u) => u.status().state === 'connecting')
+            .map((u) => u.name);
+          this.log.warn('gateway.cold_start_partial', { waitedMs: this.config.gateway.coldStartMs, waiting });
+        }
+        resolve();
+      }, this.config.gateway.coldStartMs);
+    });
+    // The timer must not hold a stopping process, nor outlive the attempts it waits for.
+    (timer as { unref?: () => void } | undefined)?.unref?.();
+    const clear = () => clearTimeout(timer);
+    live.then(clear, clear);
+    return Promise.race([live, passed]);
   }
 
   /** Settles once every first connection attempt has settled (used by `check` and tests). */

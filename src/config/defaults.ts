@@ -24,6 +24,7 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
   callTimeoutMs: 60_000,
   maxCallTimeoutMs: 600_000,
   connectTimeoutMs: 15_000,
+  coldStartMs: 5000,
   listTimeoutMs: 15_000,
   maxListPages: 100,
   pageSize: 500,

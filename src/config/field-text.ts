@@ -39,6 +39,7 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   callTimeoutMs: positive('milliseconds', 60000),
   maxCallTimeoutMs: positive('milliseconds', 600000),
   connectTimeoutMs: positive('milliseconds', 15000),
+  coldStartMs: positive('milliseconds', 5000),
   listTimeoutMs: positive('milliseconds', 15000),
   maxListPages: positive('pages', 100),
   pageSize: { expected: 'an integer from 1 to 10000', fix: 'write a whole number without quotes, e.g. 500' },

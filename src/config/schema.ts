@@ -108,6 +108,7 @@ export const gatewaySchema = z.object({
   callTimeoutMs: millis(),
   maxCallTimeoutMs: millis(),
   connectTimeoutMs: millis(),
+  coldStartMs: millis(),
   listTimeoutMs: millis(),
   maxListPages: count(),
   pageSize: int(1, MAX_PAGE_SIZE),

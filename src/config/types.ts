@@ -155,6 +155,13 @@ export interface GatewayConfig {
   callTimeoutMs: number;
   maxCallTimeoutMs: number;
   connectTimeoutMs: number;
+  /**
+   * On a cold start (no stored listing), how long the first tools/list (or call) waits for the
+   * upstreams' first connection attempts; past it, it answers with those that are ready, and the
+   * rest are announced with list_changed as they come. Default 5000 (above the 3 s a silent
+   * legacy stdio server takes to be told from a modern one).
+   */
+  coldStartMs: number;
   listTimeoutMs: number;
   maxListPages: number;
   pageSize: number;

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { Catalog } from '../../src/aggregate/catalog.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import { Gateway } from '../../src/gateway.js';
-import { silentLogger } from '../../src/log.js';
+import { createJsonLogger, silentLogger } from '../../src/log.js';
 import type { Platform } from '../../src/platform.js';
 
 // Upstreams over in-memory transports that answer one after another, 20 ms apart.
@@ -33,6 +33,67 @@ function staggeredPlatform(): Platform {
 }
 
 describe('cold start', () => {
+  it('a slow upstream does not hold the first tools/list past coldStartMs; it joins later with a catalog change', async () => {
+    const parsed = parseConfigObject(
+      {
+        // Pinned to the handshake: no 3 s server/discover probe of a silent in-memory server.
+        mcpServers: {
+          fast: { command: 'x', protocol: '2025-11-25' },
+          slow: { command: 'x', protocol: '2025-11-25' },
+        },
+        gateway: { coldStartMs: 200 },
+      },
+      {},
+    );
+    if (!parsed.ok) throw new Error('bad config');
+    const lines: Record<string, unknown>[] = [];
+    const log = createJsonLogger({ level: 'info', write: (l) => lines.push(JSON.parse(l)) });
+    const platform: Platform = {
+      fetch,
+      runtime: 'test',
+      now: Date.now,
+      log,
+      connectStdio: (spec): Transport => {
+        const [client, server] = InMemoryTransport.createLinkedPair();
+        const mcp = new McpServer({ name: spec.server, version: '1' });
+        mcp.registerTool('t', { description: `tool of ${spec.server}` }, async () => ({ content: [] }));
+        const start = client.start.bind(client);
+        client.start = async () => {
+          await mcp.connect(server);
+          if (spec.server === 'slow') await new Promise((r) => setTimeout(r, 1200));
+          await start();
+        };
+        return client;
+      },
+    };
+    // The session layer is loaded on first use; loaded here, so the deadline measures connecting.
+    await import('../../src/upstream/probe.js');
+    const gateway = new Gateway({ config: parsed.config, platform, version: 't' });
+    const published: Catalog[] = [];
+    gateway.onCatalogChange((c) => published.push(c));
+    try {
+      const t0 = Date.now();
+      await gateway.start();
+      const waited = Date.now() - t0;
+      expect(waited).toBeLessThan(1000);
+      expect(gateway.catalog.entries.map((e) => e.name)).toEqual(['fast__t']);
+      const partial = lines.find((l) => l.event === 'gateway.cold_start_partial');
+      expect(partial).toMatchObject({ waitedMs: 200, waiting: ['slow'] });
+      await gateway.settled();
+      expect(gateway.catalog.entries.map((e) => e.name).sort()).toEqual(['fast__t', 'slow__t']);
+      // The slow one's arrival changed the published catalog (what list_changed announces).
+      expect(
+        published
+          .at(-1)!
+          .entries.map((e) => e.name)
+          .sort(),
+      ).toEqual(['fast__t', 'slow__t']);
+      expect(published.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await gateway.close(0);
+    }
+  });
+
   it('a gateway closed while it is still starting starts nothing afterwards (no spawn, no retry)', async () => {
     const servers = Object.fromEntries(Array.from({ length: 3 }, (_, i) => [`s${i}`, { command: 'x' }]));
     const parsed = parseConfigObject({ mcpServers: servers }, {});

@@ -443,6 +443,7 @@ describe('defaults and limits', () => {
       callTimeoutMs: 60000,
       maxCallTimeoutMs: 600000,
       connectTimeoutMs: 15000,
+      coldStartMs: 5000,
       listTimeoutMs: 15000,
       maxListPages: 100,
       pageSize: 500,
