@@ -12,6 +12,8 @@ export interface VerifiedListing {
   quarantined: Tool[];
   /** Upstream names that were trusted and are no longer listed. */
   removed: string[];
+  /** Listed names that were never trusted: not served until an operator re-trusts the server. */
+  withheld: string[];
   /** The configured identity no longer matches the stored one: nothing is served. */
   identityChanged: boolean;
 }
@@ -48,14 +50,14 @@ export class DriftGate {
           message: `the configured transport, URL or command of ${server.name} changed since it was trusted; its tools are withheld until an operator runs: manifold retrust ${server.name}`,
         }),
       );
-      return { trusted: [], quarantined: [], removed: [], identityChanged: true };
+      return { trusted: [], quarantined: [], removed: [], withheld: [], identityChanged: true };
     }
     if (options.save) this.store.saveCatalog(identity, [...tools], this.now());
     if (!row?.baseline) {
       // Trust on first use, keyed by the configured identity, never by the server's own name (C2).
       if (this.store.createBaseline(identity, await baselineFrom(tools), this.now())) {
         log.info('drift.baseline_recorded', { tools: tools.length });
-        return { trusted: [...tools], quarantined: [], removed: [], identityChanged: false };
+        return { trusted: [...tools], quarantined: [], removed: [], withheld: [], identityChanged: false };
       }
       row = this.store.get(server.name);
       if (!row?.baseline) {
@@ -66,14 +68,20 @@ export class DriftGate {
             message: `the stored baseline of ${server.name} cannot be read; its tools are withheld until an operator runs: manifold retrust ${server.name}`,
           }),
         );
-        return { trusted: [], quarantined: [], removed: [], identityChanged: true };
+        return { trusted: [], quarantined: [], removed: [], withheld: [], identityChanged: true };
       }
     }
     const listed: ListedTool[] = await Promise.all(
       tools.map(async (tool) => ({ tool, fingerprint: await fingerprintTool(tool) })),
     );
     const byName = new Map(tools.map((t) => [t.name, t]));
-    const out: VerifiedListing = { trusted: [], quarantined: [], removed: [], identityChanged: false };
+    const out: VerifiedListing = {
+      trusted: [],
+      quarantined: [],
+      removed: [],
+      withheld: [],
+      identityChanged: false,
+    };
     for (const v of decideDrift(row.baseline, listed, { trustAnnotations: server.trustAnnotations })) {
       switch (v.kind) {
         case 'trusted':
@@ -92,6 +100,7 @@ export class DriftGate {
           );
           break;
         case 'withheld':
+          out.withheld.push(v.name);
           this.once(`${server.name}\0w\0${v.name}`, () => log.warn('drift.withheld', { tool: v.name }));
           break;
         case 'removed':

@@ -6,10 +6,11 @@ import { rateLimiter } from './auth/rate-limit.js';
 import { Sealer } from './auth/seal.js';
 import { CallGuards } from './call-guards.js';
 import { nextCatalogs } from './catalog-build.js';
+import { coldDeadline } from './cold-start.js';
 import type { Config } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
 import { ManifoldError } from './errors.js';
-import { gatewayHealth, type Health } from './health.js';
+import { gatewayHealth, type Health, withIsolation } from './health.js';
 import { ListPages } from './list-pages.js';
 import type { Logger } from './log.js';
 import type { Platform } from './platform.js';
@@ -98,11 +99,7 @@ export class Gateway {
   private epoch = 0;
   private readonly trustPollMs: number;
   private live: Promise<void> = Promise.resolve();
-  /**
-   * True during a cold start's first connection attempts. Nothing can see the catalog then
-   * (tools/list and tools/call wait for `ready`), so it is built once at the end rather than once
-   * per upstream that answers: with many upstreams that is most of the gateway's own start work.
-   */
+  /** A cold start's first attempts, before `ready` (nothing sees the catalog): built once, at the end. */
   private coldDiscovery = false;
 
   constructor(options: GatewayOptions) {
@@ -169,14 +166,13 @@ export class Gateway {
         if (this.stopping) return;
         return this.pool.start();
       })
-      .finally(() => {
-        if (!this.coldDiscovery) return;
-        this.coldDiscovery = false;
-        this.rebuild();
-      });
+      .finally(() => this.endColdDiscovery(false));
     this.live = live;
+    const { coldStartMs } = this.config.gateway;
     this.ready = warmed
-      .then((count) => (count > 0 ? undefined : this.coldDeadline(live)))
+      .then((count) =>
+        count > 0 ? undefined : coldDeadline(coldStartMs, live, () => this.endColdDiscovery(true)),
+      )
       .then(() => {
         this.log.info('gateway.catalog', {
           tools: this.catalog.entries.length,
@@ -188,32 +184,14 @@ export class Gateway {
     return this.ready;
   }
 
-  /**
-   * A cold start waits for the first connection attempts at most `coldStartMs`: one hung upstream
-   * must not hold every client's first tools/list for its whole connect timeout. Past the
-   * deadline the catalog is built from the upstreams that are ready; each later one changes it
-   * (and is announced with list_changed) as it comes.
-   */
-  private coldDeadline(live: Promise<void>): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const passed = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        if (this.coldDiscovery && !this.stopping) {
-          this.coldDiscovery = false;
-          this.rebuild();
-          const waiting = this.pool.upstreams
-            .filter((u) => u.status().state === 'connecting')
-            .map((u) => u.name);
-          this.log.warn('gateway.cold_start_partial', { waitedMs: this.config.gateway.coldStartMs, waiting });
-        }
-        resolve();
-      }, this.config.gateway.coldStartMs);
-    });
-    // The timer must not hold a stopping process, nor outlive the attempts it waits for.
-    (timer as { unref?: () => void } | undefined)?.unref?.();
-    const clear = () => clearTimeout(timer);
-    live.then(clear, clear);
-    return Promise.race([live, passed]);
+  /** The catalog built once the first attempts settled, or the cold start's deadline passed. */
+  private endColdDiscovery(deadline: boolean): void {
+    if (!this.coldDiscovery) return;
+    this.coldDiscovery = false;
+    this.rebuild();
+    const waiting = this.pool.upstreams.filter((u) => u.status().state === 'connecting').map((u) => u.name);
+    if (deadline)
+      this.log.warn('gateway.cold_start_partial', { waitedMs: this.config.gateway.coldStartMs, waiting });
   }
 
   /** Settles once every first connection attempt has settled (used by `check` and tests). */
@@ -393,12 +371,8 @@ export class Gateway {
   }
 
   health(): Health {
-    const upstreams = this.pool.status().map((u) => {
-      const isolation = this.pool.get(u.name)?.config.isolation;
-      return isolation && isolation !== 'shared'
-        ? { ...u, isolation, instances: this.isolated.count(u.name) }
-        : u;
-    });
+    const isolation = (name: string) => this.pool.get(name)?.config.isolation;
+    const upstreams = this.pool.status().map((u) => withIsolation(u, isolation(u.name), this.isolated));
     return gatewayHealth(upstreams, this.stopping, this.version, this.catalog.diagnostics);
   }
 

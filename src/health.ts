@@ -28,3 +28,12 @@ export function gatewayHealth(
   else status = ready === 0 ? 'down' : 'degraded';
   return { status, version, upstreams, diagnostics };
 }
+
+/** An upstream's status, with its isolation and live instances when it is not shared. */
+export function withIsolation(
+  u: UpstreamStatus,
+  isolation: string | undefined,
+  instances: { count(name: string): number },
+): UpstreamStatus & { isolation?: string; instances?: number } {
+  return isolation && isolation !== 'shared' ? { ...u, isolation, instances: instances.count(u.name) } : u;
+}

@@ -1,8 +1,35 @@
+import { resolve } from 'node:path';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
 import type { LogFields, Logger } from '../../src/log.js';
 import { redactor } from '../../src/redact.js';
+import type { StateStore } from '../../src/store/state.js';
 import { nodePlatform } from './platform.js';
+import { openSqliteStore } from './sqlite-store.js';
+
+/**
+ * The real store, read and never written: `check` compares against the baselines a gateway
+ * trusts, and records nothing (a server without a baseline is reported as such, not trusted).
+ */
+function readOnly(
+  store: StateStore & { close(): void },
+  firstContact: Set<string>,
+): StateStore & { close(): void } {
+  return {
+    get: (name) => store.get(name),
+    saveCatalog: () => true,
+    createBaseline: (identity) => {
+      firstContact.add(identity.name);
+      return true;
+    },
+    retrust: () => {
+      throw new Error('manifold check never re-trusts');
+    },
+    trustEpoch: () => store.trustEpoch(),
+    claim: () => false,
+    close: () => store.close(),
+  };
+}
 
 /** Last stderr lines shown for a server that is not ready. */
 const STDERR_LINES = 8;
@@ -36,6 +63,9 @@ function collecting(log: Logger, trails: Map<string, ServerTrail>, base: LogFiel
       } else if (event === 'upstream.exited') {
         const t = trail();
         if (t) t.exited = { code: fields?.code, signal: fields?.signal };
+      } else if (event === 'drift.baseline_recorded') {
+        // The read-only store recorded nothing: say so below instead of logging it.
+        return;
       } else if (event === 'upstream.spawned') {
         // A new attempt: what the last one said is kept only until the new one speaks.
         const t = trail();
@@ -69,11 +99,16 @@ export async function runCheck(
 ): Promise<number> {
   const trails = new Map<string, ServerTrail>();
   const tapped = collecting(log, trails);
+  const firstContact = new Set<string>();
+  const store = config.gateway.store
+    ? readOnly(openSqliteStore(resolve(config.gateway.store.path)), firstContact)
+    : undefined;
   const gateway = new Gateway({
     config,
     platform: nodePlatform(tapped, config.gateway),
     version,
     secrets,
+    ...(store ? { store } : {}),
   });
   try {
     await gateway.start();
@@ -104,11 +139,33 @@ export async function runCheck(
       out(`${r.name}: the last lines it wrote to stderr${how}:`);
       for (const line of t.stderr) out(`  ${redact(line)}`);
     }
+    // Drift held back: what a gateway on this store would quarantine or withhold right now.
+    let drifted = 0;
+    for (const r of rows) {
+      if (!r.drift) continue;
+      drifted++;
+      out('');
+      if (r.drift.identityChanged) {
+        out(`${r.name}: its command, args or URL changed since it was trusted: every tool is withheld`);
+      }
+      if (r.drift.quarantined.length > 0)
+        out(`${r.name}: quarantined (changed since trusted): ${r.drift.quarantined.join(', ')}`);
+      if (r.drift.withheld.length > 0)
+        out(`${r.name}: withheld (new, never trusted): ${r.drift.withheld.join(', ')}`);
+      out(`  see the diff with \`manifold drift ${r.name}\`, accept it with \`manifold retrust ${r.name}\``);
+    }
+    const first = rows.filter((r) => firstContact.has(r.name)).map((r) => r.name);
+    if (first.length > 0) {
+      out('');
+      out(`no baseline yet for ${first.join(', ')}: a gateway on this store trusts them on first contact`);
+    }
     out('');
     out(`exposed tools (${gateway.catalog.entries.length}):`);
     for (const e of gateway.catalog.entries) out(`  ${e.name}`);
-    return rows.every((r) => r.state === 'ready' || r.state === 'disabled') ? 0 : 1;
+    const ready = rows.every((r) => r.state === 'ready' || r.state === 'disabled');
+    return ready && drifted === 0 ? 0 : 1;
   } finally {
+    // Closes the store too.
     await gateway.close(0);
   }
 }

@@ -4,6 +4,8 @@ import { ConfigLoadError, loadConfigFile } from './load.js';
 export interface CliIO {
   out(text: string): void;
   err(text: string): void;
+  /** Asks a person and resolves with their line; absent when nobody is at a terminal. */
+  ask?(question: string): Promise<string | undefined>;
 }
 
 /** A mistake in how the command was called: exit 2 with the usage text. */

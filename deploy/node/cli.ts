@@ -7,7 +7,7 @@ import { type CliIO, loadOrReport } from './cli-run.js';
 import { runKeys } from './keys.js';
 import { packageVersion } from './load.js';
 import { nodeLogger } from './platform.js';
-import { runRetrust } from './retrust.js';
+import { runDrift, runRetrust } from './retrust.js';
 import { startGateway } from './serve.js';
 import { runToken } from './token.js';
 
@@ -16,7 +16,8 @@ const USAGE = `manifold: one MCP endpoint in front of many MCP servers
 Usage:
   manifold serve [--config manifold.json] [--port 8787] [--host 127.0.0.1] [--log-level info]
   manifold check [--config manifold.json]
-  manifold retrust SERVER [--tool NAME] [--config manifold.json]
+  manifold drift [SERVER ...] [--config manifold.json]
+  manifold retrust SERVER [--tool NAME] [--yes] [--config manifold.json]
   manifold keys --out DIR [--alg ES256] [--force]
   manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub TENANT
                  --grant PATTERN [--grant PATTERN ...] [--ttl 1h] [--tenant T] [--admin]
@@ -31,7 +32,19 @@ const PARENT_POLL_MS = 500;
 const io: CliIO = {
   out: (text) => process.stdout.write(text),
   err: (text) => process.stderr.write(text),
+  // Only a person at a terminal is asked; a script passes --yes or is refused.
+  ...(process.stdin.isTTY && process.stderr.isTTY ? { ask } : {}),
 };
+
+async function ask(question: string): Promise<string | undefined> {
+  const { createInterface } = await import('node:readline/promises');
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return await rl.question(question);
+  } finally {
+    rl.close();
+  }
+}
 
 async function main(argv: string[]): Promise<number> {
   // Commands with their own flags parse them themselves.
@@ -40,6 +53,7 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'retrust') {
     return runRetrust(argv.slice(1), io, nodeLogger('warn'), packageVersion());
   }
+  if (argv[0] === 'drift') return runDrift(argv.slice(1), io, nodeLogger('warn'), packageVersion());
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

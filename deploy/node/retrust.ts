@@ -1,29 +1,133 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { baselineFrom, diffTool, formatDiff } from '../../src/guards/drift.js';
+import type { Config, ServerConfig } from '../../src/config/types.js';
+import { type Baseline, baselineFrom, diffTool, formatDiff } from '../../src/guards/drift.js';
 import { describeDriftName } from '../../src/guards/drift-kinds.js';
 import type { Logger } from '../../src/log.js';
-import { identityOf, sameIdentity } from '../../src/store/state.js';
+import { identityOf, type ServerIdentity, type StateStore, sameIdentity } from '../../src/store/state.js';
 import { Upstream } from '../../src/upstream/upstream.js';
 import { type CliIO, loadOrReport } from './cli-run.js';
 import { nodePlatform } from './platform.js';
 import { openSqliteStore } from './sqlite-store.js';
 
+type SqliteStateStore = StateStore & { close(): void };
+
+/** What a server lists now against what was trusted: the text to show, and the new baseline. */
+interface DriftReport {
+  lines: string[];
+  changes: number;
+  identity: ServerIdentity;
+  identityChanged: boolean;
+  next: Baseline;
+}
+
 /**
- * `manifold retrust SERVER [--tool NAME]`: lists the server now, shows what changed since it was
- * trusted, and rewrites the baseline from that listing. The only way a baseline is rewritten.
- * A running gateway on the same store notices within seconds (trust epoch) and re-verifies.
+ * Lists `server` now (without a drift gate: this is the operator looking at what it says) and
+ * compares it with its stored baseline. `tool` narrows the comparison and the new baseline to
+ * one tool, prompt or template. Returns a string instead of a report when it cannot be done.
+ */
+async function compare(
+  server: ServerConfig,
+  config: Config,
+  store: SqliteStateStore,
+  secrets: readonly string[],
+  log: Logger,
+  version: string,
+  tool?: string,
+): Promise<DriftReport | { refused: string; code: number }> {
+  const name = server.name;
+  const upstream = new Upstream(
+    { ...server, disabled: false },
+    { platform: nodePlatform(log, config.gateway), gateway: config.gateway, log, clientVersion: version },
+  );
+  try {
+    await upstream.start();
+    if (upstream.state !== 'ready') {
+      return { refused: `could not list ${name}: ${upstream.lastError ?? upstream.state}`, code: 1 };
+    }
+    // Tools, prompts and resource templates: everything drift covers (guards/drift-kinds.ts).
+    const current = upstream.driftRecords();
+    const identity = identityOf(server, secrets);
+    const row = store.get(name);
+    const old = row?.baseline ?? {};
+    const lines: string[] = [];
+    const identityChanged = row !== undefined && !sameIdentity(row.identity, identity);
+    if (identityChanged) {
+      lines.push(
+        `identity of ${name} changed:\n- ${row!.identity.transport} ${row!.identity.target}\n+ ${identity.transport} ${identity.target}`,
+      );
+    }
+    let next = await baselineFrom(current);
+    if (tool !== undefined) {
+      if (!current.some((t) => t.name === tool) && !(tool in old)) {
+        return {
+          refused: `server ${name} neither lists nor trusted ${describeDriftName(tool)} (prompts are named prompt:NAME, resource templates template:URI)`,
+          code: 2,
+        };
+      }
+      // Only this tool changes; every other trusted tool keeps its old baseline.
+      const merged = { ...old };
+      if (tool in next) merged[tool] = next[tool]!;
+      else delete merged[tool];
+      next = merged;
+    }
+    let changes = 0;
+    for (const t of current) {
+      if (tool !== undefined && t.name !== tool) continue;
+      const before = old[t.name]?.tool as Tool | undefined;
+      if (!before) {
+        lines.push(`+ new ${describeDriftName(t.name)}`);
+        changes++;
+        continue;
+      }
+      if (
+        old[t.name]?.fingerprint !== next[t.name]?.fingerprint ||
+        JSON.stringify(old[t.name]?.hints) !== JSON.stringify(next[t.name]?.hints)
+      ) {
+        lines.push(formatDiff(diffTool(before, t)));
+        changes++;
+      }
+    }
+    for (const gone of Object.keys(old)) {
+      if ((tool === undefined || gone === tool) && !current.some((t) => t.name === gone)) {
+        lines.push(`- removed ${describeDriftName(gone)}`);
+        changes++;
+      }
+    }
+    return { lines, changes, identity, identityChanged, next };
+  } finally {
+    await upstream.close();
+  }
+}
+
+function openStore(config: Config, io: CliIO): SqliteStateStore | undefined {
+  if (!config.gateway.store) {
+    io.err('gateway.store is false: baselines live in memory only, so there is nothing to compare\n');
+    return undefined;
+  }
+  return openSqliteStore(resolve(config.gateway.store.path));
+}
+
+/**
+ * `manifold retrust SERVER [--tool NAME] [--yes]`: lists the server now, shows what changed since
+ * it was trusted, asks (on a terminal; `--yes` for scripts; neither is a refusal), and rewrites the
+ * baseline from that listing. The only way a baseline is rewritten. A running gateway on the same
+ * store notices within seconds (trust epoch) and re-verifies.
  */
 export async function runRetrust(argv: string[], io: CliIO, log: Logger, version: string): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { config: { type: 'string', short: 'c', default: 'manifold.json' }, tool: { type: 'string' } },
+    options: {
+      config: { type: 'string', short: 'c', default: 'manifold.json' },
+      tool: { type: 'string' },
+      yes: { type: 'boolean', short: 'y' },
+    },
   });
   const name = positionals[0];
   if (!name) {
-    io.err('usage: manifold retrust SERVER [--tool NAME] [--config manifold.json]\n');
+    io.err('usage: manifold retrust SERVER [--tool NAME] [--yes] [--config manifold.json]\n');
     return 2;
   }
   const loaded = loadOrReport(values.config, io);
@@ -36,78 +140,92 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
     );
     return 2;
   }
-  if (!config.gateway.store) {
-    io.err('gateway.store is false: baselines live in memory only, so there is nothing to re-trust\n');
-    return 2;
-  }
-  const store = openSqliteStore(resolve(config.gateway.store.path));
-  // The CLI lists without a drift gate: it is the operator looking at what the server says now.
-  const upstream = new Upstream(
-    { ...server, disabled: false },
-    { platform: nodePlatform(log, config.gateway), gateway: config.gateway, log, clientVersion: version },
-  );
+  const store = openStore(config, io);
+  if (!store) return 2;
   try {
-    await upstream.start();
-    if (upstream.state !== 'ready') {
-      io.err(`could not list ${name}: ${upstream.lastError ?? upstream.state}\n`);
-      return 1;
+    const report = await compare(server, config, store, secrets, log, version, values.tool);
+    if ('refused' in report) {
+      io.err(`${report.refused}\n`);
+      return report.code;
     }
-    // Tools, prompts and resource templates: everything drift covers (guards/drift-kinds.ts).
-    const current = upstream.driftRecords();
-    const identity = identityOf(server, secrets);
-    const row = store.get(name);
-    const old = row?.baseline ?? {};
-    if (row && !sameIdentity(row.identity, identity)) {
-      io.out(
-        `identity of ${name} changed:\n- ${row.identity.transport} ${row.identity.target}\n+ ${identity.transport} ${identity.target}\n`,
-      );
-    }
-    let next = await baselineFrom(current);
-    if (values.tool !== undefined) {
-      const tool = values.tool;
-      if (!current.some((t) => t.name === tool) && !(tool in old)) {
+    for (const line of report.lines) io.out(`${line}\n`);
+    const what = `${name}${values.tool ? ` (tool ${values.tool})` : ''}`;
+    if ((report.changes > 0 || report.identityChanged) && !values.yes) {
+      if (!io.ask) {
         io.err(
-          `server ${name} neither lists nor trusted ${describeDriftName(tool)} (prompts are named prompt:NAME, resource templates template:URI)\n`,
+          `not re-trusted: confirm on a terminal, or pass --yes to re-trust ${what} with the ${report.changes} change(s) above\n`,
         );
         return 2;
       }
-      // Only this tool changes; every other trusted tool keeps its old baseline.
-      const merged = { ...old };
-      if (tool in next) merged[tool] = next[tool]!;
-      else delete merged[tool];
-      next = merged;
-    }
-    const shown = values.tool === undefined ? undefined : values.tool;
-    let changes = 0;
-    for (const t of current) {
-      if (shown !== undefined && t.name !== shown) continue;
-      const before = old[t.name]?.tool as Tool | undefined;
-      if (!before) {
-        io.out(`+ new ${describeDriftName(t.name)}\n`);
-        changes++;
-        continue;
-      }
-      if (
-        old[t.name]?.fingerprint !== next[t.name]?.fingerprint ||
-        JSON.stringify(old[t.name]?.hints) !== JSON.stringify(next[t.name]?.hints)
-      ) {
-        io.out(`${formatDiff(diffTool(before, t))}\n`);
-        changes++;
+      const answer = await io.ask(`re-trust ${what} with the ${report.changes} change(s) above? [y/N] `);
+      if (!/^\s*y(es)?\s*$/i.test(answer ?? '')) {
+        io.out(`not re-trusted: ${name} is unchanged\n`);
+        return 1;
       }
     }
-    for (const gone of Object.keys(old)) {
-      if ((shown === undefined || gone === shown) && !current.some((t) => t.name === gone)) {
-        io.out(`- removed ${describeDriftName(gone)}\n`);
-        changes++;
-      }
-    }
-    store.retrust(identity, next, Date.now());
+    store.retrust(report.identity, report.next, Date.now());
     io.out(
-      `re-trusted ${name}${shown ? ` (tool ${shown})` : ''}: ${changes} change(s); a running gateway picks this up within seconds\n`,
+      `re-trusted ${what}: ${report.changes} change(s); a running gateway picks this up within seconds\n`,
     );
     return 0;
   } finally {
-    await upstream.close();
+    store.close();
+  }
+}
+
+/**
+ * `manifold drift [SERVER ...]`: for each server (every enabled one by default), what it lists now
+ * against what was trusted, with diffs. Changes nothing. Exit 0 when nothing is pending, 1 when
+ * anything is (or a server could not be listed), 2 for a bad invocation.
+ */
+export async function runDrift(argv: string[], io: CliIO, log: Logger, version: string): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { config: { type: 'string', short: 'c', default: 'manifold.json' } },
+  });
+  const loaded = loadOrReport(values.config, io);
+  if (!loaded) return 2;
+  const { config, secrets } = loaded;
+  const unknown = positionals.filter((p) => !config.servers.some((s) => s.name === p));
+  if (unknown.length > 0) {
+    io.err(
+      `no server named ${unknown.join(', ')} in ${loaded.path}; configured: ${config.servers.map((s) => s.name).join(', ')}\n`,
+    );
+    return 2;
+  }
+  const servers = config.servers.filter((s) =>
+    positionals.length > 0 ? positionals.includes(s.name) : !s.disabled,
+  );
+  const store = openStore(config, io);
+  if (!store) return 2;
+  let pending = 0;
+  try {
+    const reports = await Promise.all(
+      servers.map((s) => compare(s, config, store, secrets, log, version).then((r) => [s.name, r] as const)),
+    );
+    for (const [name, report] of reports) {
+      if ('refused' in report) {
+        io.out(`${name}: ${report.refused}\n`);
+        pending++;
+        continue;
+      }
+      if (!store.get(name)) {
+        io.out(`${name}: no baseline yet (a gateway records it on first contact)\n`);
+        continue;
+      }
+      if (report.changes === 0 && !report.identityChanged) {
+        io.out(`${name}: no drift\n`);
+        continue;
+      }
+      pending++;
+      io.out(
+        `${name}: ${report.changes} change(s) since it was trusted; \`manifold retrust ${name}\` to accept\n`,
+      );
+      for (const line of report.lines) io.out(`${line}\n`);
+    }
+    return pending > 0 ? 1 : 0;
+  } finally {
     store.close();
   }
 }

@@ -32,6 +32,12 @@ export interface UpstreamStatus {
   /** The era it speaks and the revision in use, once connected. */
   era?: Era;
   protocolVersion?: string;
+  /**
+   * Held back by drift (SECURITY C1–C3), by the upstream's own names (`prompt:`/`template:` for
+   * prompts and templates): changed since trusted, new and never trusted, or the whole server
+   * when its configured identity changed. Absent when nothing is.
+   */
+  drift?: { quarantined: string[]; withheld: string[]; identityChanged?: true };
 }
 
 export interface UpstreamDeps {

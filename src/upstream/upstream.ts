@@ -10,7 +10,7 @@ import { brief, logReason, publicReason } from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import { Recovery } from './recovery.js';
 import type { ListKind, UpstreamSession } from './session.js';
-import { reachedOverSse } from './sse-fallback.js';
+import { upstreamStatus } from './status.js';
 import type { CallOptions, UpstreamDeps, UpstreamState, UpstreamStatus } from './upstream-types.js';
 import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS } from './upstream-types.js';
 
@@ -50,6 +50,7 @@ export class Upstream {
     trusted: tools,
     quarantined: [],
     removed: [],
+    withheld: [],
     identityChanged: false,
   });
   verified: VerifiedListing | undefined;
@@ -180,16 +181,7 @@ export class Upstream {
   }
 
   status(): UpstreamStatus {
-    return {
-      name: this.name,
-      transport: reachedOverSse(this.config) ? 'sse' : this.config.type,
-      state: this.state,
-      tools: this.state === 'ready' ? this.tools.length : 0,
-      consecutiveFailures: this.consecutiveFailures,
-      ...(this.lastError ? { lastError: this.lastError } : {}),
-      ...(this.rule ? { rule: this.rule } : {}),
-      ...(this.session ? { era: this.session.era, protocolVersion: this.session.protocolVersion } : {}),
-    };
+    return upstreamStatus(this, this.session);
   }
 
   /**

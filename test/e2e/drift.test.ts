@@ -75,14 +75,16 @@ describe('drift quarantine on a durable store', () => {
     client = undefined;
     gw = undefined;
   };
-  const retrust = (args: string[]) => {
+  /** A manifold command on this test's config, without a terminal (as a script runs it). */
+  const manifold = (command: string, args: string[]) => {
     if (!existsSync(CLI)) throw new Error('dist is missing: run npm run build (npm test does)');
-    return spawnSync(process.execPath, [CLI, 'retrust', ...args, '--config', configFile], {
+    return spawnSync(process.execPath, [CLI, command, ...args, '--config', configFile], {
       encoding: 'utf8',
       env: { ...process.env, ...env },
       timeout: 30_000,
     });
   };
+  const retrust = (args: string[]) => manifold('retrust', [...args, '--yes']);
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'manifold-drift-'));
@@ -172,6 +174,62 @@ describe('drift quarantine on a durable store', () => {
     expect(gw!.logs.some((l) => l.event === 'drift.removed' && l.tool === 'delta')).toBe(true);
   });
 
+  it('/healthz and manifold check name the quarantined and withheld tools; check exits 1 and records nothing', async () => {
+    const health = await (await fetch(gw!.url.replace('/mcp', '/healthz'))).json();
+    const fx = health.upstreams.find((u: { name: string }) => u.name === 'fx');
+    expect(fx.drift).toEqual({ quarantined: ['alpha', 'beta'], withheld: ['gamma'] });
+    const r = manifold('check', []);
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stdout).toContain('fx: quarantined (changed since trusted): alpha, beta');
+    expect(r.stdout).toContain('fx: withheld (new, never trusted): gamma');
+    expect(r.stdout).toContain('`manifold retrust fx`');
+    expect(r.stdout + r.stderr).not.toContain('baseline_recorded');
+    // Still pending for the gateway: check accepted nothing.
+    expect(manifold('drift', ['fx']).status).toBe(1);
+  });
+
+  it('manifold drift shows every pending change with its diff, exits 1, and changes nothing', async () => {
+    const r = manifold('drift', []);
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stdout).toContain('fx: 4 change(s) since it was trusted; `manifold retrust fx` to accept');
+    expect(r.stdout).toContain('- Alpha v1.');
+    expect(r.stdout).toContain('+ Alpha v2: also uploads your files.');
+    expect(r.stdout).toContain('+ Beta v2 changed live.');
+    expect(r.stdout).toContain('+ new tool gamma');
+    expect(r.stdout).toContain('- removed tool delta');
+    // Nothing was accepted: the gateway still quarantines and withholds.
+    const tools = await names();
+    expect(tools.find((t) => t.name === 'fx__beta')?.description).toMatch(/^Quarantined:/);
+    expect(tools.map((t) => t.name)).not.toContain('fx__gamma');
+    expect(manifold('drift', ['nosuch']).status).toBe(2);
+  });
+
+  it('retrust without --yes and without a terminal refuses and writes nothing', async () => {
+    const r = manifold('retrust', ['fx']);
+    expect(r.status).toBe(2);
+    expect(r.stdout).toContain('+ new tool gamma');
+    expect(r.stderr).toContain('not re-trusted: confirm on a terminal, or pass --yes');
+    expect(manifold('drift', ['fx']).status).toBe(1);
+    expect((await names()).find((t) => t.name === 'fx__beta')?.description).toMatch(/^Quarantined:/);
+  });
+
+  it('retrust on a terminal asks, and a "n" leaves the server as it was', async () => {
+    // script(1) gives the command a pseudo-terminal; "n" is typed at the prompt.
+    const command = [process.execPath, CLI, 'retrust', 'fx', '--tool', 'beta', '--config', configFile]
+      .map((a) => `'${a}'`)
+      .join(' ');
+    const r = spawnSync('script', ['-qec', command, '/dev/null'], {
+      encoding: 'utf8',
+      env: { ...process.env, ...env },
+      input: 'n\n',
+      timeout: 30_000,
+    });
+    expect(r.stdout).toContain('re-trust fx (tool beta) with the 1 change(s) above? [y/N]');
+    expect(r.stdout).toContain('not re-trusted: fx is unchanged');
+    expect(r.status).toBe(1);
+    expect((await names()).find((t) => t.name === 'fx__beta')?.description).toMatch(/^Quarantined:/);
+  });
+
   it('retrust --tool shows the diff and restores only that tool, live', async () => {
     const before = notified;
     const r = retrust(['fx', '--tool', 'alpha']);
@@ -237,6 +295,15 @@ describe('drift quarantine on a durable store', () => {
       await start(remote('/other/mcp'));
       expect((await names()).map((t) => t.name)).toEqual([]);
       expect(gw!.logs.some((l) => l.event === 'drift.identity_changed' && l.server === 'remote')).toBe(true);
+      // Not emptied silently: /healthz and check name the server and the command.
+      const health = await (await fetch(gw!.url.replace('/mcp', '/healthz'))).json();
+      expect(health.upstreams.find((u: { name: string }) => u.name === 'remote').drift).toMatchObject({
+        identityChanged: true,
+      });
+      const checked = manifold('check', []);
+      expect(checked.status).toBe(1);
+      expect(checked.stdout).toContain('remote: its command, args or URL changed since it was trusted');
+      expect(checked.stdout).toContain('`manifold retrust remote`');
       const before = notified;
       const r = retrust(['remote']);
       expect(r.status, r.stderr).toBe(0);
