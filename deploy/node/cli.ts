@@ -6,6 +6,7 @@ import { runCheck } from './check.js';
 import { type CliIO, loadOrReport } from './cli-run.js';
 import { runKeys } from './keys.js';
 import { packageVersion } from './load.js';
+import { LOG_FORMATS, type LogFormat } from './log-format.js';
 import { nodeLogger } from './platform.js';
 import { runDrift, runRetrust } from './retrust.js';
 import { startGateway } from './serve.js';
@@ -15,6 +16,7 @@ const USAGE = `manifold: one MCP endpoint in front of many MCP servers
 
 Usage:
   manifold serve [--config manifold.json] [--port 8787] [--host 127.0.0.1] [--log-level info]
+                 [--log-format pretty|json]
   manifold check [--config manifold.json]
   manifold drift [SERVER ...] [--config manifold.json]
   manifold retrust SERVER [--tool NAME] [--yes] [--config manifold.json]
@@ -62,6 +64,7 @@ async function main(argv: string[]): Promise<number> {
       port: { type: 'string' },
       host: { type: 'string' },
       'log-level': { type: 'string' },
+      'log-format': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -85,6 +88,11 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
 
+  const format = values['log-format'];
+  if (format !== undefined && !LOG_FORMATS.includes(format as LogFormat)) {
+    process.stderr.write(`--log-format must be one of ${LOG_FORMATS.join(', ')}\n`);
+    return 2;
+  }
   const loaded = loadOrReport(values.config, io);
   if (!loaded) return 2;
   const { config, warnings, secrets } = loaded;
@@ -105,10 +113,15 @@ async function main(argv: string[]): Promise<number> {
     );
     return 2;
   }
-  const log = nodeLogger((level as LogLevel | undefined) ?? config.gateway.logLevel, secrets);
+  const log = nodeLogger(
+    (level as LogLevel | undefined) ?? config.gateway.logLevel,
+    secrets,
+    format as LogFormat | undefined,
+  );
+  // Each warning once: as readable text for `check`, as a log event for `serve`.
   if (warnings.length > 0) {
-    for (const w of warnings) log.warn('config.warning', { path: w.path, message: w.message });
     if (command === 'check') process.stderr.write(`${formatIssues(warnings, loaded.path)}\n`);
+    else for (const w of warnings) log.warn('config.warning', { path: w.path, message: w.message });
   }
   const version = packageVersion();
 
@@ -139,6 +152,9 @@ async function main(argv: string[]): Promise<number> {
       const watch = setInterval(() => {
         if (process.ppid === parent) return;
         clearInterval(watch);
+        // Already stopping on a signal (Ctrl-C reaches the shell and the gateway alike): that
+        // stop goes on; this is not a second signal forcing an exit.
+        if (signals > 0) return;
         log.info('gateway.parent_exited', { parent });
         onSignal('SIGTERM');
       }, PARENT_POLL_MS);

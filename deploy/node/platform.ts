@@ -5,10 +5,24 @@ import { createJsonLogger, type Logger, type LogLevel } from '../../src/log.js';
 import type { Platform } from '../../src/platform.js';
 import { checksEgress } from '../../src/upstream/egress-fetch.js';
 import type { NodeEgressOptions } from './egress.js';
+import { type LogFormat, prettyLine } from './log-format.js';
 import { connectStdio } from './stdio.js';
 
-export function nodeLogger(level: LogLevel, redact: readonly string[] = []): Logger {
-  return createJsonLogger({ level, redact, write: batchedStderr() });
+/**
+ * The gateway's log on stderr: JSON lines, or readable lines when `format` is `pretty` (by
+ * default, when stderr is a terminal).
+ */
+export function nodeLogger(
+  level: LogLevel,
+  redact: readonly string[] = [],
+  format: LogFormat = process.stderr.isTTY ? 'pretty' : 'json',
+): Logger {
+  const write = batchedStderr();
+  return createJsonLogger({
+    level,
+    redact,
+    write: format === 'pretty' ? (l) => write(prettyLine(l)) : write,
+  });
 }
 
 /**

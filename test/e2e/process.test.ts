@@ -507,6 +507,45 @@ describe('manifold check', () => {
     expect(stdout).not.toMatch(/SERVER\s+TRANSPORT/);
   });
 
+  it('--log-format pretty writes readable lines; a bad format is refused; check shows each warning once', async () => {
+    const config = writeConfig('pretty.json', {
+      mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'], timout: 5 } },
+    });
+    const gw = run(process.execPath, [
+      CLI,
+      'serve',
+      '--config',
+      config,
+      '--port',
+      '0',
+      '--log-format',
+      'pretty',
+    ]);
+    try {
+      await eventually(
+        () =>
+          gw.stderr.some((l) =>
+            /^\d\d:\d\d:\d\d\.\d{3} INFO {2}gateway\.listening url=http:\/\/127\.0\.0\.1:\d+\/mcp/.test(l),
+          ),
+        'a pretty gateway.listening line',
+        15_000,
+      );
+      expect(
+        gw.stderr.some((l) => /WARN {2}config\.warning path=mcpServers\.everything\.timout/.test(l)),
+      ).toBe(true);
+      expect(gw.logs).toEqual([]);
+    } finally {
+      gw.child.kill('SIGTERM');
+      await exitWithin(gw, 15_000, 'the pretty gateway after SIGTERM');
+    }
+    const bad = await cli(['serve', '--config', config, '--log-format', 'xml']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--log-format must be one of json, pretty');
+    const checked = await cli(['check', '--config', config]);
+    expect(checked.code).toBe(0);
+    expect(checked.stderr.split('\n').filter((l) => l.includes('timout')).length).toBe(1);
+  });
+
   it('an invalid config still shows the "did you mean" of its misspelt keys (comand, isuer)', async () => {
     const config = writeConfig('check-typos.json', {
       mcpServers: { a: { comand: process.execPath } },
