@@ -7,6 +7,7 @@ import { egressDeniedError } from '../guards/egress.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import { egressPolicyOf } from './egress-fetch.js';
+import { deliveredOnce } from './sse-once.js';
 
 /**
  * Builds the transport for one configured server. HTTP transports use the platform's egress
@@ -48,11 +49,13 @@ export function createTransport(server: ServerConfig, platform: Platform, log: L
         },
       });
     case 'sse':
-      return new SSEClientTransport(upstreamUrl(server, platform, log), {
-        fetch: platform.fetch,
-        requestInit: { headers: server.headers },
-        redirectPolicy: redirectPolicy(platform),
-      });
+      return deliveredOnce(
+        new SSEClientTransport(upstreamUrl(server, platform, log), {
+          fetch: platform.fetch,
+          requestInit: { headers: server.headers },
+          redirectPolicy: redirectPolicy(platform),
+        }),
+      );
   }
 }
 

@@ -210,6 +210,32 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
       }
     });
 
+    it('progress from an HTTP+SSE upstream reaches the client once per notification, in order', async () => {
+      const sse = await startEverythingHttp('sse');
+      const gw = await boot({
+        config: {
+          mcpServers: { esse: { type: 'sse', url: sse.url } },
+          gateway: { allowedHosts: [`127.0.0.1:${sse.port}`], auth: false },
+        },
+      });
+      try {
+        const client = await connect(gw.url);
+        const seen: number[] = [];
+        const res = await client.callTool(
+          { name: 'esse__trigger-long-running-operation', arguments: { duration: 0.6, steps: 3 } },
+          undefined,
+          { onprogress: (p) => seen.push(p.progress) },
+        );
+        expect(JSON.stringify(res.content)).toContain('Long running operation completed');
+        // Each of the server's progress notifications once: [1, 2, 3], never [1, 1, 2, 2, ...].
+        expect(seen).toEqual([1, 2, 3]);
+        await close(client);
+      } finally {
+        await gw.stop();
+        await sse.stop();
+      }
+    });
+
     it('JWT auth from a JWKS: a granted token works; none, a foreign key and a narrow grant do not', async () => {
       const ours = await generateKeyPair('ES256', { extractable: true });
       const theirs = await generateKeyPair('ES256', { extractable: true });
