@@ -23,6 +23,7 @@ import { type DiscoverInfo, ModernSession, readDiscover } from './modern-session
 import { modernStamp, modernWire } from './modern-wire.js';
 import type { SessionDeps, SessionEvents, UpstreamSession } from './session.js';
 import { markOverSse, reachedOverSse, SSE_FALLBACK_STATUSES } from './sse-fallback.js';
+import { forwardingTransport } from './transport-wrap.js';
 import { createTransport, upstreamUrl } from './transports.js';
 
 const PROBE_ID = 'manifold:probe';
@@ -126,30 +127,7 @@ async function probeStdio(transport: Transport): Promise<Verdict> {
 
 /** A started transport the SDK client may "start" again: it only takes over the handlers. */
 function alreadyStarted(t: Transport): Transport {
-  return {
-    start: async () => {},
-    send: (message, options) => t.send(message, options),
-    close: () => t.close(),
-    get onmessage() {
-      return t.onmessage;
-    },
-    set onmessage(h) {
-      t.onmessage = h;
-    },
-    get onclose() {
-      return t.onclose;
-    },
-    set onclose(h) {
-      t.onclose = h;
-    },
-    get onerror() {
-      return t.onerror;
-    },
-    set onerror(h) {
-      t.onerror = h;
-    },
-    setProtocolVersion: (v: string) => t.setProtocolVersion?.(v),
-  };
+  return forwardingTransport(t, { start: async () => {} });
 }
 
 /**

@@ -1,7 +1,6 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-
-type OnMessage = NonNullable<Transport['onmessage']>;
+import { forwardingTransport, type OnMessage } from './transport-wrap.js';
 
 /**
  * The `eventsource` package (under the SDK's HTTP+SSE transport) calls its `onmessage` handler
@@ -13,7 +12,6 @@ type OnMessage = NonNullable<Transport['onmessage']>;
  * are at most a repeated notification, which is idempotent.
  */
 export function deliveredOnce(inner: Transport): Transport {
-  let handler: OnMessage | undefined;
   let last: string | undefined;
   const once =
     (h: OnMessage): OnMessage =>
@@ -26,29 +24,5 @@ export function deliveredOnce(inner: Transport): Transport {
       });
       h(message, extra);
     };
-  return {
-    start: () => inner.start(),
-    send: (message, options) => inner.send(message, options),
-    close: () => inner.close(),
-    get onmessage() {
-      return handler;
-    },
-    set onmessage(h) {
-      handler = h;
-      inner.onmessage = h ? once(h) : undefined;
-    },
-    get onclose() {
-      return inner.onclose;
-    },
-    set onclose(h) {
-      inner.onclose = h;
-    },
-    get onerror() {
-      return inner.onerror;
-    },
-    set onerror(h) {
-      inner.onerror = h;
-    },
-    setProtocolVersion: (v: string) => inner.setProtocolVersion?.(v),
-  };
+  return forwardingTransport(inner, { wrap: once });
 }
