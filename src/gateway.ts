@@ -189,9 +189,9 @@ export class Gateway {
     if (!this.coldDiscovery) return;
     this.coldDiscovery = false;
     this.rebuild();
+    if (!deadline) return;
     const waiting = this.pool.upstreams.filter((u) => u.status().state === 'connecting').map((u) => u.name);
-    if (deadline)
-      this.log.warn('gateway.cold_start_partial', { waitedMs: this.config.gateway.coldStartMs, waiting });
+    this.log.warn('gateway.cold_start_partial', { waitedMs: this.config.gateway.coldStartMs, waiting });
   }
 
   /** Settles once every first connection attempt has settled (used by `check` and tests). */

@@ -8,8 +8,8 @@ import { forwardingTransport, type OnMessage } from './transport-wrap.js';
  * `onmessage` property on dispatch too: on Workers every message of an HTTP+SSE upstream arrived
  * twice (progress `[1, 1, 2, 2, …]`, #16). The second delivery is the same event within the same
  * synchronous turn, so a message identical to the one delivered just before it, with no task in
- * between, is dropped. Elsewhere nothing changes: two identical messages back to back in one turn
- * are at most a repeated notification, which is idempotent.
+ * between, is dropped (two identical messages back to back in one turn could at most be a repeated
+ * notification, which is idempotent). Used on Workers only.
  */
 export function deliveredOnce(inner: Transport): Transport {
   let last: string | undefined;

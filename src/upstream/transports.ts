@@ -48,14 +48,15 @@ export function createTransport(server: ServerConfig, platform: Platform, log: L
           maxRetries: 2,
         },
       });
-    case 'sse':
-      return deliveredOnce(
-        new SSEClientTransport(upstreamUrl(server, platform, log), {
-          fetch: platform.fetch,
-          requestInit: { headers: server.headers },
-          redirectPolicy: redirectPolicy(platform),
-        }),
-      );
+    case 'sse': {
+      const sse = new SSEClientTransport(upstreamUrl(server, platform, log), {
+        fetch: platform.fetch,
+        requestInit: { headers: server.headers },
+        redirectPolicy: redirectPolicy(platform),
+      });
+      // Only workerd delivers each event twice (sse-once.ts); elsewhere nothing to undo.
+      return platform.runtime === 'workers' ? deliveredOnce(sse) : sse;
+    }
   }
 }
 

@@ -323,6 +323,16 @@ describe('#13.15 kill -9 of the gateway', () => {
   });
 });
 
+/** After an npm test: its process group, and whatever of `pids` outlived it. */
+function killLeftovers(npm: Proc, pids: (number | undefined)[]): void {
+  try {
+    process.kill(-npm.child.pid!, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+  for (const p of pids) if (p !== undefined && isAlive(p)) process.kill(p, 'SIGKILL');
+}
+
 describe('README quick start: npm start', () => {
   it('serves examples/manifold.json on 127.0.0.1:8787 with both example servers, and stops clean', async () => {
     const busy = await new Promise<boolean>((res) => {
@@ -366,14 +376,7 @@ describe('README quick start: npm start', () => {
       await eventually(() => npm.logs.some((l) => l.event === 'gateway.stopped'), 'gateway.stopped logged');
       expect(npm.logs.filter((l) => l.event === 'gateway.forced_exit')).toEqual([]);
     } finally {
-      try {
-        process.kill(-npm.child.pid!, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-      for (const p of [gatewayPid, ...upstreamPids]) {
-        if (p !== undefined && isAlive(p)) process.kill(p, 'SIGKILL');
-      }
+      killLeftovers(npm, [gatewayPid, ...upstreamPids]);
     }
   });
 
@@ -401,14 +404,7 @@ describe('README quick start: npm start', () => {
         true,
       );
     } finally {
-      try {
-        process.kill(-npm.child.pid!, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-      for (const p of [gatewayPid, ...upstreamPids]) {
-        if (p !== undefined && isAlive(p)) process.kill(p, 'SIGKILL');
-      }
+      killLeftovers(npm, [gatewayPid, ...upstreamPids]);
     }
   });
 });

@@ -777,49 +777,48 @@ describe('#13.16 token type, lifetime and padding', () => {
     await expect(long(await signed({}, claims({ exp: now() + year })))).resolves.toBeTruthy();
   });
 
-  it('a padded signature is the same token: one cache entry, one principal', async () => {
-    let verifications = 0;
+  /** An authenticator over the ES test key that counts the signature checks it makes. */
+  function countingAuthenticator() {
+    let count = 0;
     const verify = createVerifier({ auth: authConfig({ publicKey: keys.es.pem }), fetch });
-    const counting = async (t: string) => {
-      verifications++;
+    const authenticate = createAuthenticator(authConfig({ publicKey: keys.es.pem }), fetch, async (t) => {
+      count++;
       return verify(t);
-    };
-    const authenticate = createAuthenticator(authConfig({ publicKey: keys.es.pem }), fetch, counting);
+    });
+    return { authenticate, verifications: () => count };
+  }
+
+  it('a padded signature is the same token: one cache entry, one principal', async () => {
+    const { authenticate, verifications } = countingAuthenticator();
     const token = await mint(keys.es.privateKey);
     const req = (t: string) => new Request('http://gw/mcp', { headers: { authorization: `Bearer ${t}` } });
     const a = await authenticate(req(token));
     const b = await authenticate(req(`${token}==`));
     expect(b.key).toBe(a.key);
-    expect(verifications).toBe(1);
+    expect(verifications()).toBe(1);
   });
 
   it('a repeated Authorization header is answered from memory only until the token expires', async () => {
-    let verifications = 0;
-    const verify = createVerifier({ auth: authConfig({ publicKey: keys.es.pem }), fetch });
-    const counting = async (t: string) => {
-      verifications++;
-      return verify(t);
-    };
-    const authenticate = createAuthenticator(authConfig({ publicKey: keys.es.pem }), fetch, counting);
+    const { authenticate, verifications } = countingAuthenticator();
     const req = (t: string) => new Request('http://gw/mcp', { headers: { authorization: `Bearer ${t}` } });
     const short = await mint(keys.es.privateKey, { exp: now() + 2 });
     const first = await authenticate(req(short));
     expect(await authenticate(req(short))).toBe(first);
-    expect(verifications).toBe(1);
+    expect(verifications()).toBe(1);
     // A refused header is never remembered: each attempt is verified and refused again.
     const forged = `${short.slice(0, -4)}AAAA`;
     await unauthorized(authenticate(req(forged)));
     await unauthorized(authenticate(req(forged)));
-    expect(verifications).toBe(3);
+    expect(verifications()).toBe(3);
     // Past its exp (jose still allows the clock tolerance): verified again, not answered from memory.
     vi.useFakeTimers({ now: Date.now() + 3000, toFake: ['Date'] });
     try {
       await authenticate(req(short));
-      expect(verifications).toBe(4);
+      expect(verifications()).toBe(4);
       // Past the tolerance too: refused.
       vi.setSystemTime(Date.now() + 600_000);
       await unauthorized(authenticate(req(short)));
-      expect(verifications).toBe(5);
+      expect(verifications()).toBe(5);
     } finally {
       vi.useRealTimers();
     }
