@@ -13,6 +13,7 @@ import { ManifoldError } from './errors.js';
 import { gatewayHealth, type Health, withIsolation } from './health.js';
 import { ListPages } from './list-pages.js';
 import type { Logger } from './log.js';
+import { Observers } from './observe.js';
 import type { Platform } from './platform.js';
 import { ProfileSet } from './profiles.js';
 import { type Redactor, redactor } from './redact.js';
@@ -85,6 +86,8 @@ export class Gateway {
   readonly guards: CallGuards;
   /** tools/list and the surface lists, a page at a time, behind sealed cursors (list-pages.ts). */
   readonly pages: ListPages;
+  /** Who hears of each audited request (metrics, the status page's recent calls). */
+  readonly observers = new Observers();
   /** Per-tenant token buckets for tools/call (counted per instance). */
   readonly takeCall: ReturnType<typeof rateLimiter>;
   /** Listeners for a verified catalog change (downstream list_changed). */

@@ -6,6 +6,7 @@
  */
 import { rewriteUri } from '../aggregate/uris.js';
 import { ManifoldError } from '../errors.js';
+import type { RequestRecord } from '../observe.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
 import type { ResourceRoute } from '../surface-views.js';
 import { type Edge, failBody } from './dispatch.js';
@@ -165,21 +166,38 @@ export function admitRequest(
   const { gateway } = edge;
   const { principal } = ex;
   const started = gateway.platform.now();
-  const audit = (verdict: string, bytesOut: number) =>
+  const audit = (verdict: string, bytesOut: number, reason?: string) => {
+    const durationMs = gateway.platform.now() - started;
+    const shown = target.slice(0, 256);
     gateway.log.info('audit.request', {
       method,
       tenant: principal.tenant,
       subject: principal.subject,
-      target: target.slice(0, 256),
+      target: shown,
       server,
       verdict,
-      durationMs: gateway.platform.now() - started,
+      durationMs,
       bytesIn: ex.bytesIn,
       bytesOut,
     });
+    if (!gateway.observers.active) return;
+    const record: RequestRecord = {
+      method,
+      tenant: principal.tenant,
+      subject: principal.subject,
+      server,
+      target: shown,
+      verdict,
+      durationMs,
+      bytesIn: ex.bytesIn,
+      bytesOut,
+    };
+    if (reason) record.reason = reason;
+    gateway.observers.request(record);
+  };
   const limit = gateway.takeCall(principal.tenant);
   if (!limit.ok) {
-    audit('denied', 0);
+    audit('denied', 0, 'ERR_RATE_LIMITED');
     throw new ManifoldError(
       'ERR_RATE_LIMITED',
       `rate limit for tenant exceeded: retry after ${limit.retryAfterSeconds} s`,

@@ -1,5 +1,6 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import { ManifoldError } from '../errors.js';
+import type { RequestRecord } from '../observe.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
 import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
 import { type Edge, failBody, json } from './dispatch.js';
@@ -14,7 +15,7 @@ type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
 /** The approval fields of an audit line: the outcome, and for a yes, who gave it and when. */
 type ApprovalAudit = { approval: ApprovalOutcome | 'denied'; approvedBy?: string; approvedAt?: string };
-type Audit = (verdict: Verdict, bytesOut: number, approval?: ApprovalAudit) => void;
+type Audit = (verdict: Verdict, bytesOut: number, approval?: ApprovalAudit, reason?: string) => void;
 
 /**
  * Relays one tools/call to the upstream that owns it, with one audit line per call. The answer
@@ -31,18 +32,36 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
   let entry: CatalogEntry | undefined;
   // Argument values are never logged: only sizes, names and the verdict (and, for a call that
   // needed a person's yes, what they answered and when).
-  const audit: Audit = (verdict, bytesOut, approval) =>
+  const audit: Audit = (verdict, bytesOut, approval, reason) => {
+    const tool = entry?.name ?? (typeof params.name === 'string' ? params.name.slice(0, 128) : null);
+    const server = entry?.server ?? null;
+    const durationMs = gateway.platform.now() - started;
     gateway.log.info('audit.tools_call', {
       tenant: principal.tenant,
       subject: principal.subject,
-      tool: entry?.name ?? (typeof params.name === 'string' ? params.name.slice(0, 128) : null),
-      server: entry?.server ?? null,
+      tool,
+      server,
       verdict,
-      durationMs: gateway.platform.now() - started,
+      durationMs,
       bytesIn,
       bytesOut,
       ...approval,
     });
+    if (!gateway.observers.active) return;
+    const record: RequestRecord = {
+      method: 'tools/call',
+      tenant: principal.tenant,
+      subject: principal.subject,
+      server,
+      target: tool,
+      verdict,
+      durationMs,
+      bytesIn,
+      bytesOut,
+    };
+    if (reason) record.reason = reason;
+    gateway.observers.request(record);
+  };
   try {
     // A client may call a tool it already knows without listing first: wait for the first
     // catalog like tools/list does, and for the owning upstream's first connection attempt.
@@ -68,7 +87,7 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
       );
     }
   } catch (e) {
-    audit('denied', 0);
+    audit('denied', 0, undefined, e instanceof ManifoldError ? e.code : undefined);
     throw e;
   }
   return relay(edge, ex, entry, audit);
