@@ -9,6 +9,11 @@ export interface Logger {
   error(event: string, fields?: LogFields): void;
   /** A logger whose every line carries these fields (for example `server`). */
   child(fields: LogFields): Logger;
+  /**
+   * True when debug lines are written: a caller that would build fields only for a debug line (the
+   * upstream traffic summary, once per relayed request) skips the work otherwise.
+   */
+  readonly debugEnabled?: boolean;
 }
 
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -65,6 +70,7 @@ export function createJsonLogger(options: JsonLoggerOptions, base: LogFields = {
     warn: (e, f) => emit('warn', e, f),
     error: (e, f) => emit('error', e, f),
     child: (fields) => createJsonLogger(options, { ...base, ...fields }),
+    debugEnabled: min <= rank.debug,
   };
 }
 

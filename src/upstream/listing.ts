@@ -76,6 +76,8 @@ export async function listUpstream(
           { method: LISTS[kind].method, keyOf: keys[kind], noun: kind === 'tools' ? 'tool' : 'item' },
         );
         out[kind] = items as never;
+        if (log.debugEnabled)
+          log.debug('upstream.traffic', { method: LISTS[kind].method, items: items.length });
       } catch (e) {
         if (kind === 'tools') throw e;
         log.warn('upstream.list_failed', { list: LISTS[kind].method, error: brief(e) });

@@ -78,6 +78,9 @@ export class Recovery {
   ): Promise<Record<string, unknown>> {
     const up = this.up;
     this.inflight++;
+    // `--log-level debug`: one summary line per upstream request (#16), never its arguments.
+    const started = up.log.debugEnabled ? up.deps.platform.now() : -1;
+    let resends = 0;
     try {
       if (this.renewal) await this.renewal;
       let session = up.session;
@@ -89,7 +92,6 @@ export class Recovery {
       }
       const timeout = up.config.timeoutMs;
       const { cancellation, onprogress } = options;
-      let resends = 0;
       // Progress must keep increasing (spec: utilities/progress): a resent request starts again
       // from zero, so what does not pass the last value relayed is dropped.
       let last = Number.NEGATIVE_INFINITY;
@@ -112,7 +114,9 @@ export class Recovery {
         let e: unknown;
         this.hold(on);
         try {
-          return await on.request(method, params, sent);
+          const result = await on.request(method, params, sent);
+          if (started >= 0) this.summary(method, params, started, 'ok', resends, result);
+          return result;
         } catch (failure) {
           e = failure;
         } finally {
@@ -153,9 +157,33 @@ export class Recovery {
           retry: limit,
         });
       }
+    } catch (e) {
+      if (started >= 0)
+        this.summary(method, params, started, e instanceof ManifoldError ? e.code : 'error', resends);
+      throw e;
     } finally {
       this.inflight--;
     }
+  }
+
+  /** The debug line of one upstream request: what was asked, how it ended, how long it took. */
+  private summary(
+    method: string,
+    params: Record<string, unknown>,
+    started: number,
+    outcome: string,
+    resends: number,
+    result?: Record<string, unknown>,
+  ): void {
+    const up = this.up;
+    const name = method === 'tools/call' || method === 'prompts/get' ? params.name : params.uri;
+    up.log.debug('upstream.traffic', {
+      method,
+      ...(typeof name === 'string' ? { target: name.slice(0, 256) } : {}),
+      outcome: outcome === 'ok' && result?.isError === true ? 'isError' : outcome,
+      durationMs: up.deps.platform.now() - started,
+      ...(resends > 0 ? { resends } : {}),
+    });
   }
 
   /** Closes a replaced session once nothing is in flight on it (a request on it ends by itself). */

@@ -55,6 +55,14 @@ describe('JSON log lines', () => {
     ]);
   });
 
+  it('says whether debug lines are written, so a debug-only summary costs nothing at info', () => {
+    const at = (level: 'debug' | 'info' | 'warn') => createJsonLogger({ level, write: () => {} });
+    expect(at('debug').debugEnabled).toBe(true);
+    expect(at('debug').child({ server: 'a' }).debugEnabled).toBe(true);
+    expect(at('info').debugEnabled).toBe(false);
+    expect(at('warn').child({ server: 'a' }).debugEnabled).toBe(false);
+  });
+
   it('redacts secret values wherever they appear, and the timestamp follows the clock', () => {
     const lines: string[] = [];
     let t = 1_000;
