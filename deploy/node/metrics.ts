@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, type Metric, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, type Metric, Registry } from 'prom-client';
 import type { Exposition, MetricFamily, MetricsExporter } from '../../src/metrics/types.js';
 
 /**
@@ -13,7 +13,17 @@ import type { Exposition, MetricFamily, MetricsExporter } from '../../src/metric
  */
 export function promExporter(): MetricsExporter {
   const registry = new Registry();
+  const before = process.cpuUsage();
   collectDefaultMetrics({ register: registry, prefix: 'manifold_' });
+  // prom-client counts CPU from when it starts, and it is loaded by the first scrape (serve.ts):
+  // the CPU spent before is credited, so the counters are the process's totals.
+  const credit = (name: string, micros: number) => {
+    const counter = registry.getSingleMetric(`manifold_process_cpu_${name}`);
+    if (counter instanceof Counter) counter.inc(micros / 1e6);
+  };
+  credit('user_seconds_total', before.user);
+  credit('system_seconds_total', before.system);
+  credit('seconds_total', before.user + before.system);
   let current = new Map<string, MetricFamily>();
   const registered = new Set<string>();
   const adapter = (name: string) => ({

@@ -33,8 +33,8 @@ export interface StartOptions {
 
 /**
  * prom-client takes 25-40 ms to load, more than the rest of the start (#18, start time): it is
- * loaded by the first scrape. Its default metrics (event loop lag, GC) count from then on; the
- * process CPU and memory it reports are the process's own totals either way.
+ * loaded by the first scrape. Its event loop lag and GC metrics count from then on; CPU and
+ * memory are the process's own totals either way (metrics.ts credits the CPU spent before).
  */
 function lazyPromExporter(): MetricsExporter {
   let loading: Promise<MetricsExporter> | undefined;

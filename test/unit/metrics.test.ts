@@ -147,6 +147,11 @@ describe('the Node exporter (prom-client)', () => {
     expect(scrape.families.get('manifold_process_cpu_seconds_total')?.type).toBe('counter');
     expect(scrape.families.get('manifold_nodejs_eventloop_lag_seconds')?.type).toBe('gauge');
     expect(scrape.value('manifold_process_resident_memory_bytes')).toBeGreaterThan(0);
+    // Loaded by the first scrape, it still reports the CPU this process spent before it.
+    const spent = process.cpuUsage();
+    expect(scrape.value('manifold_process_cpu_seconds_total')).toBeGreaterThanOrEqual(
+      (spent.user + spent.system) / 1e6 - 0.5,
+    );
   });
 
   it('the test parser refuses what a scraper would refuse', () => {
