@@ -3,6 +3,7 @@ import { promExporter } from '../../deploy/node/metrics.js';
 import { buildCatalog, type Catalog } from '../../src/aggregate/catalog.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import { RequestMetrics } from '../../src/metrics/requests.js';
+import { textExporter } from '../../src/metrics/text.js';
 import type { MetricFamily } from '../../src/metrics/types.js';
 import type { RequestRecord } from '../../src/observe.js';
 import { parsePromText } from '../helpers/prom-text.js';
@@ -168,5 +169,34 @@ describe('the Node exporter (prom-client)', () => {
     ]) {
       expect(() => parsePromText(bad), JSON.stringify(bad)).toThrow();
     }
+  });
+});
+
+describe('the core text exporter (the Worker)', () => {
+  it('writes the same families and samples as prom-client, escapes included', async () => {
+    const m = new RequestMetrics(() => catalogOf(3));
+    m.observe(call('gh__t0', { durationMs: 7 }));
+    m.observe(call('gh__t1', { verdict: 'error', durationMs: 70_000 }));
+    m.observe(call('gh__t2', { tenant: 'we"ird\\ten\nant', verdict: 'denied', reason: 'ERR_RATE_LIMITED' }));
+    const families = [
+      ...m.families(),
+      {
+        name: 'manifold_odd_help',
+        help: 'a \\ b\nc',
+        type: 'gauge' as const,
+        samples: [{ name: 'manifold_odd_help', labels: {}, value: Number.NaN }],
+      },
+    ];
+    const ours = await textExporter().render(families);
+    expect(ours.contentType).toBe('text/plain; version=0.0.4; charset=utf-8');
+    const a = parsePromText(ours.body);
+    const b = parsePromText((await promExporter().render(families)).body);
+    const mine = (s: { name: string }) => !/^manifold_(process|nodejs)_/.test(s.name);
+    expect(a.samples).toEqual(b.samples.filter(mine));
+    expect([...a.families]).toEqual([...b.families].filter(([name]) => mine({ name })));
+    expect(a.value('manifold_rate_limited_total', { tenant: 'we"ird\\ten\nant' })).toBe(1);
+    // Byte for byte, the gateway's part of prom-client's output (which writes NaN as "Nan").
+    const body = (await promExporter().render(families)).body;
+    expect(body.includes(ours.body.replace('NaN', 'Nan'))).toBe(true);
   });
 });
