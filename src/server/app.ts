@@ -29,8 +29,8 @@ export interface AppOptions {
   /** Check the Host header. Defaults to on when the gateway is bound to a loopback address. */
   checkHost?: boolean;
   /**
-   * Serves `gateway.metricsPath` in this exporter's format (Node: prom-client). Without one (the
-   * Worker today), the path is not served.
+   * Serves `gateway.metricsPath` in this exporter's format (Node: prom-client; the Worker: the
+   * core's text exporter). Without one, the path is not served and no request is observed.
    */
   metrics?: MetricsExporter;
 }
