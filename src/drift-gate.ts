@@ -18,6 +18,9 @@ export interface VerifiedListing {
   identityChanged: boolean;
 }
 
+/** The drift decisions counted in `DriftGate.events`. */
+export type DriftEvent = 'quarantined' | 'withheld' | 'removed' | 'identity_changed' | 'baseline_unreadable';
+
 /**
  * Drift quarantine (SECURITY C1–C4): every listing is fingerprinted and compared with the
  * baseline recorded at first trust, before it can reach the catalog. Only `manifold retrust`
@@ -26,6 +29,11 @@ export interface VerifiedListing {
 export class DriftGate {
   /** (server, tool, fingerprint) already logged, so a periodic recheck does not repeat itself. */
   private logged = new Set<string>();
+  /**
+   * Drift decisions made, per server and kind, counted as they are logged (once each, like the
+   * log): what `manifold_drift_events_total` reports. Bounded by servers times kinds.
+   */
+  readonly events = new Map<string, Map<DriftEvent, number>>();
 
   constructor(
     private readonly store: StateStore,
@@ -44,7 +52,7 @@ export class DriftGate {
     const log = this.log.child({ server: server.name });
     let row = this.store.get(server.name);
     if (row && !sameIdentity(row.identity, identity)) {
-      this.once(`${server.name}\0identity`, () =>
+      this.once(`${server.name}\0identity`, server.name, 'identity_changed', () =>
         log.error('drift.identity_changed', {
           rule: 'identity-changed',
           message: `the configured transport, URL or command of ${server.name} changed since it was trusted; its tools are withheld until an operator runs: manifold retrust ${server.name}`,
@@ -62,7 +70,7 @@ export class DriftGate {
       row = this.store.get(server.name);
       if (!row?.baseline) {
         // An unreadable baseline is a trust anchor lost, not a cache miss: refuse until re-trust.
-        this.once(`${server.name}\0unreadable`, () =>
+        this.once(`${server.name}\0unreadable`, server.name, 'baseline_unreadable', () =>
           log.error('drift.baseline_unreadable', {
             rule: 'baseline-unreadable',
             message: `the stored baseline of ${server.name} cannot be read; its tools are withheld until an operator runs: manifold retrust ${server.name}`,
@@ -90,7 +98,7 @@ export class DriftGate {
         case 'quarantined':
           out.quarantined.push(byName.get(v.name)!);
           // The new text is never logged: only names and fingerprints.
-          this.once(`${server.name}\0q\0${v.name}\0${v.newFingerprint}`, () =>
+          this.once(`${server.name}\0q\0${v.name}\0${v.newFingerprint}`, server.name, 'quarantined', () =>
             log.warn('drift.quarantined', {
               tool: v.name,
               oldFingerprint: v.oldFingerprint,
@@ -101,11 +109,15 @@ export class DriftGate {
           break;
         case 'withheld':
           out.withheld.push(v.name);
-          this.once(`${server.name}\0w\0${v.name}`, () => log.warn('drift.withheld', { tool: v.name }));
+          this.once(`${server.name}\0w\0${v.name}`, server.name, 'withheld', () =>
+            log.warn('drift.withheld', { tool: v.name }),
+          );
           break;
         case 'removed':
           out.removed.push(v.name);
-          this.once(`${server.name}\0r\0${v.name}`, () => log.info('drift.removed', { tool: v.name }));
+          this.once(`${server.name}\0r\0${v.name}`, server.name, 'removed', () =>
+            log.info('drift.removed', { tool: v.name }),
+          );
           break;
       }
     }
@@ -128,10 +140,16 @@ export class DriftGate {
     this.logged.clear();
   }
 
-  private once(key: string, fn: () => void): void {
+  private once(key: string, server: string, event: DriftEvent, fn: () => void): void {
     if (this.logged.has(key)) return;
     if (this.logged.size > 10_000) this.logged.clear();
     this.logged.add(key);
+    let counts = this.events.get(server);
+    if (!counts) {
+      counts = new Map();
+      this.events.set(server, counts);
+    }
+    counts.set(event, (counts.get(event) ?? 0) + 1);
     fn();
   }
 }

@@ -38,7 +38,8 @@ export type ErrorCode =
   | 'ERR_AUTH_UNAVAILABLE'
   | 'ERR_RATE_LIMITED'
   | 'ERR_PROFILE_UNKNOWN'
-  | 'ERR_PROFILE_FORBIDDEN';
+  | 'ERR_PROFILE_FORBIDDEN'
+  | 'ERR_FORBIDDEN';
 
 export class ManifoldError extends Error {
   readonly code: ErrorCode;

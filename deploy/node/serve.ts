@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
 import type { Logger } from '../../src/log.js';
+import type { MetricsExporter } from '../../src/metrics/types.js';
 import { createHttp } from '../../src/server/app.js';
 import type { BackoffOptions } from '../../src/upstream/backoff.js';
 import { httpLane } from './http-lane.js';
@@ -30,6 +31,21 @@ export interface StartOptions {
   waitReady?: boolean;
 }
 
+/**
+ * prom-client takes 25-40 ms to load, more than the rest of the start (#18, start time): it is
+ * loaded by the first scrape. Its event loop lag and GC metrics count from then on; CPU and
+ * memory are the process's own totals either way (metrics.ts credits the CPU spent before).
+ */
+function lazyPromExporter(): MetricsExporter {
+  let loading: Promise<MetricsExporter> | undefined;
+  return {
+    render(families) {
+      loading ??= import('./metrics.js').then((m) => m.promExporter());
+      return loading.then((exporter) => exporter.render(families));
+    },
+  };
+}
+
 /** Starts the gateway on Node: the HTTP listener first, then upstream discovery in parallel. */
 export async function startGateway(options: StartOptions): Promise<RunningGateway> {
   const { config, log } = options;
@@ -47,7 +63,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
       : {}),
     ...(options.backoff ? { backoff: options.backoff } : {}),
   });
-  const { app, mcp } = createHttp(gateway);
+  const { app, mcp } = createHttp(gateway, config.gateway.metricsPath ? { metrics: lazyPromExporter() } : {});
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));
   const server = createServer(httpLane(mcp, other, log));

@@ -15,7 +15,7 @@ export const TOKEN_USAGE = `Usage: manifold token --key DIR/signing-key.json --i
 
 Prints one signed JWT. Each --grant is a glob over exposed tool names (e.g. 'github__*'), sent as
 the scope entry tools:PATTERN; 'risk:read' grants every tool classified read, and 'prompts:GLOB' and
-'resources:GLOB' grant prompts and resources; those three are sent as they are. --admin adds the scope manifold:admin (health detail at /healthz).
+'resources:GLOB' grant prompts and resources; those three are sent as they are. --admin adds the scope manifold:admin (health detail at /healthz, and the metrics).
 --ttl is a number followed by s, m, h or d (default 1h, at most 365d). --tenant sets a "tenant"
 claim, for a gateway configured with "tenantClaim": "tenant"; otherwise the tenant is --sub.`;
 

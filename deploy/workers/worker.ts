@@ -2,6 +2,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { formatIssues, parseConfig } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
+import { textExporter } from '../../src/metrics/text.js';
 import { createApp } from '../../src/server/app.js';
 import { durableObjectStore } from './do-store.js';
 import { workersLogger, workersPlatform } from './platform.js';
@@ -72,8 +73,12 @@ export class ManifoldGateway extends DurableObject<Env> {
         ? { cursorSecret: new TextEncoder().encode(config.gateway.cursorSecret) }
         : {}),
     });
-    // Host names on Workers are the route's; check them only when the config lists some.
-    this.app = createApp(gateway, { checkHost: config.gateway.hostnames.length > 0 });
+    // Host names on Workers are the route's; check them only when the config lists some. No
+    // prom-client here (it needs Node): the metrics are written by the core's own text exporter.
+    this.app = createApp(gateway, {
+      checkHost: config.gateway.hostnames.length > 0,
+      ...(config.gateway.metricsPath ? { metrics: textExporter() } : {}),
+    });
     void gateway.start();
   }
 

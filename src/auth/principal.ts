@@ -9,7 +9,7 @@ export interface Principal {
   grants: readonly string[] | '*';
   /** The tenant's cap from config: a tool must match `grants` AND `cap`. Absent: no cap. */
   cap?: readonly string[];
-  /** Holds the scope `manifold:admin` (health detail). */
+  /** Holds the scope `manifold:admin` (health detail, metrics). */
   admin?: boolean;
   /** Stable identity of the caller (tenant + subject): owns sessions. */
   key: string;

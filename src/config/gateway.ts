@@ -62,6 +62,16 @@ function readStore(f: Findings, raw: unknown, base: PathSegment[]): GatewayConfi
   return { path };
 }
 
+/** Why a metrics path cannot be served: not a plain absolute path, or one the gateway already serves. */
+function metricsPathProblem(path: string): string | undefined {
+  if (!/^\/[A-Za-z0-9._~\-/]*$/.test(path) || path.includes('//')) {
+    return 'must be an absolute path of letters, digits and ._~-/ (no query, no "//"), e.g. "/metrics"';
+  }
+  const taken = ['/mcp', '/healthz', '/.well-known'];
+  const clash = taken.find((t) => path === t || path.startsWith(`${t}/`));
+  return clash ? `must not be ${clash} or under it: the gateway serves that path itself` : undefined;
+}
+
 export function readGateway(f: Findings, raw: unknown): GatewayRead {
   const base = ['gateway'];
   const config: GatewayConfig = {
@@ -175,6 +185,19 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
     });
     config.allowedHosts = hosts;
+  }
+  if (!invalid.has('metricsPath') && config.metricsPath !== false) {
+    const problem = metricsPathProblem(config.metricsPath);
+    if (problem) {
+      error(
+        f,
+        [...base, 'metricsPath'],
+        problem,
+        'write "metricsPath": "/metrics", or false to serve no metrics',
+      );
+      invalid.add('metricsPath');
+      config.metricsPath = GATEWAY_DEFAULTS.metricsPath;
+    }
   }
   if (!invalid.has('maxResultBytes') && !invalid.has('maxUpstreamBodyBytes')) {
     const { maxResultBytes, maxUpstreamBodyBytes } = config;

@@ -114,6 +114,8 @@ export const gatewaySchema = z.object({
   pageSize: int(1, MAX_PAGE_SIZE),
   shutdownGraceMs: millis(),
   streamPollMs: int(0, MAX_TIMER_MS),
+  // A path, or false for none; which paths are taken is checked in gateway.ts.
+  metricsPath: z.union([text(), z.literal(false)]),
   // Empty entries are rejected in hosts.ts, so that one bad entry does not hide the others.
   allowedHosts: z.array(z.string()),
   maxResultBytes: count(),

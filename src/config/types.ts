@@ -173,6 +173,11 @@ export interface GatewayConfig {
    */
   streamPollMs: number;
   /**
+   * Where Prometheus scrapes the gateway's metrics (GET, text format); `false` serves none. With
+   * auth on, a scrape needs a token with the manifold:admin scope. Default "/metrics".
+   */
+  metricsPath: string | false;
+  /**
    * Egress allowlist: hostnames, optionally with a port, punycode, lowercase. Empty: any public
    * host over https. Private/loopback/link-local/metadata addresses need an explicit entry.
    */

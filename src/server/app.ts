@@ -4,6 +4,7 @@ import { type Authenticator, noAuth, type Principal } from '../auth/principal.js
 import { isLoopbackHost } from '../config/bind.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
+import type { MetricsExporter } from '../metrics/types.js';
 import type { Edge } from './dispatch.js';
 import { toRpcError } from './errors.js';
 import { hostAllowed, originCheck, originGuard, readBodyCapped } from './http-guards.js';
@@ -11,6 +12,7 @@ import { type HttpIn, PlainReply, type Reply, toResponse } from './http-in.js';
 import { errorMessage } from './jsonrpc.js';
 import { ListenRegistry } from './listen.js';
 import { announceChanged, createMcpHandlers } from './mcp.js';
+import { mountMetrics } from './metrics-route.js';
 import { HeldCalls } from './mrtr.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
@@ -26,6 +28,11 @@ export interface AppOptions {
   authenticate?: Authenticator;
   /** Check the Host header. Defaults to on when the gateway is bound to a loopback address. */
   checkHost?: boolean;
+  /**
+   * Serves `gateway.metricsPath` in this exporter's format (Node: prom-client; the Worker: the
+   * core's text exporter). Without one, the path is not served and no request is observed.
+   */
+  metrics?: MetricsExporter;
 }
 
 /**
@@ -171,18 +178,26 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
       }),
   );
 
-  // /healthz answers only for a Host the gateway serves (or an IP literal, as load balancers
-  // probe): a DNS-rebinding page must not read it (#13.5). Its status code is what a load balancer
-  // reads: 503 while stopping, starting or with no upstream ready, 200 otherwise.
-  app.use(
-    '/healthz',
-    originGuard({
-      allowedOrigins: g.allowedOrigins,
-      hostnames: g.hostnames,
-      checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
-      ipLiterals: true,
-    }),
-  );
+  // /healthz (and the metrics) answer only for a Host the gateway serves (or an IP literal, as load
+  // balancers probe): a DNS-rebinding page must not read them (#13.5). Its status code is what a
+  // load balancer reads: 503 while stopping, starting or with no upstream ready, 200 otherwise.
+  const operatorGuard = originGuard({
+    allowedOrigins: g.allowedOrigins,
+    hostnames: g.hostnames,
+    checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
+    ipLiterals: true,
+  });
+  app.use('/healthz', operatorGuard);
+  if (g.metricsPath && options.metrics) {
+    mountMetrics(app, {
+      gateway,
+      exporter: options.metrics,
+      path: g.metricsPath,
+      guard: operatorGuard,
+      ...(auth ? { authenticate } : {}),
+      edge: () => ({ sessions: edge.sessions.size, listenStreams: edge.listeners.size }),
+    });
+  }
   // With auth on, an anonymous caller learns only that the gateway is alive (issue: auth §4).
   app.get('/healthz', async (c) => {
     const health = gateway.health();

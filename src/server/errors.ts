@@ -55,6 +55,8 @@ const table: Record<ErrorCode, Mapping> = {
   ERR_PROFILE_UNKNOWN: { status: 404, rpc: RpcCode.InvalidRequest },
   // A token bound to one profile (auth.profileClaim) used at another's path.
   ERR_PROFILE_FORBIDDEN: { status: 403, rpc: RpcCode.InvalidRequest },
+  // A valid token without the scope an operator endpoint needs (manifold:admin for /metrics).
+  ERR_FORBIDDEN: { status: 403, rpc: RpcCode.InvalidRequest },
 };
 
 export interface RpcError {

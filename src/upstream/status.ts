@@ -12,6 +12,7 @@ interface StatusSource {
   readonly state: UpstreamState;
   readonly tools: readonly Tool[];
   readonly consecutiveFailures: number;
+  readonly reconnects: number;
   readonly lastError?: string;
   readonly rule?: string;
   readonly verified: VerifiedListing | undefined;
@@ -25,6 +26,7 @@ export function upstreamStatus(u: StatusSource, session: UpstreamSession | undef
     state: u.state,
     tools: u.state === 'ready' ? u.tools.length : 0,
     consecutiveFailures: u.consecutiveFailures,
+    reconnects: u.reconnects,
     ...(u.lastError ? { lastError: u.lastError } : {}),
     ...(u.rule ? { rule: u.rule } : {}),
     ...(session ? { era: session.era, protocolVersion: session.protocolVersion } : {}),

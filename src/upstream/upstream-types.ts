@@ -29,6 +29,8 @@ export interface UpstreamStatus {
   lastError?: string;
   rule?: string;
   consecutiveFailures: number;
+  /** Connection attempts after the first (retries, renewals): a reconnect loop shows here. */
+  reconnects: number;
   /** The era it speaks and the revision in use, once connected. */
   era?: Era;
   protocolVersion?: string;

@@ -37,6 +37,9 @@ export class Upstream {
   lastError?: string;
   rule?: string;
   consecutiveFailures = 0;
+  /** Connection attempts after the first: retries after a failure or a lost connection, renewals. */
+  reconnects = 0;
+  private attempted = false;
   /** Called whenever what this upstream contributes may have changed. */
   onChange: () => void = () => {};
   /** `notifications/resources/updated` from this upstream (original URI). */
@@ -193,6 +196,8 @@ export class Upstream {
     if (this.state === 'closed') return;
     const gen = ++this.generation;
     const { gateway, platform } = this.deps;
+    if (this.attempted) this.reconnects++;
+    this.attempted = true;
     if (!renew) this.state = 'connecting';
     let session: UpstreamSession | undefined;
     try {

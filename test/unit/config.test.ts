@@ -449,6 +449,7 @@ describe('defaults and limits', () => {
       pageSize: 500,
       shutdownGraceMs: 10000,
       streamPollMs: 0,
+      metricsPath: '/metrics',
       allowedHosts: [],
       maxResultBytes: 65536,
       maxUpstreamBodyBytes: 8388608,
@@ -1014,6 +1015,63 @@ describe('store and drift', () => {
       'gateway.drift.recheckSeconds',
       'gateway.store',
     ]);
+  });
+});
+
+describe('gateway.metricsPath', () => {
+  const withGateway = (gateway: Record<string, unknown>) => cfg({ a: stdio }, { gateway });
+  const FIX = 'write "metricsPath": "/metrics", or false to serve no metrics';
+
+  it('defaults to /metrics, takes another path or false', () => {
+    expect(ok(parseConfigObject(cfg({ a: stdio }), {})).config.gateway.metricsPath).toBe('/metrics');
+    const moved = ok(parseConfigObject(withGateway({ metricsPath: '/ops/prom-metrics' }), {}));
+    expect(moved.config.gateway.metricsPath).toBe('/ops/prom-metrics');
+    expect(moved.warnings).toEqual([]);
+    expect(ok(parseConfigObject(withGateway({ metricsPath: false }), {})).config.gateway.metricsPath).toBe(
+      false,
+    );
+  });
+
+  it('rejects bad values and paths the gateway serves itself, naming the path and the fix', () => {
+    const cases: [unknown, string][] = [
+      [true, 'gateway.metricsPath: expected a path starting with "/", or false, got true'],
+      [9090, 'gateway.metricsPath: expected a path starting with "/", or false, got 9090'],
+      ['', 'gateway.metricsPath: must not be empty'],
+      [
+        'metrics',
+        'gateway.metricsPath: must be an absolute path of letters, digits and ._~-/ (no query, no "//"), e.g. "/metrics"',
+      ],
+      [
+        '/metrics?x=1',
+        'gateway.metricsPath: must be an absolute path of letters, digits and ._~-/ (no query, no "//"), e.g. "/metrics"',
+      ],
+      [
+        '//metrics',
+        'gateway.metricsPath: must be an absolute path of letters, digits and ._~-/ (no query, no "//"), e.g. "/metrics"',
+      ],
+      ['/mcp', 'gateway.metricsPath: must not be /mcp or under it: the gateway serves that path itself'],
+      [
+        '/mcp/metrics',
+        'gateway.metricsPath: must not be /mcp or under it: the gateway serves that path itself',
+      ],
+      [
+        '/healthz',
+        'gateway.metricsPath: must not be /healthz or under it: the gateway serves that path itself',
+      ],
+      [
+        '/.well-known/metrics',
+        'gateway.metricsPath: must not be /.well-known or under it: the gateway serves that path itself',
+      ],
+    ];
+    for (const [metricsPath, expected] of cases) {
+      const result = failed(parseConfigObject(withGateway({ metricsPath }), {}));
+      expect(errorsOf(result), JSON.stringify(metricsPath)).toEqual([expected]);
+      if (metricsPath !== '') expect(result.errors[0]!.fix, JSON.stringify(metricsPath)).toBe(FIX);
+    }
+    // A path that only starts like a served one is fine.
+    expect(
+      ok(parseConfigObject(withGateway({ metricsPath: '/mcpmetrics' }), {})).config.gateway.metricsPath,
+    ).toBe('/mcpmetrics');
   });
 });
 
