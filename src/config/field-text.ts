@@ -48,6 +48,10 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     expected: 'a whole number of milliseconds, 0 or more',
     fix: 'write a whole number without quotes, e.g. 30000, or 0 to keep streams open',
   },
+  statusPath: {
+    expected: 'a path starting with "/", or false',
+    fix: 'write a path such as "/" or "/status", or false to turn the status page off',
+  },
   allowedHosts: {
     expected: 'an array of host names',
     fix: 'write allowedHosts as an array such as ["api.example.com", "127.0.0.1:3001"]',

@@ -20,6 +20,7 @@ import {
   STORE_KEYS,
   storeEntrySchema,
 } from './schema.js';
+import { statusPathProblem } from './status-path.js';
 import type { GatewayConfig } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';
 
@@ -175,6 +176,20 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
     });
     config.allowedHosts = hosts;
+  }
+  if (!invalid.has('statusPath') && typeof config.statusPath === 'string') {
+    const checked = statusPathProblem(config.statusPath);
+    if ('path' in checked) config.statusPath = checked.path;
+    else {
+      error(
+        f,
+        [...base, 'statusPath'],
+        checked.problem,
+        'write a path such as "/" or "/status" (not /mcp, /healthz, /metrics or /.well-known), or false to turn the status page off',
+      );
+      invalid.add('statusPath');
+      config.statusPath = GATEWAY_DEFAULTS.statusPath;
+    }
   }
   if (!invalid.has('maxResultBytes') && !invalid.has('maxUpstreamBodyBytes')) {
     const { maxResultBytes, maxUpstreamBodyBytes } = config;

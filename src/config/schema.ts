@@ -114,6 +114,8 @@ export const gatewaySchema = z.object({
   pageSize: int(1, MAX_PAGE_SIZE),
   shutdownGraceMs: millis(),
   streamPollMs: int(0, MAX_TIMER_MS),
+  // A path, or false for no status page; where it may point is checked in gateway.ts (status-path.ts).
+  statusPath: z.union([z.string(), z.literal(false)]),
   // Empty entries are rejected in hosts.ts, so that one bad entry does not hide the others.
   allowedHosts: z.array(z.string()),
   maxResultBytes: count(),

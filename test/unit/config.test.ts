@@ -449,6 +449,7 @@ describe('defaults and limits', () => {
       pageSize: 500,
       shutdownGraceMs: 10000,
       streamPollMs: 0,
+      statusPath: '/',
       allowedHosts: [],
       maxResultBytes: 65536,
       maxUpstreamBodyBytes: 8388608,
