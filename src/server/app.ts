@@ -14,6 +14,7 @@ import { announceChanged, createMcpHandlers } from './mcp.js';
 import { HeldCalls } from './mrtr.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
+import { mountStatusPage } from './status-page.js';
 import { TaskPumps } from './task-pumps.js';
 
 declare module 'hono' {
@@ -174,15 +175,13 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   // /healthz answers only for a Host the gateway serves (or an IP literal, as load balancers
   // probe): a DNS-rebinding page must not read it (#13.5). Its status code is what a load balancer
   // reads: 503 while stopping, starting or with no upstream ready, 200 otherwise.
-  app.use(
-    '/healthz',
-    originGuard({
-      allowedOrigins: g.allowedOrigins,
-      hostnames: g.hostnames,
-      checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
-      ipLiterals: true,
-    }),
-  );
+  const pageGuard = originGuard({
+    allowedOrigins: g.allowedOrigins,
+    hostnames: g.hostnames,
+    checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
+    ipLiterals: true,
+  });
+  app.use('/healthz', pageGuard);
   // With auth on, an anonymous caller learns only that the gateway is alive (issue: auth §4).
   app.get('/healthz', async (c) => {
     const health = gateway.health();
@@ -208,6 +207,9 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
     if (!auth || !gateway.config.profiles.some((p) => p.name === profile)) return c.notFound();
     return c.json({ ...metadata(c), resource: `${resource(honoIn(c))}/${profile}` });
   });
+
+  // The status page (#16) and its JSON view, behind the same guard as /healthz and the same auth as /mcp.
+  mountStatusPage(app, gateway, { authenticate, guard: pageGuard });
 
   // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
   for (const path of ['/mcp', '/mcp/:profile']) {
