@@ -35,7 +35,7 @@ export function statusHtml(base: string): string {
   <section>
     <h2>Upstreams</h2>
     <table id="upstreams">
-      <thead><tr><th>Server</th><th>State</th><th>Transport</th><th>Era</th><th>Tools</th><th>Prompts</th><th>Resources</th><th>Templates</th><th>Last error</th></tr></thead>
+      <thead><tr><th>Server</th><th>State</th><th>Transport</th><th>Era</th><th class="num">Tools</th><th class="num">Prompts</th><th class="num">Resources</th><th class="num">Templates</th><th>Last error</th></tr></thead>
       <tbody></tbody>
     </table>
   </section>
@@ -47,7 +47,7 @@ export function statusHtml(base: string): string {
   <section>
     <h2>Recent calls</h2>
     <table id="calls">
-      <thead><tr><th>Server</th><th>Since start</th><th>Window</th><th>Errors</th><th>p50 ms</th><th>p99 ms</th></tr></thead>
+      <thead><tr><th>Server</th><th class="num">Since start</th><th class="num">Window</th><th class="num">Errors</th><th class="num">p50 ms</th><th class="num">p99 ms</th></tr></thead>
       <tbody></tbody>
     </table>
     <p class="muted" id="calls-none">No calls yet.</p>
@@ -57,8 +57,8 @@ export function statusHtml(base: string): string {
     <ul id="diagnostics"></ul>
   </section>
   <section id="config-section" hidden>
-    <h2>Config in force <span class="muted">(secrets masked)</span></h2>
-    <pre id="config"></pre>
+    <h2>Config in force</h2>
+    <details><summary>Show the config, secrets masked</summary><pre id="config"></pre></details>
   </section>
 </main>
 <footer class="muted">Updates every 2 seconds. <button id="forget" type="button" hidden>Forget token</button></footer>
@@ -68,6 +68,7 @@ export function statusHtml(base: string): string {
 }
 
 export const STATUS_CSS = `
+[hidden] { display: none !important; }
 :root { color-scheme: light dark; --ok: #1a7f37; --warn: #9a6700; --bad: #cf222e; --line: #8884; }
 body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1200px; padding: 1rem 1.5rem; }
 header { display: flex; align-items: baseline; gap: 1rem; flex-wrap: wrap; }
@@ -115,11 +116,16 @@ export const STATUS_JS = String.raw`'use strict';
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
   // A token in the fragment never reaches the server; it is moved to this tab's storage and
   // taken out of the address bar and history.
-  var m = /^#token=(.+)$/.exec(location.hash);
-  if (m) {
+  // A link opened in a tab that already shows the page changes only the fragment: read it then too.
+  function fromFragment() {
+    var m = /^#token=(.+)$/.exec(location.hash);
+    if (!m) return false;
     try { sessionStorage.setItem(KEY, decodeURIComponent(m[1])); } catch (e) {}
     history.replaceState(null, '', location.pathname);
+    return true;
   }
+  fromFragment();
+  window.addEventListener('hashchange', function () { if (fromFragment()) poll(); });
   function token() { try { return sessionStorage.getItem(KEY); } catch (e) { return null; } }
   $('login').addEventListener('submit', function (ev) {
     ev.preventDefault();
