@@ -59,11 +59,11 @@ class Ring {
   }
 }
 
-/** Nearest-rank percentile of sorted values, rounded to 0.1 ms; 0 for none. */
+/** Nearest-rank percentile of sorted values, rounded to 0.01 ms; 0 for none. */
 function percentile(sorted: Float64Array, q: number): number {
   if (sorted.length === 0) return 0;
   const rank = Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1);
-  return Math.round(sorted[Math.max(0, rank)]! * 10) / 10;
+  return Math.round(sorted[Math.max(0, rank)]! * 100) / 100;
 }
 
 /** One scope's rings by server name. */

@@ -14,6 +14,7 @@ import { diffTool, formatDiff, visibleText } from '../guards/drift-diff.js';
 import { clipText } from '../guards/text.js';
 import { type RecentCalls, UNRESOLVED } from './status-calls.js';
 import { maskedConfig, redactDeep } from './status-config.js';
+import { reachesServer } from './status-reach.js';
 
 /** Diffs shown per server, and the size of each: a page, not a dump of a hostile listing. */
 const MAX_DIFFS = 50;
@@ -111,8 +112,15 @@ export function statusView(gateway: Gateway, recent: RecentCalls, principal: Pri
   const admin = principal.admin === true;
   const health = gateway.health();
   const counts = countsFor(gateway, principal, admin);
+  // A tenant's servers: those it sees something of now, and those its grants reach (one that is
+  // down lists nothing, and its tenant should still see that it is down).
+  const mine = (name: string) => {
+    if (admin || counts.has(name)) return true;
+    const server = gateway.pool.get(name)?.config;
+    return server !== undefined && reachesServer(principal, server);
+  };
   const rows = health.upstreams
-    .filter((u) => admin || counts.has(u.name))
+    .filter((u) => mine(u.name))
     .map((u) => {
       const { drift, tools: _listed, ...rest } = u;
       let held: Record<string, unknown> | undefined;

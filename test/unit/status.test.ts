@@ -1,11 +1,13 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the tests write ${VAR} references in plain strings
 import { describe, expect, it } from 'vitest';
+import type { Principal } from '../../src/auth/principal.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import { statusPathProblem } from '../../src/config/status-path.js';
 import type { RequestRecord } from '../../src/observe.js';
 import { redactor } from '../../src/redact.js';
 import { RecentCalls, UNRESOLVED } from '../../src/server/status-calls.js';
 import { maskedConfig, maskUrl, redactDeep } from '../../src/server/status-config.js';
+import { globReaches, reachesServer } from '../../src/server/status-reach.js';
 
 const stdio = { command: 'node', args: ['server.js'] };
 const parse = (gateway: Record<string, unknown>, env: Record<string, string> = {}) =>
@@ -156,5 +158,42 @@ describe('config masking', () => {
       redactor(['true', 'null']),
     );
     expect(out).toEqual({ flag: true, note: '[redacted] story', list: [null, '[redacted]'] });
+  });
+});
+
+describe("which servers a tenant's view holds", () => {
+  const server = (name: string, prefix: string | false = name) =>
+    ({ name, prefix }) as unknown as Parameters<typeof reachesServer>[1];
+  const principal = (grants: string[] | '*', extra: Partial<Principal> = {}): Principal => ({
+    subject: 's',
+    tenant: 't',
+    grants,
+    key: 'k',
+    viewKey: 'v',
+    ...extra,
+  });
+
+  it.each([
+    ['github__get_*', 'github__', true],
+    ['github__*', 'gitlab__', false],
+    ['git*', 'gitlab__', true],
+    ['g?x__*', 'fx__', false],
+    ['?x__*', 'fx__', true],
+    ['fx__alpha', 'fx__', true],
+    ['fx', 'fx__', false],
+    ['*', 'fx__', true],
+  ])('%s reaches %s: %s', (pattern, ns, expected) => {
+    expect(globReaches(pattern, ns)).toBe(expected);
+  });
+
+  it('grants, kinds, risk classes, the tenant cap and the profile all count', () => {
+    expect(reachesServer(principal(['fx__*']), server('fx'))).toBe(true);
+    expect(reachesServer(principal(['fx__*']), server('web'))).toBe(false);
+    expect(reachesServer(principal(['prompts:web__*']), server('web'))).toBe(true);
+    expect(reachesServer(principal(['risk:read']), server('web'))).toBe(true);
+    expect(reachesServer(principal(['*'], { cap: ['fx__*'] }), server('web'))).toBe(false);
+    expect(reachesServer(principal('*', { servers: new Set(['fx']) }), server('web'))).toBe(false);
+    expect(reachesServer(principal([]), server('web'))).toBe(false);
+    expect(reachesServer(principal(['x']), server('bare', false))).toBe(true);
   });
 });
