@@ -245,6 +245,9 @@ describe('status page switched off or moved', () => {
       expect((await fetch(`${offBase}/status.json`)).status).toBe(404);
       expect(off.gateway.observers.active).toBe(false);
       const movedBase = moved.url.replace(/\/mcp$/, '');
+      const listening = (gw: TestGateway) => gw.logs.find((l) => l.event === 'gateway.listening');
+      expect(listening(moved)?.status).toBe(`${movedBase}/ops`);
+      expect(listening(off)).not.toHaveProperty('status');
       expect((await fetch(`${movedBase}/`)).status).toBe(404);
       const page = await (await fetch(`${movedBase}/ops`)).text();
       expect(page).toContain('<script src="/ops/status.js" defer></script>');
