@@ -78,10 +78,25 @@ describe('status page in Chromium', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('asks for a token when it has none', async () => {
+  it('asks for a token when it has none, refuses a bad one, and shows the view for a pasted one', async () => {
     await page.goto(gw.url.replace(/\/mcp$/, '/'));
     await page.locator('#login').waitFor({ state: 'visible' });
     expect(await page.locator('#content').isHidden()).toBe(true);
+    // Its own context (own sessionStorage), so the fragment test below starts from nothing.
+    const pasted = await browser.newPage();
+    try {
+      await pasted.goto(gw.url.replace(/\/mcp$/, '/'));
+      await pasted.locator('#token').fill('not-a-token');
+      await pasted.locator('#login button').click();
+      await pasted.locator('#problem').filter({ hasText: 'The token was not accepted.' }).waitFor();
+      await pasted.locator('#token').fill(admin);
+      await pasted.locator('#login button').click();
+      await pasted.locator('#upstreams tr[data-server="fx"]').waitFor();
+      expect(await pasted.locator('#login').isHidden()).toBe(true);
+      expect(await pasted.locator('#problem').isHidden()).toBe(true);
+    } finally {
+      await pasted.close();
+    }
   });
 
   it('loads with a token from the fragment, which then leaves the address bar', async () => {
