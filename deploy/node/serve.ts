@@ -77,7 +77,13 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}/mcp`;
-  log.info('gateway.listening', { url, servers: config.servers.length, auth: Boolean(config.gateway.auth) });
+  const { statusPath } = config.gateway;
+  log.info('gateway.listening', {
+    url,
+    servers: config.servers.length,
+    auth: Boolean(config.gateway.auth),
+    ...(statusPath !== false ? { status: `http://${host}:${addr.port}${statusPath}` } : {}),
+  });
   if (config.gateway.auth === false) {
     log.warn('gateway.auth_disabled', {
       message: `AUTHENTICATION IS OFF ("auth": false): anyone who can reach ${url} can list and call every tool`,

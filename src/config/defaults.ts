@@ -31,6 +31,7 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
   shutdownGraceMs: 10_000,
   streamPollMs: 0,
   metricsPath: '/metrics',
+  statusPath: '/',
   allowedHosts: Object.freeze([]) as unknown as string[],
   maxResultBytes: 65_536,
   maxUpstreamBodyBytes: 8_388_608,

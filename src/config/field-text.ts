@@ -52,6 +52,10 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     expected: 'a path starting with "/", or false',
     fix: 'write "metricsPath": "/metrics", or false to serve no metrics',
   },
+  statusPath: {
+    expected: 'a path starting with "/", or false',
+    fix: 'write a path such as "/" or "/status", or false to turn the status page off',
+  },
   allowedHosts: {
     expected: 'an array of host names',
     fix: 'write allowedHosts as an array such as ["api.example.com", "127.0.0.1:3001"]',

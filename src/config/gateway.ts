@@ -20,6 +20,7 @@ import {
   STORE_KEYS,
   storeEntrySchema,
 } from './schema.js';
+import { statusPathProblem } from './status-path.js';
 import type { GatewayConfig } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';
 
@@ -197,6 +198,35 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       );
       invalid.add('metricsPath');
       config.metricsPath = GATEWAY_DEFAULTS.metricsPath;
+    }
+  }
+  if (!invalid.has('statusPath') && typeof config.statusPath === 'string') {
+    const checked = statusPathProblem(config.statusPath);
+    if ('path' in checked) config.statusPath = checked.path;
+    else {
+      error(
+        f,
+        [...base, 'statusPath'],
+        checked.problem,
+        'write a path such as "/" or "/status" (not /mcp, /healthz, /metrics or /.well-known), or false to turn the status page off',
+      );
+      invalid.add('statusPath');
+      config.statusPath = GATEWAY_DEFAULTS.statusPath;
+    }
+  }
+  // The status page owns its path and the files beside it; metrics there would shadow one of them.
+  const { statusPath, metricsPath } = config;
+  if (typeof statusPath === 'string' && typeof metricsPath === 'string' && !invalid.has('metricsPath')) {
+    const dir = statusPath === '/' ? '/' : `${statusPath}/`;
+    const pageFiles = [statusPath, ...['status.json', 'status.js', 'status.css'].map((f) => dir + f)];
+    if (pageFiles.includes(metricsPath)) {
+      error(
+        f,
+        [...base, 'metricsPath'],
+        `is ${metricsPath}, which the status page (gateway.statusPath ${statusPath}) serves`,
+        'write "metricsPath": "/metrics", or move gateway.statusPath',
+      );
+      invalid.add('metricsPath');
     }
   }
   if (!invalid.has('maxResultBytes') && !invalid.has('maxUpstreamBodyBytes')) {

@@ -178,6 +178,11 @@ export interface GatewayConfig {
    */
   metricsPath: string | false;
   /**
+   * Where the status page is served (#16), its JSON view and assets beside it; `false`: no page
+   * (and no recent-call window is kept). Default "/".
+   */
+  statusPath: string | false;
+  /**
    * Egress allowlist: hostnames, optionally with a port, punycode, lowercase. Empty: any public
    * host over https. Private/loopback/link-local/metadata addresses need an explicit entry.
    */

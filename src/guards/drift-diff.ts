@@ -165,6 +165,17 @@ function visible(text: string, allNonAscii: boolean): string {
   return out;
 }
 
+/**
+ * Upstream text for a human reader outside a terminal too (the status page): controls, bidi and
+ * invisible characters shown as `<U+XXXX>`, everything else kept.
+ *
+ * @example
+ * visibleText('admin\u202etxt.exe'); // 'admin<U+202E>txt.exe'
+ */
+export function visibleText(text: string): string {
+  return visible(text, false);
+}
+
 /** Renders one part's change as diff lines, with `~ N unchanged lines` for skipped context. */
 function partLines(title: string, before: string | undefined, after: string | undefined): string[] {
   const state = before === undefined ? ' (was absent)' : after === undefined ? ' (now absent)' : '';

@@ -16,6 +16,7 @@ import { mountMetrics } from './metrics-route.js';
 import { HeldCalls } from './mrtr.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
+import { mountStatusPage } from './status-page.js';
 import { TaskPumps } from './task-pumps.js';
 
 declare module 'hono' {
@@ -223,6 +224,9 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
     if (!auth || !gateway.config.profiles.some((p) => p.name === profile)) return c.notFound();
     return c.json({ ...metadata(c), resource: `${resource(honoIn(c))}/${profile}` });
   });
+
+  // The status page (#16) and its JSON view, behind the same guard as /healthz and the same auth as /mcp.
+  mountStatusPage(app, gateway, { authenticate, guard: operatorGuard });
 
   // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
   for (const path of ['/mcp', '/mcp/:profile']) {

@@ -450,6 +450,7 @@ describe('defaults and limits', () => {
       shutdownGraceMs: 10000,
       streamPollMs: 0,
       metricsPath: '/metrics',
+      statusPath: '/',
       allowedHosts: [],
       maxResultBytes: 65536,
       maxUpstreamBodyBytes: 8388608,
@@ -1072,6 +1073,24 @@ describe('gateway.metricsPath', () => {
     expect(
       ok(parseConfigObject(withGateway({ metricsPath: '/mcpmetrics' }), {})).config.gateway.metricsPath,
     ).toBe('/mcpmetrics');
+  });
+
+  it('may not take the status page or a file beside it', () => {
+    for (const [gateway, path] of [
+      [{ metricsPath: '/' }, '/'],
+      [{ metricsPath: '/status.json' }, '/'],
+      [{ statusPath: '/ops', metricsPath: '/ops/status.js' }, '/ops'],
+    ] as const) {
+      const result = failed(parseConfigObject(withGateway(gateway), {}));
+      expect(errorsOf(result)).toEqual([
+        `gateway.metricsPath: is ${gateway.metricsPath}, which the status page (gateway.statusPath ${path}) serves`,
+      ]);
+      expect(result.errors[0]!.fix).toBe('write "metricsPath": "/metrics", or move gateway.statusPath');
+    }
+    const beside = ok(
+      parseConfigObject(withGateway({ statusPath: '/ops', metricsPath: '/ops/metrics' }), {}),
+    );
+    expect(beside.config.gateway.metricsPath).toBe('/ops/metrics');
   });
 });
 

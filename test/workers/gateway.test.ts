@@ -1,7 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type Spawned, startEverythingHttp } from '../helpers/harness.js';
 import { startWorker } from '../helpers/workerd.js';
 import { gatewayScenarios, type StartGateway } from '../shared/scenarios.js';
 
@@ -43,3 +46,52 @@ const startWorkers: StartGateway = async ({ config, persist, jwks }) => {
 };
 
 gatewayScenarios('workers', startWorkers);
+
+/**
+ * The status page (#16) from the same `src/` in real workerd: the page, its script and the JSON
+ * view, with a call made through the Worker counted in the view's recent calls.
+ */
+describe('workers: status page', () => {
+  let everything: Spawned | undefined;
+  let worker: Awaited<ReturnType<typeof startWorker>> | undefined;
+  afterAll(async () => {
+    await worker?.stop();
+    await everything?.stop();
+  });
+
+  it('GET / serves the page and /status.json the view, on the Worker', async () => {
+    everything = await startEverythingHttp('streamableHttp');
+    const persist = mkdtempSync(join(tmpdir(), 'manifold-do-'));
+    made.push(persist);
+    worker = await startWorker({
+      config: {
+        mcpServers: { everything: { url: everything.url } },
+        gateway: { allowedHosts: [`127.0.0.1:${everything.port}`], auth: false, logLevel: 'error' },
+      },
+      persist,
+    });
+    const client = new Client({ name: 'status-workers', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(worker.url)));
+    await client.callTool({ name: 'everything__echo', arguments: { message: 'hi' } });
+    await client.close();
+    const base = worker.url.replace(/\/mcp$/, '');
+    const page = await fetch(`${base}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(await page.text()).toContain('<script src="/status.js" defer></script>');
+    expect((await fetch(`${base}/status.js`)).status).toBe(200);
+    const view = (await (await fetch(`${base}/status.json`)).json()) as {
+      upstreams: { name: string; state: string; counts: { tools: number } }[];
+      calls: { server: string; total: number }[];
+    };
+    expect(view.upstreams).toEqual([
+      expect.objectContaining({
+        name: 'everything',
+        state: 'ready',
+        counts: expect.objectContaining({ tools: expect.any(Number) }),
+      }),
+    ]);
+    expect(view.upstreams[0]!.counts.tools).toBeGreaterThan(0);
+    expect(view.calls).toEqual([expect.objectContaining({ server: 'everything', total: 1 })]);
+  });
+});
