@@ -30,6 +30,7 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
   pageSize: 500,
   shutdownGraceMs: 10_000,
   streamPollMs: 0,
+  watchConfig: true,
   allowedHosts: Object.freeze([]) as unknown as string[],
   maxResultBytes: 65_536,
   maxUpstreamBodyBytes: 8_388_608,

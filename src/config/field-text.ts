@@ -48,6 +48,10 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     expected: 'a whole number of milliseconds, 0 or more',
     fix: 'write a whole number without quotes, e.g. 30000, or 0 to keep streams open',
   },
+  watchConfig: {
+    expected: 'true or false',
+    fix: 'write true (reload when the config file changes) or false (reload on SIGHUP only), without quotes',
+  },
   allowedHosts: {
     expected: 'an array of host names',
     fix: 'write allowedHosts as an array such as ["api.example.com", "127.0.0.1:3001"]',

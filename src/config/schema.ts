@@ -114,6 +114,7 @@ export const gatewaySchema = z.object({
   pageSize: int(1, MAX_PAGE_SIZE),
   shutdownGraceMs: millis(),
   streamPollMs: int(0, MAX_TIMER_MS),
+  watchConfig: z.boolean(),
   // Empty entries are rejected in hosts.ts, so that one bad entry does not hide the others.
   allowedHosts: z.array(z.string()),
   maxResultBytes: count(),

@@ -449,6 +449,7 @@ describe('defaults and limits', () => {
       pageSize: 500,
       shutdownGraceMs: 10000,
       streamPollMs: 0,
+      watchConfig: true,
       allowedHosts: [],
       maxResultBytes: 65536,
       maxUpstreamBodyBytes: 8388608,
@@ -611,6 +612,19 @@ describe('defaults and limits', () => {
         'gateway.hostnames[0]: must be a host name (as sent in the Host header), not a URL or pattern',
       ].sort(),
     );
+  });
+
+  it('reads gateway.watchConfig, and refuses a value that is not a boolean with its path and fix', () => {
+    expect(
+      ok(parseConfigObject(cfg({ a: stdio }, { gateway: { watchConfig: false } }), {})).config.gateway
+        .watchConfig,
+    ).toBe(false);
+    const issue = one(
+      failed(parseConfigObject(cfg({ a: stdio }, { gateway: { watchConfig: 'no' } }), {})).errors,
+      'gateway.watchConfig',
+    );
+    expect(issue.message).toBe('expected true or false, got string');
+    expect(issue.fix).toMatch(/reload on SIGHUP only/);
   });
 
   it('gives every error a fix', () => {
