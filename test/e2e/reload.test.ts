@@ -84,7 +84,11 @@ describe('reload: a new config applied to a running gateway', () => {
     const fxBefore = gw.gateway.pool.get('fx')!;
     const fyBefore = gw.gateway.pool.get('fy')!;
     const before = counts();
+    // A call in flight on the server about to be removed: it ends normally, then the server closes.
+    const slow = modern.client.callTool({ name: 'fx__sleep', arguments: { ms: 800 } });
+    await eventually(() => fxBefore.inflight === 1, 'the call reached fx');
     const out = await gw.gateway.reloader.apply(configOf({ ev, fy: { ...fx, tools: { deny: ['grow'] } } }));
+    expect(fxBefore.state).toBe('ready');
     expect(out.plan).toMatchObject({ removed: ['fx'], retuned: ['fy'], unchanged: ['ev'] });
     await eventually(() => counts().every((n, i) => n === before[i]! + 1), 'list_changed on both clients');
     for (const h of [legacy, modern]) {
@@ -95,6 +99,7 @@ describe('reload: a new config applied to a running gateway', () => {
     }
     expect(gw.gateway.pool.get('fy')).toBe(fyBefore);
     expect(fyBefore.config.tools.deny).toEqual(['grow']);
+    expect(((await slow).content as { text: string }[])[0]!.text).toBe('slept 800');
     await out.retired;
     expect(fxBefore.state).toBe('closed');
     expect(gw.logs.some((l) => l.event === 'config.reloaded' && (l.removed as string[]).includes('fx'))).toBe(
