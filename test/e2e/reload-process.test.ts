@@ -96,6 +96,7 @@ describe('reload under load (the CLI, SIGHUP and the watched file)', () => {
     const l = legacy;
     const m = modern;
     await eventually(async () => (await names(l)).includes('chg__sleep'), 'every server listed', 30_000);
+    await eventually(() => l.wire.some((r) => r.method === 'GET' && r.status === 200), 'the GET stream');
     const sessionId = l.transport.sessionId;
     expect(sessionId).toBeTruthy();
 

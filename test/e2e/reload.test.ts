@@ -41,8 +41,9 @@ describe('reload: a new config applied to a running gateway', () => {
       connectLegacy(gw.url),
       connectModern(gw.url, undefined, { listen: true }),
     ]);
-    // The legacy client's GET stream is open once it has been answered.
     await eventually(() => gw.gateway.health().status === 'ok', 'both upstreams ready');
+    // The legacy client's GET stream (where its list_changed comes) is open once it is answered.
+    await eventually(() => legacy.wire.some((r) => r.method === 'GET' && r.status === 200), 'the GET stream');
   }, 60_000);
 
   afterAll(async () => {
