@@ -16,8 +16,12 @@ const ev = { command: process.execPath, args: [EVERYTHING, 'stdio'] };
 const fx = { command: process.execPath, args: [FIXTURE] };
 
 /** A config as the test gateway runs it (its port and in-memory store), from the raw file shape. */
-function configOf(mcpServers: Record<string, unknown>, gateway: Record<string, unknown> = {}): Config {
-  const result = parseConfigObject({ mcpServers, gateway }, process.env);
+function configOf(
+  mcpServers: Record<string, unknown>,
+  gateway: Record<string, unknown> = {},
+  profiles?: Record<string, unknown>,
+): Config {
+  const result = parseConfigObject({ mcpServers, gateway, ...(profiles ? { profiles } : {}) }, process.env);
   if (!result.ok) throw new Error(JSON.stringify(result.errors));
   result.config.gateway.port = 0;
   result.config.gateway.store = false;
@@ -128,5 +132,37 @@ describe('reload: a new config applied to a running gateway', () => {
     expect(gw.gateway.config.gateway.port).toBe(port);
     const warned = gw.logs.find((l) => l.event === 'config.reload_restart_needed');
     expect(warned?.keys).toEqual(['maxSessions']);
+  });
+
+  it('profiles and the call limit follow the new config; a profile-only change is not announced on /mcp', async () => {
+    const servers = { ev, fy: { ...fx, env: { FIXTURE_MODE: 'normal' } } };
+    const before = counts();
+    const limited = await gw.gateway.reloader.apply(
+      configOf(servers, { callsPerMinute: 1 }, { p: { servers: ['ev'] } }),
+    );
+    expect(limited.plan).toMatchObject({ unchanged: ['ev', 'fy'], restart: [] });
+    // pageSize: back to its default from the test before.
+    expect(limited.plan.live.sort()).toEqual(['callsPerMinute', 'pageSize', 'profiles']);
+    const inProfile = await connectLegacy(gw.url.replace(/\/mcp$/, '/mcp/p'));
+    try {
+      const listed = await names(inProfile);
+      expect(listed.length).toBeGreaterThan(0);
+      expect(listed.every((n) => n.startsWith('ev__'))).toBe(true);
+    } finally {
+      await inProfile.close();
+    }
+    // One call per minute now: the second is refused.
+    await modern.client.callTool({ name: 'fy__sleep', arguments: { ms: 1 } });
+    await expect(modern.client.callTool({ name: 'fy__sleep', arguments: { ms: 1 } })).rejects.toThrow(
+      /rate limit/,
+    );
+    // And no limit again.
+    await gw.gateway.reloader.apply(configOf(servers));
+    await modern.client.callTool({ name: 'fy__sleep', arguments: { ms: 1 } });
+    await modern.client.callTool({ name: 'fy__sleep', arguments: { ms: 1 } });
+    // Neither reload changed what /mcp shows: the next announcement is the only one.
+    await gw.gateway.reloader.apply(configOf({ ...servers, fz: fx }));
+    await eventually(() => counts().every((n, i) => n === before[i]! + 1), 'list_changed for fz');
+    expect(counts()).toEqual(before.map((n) => n + 1));
   });
 });
