@@ -86,6 +86,8 @@ export class Reloader {
     for (const name of [...plan.added, ...plan.replaced]) {
       const u = g.pool.create(byName.get(name)!);
       this.wire(u);
+      // Clients' resource subscriptions on a replaced server are asked for again on the new connection.
+      for (const uri of g.pool.get(name)?.watched ?? []) u.watched.add(uri);
       fresh.set(name, u);
     }
     await Promise.allSettled([...fresh.values()].map((u) => g.pool.startAdded(u)));

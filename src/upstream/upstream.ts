@@ -131,7 +131,7 @@ export class Upstream {
   }
 
   /** URIs someone downstream watches; asked for again after every reconnect. */
-  private readonly watched = new Set<string>();
+  readonly watched = new Set<string>();
 
   /** Starts watching a URI upstream (`resources/subscribe`, or the modern listen filter). */
   async subscribe(uri: string): Promise<void> {

@@ -165,4 +165,21 @@ describe('reload: a new config applied to a running gateway', () => {
     await eventually(() => counts().every((n, i) => n === before[i]! + 1), 'list_changed for fz');
     expect(counts()).toEqual(before.map((n) => n + 1));
   });
+
+  it("a replaced server takes its clients' resource subscriptions to its new connection", async () => {
+    const servers = { ev, fy: { ...fx, env: { FIXTURE_MODE: 'normal' } }, fz: fx };
+    const { resources } = await legacy.client.listResources();
+    const uri = resources.find((r) => r.uri.includes('ev'))?.uri ?? resources[0]!.uri;
+    await legacy.client.subscribeResource({ uri });
+    const old = gw.gateway.pool.get('ev')!;
+    await eventually(() => old.watched.size === 1, 'the subscription reached ev');
+    const out = await gw.gateway.reloader.apply(
+      configOf({ ...servers, ev: { ...ev, env: { RELOADED: '1' } } }),
+    );
+    expect(out.plan.replaced).toEqual(['ev']);
+    const now = gw.gateway.pool.get('ev')!;
+    expect(now).not.toBe(old);
+    expect([...now.watched]).toEqual([...old.watched]);
+    await out.retired;
+  });
 });
