@@ -31,9 +31,16 @@ export class CallGuards {
   >();
 
   constructor(
-    private readonly config: Config,
+    private config: Config,
     private readonly log: Logger,
   ) {}
+
+  /** A reload's config: the caps are built again from it, per server, as calls need them. */
+  configure(config: Config): void {
+    this.config = config;
+    this.caps.clear();
+    this.surfaceCaps.clear();
+  }
 
   /**
    * A refusal for a tool that is listed but must not run (drift quarantine), as an isError result;

@@ -4,7 +4,7 @@
  */
 import { buildCatalog, type Catalog, type CatalogInput } from './aggregate/catalog.js';
 import { buildSurface, type Surface, type SurfaceInput } from './aggregate/surface.js';
-import type { GatewayConfig } from './config/types.js';
+import type { Config, GatewayConfig } from './config/types.js';
 import type { VerifiedListing } from './drift-gate.js';
 import type { ChangeKind } from './gateway.js';
 import { splitDriftListing, splitNames } from './guards/drift-kinds.js';
@@ -28,6 +28,11 @@ export interface NextCatalogs {
   catalog?: Catalog;
   surface?: Surface;
   changed: Set<ChangeKind>;
+}
+
+/** Every configured server's name prefix: no unprefixed server may publish into one. */
+export function reservedPrefixes(config: Config): ReadonlySet<string> {
+  return new Set(config.servers.flatMap((s) => (s.prefix ? [s.prefix] : [])));
 }
 
 /** Recomputes the merged catalog; `changed` names each list whose content changed. */

@@ -5,7 +5,7 @@ import type { Principal } from './auth/principal.js';
 import { rateLimiter } from './auth/rate-limit.js';
 import { Sealer } from './auth/seal.js';
 import { CallGuards } from './call-guards.js';
-import { nextCatalogs } from './catalog-build.js';
+import { nextCatalogs, reservedPrefixes } from './catalog-build.js';
 import { coldDeadline } from './cold-start.js';
 import type { Config } from './config/types.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
@@ -17,6 +17,7 @@ import { Observers } from './observe.js';
 import type { Platform } from './platform.js';
 import { ProfileSet } from './profiles.js';
 import { type Redactor, redactor } from './redact.js';
+import { Reloader } from './reload.js';
 import { MemoryStateStore, type StateStore } from './store/state.js';
 import { SurfaceViews } from './surface-views.js';
 import { ToolViews } from './tool-views.js';
@@ -24,6 +25,7 @@ import type { BackoffOptions } from './upstream/backoff.js';
 import { IsolatedInstances } from './upstream/isolated.js';
 import { UpstreamPool } from './upstream/pool.js';
 import type { Upstream } from './upstream/upstream.js';
+import { loadWarm, reverifyWarm } from './warm.js';
 
 /** The lists a client can be told changed. */
 export type ChangeKind = 'tools' | 'prompts' | 'resources';
@@ -52,17 +54,18 @@ export type { ToolPage } from './list-pages.js';
  * (server/app.ts) is a thin translation on top; nothing here knows about HTTP.
  */
 export class Gateway {
-  readonly config: Config;
+  /** The running config; a reload (reload.ts) installs the next one. */
+  config: Config;
   readonly platform: Platform;
   readonly version: string;
   readonly pool: UpstreamPool;
   readonly log: Logger;
   /** Per-tenant and per-subject instances of servers with `isolation`. */
   readonly isolated: IsolatedInstances;
-  /** Every configured server's name prefix: no unprefixed server may publish into one. */
-  private readonly reservedPrefixes: ReadonlySet<string>;
   /** Replaces configured secret values in text a client will see (error messages). */
-  readonly redact: Redactor;
+  redact: Redactor;
+  /** Every configured secret so far (a reload adds its own): the redactor's and drift's list. */
+  private readonly secrets: string[];
   catalog: Catalog = emptyCatalog;
   /** Prompts, resources and templates: the rest of the merged catalog. */
   surface: Surface = emptySurface;
@@ -104,14 +107,16 @@ export class Gateway {
   private live: Promise<void> = Promise.resolve();
   /** A cold start's first attempts, before `ready` (nothing sees the catalog): built once, at the end. */
   private coldDiscovery = false;
+  /** Applies a new config without a restart (reload.ts). */
+  readonly reloader: Reloader;
 
   constructor(options: GatewayOptions) {
     this.config = options.config;
     this.platform = options.platform;
     this.version = options.version;
     this.log = options.platform.log;
-    this.redact = redactor(options.secrets ?? []);
-    this.reservedPrefixes = new Set(options.config.servers.flatMap((s) => (s.prefix ? [s.prefix] : [])));
+    this.secrets = [...(options.secrets ?? [])];
+    this.redact = redactor(this.secrets);
     this.isolated = new IsolatedInstances({
       platform: options.platform,
       gateway: options.config.gateway,
@@ -129,23 +134,22 @@ export class Gateway {
       if (!this.coldDiscovery) this.rebuild();
     };
     this.guards = new CallGuards(options.config, this.log);
-    this.profileSet = new ProfileSet(options.config, this.reservedPrefixes, this.log);
+    this.profileSet = new ProfileSet(options.config, this.log);
     this.tools = new ToolViews(() => this.catalog, this.profileSet);
     this.store = options.store ?? new MemoryStateStore();
-    this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), options.secrets ?? []);
+    this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), this.secrets);
     this.trustPollMs = options.trustPollMs ?? 2000;
-    for (const u of this.pool.upstreams) {
-      u.verify = (tools) => this.drift.verify(u.config, tools, { save: true });
-      u.onResourceUpdated = (uri) => {
-        for (const l of this.updateListeners) l(u.name, uri);
-      };
-    }
-    const g = options.config.gateway;
-    const tenants = g.auth ? g.auth.tenants : {};
     this.takeCall = rateLimiter({
-      perTenant: (tenant) => tenants[tenant]?.callsPerMinute ?? g.callsPerMinute,
+      // Read per call, from the running config: a reload's limits apply to the next call.
+      perTenant: (tenant) => {
+        const g = this.config.gateway;
+        return (g.auth ? g.auth.tenants[tenant]?.callsPerMinute : undefined) ?? g.callsPerMinute;
+      },
       now: () => options.platform.now(),
     });
+    const lent = { warm: this.warm, secrets: this.secrets, profiles: this.profileSet };
+    this.reloader = new Reloader(this, { ...lent, updateListeners: this.updateListeners });
+    for (const u of this.pool.upstreams) this.reloader.wire(u);
     // One deployment secret (gateway.cursorSecret, or random per process) under every MAC.
     const secret = options.cursorSecret ?? crypto.getRandomValues(new Uint8Array(32));
     this.pages = new ListPages(this, this.tools, CursorSealer.create(secret));
@@ -205,20 +209,9 @@ export class Gateway {
 
   /** Verifies each stored listing whose identity still matches, and serves it until its upstream answers. */
   private async loadWarm(): Promise<number> {
-    await Promise.all(
-      this.pool.upstreams.map(async (u) => {
-        if (u.config.disabled) return;
-        try {
-          const cached = this.drift.cachedTools(u.config);
-          if (!cached) return;
-          this.warm.set(u.name, await this.drift.verify(u.config, cached, { save: false }));
-        } catch (e) {
-          this.log.warn('store.warm_failed', { server: u.name, error: String(e).slice(0, 200) });
-        }
-      }),
-    );
-    if (this.warm.size > 0) this.rebuild();
-    return this.warm.size;
+    const count = await loadWarm(this.pool, this.drift, this.warm, this.log);
+    if (count > 0) this.rebuild();
+    return count;
   }
 
   private startTimers(): void {
@@ -248,11 +241,7 @@ export class Gateway {
     this.epoch = epoch;
     this.drift.forget();
     this.log.info('drift.retrust_seen', { epoch });
-    for (const [name] of this.warm) {
-      const u = this.pool.get(name);
-      const cached = u && this.drift.cachedTools(u.config);
-      if (u && cached) this.warm.set(name, await this.drift.verify(u.config, cached, { save: false }));
-    }
+    await reverifyWarm(this.pool, this.drift, this.warm);
     await Promise.allSettled(this.pool.upstreams.map((u) => u.reverify()));
     this.rebuild();
   }
@@ -272,23 +261,32 @@ export class Gateway {
     return () => this.listeners.delete(listener);
   }
 
-  /** Recomputes the merged catalog; announces each list only if what clients would see of it changed. */
-  rebuild(): void {
+  /**
+   * Recomputes the merged catalog; announces each list only if what clients would see of it changed.
+   * `reconfigured`: a reload changed settings views are cut with (profiles, catalog mode): every
+   * view is cut again, and each client's own digest decides what it is told.
+   */
+  rebuild(reconfigured = false): void {
+    const reserved = reservedPrefixes(this.config);
     const next = nextCatalogs({
       upstreams: this.pool.upstreams,
       warm: this.warm,
       gateway: this.config.gateway,
-      reserved: this.reservedPrefixes,
+      reserved,
       catalog: this.catalog,
       surface: this.surface,
       log: this.log,
     });
-    if (next.catalog) {
-      this.catalog = next.catalog;
-      this.profileSet.rebuild(next.inputs, next.catalog.version);
+    if (next.catalog) this.catalog = next.catalog;
+    if (next.catalog || reconfigured) {
+      this.profileSet.rebuild(next.inputs, this.catalog.version, reserved);
       this.tools.clear();
     }
     if (next.surface) this.surface = next.surface;
+    if (reconfigured) {
+      this.views.clear();
+      for (const kind of ['tools', 'prompts', 'resources'] as const) next.changed.add(kind);
+    }
     if (next.changed.size === 0) return;
     for (const l of this.listeners) l(this.catalog, next.changed);
   }
@@ -395,7 +393,7 @@ export class Gateway {
       });
     }
     for (const l of this.shutdownListeners) l();
-    await Promise.allSettled([this.pool.close(), this.isolated.close()]);
+    await Promise.allSettled([this.pool.close(), this.isolated.close(), this.reloader.close()]);
     this.store.close?.();
   }
 }

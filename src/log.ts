@@ -24,7 +24,10 @@ export interface JsonLoggerOptions {
   /** Where one finished line goes: stderr on Node, console on Workers, an array in tests. */
   write: (line: string) => void;
   now?: () => number;
-  /** Values that must never appear in a log line (interpolated ${VAR} secrets). */
+  /**
+   * Values that must never appear in a log line (interpolated ${VAR} secrets). The list may grow
+   * (a config reload appends its own): the logger notices at its next line.
+   */
   redact?: readonly string[];
 }
 
@@ -35,7 +38,9 @@ export interface JsonLoggerOptions {
 export function createJsonLogger(options: JsonLoggerOptions, base: LogFields = {}): Logger {
   const min = rank[options.level];
   const now = options.now ?? Date.now;
-  const redact = redactor(options.redact ?? []);
+  const secrets = options.redact ?? [];
+  let known = secrets.length;
+  let redact = redactor(secrets);
   // A line is written per relayed call (the audit line), so the fixed parts are made once: the
   // base fields' JSON per logger, and the timestamp's text per millisecond.
   const baseKeys = Object.keys(base);
@@ -61,6 +66,10 @@ export function createJsonLogger(options: JsonLoggerOptions, base: LogFields = {
     } else {
       const own = fields ? JSON.stringify(fields) : '{}';
       line = `{"time":"${lastTime}","level":"${level}","event":${JSON.stringify(event)}${baseJson}${own.length > 2 ? `,${own.slice(1)}` : '}'}`;
+    }
+    if (secrets.length !== known) {
+      known = secrets.length;
+      redact = redactor(secrets);
     }
     options.write(redact(line));
   };

@@ -12,25 +12,35 @@ import type { Logger } from './log.js';
 
 export class ProfileSet {
   private readonly catalogs = new Map<string, Catalog>();
-  private readonly profiles: ReadonlyMap<string, ProfileConfig>;
-  /** Per principal, its stand-in for each profile it is served (allocated once). */
-  private readonly servedAs = new WeakMap<Principal, Map<string, Principal>>();
+  private profiles: ReadonlyMap<string, ProfileConfig>;
+  /** Per principal, its stand-in for each profile it is served (allocated once per config). */
+  private servedAs = new WeakMap<Principal, Map<string, Principal>>();
   /** Catalog versions (per profile) whose switch to search mode has been logged. */
   private readonly searchLogged = new Set<string>();
 
   constructor(
-    private readonly config: Config,
-    private readonly reserved: ReadonlySet<string>,
+    private config: Config,
     private readonly log: Logger,
   ) {
     this.profiles = new Map((config.profiles ?? []).map((p) => [p.name, p]));
   }
 
   /**
+   * A reload's config: its profiles from now on. The catalogs are dropped (the gateway's rebuild
+   * that follows makes them again), and so are the stand-ins, which carry a profile's servers.
+   */
+  configure(config: Config): void {
+    this.config = config;
+    this.profiles = new Map((config.profiles ?? []).map((p) => [p.name, p]));
+    this.catalogs.clear();
+    this.servedAs = new WeakMap();
+  }
+
+  /**
    * Each profile's catalog, from the same verified inputs: its servers only, its disclosure budget
    * (a server in gateway.disclosure.alwaysLoad keeps its schemas), then its tool globs.
    */
-  rebuild(inputs: Parameters<typeof buildCatalog>[0], version: number): void {
+  rebuild(inputs: Parameters<typeof buildCatalog>[0], version: number, reserved: ReadonlySet<string>): void {
     const g = this.config.gateway;
     for (const p of this.profiles.values()) {
       const own = inputs
@@ -43,7 +53,7 @@ export class ProfileSet {
       let catalog = buildCatalog(own, version, {
         maxDescriptionBytes: g.maxDescriptionBytes,
         maxSchemaBytes: g.maxSchemaBytes,
-        reserved: this.reserved,
+        reserved,
       });
       if (p.tools) catalog = narrowCatalog(catalog, compileGlobs(p.tools));
       this.catalogs.set(p.name, catalog);

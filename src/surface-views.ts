@@ -59,6 +59,12 @@ export class SurfaceViews {
 
   constructor(private readonly current: () => Surface) {}
 
+  /** Forgets every view (a reload changed what principals are served, not the surface). */
+  clear(): void {
+    this.prompts.clear();
+    this.resources.clear();
+  }
+
   promptView(principal: Principal): PromptView {
     const surface = this.current();
     const hit = this.prompts.get(principal.viewKey);

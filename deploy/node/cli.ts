@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { checkBindSafety, formatIssues } from '../../src/config/index.js';
+import type { Config } from '../../src/config/types.js';
 import type { LogLevel } from '../../src/log.js';
 import { runCheck } from './check.js';
 import { type CliIO, loadOrReport } from './cli-run.js';
+import { configReload } from './config-reload.js';
 import { runKeys } from './keys.js';
 import { packageVersion } from './load.js';
 import { LOG_FORMATS, type LogFormat } from './log-format.js';
@@ -96,15 +98,17 @@ async function main(argv: string[]): Promise<number> {
   const loaded = loadOrReport(values.config, io);
   if (!loaded) return 2;
   const { config, warnings, secrets } = loaded;
-  if (values.port !== undefined) {
-    const port = Number(values.port);
-    if (!Number.isInteger(port) || port < 0 || port > 65535) {
-      process.stderr.write('--port must be an integer from 0 to 65535\n');
-      return 2;
-    }
-    config.gateway.port = port;
+  const port = values.port === undefined ? undefined : Number(values.port);
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
+    process.stderr.write('--port must be an integer from 0 to 65535\n');
+    return 2;
   }
-  if (values.host !== undefined) config.gateway.host = values.host;
+  // The command line wins over the file, at start and in every config a reload reads.
+  const adjust = (c: Config) => {
+    if (port !== undefined) c.gateway.port = port;
+    if (values.host !== undefined) c.gateway.host = values.host;
+  };
+  adjust(config);
   // The loader checked the file's host; --host may have changed it.
   const unsafe = command === 'serve' ? checkBindSafety(config) : undefined;
   if (unsafe) {
@@ -130,6 +134,14 @@ async function main(argv: string[]): Promise<number> {
   }
 
   const running = await startGateway({ config, log, version, secrets });
+  const reloading = configReload({
+    path: loaded.path,
+    text: loaded.text,
+    gateway: running.gateway,
+    log,
+    secrets,
+    adjust,
+  });
   await new Promise<void>((resolve) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {
@@ -139,10 +151,16 @@ async function main(argv: string[]): Promise<number> {
         process.exit(130);
       }
       log.info('gateway.signal', { signal });
+      reloading.close();
       running.stop().then(resolve, resolve);
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    // SIGHUP reloads the config (it used to stop the gateway, Node's default for it).
+    process.on('SIGHUP', () => {
+      log.info('gateway.signal', { signal: 'SIGHUP' });
+      void reloading.reload('SIGHUP');
+    });
     // Under `npm start` or `npx`, npm runs this through `sh -c`, which does not pass a SIGTERM
     // on: killing npm would leave the gateway and its children running, adopted by init. The
     // shell dying is the sign (a new parent), so stop as on SIGTERM. Only under npm: a gateway

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatIssues, parseConfig } from '../../src/config/index.js';
-import type { Config, ConfigIssue } from '../../src/config/types.js';
+import type { Config, ConfigIssue, ConfigResult } from '../../src/config/types.js';
 
 export class ConfigLoadError extends Error {
   constructor(
@@ -17,7 +17,7 @@ export class ConfigLoadError extends Error {
 export function loadConfigFile(
   path: string,
   env: Record<string, string | undefined> = process.env,
-): { config: Config; warnings: ConfigIssue[]; secrets: string[]; path: string } {
+): { config: Config; warnings: ConfigIssue[]; secrets: string[]; path: string; text: string } {
   const full = resolve(path);
   let text: string;
   try {
@@ -30,7 +30,7 @@ export function loadConfigFile(
         : `cannot read config file ${full}: ${code ?? String(e)}`,
     );
   }
-  const result = parseConfig(text, env, full);
+  const result = parseConfigText(text, full, env);
   if (!result.ok) {
     // The warnings too: an unknown key is often the error's cause (`comand` is why there is no
     // command), and its "did you mean" is the fix.
@@ -43,11 +43,23 @@ export function loadConfigFile(
       result.errors,
     );
   }
+  return { config: result.config, warnings: result.warnings, secrets: result.secrets, path: full, text };
+}
+
+/**
+ * The text of the config file at `full`, validated as at start (`gateway.auth.jwksFile` read too):
+ * every error with its JSON path, or the config. A reload reads the file through this as well.
+ */
+export function parseConfigText(
+  text: string,
+  full: string,
+  env: Record<string, string | undefined> = process.env,
+): ConfigResult {
+  const result = parseConfig(text, env, full);
+  if (!result.ok) return result;
   const jwksIssue = resolveJwksFile(result.config);
-  if (jwksIssue) {
-    throw new ConfigLoadError(`invalid config ${full}:\n${formatIssues([jwksIssue], full)}`, [jwksIssue]);
-  }
-  return { config: result.config, warnings: result.warnings, secrets: result.secrets, path: full };
+  if (jwksIssue) return { ok: false, errors: [jwksIssue], warnings: result.warnings };
+  return result;
 }
 
 /** JWK members that only a private or symmetric key has (RFC 7518 §6.2.2, §6.3.2, §6.4.1). */

@@ -32,6 +32,7 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
   streamPollMs: 0,
   metricsPath: '/metrics',
   statusPath: '/',
+  watchConfig: true,
   allowedHosts: Object.freeze([]) as unknown as string[],
   maxResultBytes: 65_536,
   maxUpstreamBodyBytes: 8_388_608,

@@ -56,6 +56,10 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     expected: 'a path starting with "/", or false',
     fix: 'write a path such as "/" or "/status", or false to turn the status page off',
   },
+  watchConfig: {
+    expected: 'true or false',
+    fix: 'write true (reload when the config file changes) or false (reload on SIGHUP only), without quotes',
+  },
   allowedHosts: {
     expected: 'an array of host names',
     fix: 'write allowedHosts as an array such as ["api.example.com", "127.0.0.1:3001"]',

@@ -118,6 +118,7 @@ export const gatewaySchema = z.object({
   metricsPath: z.union([text(), z.literal(false)]),
   // A path, or false for no status page; where it may point is checked in gateway.ts (status-path.ts).
   statusPath: z.union([z.string(), z.literal(false)]),
+  watchConfig: z.boolean(),
   // Empty entries are rejected in hosts.ts, so that one bad entry does not hide the others.
   allowedHosts: z.array(z.string()),
   maxResultBytes: count(),

@@ -183,6 +183,11 @@ export interface GatewayConfig {
    */
   statusPath: string | false;
   /**
+   * Node: reload the config when its file changes (SIGHUP reloads it either way). Default true.
+   * Workers have no file to watch: a new deployment is the reload.
+   */
+  watchConfig: boolean;
+  /**
    * Egress allowlist: hostnames, optionally with a port, punycode, lowercase. Empty: any public
    * host over https. Private/loopback/link-local/metadata addresses need an explicit entry.
    */

@@ -16,6 +16,8 @@ import type { UpstreamDeps } from './upstream-types.js';
 interface Instance {
   upstream: Upstream;
   lastUsed: number;
+  /** Whose instance it is (a reload that retunes the server fills its config in again). */
+  principal: Principal;
 }
 
 /**
@@ -79,7 +81,7 @@ export class IsolatedInstances {
       this.instances.delete(key);
     } else {
       this.makeRoom(config);
-      inst = { upstream: new Upstream(forIdentity(config, principal), this.deps), lastUsed: now };
+      inst = { upstream: new Upstream(forIdentity(config, principal), this.deps), lastUsed: now, principal };
       void inst.upstream.start();
       this.startReaper();
     }
@@ -94,6 +96,32 @@ export class IsolatedInstances {
       );
     }
     return upstream;
+  }
+
+  /** The gateway settings instances read at each use (a reload changes them). */
+  set gateway(gateway: UpstreamDeps['gateway']) {
+    this.deps.gateway = gateway;
+  }
+
+  /**
+   * A reload removed or replaced the server: its instances leave the table now (the next call
+   * starts one from the new config) and are returned for the caller to close once they are idle.
+   */
+  retire(server: string): Upstream[] {
+    const gone: Upstream[] = [];
+    for (const [key, inst] of [...this.instances]) {
+      if (inst.upstream.name !== server) continue;
+      this.instances.delete(key);
+      gone.push(inst.upstream);
+    }
+    return gone;
+  }
+
+  /** A reload changed only the server's view fields: each instance keeps its connection, with the new config. */
+  retune(config: ServerConfig): void {
+    for (const inst of this.instances.values()) {
+      if (inst.upstream.name === config.name) inst.upstream.config = forIdentity(config, inst.principal);
+    }
   }
 
   /** Instances of a server now, for /healthz and tests. */

@@ -1,9 +1,9 @@
-import type { Config } from '../config/types.js';
+import type { Config, GatewayConfig, ServerConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { BackoffOptions } from './backoff.js';
 import { Upstream } from './upstream.js';
-import type { UpstreamStatus } from './upstream-types.js';
+import type { UpstreamDeps, UpstreamStatus } from './upstream-types.js';
 
 export interface PoolDeps {
   platform: Platform;
@@ -17,32 +17,62 @@ export interface PoolDeps {
  * resolves when each first attempt has settled, and each attempt has its own deadlines.
  */
 export class UpstreamPool {
-  readonly upstreams: readonly Upstream[];
-  private readonly byName: Map<string, Upstream>;
+  private list: readonly Upstream[];
+  private byName: Map<string, Upstream>;
   onChange: (upstream: Upstream) => void = () => {};
   private readonly fanout: number | undefined;
+  private started = false;
+  /** One object shared by every upstream, so a reload's gateway settings reach them all at once. */
+  private readonly deps: UpstreamDeps;
 
   constructor(config: Config, deps: PoolDeps) {
-    this.upstreams = config.servers.map(
-      (server) =>
-        new Upstream(server, {
-          platform: deps.platform,
-          gateway: config.gateway,
-          log: deps.log,
-          clientVersion: deps.clientVersion,
-          ...(deps.backoff ? { backoff: deps.backoff } : {}),
-        }),
-    );
-    this.byName = new Map(this.upstreams.map((u) => [u.name, u]));
+    this.deps = {
+      platform: deps.platform,
+      gateway: config.gateway,
+      log: deps.log,
+      clientVersion: deps.clientVersion,
+      ...(deps.backoff ? { backoff: deps.backoff } : {}),
+    };
+    this.list = config.servers.map((server) => this.create(server));
+    this.byName = new Map(this.list.map((u) => [u.name, u]));
     this.fanout = deps.platform.maxConcurrentConnects;
-    for (const u of this.upstreams) u.onChange = () => this.onChange(u);
+  }
+
+  /** Every configured upstream, in config order. */
+  get upstreams(): readonly Upstream[] {
+    return this.list;
+  }
+
+  /** The gateway settings upstreams read (deadlines, list bounds): read at each use, so a change applies next time. */
+  set gateway(gateway: GatewayConfig) {
+    this.deps.gateway = gateway;
+  }
+
+  /** A new upstream for `server` that reports to this pool, not yet one of its members (see `replace`). */
+  create(server: ServerConfig): Upstream {
+    const u = new Upstream(server, this.deps);
+    u.onChange = () => this.onChange(u);
+    return u;
+  }
+
+  /** The pool becomes exactly these upstreams, in this order (a reload; the caller closes the others). */
+  replace(upstreams: readonly Upstream[]): void {
+    this.list = upstreams;
+    this.byName = new Map(upstreams.map((u) => [u.name, u]));
+  }
+
+  /** Starts an upstream a reload adds, unless the pool's own start is still to come (it starts them all). */
+  startAdded(u: Upstream): Promise<void> {
+    return this.started ? u.start() : Promise.resolve();
   }
 
   async start(): Promise<void> {
-    const wave = this.fanout ?? this.upstreams.length;
+    this.started = true;
+    const all = this.list;
+    const wave = this.fanout ?? all.length;
     // In waves where the runtime caps concurrent subrequests; all at once elsewhere.
-    for (let i = 0; i < this.upstreams.length; i += Math.max(1, wave)) {
-      await Promise.allSettled(this.upstreams.slice(i, i + Math.max(1, wave)).map((u) => u.start()));
+    for (let i = 0; i < all.length; i += Math.max(1, wave)) {
+      await Promise.allSettled(all.slice(i, i + Math.max(1, wave)).map((u) => u.start()));
     }
   }
 
@@ -52,14 +82,14 @@ export class UpstreamPool {
 
   /** Every configured upstream, in config order. */
   all(): readonly Upstream[] {
-    return this.upstreams;
+    return this.list;
   }
 
   status(): UpstreamStatus[] {
-    return this.upstreams.map((u) => u.status());
+    return this.list.map((u) => u.status());
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled(this.upstreams.map((u) => u.close()));
+    await Promise.allSettled(this.list.map((u) => u.close()));
   }
 }

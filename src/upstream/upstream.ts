@@ -30,7 +30,8 @@ const sessions = () => {
  * state + lastError.
  */
 export class Upstream {
-  readonly config: ServerConfig;
+  /** Replaced by a reload that changed only what the gateway makes of the server (reload-plan.ts). */
+  config: ServerConfig;
   state: UpstreamState = 'connecting';
   /** The last complete listing of every kind (tools, prompts, resources, templates). */
   listing: Listing = emptyListing();
@@ -89,7 +90,9 @@ export class Upstream {
     const self = this;
     this.recovery = new Recovery({
       name: config.name,
-      config,
+      get config() {
+        return self.config;
+      },
       deps,
       log: this.log,
       get state() {
@@ -131,7 +134,7 @@ export class Upstream {
   }
 
   /** URIs someone downstream watches; asked for again after every reconnect. */
-  private readonly watched = new Set<string>();
+  readonly watched = new Set<string>();
 
   /** Starts watching a URI upstream (`resources/subscribe`, or the modern listen filter). */
   async subscribe(uri: string): Promise<void> {

@@ -451,6 +451,7 @@ describe('defaults and limits', () => {
       streamPollMs: 0,
       metricsPath: '/metrics',
       statusPath: '/',
+      watchConfig: true,
       allowedHosts: [],
       maxResultBytes: 65536,
       maxUpstreamBodyBytes: 8388608,
@@ -613,6 +614,19 @@ describe('defaults and limits', () => {
         'gateway.hostnames[0]: must be a host name (as sent in the Host header), not a URL or pattern',
       ].sort(),
     );
+  });
+
+  it('reads gateway.watchConfig, and refuses a value that is not a boolean with its path and fix', () => {
+    expect(
+      ok(parseConfigObject(cfg({ a: stdio }, { gateway: { watchConfig: false } }), {})).config.gateway
+        .watchConfig,
+    ).toBe(false);
+    const issue = one(
+      failed(parseConfigObject(cfg({ a: stdio }, { gateway: { watchConfig: 'no' } }), {})).errors,
+      'gateway.watchConfig',
+    );
+    expect(issue.message).toBe('expected true or false, got string');
+    expect(issue.fix).toMatch(/reload on SIGHUP only/);
   });
 
   it('gives every error a fix', () => {
