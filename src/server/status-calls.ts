@@ -72,17 +72,29 @@ class Scope {
 
   constructor(
     private readonly capacity: number,
-    private readonly maxServers: number,
+    private readonly limits: Pick<RecentCallOptions, 'maxServers' | 'configured'>,
   ) {}
 
   add(server: string, durationMs: number, failed: boolean): void {
     let ring = this.rings.get(server);
     if (!ring) {
-      if (this.rings.size >= this.maxServers) return;
+      const { maxServers } = this.limits;
+      const most = typeof maxServers === 'number' ? maxServers : maxServers();
+      if (this.rings.size >= most && !this.dropRemoved()) return;
       ring = new Ring(this.capacity);
       this.rings.set(server, ring);
     }
     ring.add(durationMs, failed);
+  }
+
+  /** Drops one server that is no longer configured; false when every one still is. */
+  private dropRemoved(): boolean {
+    const { configured } = this.limits;
+    if (!configured) return false;
+    for (const name of this.rings.keys()) {
+      if (name !== UNRESOLVED && !configured(name)) return this.rings.delete(name);
+    }
+    return false;
   }
 
   stats(keep: (server: string) => boolean = () => true): CallStats[] {
@@ -99,8 +111,13 @@ export interface RecentCallOptions {
   tenantWindow?: number;
   /** Tenants tracked at once (default 256); the least recently seen one is dropped for a new one. */
   maxTenants?: number;
-  /** Server names per scope: the configured servers and the unresolved bucket. */
-  maxServers: number;
+  /** Server names per scope: the configured servers and the unresolved bucket (read as servers come). */
+  maxServers: number | (() => number);
+  /**
+   * Whether a server is configured now. A reload may remove servers and add others: once a scope
+   * is full, a server no longer configured gives its place to a new one. Absent: never.
+   */
+  configured?: (server: string) => boolean;
 }
 
 export class RecentCalls {
@@ -109,13 +126,13 @@ export class RecentCalls {
   private readonly tenants = new Map<string, Scope>();
   private readonly tenantWindow: number;
   private readonly maxTenants: number;
-  private readonly maxServers: number;
+  private readonly limits: Pick<RecentCallOptions, 'maxServers' | 'configured'>;
   private lastTenant: string | undefined;
   private lastScope: Scope | undefined;
 
   constructor(options: RecentCallOptions) {
-    this.maxServers = options.maxServers;
-    this.all = new Scope(options.window ?? 1024, this.maxServers);
+    this.limits = options;
+    this.all = new Scope(options.window ?? 1024, this.limits);
     this.tenantWindow = options.tenantWindow ?? 128;
     this.maxTenants = options.maxTenants ?? 256;
   }
@@ -138,7 +155,7 @@ export class RecentCalls {
         const oldest = this.tenants.keys().next().value as string;
         this.tenants.delete(oldest);
       }
-      scope = new Scope(this.tenantWindow, this.maxServers);
+      scope = new Scope(this.tenantWindow, this.limits);
     }
     this.tenants.set(record.tenant, scope);
     this.lastTenant = record.tenant;

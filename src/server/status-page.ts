@@ -40,8 +40,13 @@ const windows = new WeakMap<Gateway, RecentCalls>();
 function recentCalls(gateway: Gateway): RecentCalls {
   let recent = windows.get(gateway);
   if (!recent) {
-    // Configured servers and the unresolved bucket: a caller cannot grow the map with names.
-    recent = new RecentCalls({ maxServers: gateway.config.servers.length + 1 });
+    // Configured servers and the unresolved bucket: a caller cannot grow the map with names. A
+    // reload may change the servers: the bound follows the config, and a removed server's window
+    // gives way to a new one's.
+    recent = new RecentCalls({
+      maxServers: () => gateway.config.servers.length + 1,
+      configured: (name) => gateway.pool.get(name) !== undefined,
+    });
     windows.set(gateway, recent);
     gateway.observers.add(recent.observe);
   }

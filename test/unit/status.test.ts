@@ -105,6 +105,42 @@ describe('recent calls', () => {
     expect(recent.tenantStats('y', () => true)).toEqual([]);
   });
 
+  it('after a reload, a removed server gives its place to a new one, and the bound follows the config', () => {
+    let servers = ['a', 'b'];
+    const recent = new RecentCalls({
+      maxServers: () => servers.length + 1,
+      configured: (name) => servers.includes(name),
+    });
+    recent.observe(record({ server: 'a' }));
+    recent.observe(record({ server: 'b' }));
+    recent.observe(record({ server: null }));
+    // Full: a name that is not configured is never added.
+    recent.observe(record({ server: 'c' }));
+    expect(
+      recent
+        .stats()
+        .map((s) => s.server)
+        .sort(),
+    ).toEqual(['(unresolved)', 'a', 'b']);
+    servers = ['a', 'c'];
+    recent.observe(record({ server: 'c' }));
+    expect(
+      recent
+        .stats()
+        .map((s) => s.server)
+        .sort(),
+    ).toEqual(['(unresolved)', 'a', 'c']);
+    servers = ['a', 'c', 'd', 'e'];
+    recent.observe(record({ server: 'd' }));
+    recent.observe(record({ server: 'e' }));
+    expect(
+      recent
+        .stats()
+        .map((s) => s.server)
+        .sort(),
+    ).toEqual(['(unresolved)', 'a', 'c', 'd', 'e']);
+  });
+
   it("a tenant's numbers show only the servers it may see", () => {
     const recent = new RecentCalls({ maxServers: 3 });
     recent.observe(record({ server: 'a' }));
