@@ -26,6 +26,7 @@ import type { Reply } from './http-in.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { logNote, progressNote, severe } from './log-relay.js';
 import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
+import type { UpstreamCall } from './tracing.js';
 
 type Result = Record<string, unknown>;
 
@@ -148,6 +149,10 @@ function start(
   const waiting: Waiting | undefined = { answer: first, id: request.id };
   let held: HeldCall | undefined;
   let refused: ManifoldError | undefined;
+  // With tracing on, the request's span ends with the call, not with its first reply.
+  const trace = ex.trace;
+  if (trace) trace.held = true;
+  let traced: UpstreamCall | undefined;
   // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
   // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
   if (ex.era === 'modern') first.abortOnClose = cancellation;
@@ -239,6 +244,7 @@ function start(
   // The client's error answer for what went wrong while answering (a check that refused, a task
   // answer that failed).
   const lastResort = (e: unknown) => {
+    trace?.fail(e);
     const w = current();
     if (w) finishError(w, t.onError(e, w.id));
   };
@@ -251,6 +257,7 @@ function start(
     done();
     if (held) edge.held.release(held.token);
     if (entered) gateway.leave();
+    trace?.finish();
   };
   /** The upstream's result, answered; a promise only where more had to be awaited (seal, task). */
   const answerResult = (result: Result): Promise<void> | undefined => {
@@ -292,6 +299,7 @@ function start(
   const failed = (e: unknown) => {
     const w = current();
     if (refused) {
+      trace?.fail(refused);
       if (w) finishError(w, t.onError(refused, w.id));
       return;
     }
@@ -300,12 +308,15 @@ function start(
       w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
       return;
     }
-    if (w) finishError(w, t.onError(explain(e), w.id));
+    const explained = explain(e);
+    trace?.fail(explained);
+    if (w) finishError(w, t.onError(explained, w.id));
   };
   // One promise reaction per call: the result or the failure is answered here, and the call's
   // bookkeeping ends with it (#18: a then/catch/finally chain and an async wrapper cost as much
   // as the relay below them).
   const settleResult = (result: Result): void | Promise<void> => {
+    traced?.ok(result);
     let more: Promise<void> | undefined;
     try {
       more = answerResult(result);
@@ -324,6 +335,7 @@ function start(
     }
   };
   const settleError = (e: unknown): void => {
+    traced?.failed(e);
     try {
       failed(e);
     } catch (again) {
@@ -339,7 +351,8 @@ function start(
     try {
       gateway.enter();
       entered = true;
-      work = t.upstream.request(t.method, upstreamParams, options);
+      traced = trace?.upstream(t.upstream, t.method, upstreamParams);
+      work = t.upstream.request(t.method, traced ? traced.params : upstreamParams, options);
     } catch (e) {
       work = Promise.reject(e);
     }
@@ -358,9 +371,8 @@ function start(
       if (cancellation.aborted && outcome === 'cancelled' && cancellation.reason !== gate) {
         t.onCancelled();
         first.abandon(errorMessage(request.id, -32800, 'request cancelled'));
-        return;
-      }
-      first.finish(gate.refuse(outcome, request.id, detail));
+      } else first.finish(gate.refuse(outcome, request.id, detail));
+      trace?.finish();
     });
   }
   return first.response;
