@@ -219,6 +219,22 @@ describe('tracing on', () => {
     expect(server.links.map((l) => l.context.spanId)).toEqual([HEADER_PARENT]);
   });
 
+  it('an unsampled client trace (flags 00): nothing recorded, the context still goes on, unsampled', async () => {
+    await modern.client.callTool({
+      name: 'mod__test_simple_text',
+      arguments: {},
+      _meta: { traceparent: `00-${TRACE}-${PARENT}-00` },
+    });
+    const sent = received('mod', 'tools/call', 'test_simple_text').traceparent as string;
+    const [, trace, span, flags] = sent.split('-');
+    expect([trace, flags]).toEqual([TRACE, '00']);
+    expect(span).not.toBe(PARENT);
+    // A later request's span is exported; none of the unsampled trace ever is.
+    await modern.client.listTools(undefined, { cacheMode: 'bypass' });
+    await spansOf('tools/list', 0);
+    expect(exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === TRACE)).toEqual([]);
+  });
+
   it("a tool's isError result: both spans are errors of type tool_error", async () => {
     const r = await modern.client.callTool({ name: 'mod__test_error_handling', arguments: {} });
     expect(r.isError).toBe(true);
@@ -254,7 +270,7 @@ describe('tracing on', () => {
   });
 
   it('tools/list gets a span too (no upstream call: served from the catalog)', async () => {
-    await modern.client.listTools();
+    await modern.client.listTools(undefined, { cacheMode: 'bypass' });
     const { server, clients } = await spansOf('tools/list', 0);
     expect(server.name).toBe('tools/list');
     expect(clients).toEqual([]);
