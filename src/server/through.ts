@@ -335,7 +335,8 @@ function start(
     }
   };
   const settleError = (e: unknown): void => {
-    traced?.failed(e);
+    if (cancellation.aborted && !refused) traced?.cancelled();
+    else traced?.failed(refused ?? e);
     try {
       failed(e);
     } catch (again) {

@@ -8,6 +8,7 @@
  * even the parsing of the client's trace context (#18: a relayed call costs microseconds).
  */
 import {
+  type Attributes,
   type Context,
   type Link,
   ROOT_CONTEXT,
@@ -30,8 +31,11 @@ const isObject = (v: unknown): v is Result => typeof v === 'object' && v !== nul
 const NAME = /^[a-zA-Z0-9_./-]{1,128}$/;
 
 /** The part of a span's target that goes in its name: tool and prompt names, never URIs (gen-ai/mcp.md). */
-function targetAttributes(method: string, params: Result | undefined): { name: string; attributes: Result } {
-  const attributes: Result = { 'mcp.method.name': method };
+function targetAttributes(
+  method: string,
+  params: Result | undefined,
+): { name: string; attributes: Attributes } {
+  const attributes: Attributes = { 'mcp.method.name': method };
   let name = method;
   if (method === 'tools/call' && typeof params?.name === 'string') {
     attributes['gen_ai.tool.name'] = params.name.slice(0, 128);
@@ -93,7 +97,7 @@ export class Tracing {
       fromMeta && fromHttp && fromHttp.spanId !== fromMeta.spanId ? [{ context: fromHttp }] : [];
     const span = this.tracer.startSpan(
       name,
-      { kind: SpanKind.SERVER, attributes: attributes as never, links },
+      { kind: SpanKind.SERVER, attributes, links },
       parent ? trace.setSpanContext(ROOT_CONTEXT, parent) : ROOT_CONTEXT,
     );
     return new RequestTrace(this.tracer, span, baggage);
@@ -156,11 +160,7 @@ export class RequestTrace {
     attributes['manifold.server'] = upstream.name;
     attributes['manifold.upstream.era'] = upstream.era ?? 'unknown';
     attributes['network.transport'] = upstream.config.type === 'stdio' ? 'pipe' : 'tcp';
-    const span = this.tracer.startSpan(
-      name,
-      { kind: SpanKind.CLIENT, attributes: attributes as never },
-      this.context,
-    );
+    const span = this.tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, this.context);
     const meta: Result = isObject(params._meta) ? { ...params._meta } : {};
     const context: SpanContext = span.spanContext();
     meta.traceparent = formatTraceparent(context);
@@ -193,6 +193,13 @@ export class UpstreamCall {
 
   failed(e: unknown): void {
     recordError(this.span, e);
+    this.span.end();
+  }
+
+  /** The client cancelled, or went away from a modern call: not the upstream's failure. */
+  cancelled(): void {
+    this.span.setAttribute('error.type', 'cancelled');
+    this.span.setStatus({ code: SpanStatusCode.ERROR, message: 'cancelled' });
     this.span.end();
   }
 }

@@ -16,6 +16,7 @@ import {
   type TapExchange,
 } from '../helpers/clients.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { modernRequest } from '../helpers/modern.js';
 
 // Tracing (#16) with an in-memory exporter: a gateway in front of the reference fixture, once as a
 // modern upstream (`mod`) and once pinned to 2025-11-25 (`leg`), each behind an HTTP tap that
@@ -255,6 +256,30 @@ describe('tracing on', () => {
       expect(span.attributes['error.type']).toBe('-32602');
       expect(span.status.message).toMatch(/^ERR_[A-Z_]+$/);
     }
+  });
+
+  it('a modern client that goes away mid-call: the upstream span is cancelled, the request an error', async () => {
+    const abort = new AbortController();
+    const before = taps.mod!.length;
+    const pending = modernRequest(
+      gw.url,
+      'tools/call',
+      { name: 'mod__test_tool_with_progress', arguments: {} },
+      { signal: abort.signal },
+    ).catch((e: Error) => e);
+    // Closed once the call is on its way upstream (the tool takes about 100 ms to answer).
+    const sent = () =>
+      taps
+        .mod!.slice(before)
+        .some((e) => (e.body?.params as Obj | undefined)?.name === 'test_tool_with_progress');
+    while (!sent()) await new Promise((r) => setTimeout(r, 2));
+    abort.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    const { server, clients } = await spansOf('tools/call');
+    expect(clients[0]!.attributes['error.type']).toBe('cancelled');
+    expect(clients[0]!.status.code).toBe(SpanStatusCode.ERROR);
+    expect(server.attributes['manifold.verdict']).toBe('error');
+    expect(server.status.code).toBe(SpanStatusCode.ERROR);
   });
 
   it('a refused request (unknown tool): the request span is an error, and nothing went upstream', async () => {
