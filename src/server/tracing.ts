@@ -114,7 +114,7 @@ export class RequestTrace {
 
   constructor(
     private readonly tracer: Tracer,
-    readonly span: Span,
+    private readonly span: Span,
     /** The client's baggage, checked and bounded: it goes on to the upstream (W3C Baggage §3). */
     private readonly baggage: string | undefined,
   ) {
