@@ -26,7 +26,6 @@ import type { Reply } from './http-in.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { logNote, progressNote, severe } from './log-relay.js';
 import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
-import type { UpstreamCall } from './tracing.js';
 
 type Result = Record<string, unknown>;
 
@@ -149,10 +148,8 @@ function start(
   const waiting: Waiting | undefined = { answer: first, id: request.id };
   let held: HeldCall | undefined;
   let refused: ManifoldError | undefined;
-  // With tracing on, the request's span ends with the call, not with its first reply.
-  const trace = ex.trace;
-  if (trace) trace.held = true;
-  let traced: UpstreamCall | undefined;
+  // With tracing on, the request's span ends with the call (`end`), not with its first reply.
+  const trace = ex.trace?.hold();
   // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
   // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
   if (ex.era === 'modern') first.abortOnClose = cancellation;
@@ -244,9 +241,8 @@ function start(
   // The client's error answer for what went wrong while answering (a check that refused, a task
   // answer that failed).
   const lastResort = (e: unknown) => {
-    trace?.fail(e);
     const w = current();
-    if (w) finishError(w, t.onError(e, w.id));
+    if (w) finishError(w, e);
   };
   let entered = false;
   let ended = false;
@@ -299,8 +295,7 @@ function start(
   const failed = (e: unknown) => {
     const w = current();
     if (refused) {
-      trace?.fail(refused);
-      if (w) finishError(w, t.onError(refused, w.id));
+      if (w) finishError(w, refused);
       return;
     }
     if (cancellation.aborted) {
@@ -308,15 +303,12 @@ function start(
       w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
       return;
     }
-    const explained = explain(e);
-    trace?.fail(explained);
-    if (w) finishError(w, t.onError(explained, w.id));
+    if (w) finishError(w, explain(e));
   };
   // One promise reaction per call: the result or the failure is answered here, and the call's
   // bookkeeping ends with it (#18: a then/catch/finally chain and an async wrapper cost as much
   // as the relay below them).
   const settleResult = (result: Result): void | Promise<void> => {
-    traced?.ok(result);
     let more: Promise<void> | undefined;
     try {
       more = answerResult(result);
@@ -335,8 +327,6 @@ function start(
     }
   };
   const settleError = (e: unknown): void => {
-    if (cancellation.aborted && !refused) traced?.cancelled();
-    else traced?.failed(refused ?? e);
     try {
       failed(e);
     } catch (again) {
@@ -352,8 +342,9 @@ function start(
     try {
       gateway.enter();
       entered = true;
-      traced = trace?.upstream(t.upstream, t.method, upstreamParams);
-      work = t.upstream.request(t.method, traced ? traced.params : upstreamParams, options);
+      work = trace
+        ? trace.call(t.upstream, t.method, upstreamParams, options)
+        : t.upstream.request(t.method, upstreamParams, options);
     } catch (e) {
       work = Promise.reject(e);
     }
@@ -392,7 +383,9 @@ function start(
         });
   }
 
-  function finishError(w: Waiting, f: { body: string; status: number }): void {
+  function finishError(w: Waiting, e: unknown): void {
+    trace?.fail(e);
+    const f = t.onError(e, w.id);
     // A legacy client reads method errors inside a 200; a modern one also gets the statuses the
     // 2026-07-28 revision requires (400 for a missing client capability…).
     w.answer.finish(f.body, ex.era === 'modern' ? f.status : 200);

@@ -22,6 +22,7 @@ import {
 import { ManifoldError } from '../errors.js';
 import { formatTraceparent, parseBaggage, parseTraceparent } from '../protocol/trace-context.js';
 import type { Upstream } from '../upstream/upstream.js';
+import type { CallOptions } from '../upstream/upstream-types.js';
 import { toRpcError } from './errors.js';
 import type { Exchange } from './exchange.js';
 
@@ -121,6 +122,12 @@ export class RequestTrace {
     this.context = trace.setSpan(ROOT_CONTEXT, span);
   }
 
+  /** Ended by the relay rather than by dispatch (through.ts): returns itself. */
+  hold(): this {
+    this.held = true;
+    return this;
+  }
+
   /** The audit line's facts: its verdict, the server, and the reason of a refusal. */
   verdict(verdict: string, server: string | null, reason?: string): void {
     if (this.ended) return;
@@ -152,10 +159,30 @@ export class RequestTrace {
   }
 
   /**
+   * `upstream.request` inside a CLIENT span, ended when it settles (one more promise reaction,
+   * only with tracing on). A cancelled call is `cancelled`; a refusal (the cancellation's reason is
+   * ours) is that error; anything else is the upstream's.
+   */
+  call(upstream: Upstream, method: string, params: Result, options: CallOptions): Promise<Result> {
+    const call = this.upstream(upstream, method, params);
+    const work = upstream.request(method, call.params, options);
+    work.then(
+      (result) => call.ok(result),
+      (e: unknown) => {
+        const c = options.cancellation;
+        if (!c?.aborted) call.failed(e);
+        else if (c.reason instanceof ManifoldError) call.failed(c.reason);
+        else call.cancelled();
+      },
+    );
+    return work;
+  }
+
+  /**
    * The CLIENT span of one upstream call, and the params to send: `_meta` carries this span's
    * context instead of whatever the client sent (its own span is this call's grandparent now).
    */
-  upstream(upstream: Upstream, method: string, params: Result): UpstreamCall {
+  private upstream(upstream: Upstream, method: string, params: Result): UpstreamCall {
     const { name, attributes } = targetAttributes(method, params);
     attributes['manifold.server'] = upstream.name;
     attributes['manifold.upstream.era'] = upstream.era ?? 'unknown';
