@@ -1,4 +1,5 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { Tracer } from '@opentelemetry/api';
 import type { Logger } from './log.js';
 
 /** What a stdio upstream needs to start. Only Node can honour it. */
@@ -31,4 +32,6 @@ export interface Platform {
   log: Logger;
   /** At most this many upstreams connect at once (Workers: 6 subrequests). Absent: all at once. */
   maxConcurrentConnects?: number;
+  /** Spans for requests and upstream calls (docs/tracing.md). Absent: tracing is off, and costs nothing. */
+  tracer?: Tracer;
 }

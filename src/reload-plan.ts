@@ -57,6 +57,8 @@ export const RESTART_KEYS = [
   // Routes mounted when the HTTP edge was built.
   'metricsPath',
   'statusPath',
+  // The tracer is built before the gateway, from the config and OTEL_* variables.
+  'tracing',
 ] as const satisfies readonly (keyof GatewayConfig)[];
 
 export interface ReloadPlan {

@@ -13,6 +13,7 @@ import { nodeLogger } from './platform.js';
 import { runDrift, runRetrust } from './retrust.js';
 import { startGateway } from './serve.js';
 import { runToken } from './token.js';
+import { tracingSettings } from './tracing-env.js';
 
 const USAGE = `manifold: one MCP endpoint in front of many MCP servers
 
@@ -133,7 +134,22 @@ async function main(argv: string[]): Promise<number> {
     return runCheck(config, log, version, (s) => process.stdout.write(`${s}\n`), secrets);
   }
 
-  const running = await startGateway({ config, log, version, secrets });
+  // Off by default; the OTel SDK is loaded only when tracing is on (tracing-env.ts).
+  const traceSettings = tracingSettings(config.gateway.tracing, process.env);
+  const tracing = traceSettings
+    ? (await import('./tracing.js')).startTracing(traceSettings, version)
+    : undefined;
+  if (traceSettings) {
+    // Never the endpoint itself: a URL can carry a token.
+    log.info('tracing.on', { exporters: traceSettings.exporters, serviceName: traceSettings.serviceName });
+  }
+  const running = await startGateway({
+    config,
+    log,
+    version,
+    secrets,
+    ...(tracing ? { tracer: tracing.tracer } : {}),
+  });
   const reloading = configReload({
     path: loaded.path,
     text: loaded.text,
@@ -152,7 +168,11 @@ async function main(argv: string[]): Promise<number> {
       }
       log.info('gateway.signal', { signal });
       reloading.close();
-      running.stop().then(resolve, resolve);
+      // The spans of the drained calls are exported before the process ends.
+      running
+        .stop()
+        .then(() => tracing?.shutdown())
+        .then(resolve, resolve);
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);

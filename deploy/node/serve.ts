@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
+import type { Tracer } from '@opentelemetry/api';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
 import type { Logger } from '../../src/log.js';
@@ -29,6 +30,8 @@ export interface StartOptions {
   backoff?: BackoffOptions;
   /** Wait for the first round of upstream connections before resolving. */
   waitReady?: boolean;
+  /** Spans for requests and upstream calls (tracing.ts builds one); absent: tracing is off. */
+  tracer?: Tracer;
 }
 
 /**
@@ -56,7 +59,9 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
     ...(store ? { store } : {}),
     secrets: options.secrets ?? [],
     ...(options.trustPollMs ? { trustPollMs: options.trustPollMs } : {}),
-    platform: nodePlatform(log, config.gateway),
+    platform: options.tracer
+      ? { ...nodePlatform(log, config.gateway), tracer: options.tracer }
+      : nodePlatform(log, config.gateway),
     version: options.version,
     ...(config.gateway.cursorSecret
       ? { cursorSecret: new TextEncoder().encode(config.gateway.cursorSecret) }

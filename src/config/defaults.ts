@@ -44,6 +44,7 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
     alwaysLoad: Object.freeze([]) as unknown as string[],
   }),
   store: Object.freeze({ path: DEFAULT_STORE_PATH }),
+  tracing: false,
   drift: Object.freeze({ recheckSeconds: 300 }),
   catalog: Object.freeze({
     mode: 'full' as const,

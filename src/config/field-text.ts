@@ -109,6 +109,16 @@ const STORE_TEXT: Record<string, FieldText> = {
   path: { expected: 'a non-empty file path string', fix: STORE_FIX },
 };
 
+const TRACING_FIX = 'write "tracing": {"otlpEndpoint": "http://127.0.0.1:4318"}, or "tracing": false';
+
+const TRACING_TEXT: Record<string, FieldText> = {
+  otlpEndpoint: {
+    expected: 'an http(s) URL string',
+    fix: 'write the OTLP/HTTP base URL of your collector, e.g. "http://127.0.0.1:4318"',
+  },
+  serviceName: { expected: 'a non-empty string', fix: 'write a service name, e.g. "manifold"' },
+};
+
 const AUTH_TEXT: Record<string, FieldText> = {
   issuer: {
     expected: 'a non-empty string',
@@ -322,12 +332,14 @@ export const FIELD_TEXT: {
   server: FieldTable;
   auth: FieldTable;
   store: FieldTable;
+  tracing: FieldTable;
   profile: FieldTable;
 } = {
   gateway: GATEWAY_TEXT,
   server: SERVER_TEXT,
   auth: AUTH_TEXT,
   store: STORE_TEXT,
+  tracing: TRACING_TEXT,
   profile: PROFILE_TEXT,
 };
 
@@ -335,4 +347,10 @@ export const FIELD_TEXT: {
 export const STORE_SHAPE_TEXT: FieldText = {
   expected: 'an object with "path", or false',
   fix: STORE_FIX,
+};
+
+/** The fix for a `gateway.tracing` that is neither an object nor false. */
+export const TRACING_SHAPE_TEXT: FieldText = {
+  expected: 'an object such as {"otlpEndpoint": "http://127.0.0.1:4318"}, or false',
+  fix: TRACING_FIX,
 };

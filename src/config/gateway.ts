@@ -1,6 +1,6 @@
 /**
  * Reads `gateway`: the plain settings through one shape, `disclosure` and `drift` key by key,
- * the host lists, the cross-field limits, and `auth` and `store` through their own readers.
+ * the host lists, the cross-field limits, and `auth`, `store` and `tracing` through their own readers.
  */
 import { readAuth } from './auth.js';
 import { bindIssue, isLoopbackHost } from './bind.js';
@@ -21,6 +21,7 @@ import {
   storeEntrySchema,
 } from './schema.js';
 import { statusPathProblem } from './status-path.js';
+import { readTracing } from './tracing.js';
 import type { GatewayConfig } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';
 
@@ -109,8 +110,8 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
       continue;
     }
-    // `auth` and `store` have their own readers and rules (below); the other keys go through one shape.
-    if (key === 'auth' || key === 'store') continue;
+    // `auth`, `store` and `tracing` have their own readers (below); the other keys go through one shape.
+    if (key === 'auth' || key === 'store' || key === 'tracing') continue;
     picked[key] =
       key === 'disclosure'
         ? readNested(f, raw[key], [...base, key], DISCLOSURE_KEYS)
@@ -284,6 +285,11 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     const store = readStore(f, raw.store, [...base, 'store']);
     if (store === undefined) invalid.add('store');
     else config.store = store;
+  }
+  if (Object.hasOwn(raw, 'tracing')) {
+    const tracing = readTracing(f, raw.tracing, [...base, 'tracing']);
+    if (tracing === undefined) invalid.add('tracing');
+    else config.tracing = tracing;
   }
   return { config, invalid, alwaysLoad };
 }

@@ -94,6 +94,12 @@ export const storeSchema = z.object({
   path: text(),
 });
 
+// `gateway.tracing` is `false` or this object; tracing.ts reads it on its own, like `store`.
+export const tracingSchema = z.object({
+  otlpEndpoint: text(),
+  serviceName: text(),
+});
+
 export const gatewaySchema = z.object({
   host: text(),
   port: int(1, 65535),
@@ -223,11 +229,17 @@ export const authSchema = z.object({
 export const profileEntrySchema = z.partial(profileSchema);
 export const authEntrySchema = z.partial(authSchema);
 export const storeEntrySchema = z.partial(storeSchema);
+export const tracingEntrySchema = z.partial(tracingSchema);
 
 export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', 'profiles', '$schema'] as const;
 export const CATALOG_KEYS = Object.keys(catalogSchema.shape);
 export const PROFILE_KEYS = Object.keys(profileSchema.shape);
-export const GATEWAY_KEYS = [...Object.keys(gatewaySchema.shape), 'auth', 'store'] as (keyof GatewayConfig)[];
+export const GATEWAY_KEYS = [
+  ...Object.keys(gatewaySchema.shape),
+  'auth',
+  'store',
+  'tracing',
+] as (keyof GatewayConfig)[];
 export const AUTH_KEYS = Object.keys(authSchema.shape);
 export const TENANT_KEYS = Object.keys(tenantSchema.shape);
 export const SERVER_KEYS = Object.keys(serverEntrySchema.shape);
@@ -235,5 +247,6 @@ export const TOOLS_KEYS = Object.keys(toolsSchema.shape);
 export const DISCLOSURE_KEYS = Object.keys(disclosureSchema.shape);
 export const DRIFT_KEYS = Object.keys(driftSchema.shape);
 export const STORE_KEYS = Object.keys(storeSchema.shape);
+export const TRACING_KEYS = Object.keys(tracingSchema.shape);
 export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd'] as const;
 export const HTTP_ONLY_KEYS = ['url', 'headers'] as const;

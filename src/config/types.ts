@@ -220,6 +220,11 @@ export interface GatewayConfig {
    * as long as the process. Default `{ path: "./.manifold/state.db" }` on Node.
    */
   store: { path: string } | false;
+  /**
+   * OpenTelemetry tracing (docs/tracing.md). `false` (the default): off, unless the standard
+   * `OTEL_*` variables switch it on. An object switches it on; its fields override those variables.
+   */
+  tracing: TracingConfig | false;
   drift: {
     /** Re-list every ready upstream this often and check for drift; 0 disables. Default 300. */
     recheckSeconds: number;
@@ -273,3 +278,11 @@ export interface ConfigIssue {
 export type ConfigResult =
   | { ok: true; config: Config; warnings: ConfigIssue[]; secrets: string[] }
   | { ok: false; errors: ConfigIssue[]; warnings: ConfigIssue[] };
+
+/** `gateway.tracing`: where spans go and under which service name. */
+export interface TracingConfig {
+  /** The OTLP/HTTP base URL; spans are POSTed to `<otlpEndpoint>/v1/traces`. Absent: the OTEL_* variables, else http://localhost:4318. */
+  otlpEndpoint?: string;
+  /** The `service.name` of the spans. Absent: OTEL_SERVICE_NAME, else "manifold". */
+  serviceName?: string;
+}

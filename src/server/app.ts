@@ -18,6 +18,7 @@ import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
 import { mountStatusPage } from './status-page.js';
 import { TaskPumps } from './task-pumps.js';
+import { Tracing } from './tracing.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -104,6 +105,7 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
     watch: new ResourceWatch(gateway),
     held: new HeldCalls(),
     taskPumps: new TaskPumps(() => gateway.platform.now()),
+    ...(gateway.platform.tracer ? { tracing: new Tracing(gateway.platform.tracer) } : {}),
   };
   const mcp = createMcpHandlers(edge);
   gateway.onCatalogChange((_catalog, changed) => announceChanged(edge, changed));

@@ -13,6 +13,7 @@ import type { SessionTable } from './sessions.js';
 import type { TaskPumps } from './task-pumps.js';
 import { runsTasks, taskMethod } from './tasks.js';
 import { toolsCall } from './tools-call.js';
+import type { Tracing } from './tracing.js';
 
 /**
  * What the gateway relays, whatever the client: the server features are aggregated from every
@@ -57,6 +58,8 @@ export interface Edge {
   held: HeldCalls;
   /** 2025 servers' tasks waiting for a 2026 client's input (tasks.ts). */
   taskPumps: TaskPumps;
+  /** Present only when the platform gave a tracer: decided once, when the edge is built. */
+  tracing?: Tracing;
 }
 
 const jsonHeaders = { 'content-type': 'application/json' };
@@ -87,8 +90,35 @@ export function failResponse(edge: Edge, id: JsonRpcId | null, e: unknown, era: 
   return json(body, status);
 }
 
-/** The methods both eras serve the same way. Era-only methods are handled before this. */
-export async function dispatchCommon(edge: Edge, ex: Exchange): Promise<Reply> {
+/**
+ * The methods both eras serve the same way. Era-only methods are handled before this. With tracing
+ * on, each gets its span here: ended when its answer is ready, or, for a relayed request, when
+ * its upstream call settles (through.ts).
+ */
+export function dispatchCommon(edge: Edge, ex: Exchange): Promise<Reply> {
+  if (!edge.tracing) return serveCommon(edge, ex);
+  const t = edge.tracing.begin(ex);
+  ex.trace = t;
+  let served: Promise<Reply>;
+  try {
+    served = serveCommon(edge, ex);
+  } catch (e) {
+    served = Promise.reject(e);
+  }
+  return served.then(
+    (reply) => {
+      if (!t.held) t.finish();
+      return reply;
+    },
+    (e: unknown) => {
+      t.fail(e);
+      t.finish();
+      throw e;
+    },
+  );
+}
+
+async function serveCommon(edge: Edge, ex: Exchange): Promise<Reply> {
   const { principal, request } = ex;
   const { gateway } = edge;
   switch (request.method) {

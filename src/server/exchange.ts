@@ -3,7 +3,9 @@ import type { Cancellation } from '../cancellation.js';
 import { spreadUnder } from '../objects.js';
 import { type Era, META, withMeta } from '../protocol/versions.js';
 import type { Answer } from './answer.js';
+import type { HttpIn } from './http-in.js';
 import type { JsonRpcId, JsonRpcRequest } from './jsonrpc.js';
+import type { RequestTrace } from './tracing.js';
 
 type Result = Record<string, unknown>;
 
@@ -16,6 +18,12 @@ export interface Exchange {
   principal: Principal;
   request: JsonRpcRequest;
   era: Era;
+  /** The revision this request speaks (modern: its `_meta`; legacy: its session's). */
+  protocolVersion: string;
+  /** The HTTP request it came in on: tracing reads its W3C trace headers, nothing else does. */
+  http?: Pick<HttpIn, 'header'>;
+  /** This request's span, when tracing is on (tracing.ts); set by dispatch. */
+  trace?: RequestTrace;
   /** What the client declared: at initialize (legacy) or in this request's `_meta` (modern). */
   clientCapabilities: Record<string, unknown>;
   /** The client accepts text/event-stream on this POST. */

@@ -103,6 +103,8 @@ function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcR
     principal: p.principal,
     request,
     era: 'legacy',
+    protocolVersion: session.protocolVersion,
+    http: p.c,
     clientCapabilities: session.clientCapabilities,
     canStream: p.canStream,
     answer: () => (resumable ? new Answer(true, () => openResumable(session)) : new Answer(p.canStream)),

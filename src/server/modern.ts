@@ -149,6 +149,8 @@ function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange 
     principal: p.principal,
     request,
     era: 'modern',
+    protocolVersion: p.meta.version,
+    http: p.c,
     clientCapabilities: p.meta.clientCapabilities,
     canStream: p.canStream,
     answer: () => new Answer(p.canStream),

@@ -169,6 +169,7 @@ export function admitRequest(
   const audit = (verdict: string, bytesOut: number, reason?: string) => {
     const durationMs = gateway.platform.now() - started;
     const shown = target.slice(0, 256);
+    ex.trace?.verdict(verdict, server, reason);
     gateway.log.info('audit.request', {
       method,
       tenant: principal.tenant,

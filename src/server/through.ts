@@ -148,6 +148,8 @@ function start(
   const waiting: Waiting | undefined = { answer: first, id: request.id };
   let held: HeldCall | undefined;
   let refused: ManifoldError | undefined;
+  // With tracing on, the request's span ends with the call (`end`), not with its first reply.
+  const trace = ex.trace?.hold();
   // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
   // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
   if (ex.era === 'modern') first.abortOnClose = cancellation;
@@ -240,7 +242,7 @@ function start(
   // answer that failed).
   const lastResort = (e: unknown) => {
     const w = current();
-    if (w) finishError(w, t.onError(e, w.id));
+    if (w) finishError(w, e);
   };
   let entered = false;
   let ended = false;
@@ -251,6 +253,7 @@ function start(
     done();
     if (held) edge.held.release(held.token);
     if (entered) gateway.leave();
+    trace?.finish();
   };
   /** The upstream's result, answered; a promise only where more had to be awaited (seal, task). */
   const answerResult = (result: Result): Promise<void> | undefined => {
@@ -292,7 +295,7 @@ function start(
   const failed = (e: unknown) => {
     const w = current();
     if (refused) {
-      if (w) finishError(w, t.onError(refused, w.id));
+      if (w) finishError(w, refused);
       return;
     }
     if (cancellation.aborted) {
@@ -300,7 +303,7 @@ function start(
       w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
       return;
     }
-    if (w) finishError(w, t.onError(explain(e), w.id));
+    if (w) finishError(w, explain(e));
   };
   // One promise reaction per call: the result or the failure is answered here, and the call's
   // bookkeeping ends with it (#18: a then/catch/finally chain and an async wrapper cost as much
@@ -339,7 +342,9 @@ function start(
     try {
       gateway.enter();
       entered = true;
-      work = t.upstream.request(t.method, upstreamParams, options);
+      work = trace
+        ? trace.call(t.upstream, t.method, upstreamParams, options)
+        : t.upstream.request(t.method, upstreamParams, options);
     } catch (e) {
       work = Promise.reject(e);
     }
@@ -358,9 +363,8 @@ function start(
       if (cancellation.aborted && outcome === 'cancelled' && cancellation.reason !== gate) {
         t.onCancelled();
         first.abandon(errorMessage(request.id, -32800, 'request cancelled'));
-        return;
-      }
-      first.finish(gate.refuse(outcome, request.id, detail));
+      } else first.finish(gate.refuse(outcome, request.id, detail));
+      trace?.finish();
     });
   }
   return first.response;
@@ -379,7 +383,9 @@ function start(
         });
   }
 
-  function finishError(w: Waiting, f: { body: string; status: number }): void {
+  function finishError(w: Waiting, e: unknown): void {
+    trace?.fail(e);
+    const f = t.onError(e, w.id);
     // A legacy client reads method errors inside a 200; a modern one also gets the statuses the
     // 2026-07-28 revision requires (400 for a missing client capability…).
     w.answer.finish(f.body, ex.era === 'modern' ? f.status : 200);

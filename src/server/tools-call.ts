@@ -36,6 +36,7 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
     const tool = entry?.name ?? (typeof params.name === 'string' ? params.name.slice(0, 128) : null);
     const server = entry?.server ?? null;
     const durationMs = gateway.platform.now() - started;
+    outer.trace?.verdict(verdict, server, reason);
     gateway.log.info('audit.tools_call', {
       tenant: principal.tenant,
       subject: principal.subject,

@@ -4,6 +4,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Tracer } from '@opentelemetry/api';
 import { type RunningGateway, startGateway } from '../../deploy/node/serve.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
@@ -33,7 +34,7 @@ export async function startTestGateway(
     gateway?: Record<string, unknown>;
     profiles?: Record<string, unknown>;
   },
-  options: { waitReady?: boolean; env?: Record<string, string>; trustPollMs?: number } = {},
+  options: { waitReady?: boolean; env?: Record<string, string>; trustPollMs?: number; tracer?: Tracer } = {},
 ): Promise<TestGateway> {
   const result = parseConfigObject(raw, { ...process.env, ...options.env });
   if (!result.ok) throw new Error(`bad test config: ${JSON.stringify(result.errors)}`);
@@ -54,6 +55,7 @@ export async function startTestGateway(
     secrets: result.secrets,
     ...(options.trustPollMs ? { trustPollMs: options.trustPollMs } : {}),
     waitReady: options.waitReady ?? true,
+    ...(options.tracer ? { tracer: options.tracer } : {}),
     backoff: { baseMs: 200, capMs: 1000, jitter: 0.1 },
   });
   return { ...running, logs, config };

@@ -460,6 +460,7 @@ describe('defaults and limits', () => {
       maxToolsPerServer: 1000,
       disclosure: { budgetTokens: 20000, alwaysLoad: [] },
       store: { path: './.manifold/state.db' },
+      tracing: false,
       drift: { recheckSeconds: 300 },
       catalog: { mode: 'full', maxTools: 128, pin: [], searchLimit: 10 },
     });
