@@ -281,7 +281,11 @@ describe('gateway.metricsPath', () => {
   });
 
   it('false: nothing is served and no request is observed', async () => {
-    const gw = await startTestGateway({ mcpServers: servers(), gateway: { metricsPath: false } });
+    // The status page keeps a recent-call window of its own: off too, so no observer at all is left.
+    const gw = await startTestGateway({
+      mcpServers: servers(),
+      gateway: { metricsPath: false, statusPath: false },
+    });
     try {
       expect((await fetch(new URL('/metrics', gw.url))).status).toBe(404);
       expect(gw.gateway.observers.active).toBe(false);

@@ -237,7 +237,11 @@ describe('status page JSON view (auth on)', () => {
 describe('status page switched off or moved', () => {
   it('statusPath false serves no page and no JSON; a moved page serves its assets beside it', async () => {
     const idle = { idle: { command: process.execPath, disabled: true } };
-    const off = await startTestGateway({ mcpServers: idle, gateway: { statusPath: false } });
+    // The metrics count requests too: off as well, so no observer at all is left.
+    const off = await startTestGateway({
+      mcpServers: idle,
+      gateway: { statusPath: false, metricsPath: false },
+    });
     const moved = await startTestGateway({ mcpServers: idle, gateway: { statusPath: '/ops/' } });
     try {
       const offBase = off.url.replace(/\/mcp$/, '');
