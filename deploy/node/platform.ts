@@ -38,6 +38,13 @@ const LOG_FLUSH_MS = 20;
 const LOG_FLUSH_BYTES = 64 * 1024;
 
 function batchedStderr(): (line: string) => void {
+  // Whoever read stderr went away (a closed terminal: SIGHUP reloads now instead of stopping; a
+  // log pipe whose reader died). The write fails with EIO/EPIPE as an 'error' event, which would
+  // end the process: the gateway goes on serving, and its lines are dropped from then on.
+  let gone = false;
+  process.stderr.on('error', () => {
+    gone = true;
+  });
   let pending: string[] = [];
   let bytes = 0;
   let last = Number.NEGATIVE_INFINITY;
@@ -50,7 +57,7 @@ function batchedStderr(): (line: string) => void {
     pending = [];
     bytes = 0;
     last = performance.now();
-    process.stderr.write(text);
+    if (!gone) process.stderr.write(text);
   };
   process.once('exit', flush);
   return (line) => {

@@ -296,6 +296,39 @@ describe('F6: manifold serve and SIGTERM', () => {
   });
 });
 
+describe('the log reader goes away', () => {
+  it('a gateway whose stderr is closed (a closed terminal, a dead log pipe) keeps serving', async () => {
+    const port = await freePort();
+    const config = writeConfig('stderr-gone.json', {
+      mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } },
+    });
+    const gw = run(process.execPath, [CLI, 'serve', '--config', config, '--port', String(port)]);
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      await waitAllReady(base, ['everything'], gw);
+      // Nobody reads the gateway's stderr any more: its next log line (each call's audit line)
+      // fails with EPIPE, which used to end the process with exit code 1.
+      gw.child.stderr!.destroy();
+      const client = await connectClient(`${base}/mcp`);
+      try {
+        for (let i = 0; i < 5; i++) {
+          const r = await client.callTool({ name: 'everything__echo', arguments: { message: `m${i}` } });
+          expect(textOf(r)).toBe(`Echo: m${i}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      } finally {
+        await client.close();
+      }
+      expect(gw.child.exitCode).toBeNull();
+      gw.child.kill('SIGTERM');
+      const { code } = await exitWithin(gw, 15_000, 'the gateway after SIGTERM');
+      expect(code).toBe(0);
+    } finally {
+      gw.child.kill('SIGKILL');
+    }
+  });
+});
+
 describe('#13.15 kill -9 of the gateway', () => {
   it('takes its stdio children and their children along, even ones that ignore EOF and SIGTERM', async () => {
     const port = await freePort();
