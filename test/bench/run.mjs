@@ -267,6 +267,8 @@ async function main() {
       store: { path: join(tmp, 'state.db') },
       auth: { issuer: 'https://bench.issuer', audience: 'manifold-bench', jwksFile: join(tmp, 'jwks.json') },
       maxSessions: SESSIONS * 2 + 100,
+      // A/B of gateway settings on the measured paths, e.g. '{"statusPath":false,"metricsPath":false}'.
+      ...JSON.parse(process.env.BENCH_GATEWAY_EXTRA || '{}'),
     },
   };
   const b2 = await manifold(b2Config);
