@@ -125,7 +125,13 @@ export function statusView(gateway: Gateway, recent: RecentCalls, principal: Pri
       const { drift, tools: _listed, ...rest } = u;
       let held: Record<string, unknown> | undefined;
       if (drift && admin) {
-        held = { ...heldTools(gateway, u.name), ...(drift.identityChanged ? { identityChanged: true } : {}) };
+        held = {
+          ...heldTools(gateway, u.name),
+          ...(drift.identityChanged ? { identityChanged: true } : {}),
+          // What the operator runs to see the diff in a terminal, and to accept it (#16).
+          review: `manifold drift ${u.name}`,
+          retrust: `manifold retrust ${u.name}`,
+        };
       } else if (drift) {
         // A tenant learns which of the tools it can see are quarantined: no text, no withheld names.
         const names = gateway

@@ -178,6 +178,15 @@ export const STATUS_JS = String.raw`'use strict';
       var box = el('div');
       box.setAttribute('data-drift-server', show(u.name));
       box.appendChild(el('h3', u.name + (u.drift.identityChanged ? ': configured identity changed, every tool withheld' : '')));
+      if (u.drift.retrust) {
+        var how = el('p', '', 'muted how');
+        how.appendChild(document.createTextNode('Review: '));
+        how.appendChild(el('code', u.drift.review));
+        how.appendChild(document.createTextNode(' · accept what it lists now: '));
+        how.appendChild(el('code', u.drift.retrust));
+        how.appendChild(document.createTextNode(' (one tool: --tool NAME)'));
+        box.appendChild(how);
+      }
       [['quarantined', 'quarantined (changed since trusted)'], ['withheld', 'withheld (new, never trusted)']].forEach(function (kind) {
         (u.drift[kind[0]] || []).forEach(function (t) {
           var d = el('details');

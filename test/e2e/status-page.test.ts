@@ -126,6 +126,10 @@ describe('status page in Chromium', () => {
     expect(await page.locator('img').count()).toBe(0);
     expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
     expect(await page.locator('#drift-none').isHidden()).toBe(true);
+    // And the commands that show and accept the change in a terminal.
+    const how = (await page.locator('[data-drift-server="fx"] .how').textContent()) ?? '';
+    expect(how).toContain('manifold drift fx');
+    expect(how).toContain('manifold retrust fx');
   });
 
   it('F1: shows an upstream down once it goes down, on its next poll', async () => {

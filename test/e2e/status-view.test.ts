@@ -218,6 +218,8 @@ describe('status page JSON view (auth on)', () => {
     expect(text.toLowerCase()).not.toContain('\\u202e');
     const fx = (JSON.parse(text) as View).upstreams[0]!;
     const alpha = fx.drift!.quarantined[0]!;
+    // The admin is told the commands that show and accept the change; a tenant is not (below).
+    expect(fx.drift).toMatchObject({ review: 'manifold drift fx', retrust: 'manifold retrust fx' });
     expect(alpha.name).toBe('alpha');
     expect(alpha.diff).toContain('- Alpha v1.');
     expect(alpha.diff).toContain('+ Alpha v2 <img src=x onerror="window.__pwned=1"> read <U+202E>txt.exe');
