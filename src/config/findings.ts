@@ -2,7 +2,10 @@
  * What the readers share while they walk a config: the errors and warnings found so far, and the
  * interpolator that substitutes `${VAR}` and remembers which paths it touched.
  */
+import type * as z from 'zod/v4-mini';
+import type { FieldTable } from './field-text.js';
 import type { Interpolator } from './interpolate.js';
+import { describeKind, validateShape } from './issues.js';
 import { isObject, type JsonObject, keysOf } from './json-parse.js';
 import { formatPath, type PathSegment } from './paths.js';
 import type { ConfigIssue } from './types.js';
@@ -53,4 +56,34 @@ export function readNested(
     else f.warnings.push(unknownKeyWarning([...base, key], known));
   }
   return picked;
+}
+
+/**
+ * An object section (`gateway.store`, `gateway.tracing`): its known keys read one by one, then
+ * checked against its shape. Returns the keys as written, or undefined when anything was wrong
+ * (every problem recorded with its path).
+ */
+export function readSection(
+  f: Findings,
+  raw: unknown,
+  base: PathSegment[],
+  section: {
+    keys: readonly string[];
+    schema: z.ZodMiniType;
+    table: FieldTable;
+    shape: { expected: string; fix: string };
+  },
+): JsonObject | undefined {
+  if (!isObject(raw)) {
+    error(f, base, `expected ${section.shape.expected}, got ${describeKind(raw)}`, section.shape.fix);
+    return undefined;
+  }
+  const picked = readNested(f, raw, base, section.keys) as JsonObject;
+  const issues = validateShape(section.schema, picked, {
+    table: section.table,
+    base,
+    tainted: f.interpolator.tainted,
+  });
+  f.errors.push(...issues);
+  return issues.length > 0 ? undefined : picked;
 }

@@ -6,7 +6,14 @@ import { readAuth } from './auth.js';
 import { bindIssue, isLoopbackHost } from './bind.js';
 import { DEFAULT_STORE_PATH, GATEWAY_DEFAULTS } from './defaults.js';
 import { FIELD_TEXT, STORE_SHAPE_TEXT } from './field-text.js';
-import { error, type Findings, hasIssueUnder, interpolateField, readNested } from './findings.js';
+import {
+  error,
+  type Findings,
+  hasIssueUnder,
+  interpolateField,
+  readNested,
+  readSection,
+} from './findings.js';
 import { checkAllowedHost, checkHostname, checkOrigin } from './hosts.js';
 import { describeKind, validateShape } from './issues.js';
 import { isObject, type JsonObject, keysOf } from './json-parse.js';
@@ -39,18 +46,13 @@ export interface GatewayRead {
 /** `gateway.store`: `false` (state in memory only), or `{"path": ...}`; a missing path keeps the default. */
 function readStore(f: Findings, raw: unknown, base: PathSegment[]): GatewayConfig['store'] | undefined {
   if (raw === false) return false;
-  if (!isObject(raw)) {
-    error(f, base, `expected ${STORE_SHAPE_TEXT.expected}, got ${describeKind(raw)}`, STORE_SHAPE_TEXT.fix);
-    return undefined;
-  }
-  const picked = readNested(f, raw, base, STORE_KEYS) as JsonObject;
-  const issues = validateShape(storeEntrySchema, picked, {
+  const picked = readSection(f, raw, base, {
+    keys: STORE_KEYS,
+    schema: storeEntrySchema,
     table: FIELD_TEXT.store,
-    base,
-    tainted: f.interpolator.tainted,
+    shape: STORE_SHAPE_TEXT,
   });
-  f.errors.push(...issues);
-  if (issues.length > 0) return undefined;
+  if (!picked) return undefined;
   const path = (picked.path as string | undefined) ?? DEFAULT_STORE_PATH;
   if (path.includes('\0')) {
     error(

@@ -3,10 +3,7 @@
  * standard OTEL_* variables fill what is absent, deploy/node/tracing-env.ts).
  */
 import { FIELD_TEXT, TRACING_SHAPE_TEXT } from './field-text.js';
-import { error, type Findings, readNested } from './findings.js';
-import { describeKind, validateShape } from './issues.js';
-import type { JsonObject } from './json-parse.js';
-import { isObject } from './json-parse.js';
+import { error, type Findings, readSection } from './findings.js';
 import type { PathSegment } from './paths.js';
 import { TRACING_KEYS, tracingEntrySchema } from './schema.js';
 import type { TracingConfig } from './types.js';
@@ -17,23 +14,13 @@ export function readTracing(
   base: PathSegment[],
 ): TracingConfig | false | undefined {
   if (raw === false) return false;
-  if (!isObject(raw)) {
-    error(
-      f,
-      base,
-      `expected ${TRACING_SHAPE_TEXT.expected}, got ${describeKind(raw)}`,
-      TRACING_SHAPE_TEXT.fix,
-    );
-    return undefined;
-  }
-  const picked = readNested(f, raw, base, TRACING_KEYS) as JsonObject;
-  const issues = validateShape(tracingEntrySchema, picked, {
+  const picked = readSection(f, raw, base, {
+    keys: TRACING_KEYS,
+    schema: tracingEntrySchema,
     table: FIELD_TEXT.tracing,
-    base,
-    tainted: f.interpolator.tainted,
+    shape: TRACING_SHAPE_TEXT,
   });
-  f.errors.push(...issues);
-  if (issues.length > 0) return undefined;
+  if (!picked) return undefined;
   const out: TracingConfig = {};
   const endpoint = picked.otlpEndpoint as string | undefined;
   if (endpoint !== undefined) {

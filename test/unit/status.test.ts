@@ -111,34 +111,24 @@ describe('recent calls', () => {
       maxServers: () => servers.length + 1,
       configured: (name) => servers.includes(name),
     });
+    const servedNames = () =>
+      recent
+        .stats()
+        .map((s) => s.server)
+        .sort();
     recent.observe(record({ server: 'a' }));
     recent.observe(record({ server: 'b' }));
     recent.observe(record({ server: null }));
     // Full: a name that is not configured is never added.
     recent.observe(record({ server: 'c' }));
-    expect(
-      recent
-        .stats()
-        .map((s) => s.server)
-        .sort(),
-    ).toEqual(['(unresolved)', 'a', 'b']);
+    expect(servedNames()).toEqual(['(unresolved)', 'a', 'b']);
     servers = ['a', 'c'];
     recent.observe(record({ server: 'c' }));
-    expect(
-      recent
-        .stats()
-        .map((s) => s.server)
-        .sort(),
-    ).toEqual(['(unresolved)', 'a', 'c']);
+    expect(servedNames()).toEqual(['(unresolved)', 'a', 'c']);
     servers = ['a', 'c', 'd', 'e'];
     recent.observe(record({ server: 'd' }));
     recent.observe(record({ server: 'e' }));
-    expect(
-      recent
-        .stats()
-        .map((s) => s.server)
-        .sort(),
-    ).toEqual(['(unresolved)', 'a', 'c', 'd', 'e']);
+    expect(servedNames()).toEqual(['(unresolved)', 'a', 'c', 'd', 'e']);
   });
 
   it("a tenant's numbers show only the servers it may see", () => {
