@@ -2,7 +2,7 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from './config/types.js';
 import { baselineFrom, decideDrift, fingerprintTool, type ListedTool } from './guards/drift.js';
 import type { Logger } from './log.js';
-import { identityOf, type StateStore, sameIdentity } from './store/state.js';
+import { identityOf, type ServerIdentity, type StateStore, sameIdentity } from './store/state.js';
 
 /** What one upstream listing may contribute to the catalog once drift has been checked. */
 export interface VerifiedListing {
@@ -133,6 +133,11 @@ export class DriftGate {
 
   trustEpoch(): number {
     return this.store.trustEpoch();
+  }
+
+  /** The identity a configured server is stored under (its `${VAR}` values redacted). */
+  identity(server: ServerConfig): ServerIdentity {
+    return identityOf(server, this.secrets);
   }
 
   /** After a re-trust, quarantine and identity messages may be logged again. */

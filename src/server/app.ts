@@ -5,6 +5,7 @@ import { isLoopbackHost } from '../config/bind.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import type { MetricsExporter } from '../metrics/types.js';
+import { mountAdmin } from './admin.js';
 import type { Edge } from './dispatch.js';
 import { toRpcError } from './errors.js';
 import { hostAllowed, originCheck, originGuard, readBodyCapped } from './http-guards.js';
@@ -229,6 +230,8 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
 
   // The status page (#16) and its JSON view, behind the same guard as /healthz and the same auth as /mcp.
   mountStatusPage(app, gateway, { authenticate, guard: operatorGuard });
+  // Re-trust over HTTP (#15), for an admin token: the diff first, then the rewrite of exactly that.
+  mountAdmin(app, gateway, { authenticate, guard: operatorGuard });
 
   // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
   for (const path of ['/mcp', '/mcp/:profile']) {

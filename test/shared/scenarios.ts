@@ -398,6 +398,76 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
       }
     });
 
+    it('re-trust over HTTP (#15): the diff first, then exactly that is accepted, and the gateway serves it', async () => {
+      const own = join(root, 'retrust-tools.json');
+      writeFileSync(own, JSON.stringify([tool('alpha', 'Alpha v1.'), tool('beta', 'Beta v1.')]));
+      const up = await startDriftHttp(own);
+      const config = {
+        mcpServers: { d: { url: `http://127.0.0.1:${up.port}/mcp` } },
+        gateway: { allowedHosts: [`127.0.0.1:${up.port}`], auth: false, drift: { recheckSeconds: 0 } },
+      };
+      const state = join(root, 'retrust-state');
+      try {
+        const first = await boot({ config, persist: state });
+        const c1 = await connect(first.url);
+        expect(await names(c1)).toEqual(['d__alpha', 'd__beta']);
+        await close(c1);
+        await first.stop();
+
+        writeFileSync(
+          own,
+          JSON.stringify([
+            tool('alpha', 'Alpha v2: also reads mail.'),
+            tool('beta', 'Beta v1.'),
+            tool('gamma', 'G.'),
+          ]),
+        );
+        const gw = await boot({ config, persist: state });
+        await eventually(async () => (await upstream(gw, 'd'))?.state === 'ready', 'd listed again');
+        const client = await connect(gw.url);
+        const before = (await client.listTools()).tools;
+        expect(before.find((t) => t.name === 'd__alpha')?.description).toBe(QUARANTINED);
+        expect(before.map((t) => t.name)).not.toContain('d__gamma');
+
+        const admin = `${gw.url.replace(/\/mcp$/, '')}/admin/servers/d`;
+        const shown = await fetch(`${admin}/drift`);
+        expect(shown.status).toBe(200);
+        const review = (await shown.json()) as { changes: number; lines: string[]; digest: string };
+        expect(review.changes).toBe(2);
+        expect(review.lines.join('\n')).toContain('+ Alpha v2: also reads mail.');
+        expect(review.lines.join('\n')).toContain('gamma');
+        const post = (body: unknown) =>
+          fetch(`${admin}/retrust`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify(body),
+          });
+        // A digest of anything else than what the server lists now accepts nothing.
+        expect((await post({ digest: 'f'.repeat(64) })).status).toBe(409);
+        expect((await client.listTools()).tools.find((t) => t.name === 'd__alpha')?.description).toBe(
+          QUARANTINED,
+        );
+        const accepted = await post({ digest: review.digest });
+        expect(accepted.status).toBe(200);
+        expect(await accepted.json()).toEqual({ retrusted: 'd', changes: 2 });
+        await eventually(
+          async () =>
+            (await client.listTools()).tools.find((t) => t.name === 'd__alpha')?.description ===
+            'Alpha v2: also reads mail.',
+          'the re-trusted definition served',
+        );
+        expect(await names(client)).toEqual(['d__alpha', 'd__beta', 'd__gamma']);
+        expect(text(await client.callTool({ name: 'd__alpha', arguments: {} }))).toBe('called alpha');
+        // Nothing is pending any more, and an unknown server is 404.
+        expect(((await (await fetch(`${admin}/drift`)).json()) as { changes: number }).changes).toBe(0);
+        expect((await fetch(`${admin.replace(/d$/, 'nope')}/drift`)).status).toBe(404);
+        await close(client);
+        await gw.stop();
+      } finally {
+        await stopChild(up.child);
+      }
+    });
+
     it('a stdio server next to an HTTP one: connected on Node, an unsupported-transport diagnostic on Workers', async () => {
       const gw = await boot({
         config: open({

@@ -1,0 +1,65 @@
+/**
+ * What a re-trust would change (SECURITY C3: only an explicit re-trust rewrites a baseline): the
+ * trusted baseline against what a server lists now, as diff lines for a person to read, and the
+ * baseline that accepting them writes. Pure: `manifold retrust` and the gateway's admin endpoint
+ * (src/server/admin.ts) show the same lines and write the same baseline.
+ */
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { type Baseline, baselineFrom } from './drift.js';
+import { diffTool, formatDiff } from './drift-diff.js';
+import { describeDriftName } from './drift-kinds.js';
+
+export interface RetrustPlan {
+  /** One entry per change: a new item, a diff, a removed item (escaped for a terminal or a page). */
+  lines: string[];
+  changes: number;
+  /** The baseline accepting the plan writes: every listed item, or only `tool` changed. */
+  next: Baseline;
+}
+
+/**
+ * @example
+ * const plan = await planRetrust(row.baseline ?? {}, upstream.driftRecords());
+ * if ('refused' in plan) return plan.refused;
+ * store.retrust(identity, plan.next, now);
+ */
+export async function planRetrust(
+  old: Baseline,
+  current: readonly Tool[],
+  tool?: string,
+): Promise<RetrustPlan | { refused: string }> {
+  let next = await baselineFrom(current);
+  if (tool !== undefined) {
+    if (!current.some((t) => t.name === tool) && !(tool in old)) {
+      return {
+        refused: `the server neither lists nor trusted ${describeDriftName(tool)} (prompts are named prompt:NAME, resource templates template:URI)`,
+      };
+    }
+    // Only this item changes; every other trusted item keeps its old baseline.
+    const merged = { ...old };
+    if (tool in next) merged[tool] = next[tool]!;
+    else delete merged[tool];
+    next = merged;
+  }
+  const lines: string[] = [];
+  for (const t of current) {
+    if (tool !== undefined && t.name !== tool) continue;
+    const before = old[t.name]?.tool as Tool | undefined;
+    if (!before) {
+      lines.push(`+ new ${describeDriftName(t.name)}`);
+      continue;
+    }
+    if (
+      old[t.name]?.fingerprint !== next[t.name]?.fingerprint ||
+      JSON.stringify(old[t.name]?.hints) !== JSON.stringify(next[t.name]?.hints)
+    ) {
+      lines.push(formatDiff(diffTool(before, t)));
+    }
+  }
+  for (const gone of Object.keys(old)) {
+    if ((tool === undefined || gone === tool) && !current.some((t) => t.name === gone)) {
+      lines.push(`- removed ${describeDriftName(gone)}`);
+    }
+  }
+  return { lines, changes: lines.length, next };
+}
