@@ -17,16 +17,14 @@ function readOnly(
 ): StateStore & { close(): void } {
   return {
     get: (name) => store.get(name),
-    saveCatalog: () => true,
-    createBaseline: (identity) => {
+    saveCatalog: async () => true,
+    createBaseline: async (identity) => {
       firstContact.add(identity.name);
       return true;
     },
-    retrust: () => {
-      throw new Error('manifold check never re-trusts');
-    },
+    retrust: () => Promise.reject(new Error('manifold check never re-trusts')),
     trustEpoch: () => store.trustEpoch(),
-    claim: () => false,
+    claim: async () => false,
     close: () => store.close(),
   };
 }

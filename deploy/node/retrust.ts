@@ -49,7 +49,7 @@ async function compare(
     // Tools, prompts and resource templates: everything drift covers (guards/drift-kinds.ts).
     const current = upstream.driftRecords();
     const identity = identityOf(server, secrets);
-    const row = store.get(name);
+    const row = await store.get(name);
     const old = row?.baseline ?? {};
     const lines: string[] = [];
     const identityChanged = row !== undefined && !sameIdentity(row.identity, identity);
@@ -163,7 +163,7 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
         return 1;
       }
     }
-    store.retrust(report.identity, report.next, Date.now());
+    await store.retrust(report.identity, report.next, Date.now());
     io.out(
       `re-trusted ${what}: ${report.changes} change(s); a running gateway picks this up within seconds\n`,
     );
@@ -210,7 +210,7 @@ export async function runDrift(argv: string[], io: CliIO, log: Logger, version: 
         pending++;
         continue;
       }
-      if (!store.get(name)) {
+      if (!(await store.get(name))) {
         io.out(`${name}: no baseline yet (a gateway records it on first contact)\n`);
         continue;
       }
