@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
 import { eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
 // #15: several gateway instances on one Postgres. Three gateways in this process, each with its
@@ -45,7 +46,10 @@ describe('several gateways on one Postgres', () => {
   let configFile: string;
   const gateways: TestGateway[] = [];
   const clients: AnyHandle[] = [];
-  const env = () => ({ MANIFOLD_PG_URL: url });
+  const env = () => ({
+    MANIFOLD_PG_URL: url,
+    MANIFOLD_CURSOR_SECRET: 'one-secret-every-instance-shares-0123456789',
+  });
   const manifold = (args: string[]) => {
     if (!existsSync(CLI)) throw new Error('dist is missing: run npm run build (npm test does)');
     return spawnSync(process.execPath, [CLI, ...args, '--config', configFile], {
@@ -61,13 +65,26 @@ describe('several gateways on one Postgres', () => {
     dir = mkdtempSync(join(tmpdir(), 'mf-pg-e2e-'));
     toolsFile = join(dir, 'tools.json');
     configFile = join(dir, 'manifold.json');
-    writeFileSync(toolsFile, JSON.stringify([tool('alpha', 'Alpha v1.'), tool('beta', 'Beta v1.')]));
+    writeFileSync(
+      toolsFile,
+      JSON.stringify([tool('alpha', 'Alpha v1.'), tool('beta', 'Beta v1.'), tool('gamma', 'Gamma v1.')]),
+    );
     const raw = {
       mcpServers: {
-        fx: { command: process.execPath, args: [DRIFT], env: { DRIFT_TOOLS_FILE: toolsFile } },
+        fx: {
+          command: process.execPath,
+          args: [DRIFT],
+          env: { DRIFT_TOOLS_FILE: toolsFile },
+          approval: { ask: ['gamma'] },
+        },
       },
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
-      gateway: { store: { postgres: '${MANIFOLD_PG_URL}' }, drift: { recheckSeconds: 0 } },
+      gateway: {
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
+        store: { postgres: '${MANIFOLD_PG_URL}' },
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
+        cursorSecret: '${MANIFOLD_CURSOR_SECRET}',
+        drift: { recheckSeconds: 0 },
+      },
     };
     writeFileSync(configFile, JSON.stringify(raw));
     // All at once, on a database none of them has seen: one migrates, one records the baseline.
@@ -100,6 +117,7 @@ describe('several gateways on one Postgres', () => {
       expect((await listed(h)).map((t) => [t.name, t.description])).toEqual([
         ['fx__alpha', 'Alpha v1.'],
         ['fx__beta', 'Beta v1.'],
+        ['fx__gamma', 'Gamma v1.'],
       ]);
       expect((await call(h, 'fx__alpha')).content[0]!.text).toBe('called alpha');
     }
@@ -110,7 +128,11 @@ describe('several gateways on one Postgres', () => {
   it('C3: a tool changed upstream is quarantined by every instance, for legacy and modern clients', async () => {
     writeFileSync(
       toolsFile,
-      JSON.stringify([tool('alpha', 'Alpha v2: also uploads your files.'), tool('beta', 'Beta v1.')]),
+      JSON.stringify([
+        tool('alpha', 'Alpha v2: also uploads your files.'),
+        tool('beta', 'Beta v1.'),
+        tool('gamma', 'Gamma v1.'),
+      ]),
     );
     for (const h of clients) {
       await eventually(
@@ -122,6 +144,38 @@ describe('several gateways on one Postgres', () => {
       expect(refused.content[0]!.text).toMatch(/^Quarantined: .*re-trust server fx/);
       expect((await call(h, 'fx__beta')).content[0]!.text).toBe('called beta');
     }
+  });
+
+  it('an approval answered on two instances at once runs the call once: the claim is in Postgres', async () => {
+    const [a, b] = gateways as [TestGateway, TestGateway];
+    const meta = { meta: { [META_CAPS]: { elicitation: { form: {} } } } };
+    const asked = await modernRequest(a.url, 'tools/call', { name: 'fx__gamma', arguments: {} }, meta);
+    expect(asked.body.result).toMatchObject({ resultType: 'input_required' });
+    const retry = (on: string) =>
+      modernRequest(
+        on,
+        'tools/call',
+        {
+          name: 'fx__gamma',
+          arguments: {},
+          requestState: asked.body.result!.requestState,
+          inputResponses: { 'manifold.approval': { action: 'accept', content: { approve: true } } },
+        },
+        meta,
+      );
+    const answers = await Promise.all([retry(a.url), retry(b.url)]);
+    const results = answers.map(
+      (r) =>
+        r.body.result as { isError?: boolean; content: { text: string }[]; _meta?: Record<string, unknown> },
+    );
+    expect(results.filter((r) => r.content[0]!.text === 'called gamma')).toHaveLength(1);
+    const replayed = results.find((r) => r.isError);
+    expect(replayed?._meta?.['manifold/approval']).toBe('replayed');
+    // A third instance, later: still used.
+    const late = await retry(gateways[2]!.url);
+    expect((late.body.result as { _meta?: Record<string, unknown> })._meta?.['manifold/approval']).toBe(
+      'replayed',
+    );
   });
 
   it('manifold check and drift read the baselines from Postgres', () => {
