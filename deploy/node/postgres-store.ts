@@ -14,6 +14,7 @@ import { describeError, ManifoldError } from '../../src/errors.js';
 import type { Logger } from '../../src/log.js';
 import { parseRow, type RawRow } from '../../src/store/rows.js';
 import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../src/store/state.js';
+import { listenForTrust, type TrustListener } from './postgres-listen.js';
 import { migratePostgres } from './postgres-schema.js';
 
 /** The channel a re-trust notifies (payload: the new epoch). */
@@ -62,9 +63,14 @@ const SWEEP_EVERY = 64;
 
 export class PostgresStateStore implements StateStore {
   private claims = 0;
+  private listener: TrustListener | undefined;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
-  constructor(readonly pool: pg.Pool) {}
+  constructor(
+    readonly pool: pg.Pool,
+    private readonly connection: pg.ClientConfig = {},
+    private readonly log?: Logger,
+  ) {}
 
   async get(name: string): Promise<ServerRow | undefined> {
     const { rows } = await this.pool.query<RawRow>(
@@ -119,8 +125,17 @@ export class PostgresStateStore implements StateStore {
     return this.write(CLAIM, [key, expiresAt]);
   }
 
-  close(): Promise<void> {
-    return this.pool.end();
+  watchTrust(listener: () => void): void {
+    this.listener ??= listenForTrust(this.connection, TRUST_CHANNEL, listener, (e) =>
+      this.log?.warn('store.trust_listen_lost', {
+        error: safeMessage(e, this.connection.connectionString ?? ''),
+      }),
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.listener?.close();
+    await this.pool.end();
   }
 
   private async write(query: string, values: (string | number)[]): Promise<boolean> {
@@ -138,14 +153,14 @@ const QUERY_TIMEOUT_MS = 10_000;
  * (ERR_CONFIG) that never repeats the URL: it holds a password.
  */
 export async function openPostgresStore(url: string, log?: Logger): Promise<PostgresStateStore> {
-  const pool = new pg.Pool({
+  const connection: pg.ClientConfig = {
     connectionString: url,
     types,
-    max: 8,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     query_timeout: QUERY_TIMEOUT_MS,
     application_name: 'manifold',
-  });
+  };
+  const pool = new pg.Pool({ ...connection, max: 8 });
   // An idle connection the server drops is reported here; unhandled, it would end the process.
   pool.on('error', (e) => log?.warn('store.postgres_error', { error: safeMessage(e, url) }));
   try {
@@ -159,7 +174,7 @@ export async function openPostgresStore(url: string, log?: Logger): Promise<Post
       { cause: e },
     );
   }
-  return new PostgresStateStore(pool);
+  return new PostgresStateStore(pool, connection, log);
 }
 
 /** A driver error in one line, without the URL or its password, whatever the driver put in it. */

@@ -67,6 +67,8 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
       : {}),
     ...(options.backoff ? { backoff: options.backoff } : {}),
   });
+  // A store that can push a re-trust (Postgres) makes it seen at once; the poll stays the backstop.
+  store?.watchTrust?.(() => void gateway.pollTrust());
   const { app, mcp } = createHttp(gateway, config.gateway.metricsPath ? { metrics: lazyPromExporter() } : {});
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));

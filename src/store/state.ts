@@ -87,6 +87,11 @@ export interface StateStore {
    * for every later one, in any process sharing the store. Expired claims are swept as it goes.
    */
   claim(key: string, expiresAt: number, now: number): Promise<boolean>;
+  /**
+   * Calls `listener` whenever another process may have re-trusted, where the store can push that
+   * (Postgres LISTEN/NOTIFY). Optional and only a speed-up: the trust epoch poll stays the rule.
+   */
+  watchTrust?(listener: () => void): void;
   close?(): void | Promise<void>;
 }
 

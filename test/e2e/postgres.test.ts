@@ -88,7 +88,7 @@ describe('several gateways on one Postgres', () => {
     };
     writeFileSync(configFile, JSON.stringify(raw));
     // All at once, on a database none of them has seen: one migrates, one records the baseline.
-    // The default trust poll (2 s): what the re-trust below measures is what a deployment gets.
+    // Default trust settings (LISTEN, and the 2 s poll): the re-trust below measures what a deployment gets.
     gateways.push(
       ...(await Promise.all(Array.from({ length: INSTANCES }, () => startTestGateway(raw, { env: env() })))),
     );
@@ -189,7 +189,7 @@ describe('several gateways on one Postgres', () => {
     expect(drift.stdout + drift.stderr + check.stdout + check.stderr).not.toContain(url);
   });
 
-  it('manifold retrust against Postgres reaches every instance within the trust poll', async () => {
+  it('manifold retrust against Postgres reaches every instance at once (NOTIFY), the poll behind it', async () => {
     const started = Date.now();
     const r = manifold(['retrust', 'fx', '--yes']);
     expect(r.status, r.stderr).toBe(0);
@@ -220,7 +220,7 @@ describe('several gateways on one Postgres', () => {
     });
     // Reported, not asserted (no timing assertions): the delay is bounded by the wait above.
     console.info(
-      `re-trust seen by the instances after ${delays.join(', ')} ms (trust poll); served to every client ${Math.max(...seen)} ms after the CLI exited (it ran ${retrusted - started} ms)`,
+      `re-trust seen by the instances after ${delays.join(', ')} ms; served to every client ${Math.max(...seen)} ms after the CLI exited (it ran ${retrusted - started} ms)`,
     );
   });
 });

@@ -3,6 +3,7 @@ import { PG_MIGRATIONS } from '../../deploy/node/postgres-schema.js';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/postgres-store.js';
 import { isManifoldError } from '../../src/errors.js';
 import { identityOf } from '../../src/store/state.js';
+import { eventually } from '../helpers/harness.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { baselineOf, ID, serverConfig, storeContract, TOOLS, tool } from '../shared/store-contract.js';
 
@@ -79,6 +80,46 @@ describe('PostgresStateStore shared by several instances', () => {
     } finally {
       await Promise.all([gateway.close(), cli.close()]);
     }
+  });
+
+  it('a retrust is pushed to a watching instance, also after its listening connection was cut', async () => {
+    const url = await freshUrl();
+    const gateway = await openPostgresStore(url);
+    const cli = await openPostgresStore(url);
+    const listening = async () =>
+      (
+        await cli.pool.query<{ pid: number }>(
+          "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+        )
+      ).rows.map((r) => r.pid);
+    try {
+      let pushes = 0;
+      gateway.watchTrust(() => {
+        pushes++;
+      });
+      await eventually(async () => (await listening()).length === 1, 'the LISTEN connection');
+      await cli.retrust(ID, baselineOf(TOOLS), 1000);
+      await eventually(() => pushes === 1, 'the push of the first retrust');
+      // The listening backend is killed: the store reconnects, and says so once (a push may be lost).
+      const [pid] = await listening();
+      await cli.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+      await eventually(async () => {
+        const now = await listening();
+        return now.length === 1 && now[0] !== pid;
+      }, 'a new LISTEN connection');
+      await eventually(() => pushes === 2, 'the push after reconnecting');
+      await cli.retrust(ID, baselineOf(TOOLS, 'v3'), 2000);
+      await eventually(() => pushes === 3, 'the push of the retrust after the reconnect');
+      expect(await gateway.trustEpoch()).toBe(2);
+    } finally {
+      await Promise.all([gateway.close(), cli.close()]);
+    }
+    // Closed: nothing listens any more.
+    const probe = await openPostgresStore(url);
+    const listeners = async () =>
+      (await probe.pool.query("SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %'")).rows.length;
+    await eventually(async () => (await listeners()) === 0, 'no LISTEN connection after close');
+    await probe.close();
   });
 
   it('refuses a database written by a newer schema, and leaves it as it was', async () => {
