@@ -50,7 +50,7 @@ export class DriftGate {
   ): Promise<VerifiedListing> {
     const identity = identityOf(server, this.secrets);
     const log = this.log.child({ server: server.name });
-    let row = this.store.get(server.name);
+    let row = await this.store.get(server.name);
     if (row && !sameIdentity(row.identity, identity)) {
       this.once(`${server.name}\0identity`, server.name, 'identity_changed', () =>
         log.error('drift.identity_changed', {
@@ -60,14 +60,14 @@ export class DriftGate {
       );
       return { trusted: [], quarantined: [], removed: [], withheld: [], identityChanged: true };
     }
-    if (options.save) this.store.saveCatalog(identity, [...tools], this.now());
+    if (options.save) await this.store.saveCatalog(identity, [...tools], this.now());
     if (!row?.baseline) {
       // Trust on first use, keyed by the configured identity, never by the server's own name (C2).
-      if (this.store.createBaseline(identity, await baselineFrom(tools), this.now())) {
+      if (await this.store.createBaseline(identity, await baselineFrom(tools), this.now())) {
         log.info('drift.baseline_recorded', { tools: tools.length });
         return { trusted: [...tools], quarantined: [], removed: [], withheld: [], identityChanged: false };
       }
-      row = this.store.get(server.name);
+      row = await this.store.get(server.name);
       if (!row?.baseline) {
         // An unreadable baseline is a trust anchor lost, not a cache miss: refuse until re-trust.
         this.once(`${server.name}\0unreadable`, server.name, 'baseline_unreadable', () =>
@@ -125,13 +125,13 @@ export class DriftGate {
   }
 
   /** Cached listing of a server whose identity still matches, for a warm start. */
-  cachedTools(server: ServerConfig): Tool[] | undefined {
-    const row = this.store.get(server.name);
+  async cachedTools(server: ServerConfig): Promise<Tool[] | undefined> {
+    const row = await this.store.get(server.name);
     if (!row?.catalog || !sameIdentity(row.identity, identityOf(server, this.secrets))) return undefined;
     return row.catalog;
   }
 
-  trustEpoch(): number {
+  trustEpoch(): Promise<number> {
     return this.store.trustEpoch();
   }
 

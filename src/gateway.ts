@@ -164,7 +164,6 @@ export class Gateway {
   start(): Promise<void> {
     if (this.started) return this.ready;
     this.started = true;
-    this.epoch = this.drift.trustEpoch();
     const warmed = this.loadWarm();
     const live = warmed
       .then((count) => {
@@ -207,8 +206,9 @@ export class Gateway {
     await this.live;
   }
 
-  /** Verifies each stored listing whose identity still matches, and serves it until its upstream answers. */
+  /** The trust epoch first (unreadable: -1, so the first poll re-verifies), then each stored listing verified. */
   private async loadWarm(): Promise<number> {
+    this.epoch = await this.drift.trustEpoch().catch(() => -1);
     const count = await loadWarm(this.pool, this.drift, this.warm, this.log);
     if (count > 0) this.rebuild();
     return count;
@@ -233,7 +233,7 @@ export class Gateway {
   async pollTrust(): Promise<void> {
     let epoch: number;
     try {
-      epoch = this.drift.trustEpoch();
+      epoch = await this.drift.trustEpoch();
     } catch {
       return;
     }
@@ -394,6 +394,6 @@ export class Gateway {
     }
     for (const l of this.shutdownListeners) l();
     await Promise.allSettled([this.pool.close(), this.isolated.close(), this.reloader.close()]);
-    this.store.close?.();
+    await this.store.close?.();
   }
 }

@@ -17,7 +17,7 @@ export async function loadWarm(
     pool.upstreams.map(async (u) => {
       if (u.config.disabled) return;
       try {
-        const cached = drift.cachedTools(u.config);
+        const cached = await drift.cachedTools(u.config);
         if (!cached) return;
         warm.set(u.name, await drift.verify(u.config, cached, { save: false }));
       } catch (e) {
@@ -36,7 +36,7 @@ export async function reverifyWarm(
 ): Promise<void> {
   for (const [name] of warm) {
     const u = pool.get(name);
-    const cached = u && drift.cachedTools(u.config);
+    const cached = u && (await drift.cachedTools(u.config));
     if (u && cached) warm.set(name, await drift.verify(u.config, cached, { save: false }));
   }
 }

@@ -16,8 +16,9 @@ await build({
   format: 'esm',
   platform: 'node',
   target: 'node20',
-  // A native addon: loaded from node_modules as it is.
-  external: ['better-sqlite3'],
+  // A native addon: loaded from node_modules as it is. pg-native is pg's optional native binding,
+  // never installed or used (pg's pure-JS client is): left unresolved.
+  external: ['better-sqlite3', 'pg-native'],
   minify: true,
   // No keepNames: its __name() call runs each time a closure is created, which on the call path
   // is several times per request (17% of B2's and 32% of S2's CPU per call, measured A/B). Our

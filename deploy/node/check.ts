@@ -1,32 +1,25 @@
-import { resolve } from 'node:path';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
 import type { LogFields, Logger } from '../../src/log.js';
 import { redactor } from '../../src/redact.js';
-import type { StateStore } from '../../src/store/state.js';
+import { type OpenedStore, openConfiguredStore } from './open-store.js';
 import { nodePlatform } from './platform.js';
-import { openSqliteStore } from './sqlite-store.js';
 
 /**
  * The real store, read and never written: `check` compares against the baselines a gateway
  * trusts, and records nothing (a server without a baseline is reported as such, not trusted).
  */
-function readOnly(
-  store: StateStore & { close(): void },
-  firstContact: Set<string>,
-): StateStore & { close(): void } {
+function readOnly(store: OpenedStore, firstContact: Set<string>): OpenedStore {
   return {
     get: (name) => store.get(name),
-    saveCatalog: () => true,
-    createBaseline: (identity) => {
+    saveCatalog: async () => true,
+    createBaseline: async (identity) => {
       firstContact.add(identity.name);
       return true;
     },
-    retrust: () => {
-      throw new Error('manifold check never re-trusts');
-    },
+    retrust: () => Promise.reject(new Error('manifold check never re-trusts')),
     trustEpoch: () => store.trustEpoch(),
-    claim: () => false,
+    claim: async () => false,
     close: () => store.close(),
   };
 }
@@ -100,9 +93,8 @@ export async function runCheck(
   const trails = new Map<string, ServerTrail>();
   const tapped = collecting(log, trails);
   const firstContact = new Set<string>();
-  const store = config.gateway.store
-    ? readOnly(openSqliteStore(resolve(config.gateway.store.path)), firstContact)
-    : undefined;
+  const opened = await openConfiguredStore(config.gateway.store, log);
+  const store = opened ? readOnly(opened, firstContact) : undefined;
   const gateway = new Gateway({
     config,
     platform: nodePlatform(tapped, config.gateway),

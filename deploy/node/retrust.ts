@@ -1,17 +1,14 @@
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Config, ServerConfig } from '../../src/config/types.js';
 import { type Baseline, baselineFrom, diffTool, formatDiff } from '../../src/guards/drift.js';
 import { describeDriftName } from '../../src/guards/drift-kinds.js';
 import type { Logger } from '../../src/log.js';
-import { identityOf, type ServerIdentity, type StateStore, sameIdentity } from '../../src/store/state.js';
+import { identityOf, type ServerIdentity, sameIdentity } from '../../src/store/state.js';
 import { Upstream } from '../../src/upstream/upstream.js';
 import { type CliIO, loadOrReport } from './cli-run.js';
+import { type OpenedStore, openConfiguredStore } from './open-store.js';
 import { nodePlatform } from './platform.js';
-import { openSqliteStore } from './sqlite-store.js';
-
-type SqliteStateStore = StateStore & { close(): void };
 
 /** What a server lists now against what was trusted: the text to show, and the new baseline. */
 interface DriftReport {
@@ -30,7 +27,7 @@ interface DriftReport {
 async function compare(
   server: ServerConfig,
   config: Config,
-  store: SqliteStateStore,
+  store: OpenedStore,
   secrets: readonly string[],
   log: Logger,
   version: string,
@@ -49,7 +46,7 @@ async function compare(
     // Tools, prompts and resource templates: everything drift covers (guards/drift-kinds.ts).
     const current = upstream.driftRecords();
     const identity = identityOf(server, secrets);
-    const row = store.get(name);
+    const row = await store.get(name);
     const old = row?.baseline ?? {};
     const lines: string[] = [];
     const identityChanged = row !== undefined && !sameIdentity(row.identity, identity);
@@ -101,12 +98,12 @@ async function compare(
   }
 }
 
-function openStore(config: Config, io: CliIO): SqliteStateStore | undefined {
+async function openStore(config: Config, io: CliIO, log: Logger): Promise<OpenedStore | undefined> {
   if (!config.gateway.store) {
     io.err('gateway.store is false: baselines live in memory only, so there is nothing to compare\n');
     return undefined;
   }
-  return openSqliteStore(resolve(config.gateway.store.path));
+  return openConfiguredStore(config.gateway.store, log);
 }
 
 /**
@@ -140,7 +137,7 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
     );
     return 2;
   }
-  const store = openStore(config, io);
+  const store = await openStore(config, io, log);
   if (!store) return 2;
   try {
     const report = await compare(server, config, store, secrets, log, version, values.tool);
@@ -163,13 +160,13 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
         return 1;
       }
     }
-    store.retrust(report.identity, report.next, Date.now());
+    await store.retrust(report.identity, report.next, Date.now());
     io.out(
       `re-trusted ${what}: ${report.changes} change(s); a running gateway picks this up within seconds\n`,
     );
     return 0;
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -197,7 +194,7 @@ export async function runDrift(argv: string[], io: CliIO, log: Logger, version: 
   const servers = config.servers.filter((s) =>
     positionals.length > 0 ? positionals.includes(s.name) : !s.disabled,
   );
-  const store = openStore(config, io);
+  const store = await openStore(config, io, log);
   if (!store) return 2;
   let pending = 0;
   try {
@@ -210,7 +207,7 @@ export async function runDrift(argv: string[], io: CliIO, log: Logger, version: 
         pending++;
         continue;
       }
-      if (!store.get(name)) {
+      if (!(await store.get(name))) {
         io.out(`${name}: no baseline yet (a gateway records it on first contact)\n`);
         continue;
       }
@@ -226,6 +223,6 @@ export async function runDrift(argv: string[], io: CliIO, log: Logger, version: 
     }
     return pending > 0 ? 1 : 0;
   } finally {
-    store.close();
+    await store.close();
   }
 }

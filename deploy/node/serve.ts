@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
@@ -9,8 +8,8 @@ import type { MetricsExporter } from '../../src/metrics/types.js';
 import { createHttp } from '../../src/server/app.js';
 import type { BackoffOptions } from '../../src/upstream/backoff.js';
 import { httpLane } from './http-lane.js';
+import { openConfiguredStore } from './open-store.js';
 import { nodePlatform } from './platform.js';
-import { openSqliteStore } from './sqlite-store.js';
 
 export interface RunningGateway {
   gateway: Gateway;
@@ -52,8 +51,8 @@ function lazyPromExporter(): MetricsExporter {
 /** Starts the gateway on Node: the HTTP listener first, then upstream discovery in parallel. */
 export async function startGateway(options: StartOptions): Promise<RunningGateway> {
   const { config, log } = options;
-  // Drift baselines and the catalog cache; a relative path is relative to the working directory.
-  const store = config.gateway.store ? openSqliteStore(resolve(config.gateway.store.path)) : undefined;
+  // Drift baselines and the catalog cache: opened (and migrated) before anything is served.
+  const store = await openConfiguredStore(config.gateway.store, log);
   const gateway = new Gateway({
     config,
     ...(store ? { store } : {}),
@@ -68,6 +67,8 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
       : {}),
     ...(options.backoff ? { backoff: options.backoff } : {}),
   });
+  // A store that can push a re-trust (Postgres) makes it seen at once; the poll stays the backstop.
+  store?.watchTrust?.(() => void gateway.pollTrust());
   const { app, mcp } = createHttp(gateway, config.gateway.metricsPath ? { metrics: lazyPromExporter() } : {});
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));

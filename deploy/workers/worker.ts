@@ -56,6 +56,13 @@ export class ManifoldGateway extends DurableObject<Env> {
       );
       return;
     }
+    if (config.gateway.store && 'postgres' in config.gateway.store) {
+      this.failure = configError(
+        500,
+        'gateway.store.postgres is for Node instances; on Workers the state lives in the Durable Object: remove "store" from MANIFOLD_CONFIG',
+      );
+      return;
+    }
     if (auth && auth.jwksFile !== undefined) {
       if (!this.env.MANIFOLD_JWKS) {
         this.failure = configError(500, 'gateway.auth.jwksFile needs the MANIFOLD_JWKS variable on Workers');

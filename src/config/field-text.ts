@@ -103,10 +103,17 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   ...catalogText('catalog'),
 };
 
-const STORE_FIX = 'write "store": {"path": "./.manifold/state.db"}, or "store": false';
+const STORE_FIX =
+  'write "store": {"path": "./.manifold/state.db"}, "store": {"postgres": "postgres://manifold@db.internal/manifold"}, or "store": false';
+
+/** The fix for a Postgres URL that does not parse; the message never repeats the value. */
+export const POSTGRES_URL_FIX =
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+  'write a postgres:// URL such as "postgres://manifold@db.internal:5432/manifold", usually from a ${VAR} so that its password stays out of the file';
 
 const STORE_TEXT: Record<string, FieldText> = {
   path: { expected: 'a non-empty file path string', fix: STORE_FIX },
+  postgres: { expected: 'a non-empty postgres:// URL string', fix: POSTGRES_URL_FIX },
 };
 
 const TRACING_FIX = 'write "tracing": {"otlpEndpoint": "http://127.0.0.1:4318"}, or "tracing": false';
@@ -345,7 +352,7 @@ export const FIELD_TEXT: {
 
 /** The fix for a `gateway.store` that is neither an object nor false. */
 export const STORE_SHAPE_TEXT: FieldText = {
-  expected: 'an object with "path", or false',
+  expected: 'an object with "path" or "postgres", or false',
   fix: STORE_FIX,
 };
 

@@ -5,7 +5,7 @@
 import { readAuth } from './auth.js';
 import { bindIssue, isLoopbackHost } from './bind.js';
 import { DEFAULT_STORE_PATH, GATEWAY_DEFAULTS } from './defaults.js';
-import { FIELD_TEXT, STORE_SHAPE_TEXT } from './field-text.js';
+import { FIELD_TEXT, POSTGRES_URL_FIX, STORE_SHAPE_TEXT } from './field-text.js';
 import {
   error,
   type Findings,
@@ -43,7 +43,10 @@ export interface GatewayRead {
   alwaysLoad: string[];
 }
 
-/** `gateway.store`: `false` (state in memory only), or `{"path": ...}`; a missing path keeps the default. */
+/**
+ * `gateway.store`: `false` (state in memory only), `{"path": ...}` (a missing path keeps the
+ * default), or `{"postgres": url}`. Never both: which database holds the baselines must be plain.
+ */
 function readStore(f: Findings, raw: unknown, base: PathSegment[]): GatewayConfig['store'] | undefined {
   if (raw === false) return false;
   const picked = readSection(f, raw, base, {
@@ -53,6 +56,23 @@ function readStore(f: Findings, raw: unknown, base: PathSegment[]): GatewayConfi
     shape: STORE_SHAPE_TEXT,
   });
   if (!picked) return undefined;
+  if (picked.postgres !== undefined) {
+    if (picked.path !== undefined) {
+      error(
+        f,
+        base,
+        'has both "path" and "postgres"',
+        'keep one: "path" for a SQLite file on this machine, "postgres" for a database several instances share',
+      );
+      return undefined;
+    }
+    const problem = postgresUrlProblem(picked.postgres as string);
+    if (problem) {
+      error(f, [...base, 'postgres'], problem, POSTGRES_URL_FIX);
+      return undefined;
+    }
+    return { postgres: picked.postgres as string };
+  }
   const path = (picked.path as string | undefined) ?? DEFAULT_STORE_PATH;
   if (path.includes('\0')) {
     error(
@@ -64,6 +84,23 @@ function readStore(f: Findings, raw: unknown, base: PathSegment[]): GatewayConfi
     return undefined;
   }
   return { path };
+}
+
+/**
+ * What is wrong with a Postgres URL, worded without its value (it holds a password, from a
+ * ${VAR}). Its host is not an upstream: the egress guard does not apply, the operator chose it.
+ */
+function postgresUrlProblem(url: string): string | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'is not a URL';
+  }
+  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
+    return `must be a postgres: or postgresql: URL, got ${parsed.protocol}`;
+  }
+  return undefined;
 }
 
 /** Why a metrics path cannot be served: not a plain absolute path, or one the gateway already serves. */

@@ -92,6 +92,7 @@ export const profileSchema = z.object({
 // `gateway.store` is `false` or this object; gateway.ts reads it on its own, like `auth`.
 export const storeSchema = z.object({
   path: text(),
+  postgres: text(),
 });
 
 // `gateway.tracing` is `false` or this object; tracing.ts reads it on its own, like `store`.

@@ -216,10 +216,12 @@ export interface GatewayConfig {
    */
   cursorSecret?: string;
   /**
-   * Durable state (drift baselines, catalog cache). `false`: in memory only, so baselines last
-   * as long as the process. Default `{ path: "./.manifold/state.db" }` on Node.
+   * Durable state (drift baselines, catalog cache, claims, the trust epoch). `false`: in memory
+   * only, so baselines last as long as the process. Default `{ path: "./.manifold/state.db" }` on
+   * Node. `{ postgres: url }`: one Postgres database shared by several Node instances; the URL
+   * (usually a `${VAR}`) is never logged or shown.
    */
-  store: { path: string } | false;
+  store: { path: string } | { postgres: string } | false;
   /**
    * OpenTelemetry tracing (docs/tracing.md). `false` (the default): off, unless the standard
    * `OTEL_*` variables switch it on. An object switches it on; its fields override those variables.

@@ -160,20 +160,20 @@ export function refusalResult(
 }
 
 /** A modern client's answer to an approval question: the state's rules, then the user's. */
-export function approvalVerdict(
+export async function approvalVerdict(
   edge: Edge,
   gate: ApprovalGate,
   body: StateBody,
   answers: Record<string, unknown>,
   now: number,
-): Exclude<ApprovalOutcome, 'unsupported' | 'failed'> {
+): Promise<Exclude<ApprovalOutcome, 'unsupported' | 'failed'>> {
   // The approval covers the arguments it showed: any others need a question of their own.
   if (body.d !== gate.digest) throw invalidState();
   if (body.x < now) return 'timeout';
   const outcome = outcomeOf(modernAnswer(answers));
   if (outcome !== 'accepted') return outcome;
   // Claimed before anything is sent: a second retry with the same answer never runs the call.
-  return edge.gateway.store.claim(`approve:${body.a}`, body.x + CLAIM_GRACE_MS, now)
+  return (await edge.gateway.store.claim(`approve:${body.a}`, body.x + CLAIM_GRACE_MS, now))
     ? 'accepted'
     : 'replayed';
 }

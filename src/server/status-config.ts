@@ -48,6 +48,8 @@ function maskGateway(g: GatewayConfig): Record<string, unknown> {
   const { auth, cursorSecret, ...rest } = g;
   const out: Record<string, unknown> = { ...rest };
   if (cursorSecret !== undefined) out.cursorSecret = MASK;
+  // A database URL carries its password: which kind of store is enough to show.
+  if (g.store && 'postgres' in g.store) out.store = { postgres: MASK };
   if (auth === false) out.auth = false;
   else if (auth) {
     // The inline JWKS is the key material jwksFile resolved to: its presence is enough to show.

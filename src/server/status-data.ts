@@ -70,7 +70,10 @@ const diffCache = new WeakMap<VerifiedListing, HeldTool[][]>();
 const clip = (text: string) => clipText(text, MAX_DIFF_BYTES).text;
 
 /** What drift holds back from one server, each with its diff, for an admin. */
-function heldTools(gateway: Gateway, server: string): { quarantined: HeldTool[]; withheld: HeldTool[] } {
+async function heldTools(
+  gateway: Gateway,
+  server: string,
+): Promise<{ quarantined: HeldTool[]; withheld: HeldTool[] }> {
   const upstream = gateway.pool.get(server);
   const verified = upstream?.verified;
   if (!upstream || !verified) return { quarantined: [], withheld: [] };
@@ -78,7 +81,7 @@ function heldTools(gateway: Gateway, server: string): { quarantined: HeldTool[];
   if (hit) return { quarantined: hit[0]!, withheld: hit[1]! };
   let baseline: Record<string, { tool: Tool }> | undefined;
   try {
-    baseline = gateway.store.get(server)?.baseline;
+    baseline = (await gateway.store.get(server))?.baseline;
   } catch {
     baseline = undefined;
   }
@@ -108,7 +111,11 @@ function heldTools(gateway: Gateway, server: string): { quarantined: HeldTool[];
  * The JSON view for this principal. Every string in it is redacted of `${VAR}` values; upstream
  * text (names, diffs) has its control, bidi and invisible characters shown as `<U+XXXX>`.
  */
-export function statusView(gateway: Gateway, recent: RecentCalls, principal: Principal): unknown {
+export async function statusView(
+  gateway: Gateway,
+  recent: RecentCalls,
+  principal: Principal,
+): Promise<unknown> {
   const admin = principal.admin === true;
   const health = gateway.health();
   const counts = countsFor(gateway, principal, admin);
@@ -119,29 +126,33 @@ export function statusView(gateway: Gateway, recent: RecentCalls, principal: Pri
     const server = gateway.pool.get(name)?.config;
     return server !== undefined && reachesServer(principal, server);
   };
-  const rows = health.upstreams
-    .filter((u) => mine(u.name))
-    .map((u) => {
-      const { drift, tools: _listed, ...rest } = u;
-      let held: Record<string, unknown> | undefined;
-      if (drift && admin) {
-        held = {
-          ...heldTools(gateway, u.name),
-          ...(drift.identityChanged ? { identityChanged: true } : {}),
-          // What the operator runs to see the diff in a terminal, and to accept it (#16).
-          review: `manifold drift ${u.name}`,
-          retrust: `manifold retrust ${u.name}`,
-        };
-      } else if (drift) {
-        // A tenant learns which of the tools it can see are quarantined: no text, no withheld names.
-        const names = gateway
-          .catalogOf(principal)
-          .entries.filter((e) => e.server === u.name && e.quarantined && gateway.isVisible(principal, e.name))
-          .map((e) => ({ name: e.name }));
-        if (names.length > 0) held = { quarantined: names, withheld: [] };
-      }
-      return { ...rest, counts: counts.get(u.name) ?? zero(), ...(held ? { drift: held } : {}) };
-    });
+  const rows = await Promise.all(
+    health.upstreams
+      .filter((u) => mine(u.name))
+      .map(async (u) => {
+        const { drift, tools: _listed, ...rest } = u;
+        let held: Record<string, unknown> | undefined;
+        if (drift && admin) {
+          held = {
+            ...(await heldTools(gateway, u.name)),
+            ...(drift.identityChanged ? { identityChanged: true } : {}),
+            // What the operator runs to see the diff in a terminal, and to accept it (#16).
+            review: `manifold drift ${u.name}`,
+            retrust: `manifold retrust ${u.name}`,
+          };
+        } else if (drift) {
+          // A tenant learns which of the tools it can see are quarantined: no text, no withheld names.
+          const names = gateway
+            .catalogOf(principal)
+            .entries.filter(
+              (e) => e.server === u.name && e.quarantined && gateway.isVisible(principal, e.name),
+            )
+            .map((e) => ({ name: e.name }));
+          if (names.length > 0) held = { quarantined: names, withheld: [] };
+        }
+        return { ...rest, counts: counts.get(u.name) ?? zero(), ...(held ? { drift: held } : {}) };
+      }),
+  );
   // A tenant's own refused calls (an unknown or invisible tool) are its own data too.
   const visible = new Set([...rows.map((r) => r.name), UNRESOLVED]);
   const view = {

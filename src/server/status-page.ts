@@ -92,7 +92,7 @@ export function mountStatusPage(app: Hono, gateway: Gateway, routes: StatusRoute
   app.get(`${base}/status.json`, async (c) => {
     // A token bound to a profile sees that profile's catalog, as it would at /mcp.
     const principal = gateway.profilePrincipal(await routes.authenticate(c.req.raw), undefined);
-    return new Response(JSON.stringify(statusView(gateway, recent, principal)), {
+    return new Response(JSON.stringify(await statusView(gateway, recent, principal)), {
       headers: {
         ...HARDENING,
         'content-type': 'application/json; charset=utf-8',

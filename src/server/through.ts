@@ -85,7 +85,7 @@ async function resumeRetry(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
   if (body.k === 'approve') {
     // The user's answer to the gateway's own question; nothing of it goes upstream.
     if (gate) {
-      const outcome = approvalVerdict(edge, gate, body, answers, now);
+      const outcome = await approvalVerdict(edge, gate, body, answers, now);
       if (outcome !== 'accepted') return json(gate.refuse(outcome, ex.request.id));
       gate.approved(now);
     }
@@ -95,7 +95,7 @@ async function resumeRetry(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
     // approved call to its upstream.
     if (gate && body.k === 'wrap') {
       if (body.a === undefined) throw invalidState();
-      if (!edge.gateway.store.claim(`wrap:${body.a}`, body.x + CLAIM_GRACE_MS, now)) {
+      if (!(await edge.gateway.store.claim(`wrap:${body.a}`, body.x + CLAIM_GRACE_MS, now))) {
         return json(gate.refuse('replayed', ex.request.id));
       }
     }

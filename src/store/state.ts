@@ -11,6 +11,7 @@
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
+import { parseRow, type RawRow } from './rows.js';
 import { migrate, readMeta } from './schema.js';
 import type { SqlExec, SqlValue } from './sql.js';
 
@@ -56,31 +57,42 @@ export interface ServerRow {
   createdAt: number;
 }
 
+/**
+ * Promise-returning, so that a networked database (Postgres, deploy/node/postgres-store.ts) sits
+ * behind the same seam as the synchronous SQLite file and Durable Object: whichever rule needs the
+ * database's own answer (one baseline across instances, a claim granted once) asks it, never a
+ * mirror. Nothing on the tools/call path calls the store unless a feature needs it (approvals).
+ */
 export interface StateStore {
-  get(name: string): ServerRow | undefined;
+  get(name: string): Promise<ServerRow | undefined>;
   /**
-   * Records the tools as last listed, creating the row if missing. Returns false, touching
+   * Records the tools as last listed, creating the row if missing. Resolves false, touching
    * nothing, when the row belongs to a different identity.
    */
-  saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): boolean;
+  saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): Promise<boolean>;
   /**
-   * Trust on first use: records the baseline if none is stored. Returns false, touching nothing,
+   * Trust on first use: records the baseline if none is stored. Resolves false, touching nothing,
    * when one already exists (even an unreadable one) or the row belongs to a different identity.
    */
-  createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): boolean;
+  createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): Promise<boolean>;
   /**
    * The only rewrite of a baseline, for an operator's explicit re-trust: sets identity and
    * baseline, drops a catalog cached under another identity, and bumps the trust epoch.
    */
-  retrust(identity: ServerIdentity, baseline: Baseline, now: number): void;
+  retrust(identity: ServerIdentity, baseline: Baseline, now: number): Promise<void>;
   /** Bumped by every `retrust`, in any process sharing the store: one cheap value to poll. */
-  trustEpoch(): number;
+  trustEpoch(): Promise<number>;
   /**
    * Claims a single-use key (an approval, #14) until `expiresAt`: true for the first claim, false
    * for every later one, in any process sharing the store. Expired claims are swept as it goes.
    */
-  claim(key: string, expiresAt: number, now: number): boolean;
-  close?(): void;
+  claim(key: string, expiresAt: number, now: number): Promise<boolean>;
+  /**
+   * Calls `listener` whenever another process may have re-trusted, where the store can push that
+   * (Postgres LISTEN/NOTIFY). Optional and only a speed-up: the trust epoch poll stays the rule.
+   */
+  watchTrust?(listener: () => void): void;
+  close?(): void | Promise<void>;
 }
 
 const REDACTED = '[secret]';
@@ -117,79 +129,6 @@ function urlTarget(url: string): string {
 
 export function sameIdentity(a: ServerIdentity, b: ServerIdentity): boolean {
   return a.name === b.name && a.transport === b.transport && a.target === b.target;
-}
-
-/** One row as stored, columns unchecked: the file may have been written by anything. */
-interface RawRow {
-  name: unknown;
-  transport: unknown;
-  target: unknown;
-  catalog: unknown;
-  catalog_at: unknown;
-  baseline: unknown;
-  trusted_at: unknown;
-  created_at: unknown;
-}
-
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
-
-function isTool(v: unknown): v is Tool {
-  return isObject(v) && typeof v.name === 'string' && isObject(v.inputSchema);
-}
-
-function parseJson(text: unknown): unknown {
-  if (typeof text !== 'string') return undefined;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
-function parseCatalog(text: unknown): Tool[] | undefined {
-  const v = parseJson(text);
-  return Array.isArray(v) && v.every(isTool) ? v : undefined;
-}
-
-const HINTS = ['readOnlyHint', 'destructiveHint', 'openWorldHint'] as const;
-
-function parseBaseline(text: unknown): Baseline | undefined {
-  const v = parseJson(text);
-  if (!isObject(v)) return undefined;
-  for (const entry of Object.values(v)) {
-    if (!isObject(entry) || typeof entry.fingerprint !== 'string' || !isTool(entry.tool)) return undefined;
-    const hints = entry.hints;
-    if (!isObject(hints) || HINTS.some((h) => hints[h] !== undefined && typeof hints[h] !== 'boolean')) {
-      return undefined;
-    }
-  }
-  return v as Baseline;
-}
-
-/** The one reader, shared by both stores so they cannot disagree on what a row means. */
-function parseRow(raw: RawRow): ServerRow {
-  const str = (v: unknown) => (typeof v === 'string' ? v : '');
-  const row: ServerRow = {
-    identity: { name: str(raw.name), transport: str(raw.transport), target: str(raw.target) },
-    createdAt: num(raw.created_at) ?? 0,
-  };
-  // The catalog is a cache: unparsable means absent, and the server is listed afresh.
-  const catalog = parseCatalog(raw.catalog);
-  if (catalog) {
-    row.catalog = catalog;
-    const at = num(raw.catalog_at);
-    if (at !== undefined) row.catalogAt = at;
-  }
-  if (raw.baseline !== null && raw.baseline !== undefined) {
-    const baseline = parseBaseline(raw.baseline);
-    if (baseline) row.baseline = baseline;
-    else row.baselineUnreadable = true;
-    const at = num(raw.trusted_at);
-    if (at !== undefined) row.trustedAt = at;
-  }
-  return row;
 }
 
 const COLUMNS = 'name, transport, target, catalog, catalog_at, baseline, trusted_at, created_at';
@@ -231,22 +170,22 @@ export class SqlStateStore implements StateStore {
     migrate(sql);
   }
 
-  get(name: string): ServerRow | undefined {
+  async get(name: string): Promise<ServerRow | undefined> {
     const raw = this.sql.exec<RawRow>(`SELECT ${COLUMNS} FROM servers WHERE name = ?`, name)[0];
     return raw ? parseRow(raw) : undefined;
   }
 
-  saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): boolean {
+  async saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): Promise<boolean> {
     const { name, transport, target } = identity;
     return this.write(SAVE_CATALOG, name, transport, target, JSON.stringify(tools), now, now);
   }
 
-  createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): boolean {
+  async createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): Promise<boolean> {
     const { name, transport, target } = identity;
     return this.write(CREATE_BASELINE, name, transport, target, JSON.stringify(baseline), now, now);
   }
 
-  retrust(identity: ServerIdentity, baseline: Baseline, now: number): void {
+  async retrust(identity: ServerIdentity, baseline: Baseline, now: number): Promise<void> {
     const { name, transport, target } = identity;
     const text = JSON.stringify(baseline);
     this.sql.transaction(() => {
@@ -255,13 +194,13 @@ export class SqlStateStore implements StateStore {
     });
   }
 
-  trustEpoch(): number {
+  async trustEpoch(): Promise<number> {
     return readMeta(this.sql, 'trust_epoch') ?? 0;
   }
 
   private claims = 0;
 
-  claim(key: string, expiresAt: number, now: number): boolean {
+  async claim(key: string, expiresAt: number, now: number): Promise<boolean> {
     if (this.claims++ % SWEEP_EVERY === 0) this.sql.exec(SWEEP_CLAIMS, now);
     // A key still on file after its expiry counts as used: a claim is never granted twice.
     return this.write(CLAIM, key, expiresAt);
@@ -285,12 +224,12 @@ export class MemoryStateStore implements StateStore {
   private readonly rows = new Map<string, RawRow>();
   private epoch = 0;
 
-  get(name: string): ServerRow | undefined {
+  async get(name: string): Promise<ServerRow | undefined> {
     const raw = this.rows.get(name);
     return raw ? parseRow(raw) : undefined;
   }
 
-  saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): boolean {
+  async saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): Promise<boolean> {
     const row = this.rows.get(identity.name) ?? this.fresh(identity, now);
     if (!this.matches(row, identity)) return false;
     row.catalog = JSON.stringify(tools);
@@ -298,7 +237,7 @@ export class MemoryStateStore implements StateStore {
     return true;
   }
 
-  createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): boolean {
+  async createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): Promise<boolean> {
     const row = this.rows.get(identity.name) ?? this.fresh(identity, now);
     if (row.baseline !== null || !this.matches(row, identity)) return false;
     row.baseline = JSON.stringify(baseline);
@@ -306,7 +245,7 @@ export class MemoryStateStore implements StateStore {
     return true;
   }
 
-  retrust(identity: ServerIdentity, baseline: Baseline, now: number): void {
+  async retrust(identity: ServerIdentity, baseline: Baseline, now: number): Promise<void> {
     const row = this.rows.get(identity.name) ?? this.fresh(identity, now);
     if (!this.matches(row, identity)) {
       row.catalog = null;
@@ -319,13 +258,13 @@ export class MemoryStateStore implements StateStore {
     this.epoch += 1;
   }
 
-  trustEpoch(): number {
+  async trustEpoch(): Promise<number> {
     return this.epoch;
   }
 
   private readonly claimed = new Map<string, number>();
 
-  claim(key: string, expiresAt: number, now: number): boolean {
+  async claim(key: string, expiresAt: number, now: number): Promise<boolean> {
     if (this.claimed.size >= 1024) {
       for (const [k, at] of this.claimed) if (at < now) this.claimed.delete(k);
     }

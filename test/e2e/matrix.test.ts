@@ -647,7 +647,11 @@ describe('era matrix: legacy and modern clients x legacy and modern upstreams, o
       // What `manifold retrust rs` does: a new baseline from what the server lists now.
       const upstream = gw.gateway.pool.get('rs')!;
       expect(upstream.tools.map((t) => t.name)).toContain('test_dynamic_tool');
-      gw.gateway.store.retrust(identityOf(upstream.config), await baselineFrom(upstream.tools), Date.now());
+      await gw.gateway.store.retrust(
+        identityOf(upstream.config),
+        await baselineFrom(upstream.tools),
+        Date.now(),
+      );
       await gw.gateway.pollTrust();
       await eventually(
         () => legacy.listChanged.count > before.legacy && modern.listChanged.count > before.modern,

@@ -919,7 +919,8 @@ describe('disclosure', () => {
 });
 
 describe('store and drift', () => {
-  const STORE_FIX = 'write "store": {"path": "./.manifold/state.db"}, or "store": false';
+  const STORE_FIX =
+    'write "store": {"path": "./.manifold/state.db"}, "store": {"postgres": "postgres://manifold@db.internal/manifold"}, or "store": false';
   const withGateway = (gateway: Record<string, unknown>) => cfg({ a: stdio }, { gateway });
 
   it('defaults to the state file and a five-minute recheck', () => {
@@ -954,12 +955,46 @@ describe('store and drift', () => {
     expect(missing.errors.map((e) => e.path)).toEqual(['gateway.store.path']);
   });
 
+  it('accepts a Postgres URL from a ${VAR}, kept among the secrets', () => {
+    const url = 'postgres://manifold:pw-123@db.internal:5432/manifold';
+    const result = ok(
+      parseConfigObject(withGateway({ store: { postgres: '${DATABASE_URL}' } }), { DATABASE_URL: url }),
+    );
+    expect(result.config.gateway.store).toEqual({ postgres: url });
+    expect(result.secrets).toContain(url);
+    const plain = ok(parseConfigObject(withGateway({ store: { postgres: 'postgresql://db/m' } }), {}));
+    expect(plain.config.gateway.store).toEqual({ postgres: 'postgresql://db/m' });
+  });
+
+  it('rejects a bad Postgres store with the path and a fix, never echoing the URL', () => {
+    const cases: [unknown, string, string][] = [
+      [{ postgres: 'db.internal/pw-1' }, 'gateway.store.postgres: is not a URL', 'postgres:// URL'],
+      [
+        { postgres: 'mysql://u:pw-1@db/m' },
+        'gateway.store.postgres: must be a postgres: or postgresql: URL, got mysql:',
+        'postgres:// URL',
+      ],
+      [{ postgres: '' }, 'gateway.store.postgres: must not be empty', ''],
+      [
+        { path: 'state.db', postgres: 'postgres://u:pw-1@db/m' },
+        'gateway.store: has both "path" and "postgres"',
+        'keep one',
+      ],
+    ];
+    for (const [store, expected, fix] of cases) {
+      const result = failed(parseConfigObject(withGateway({ store }), {}));
+      expect(errorsOf(result), JSON.stringify(store)).toEqual([expected]);
+      expect(result.errors[0]!.fix).toContain(fix);
+      expect(JSON.stringify(result.errors)).not.toContain('pw-1');
+    }
+  });
+
   it('rejects bad store values with the path and a fix', () => {
     const cases: [unknown, string][] = [
-      [true, 'gateway.store: expected an object with "path", or false, got true'],
-      ['x', 'gateway.store: expected an object with "path", or false, got string'],
-      [null, 'gateway.store: expected an object with "path", or false, got null'],
-      [['x'], 'gateway.store: expected an object with "path", or false, got array'],
+      [true, 'gateway.store: expected an object with "path" or "postgres", or false, got true'],
+      ['x', 'gateway.store: expected an object with "path" or "postgres", or false, got string'],
+      [null, 'gateway.store: expected an object with "path" or "postgres", or false, got null'],
+      [['x'], 'gateway.store: expected an object with "path" or "postgres", or false, got array'],
       [{ path: '' }, 'gateway.store.path: must not be empty'],
       [{ path: 3 }, 'gateway.store.path: expected a non-empty file path string, got number'],
       [{ path: 'a\0b' }, 'gateway.store.path: contains a NUL character'],

@@ -304,27 +304,27 @@ describe('the approval question and answers', () => {
   });
 });
 
-describe('claims: single use, in any store', () => {
+describe('claims: single use, in any store', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'mf-claims-'));
   for (const [label, open] of [
     ['memory', () => new MemoryStateStore()],
     ['sqlite', () => openSqliteStore(join(dir, 'claims.db'))],
   ] as const) {
-    it(`${label}: the first claim wins, every later one loses, even after a sweep`, () => {
+    it(`${label}: the first claim wins, every later one loses, even after a sweep`, async () => {
       const store = open();
-      expect(store.claim('k1', 2_000, 1_000)).toBe(true);
-      expect(store.claim('k1', 2_000, 1_000)).toBe(false);
-      for (let i = 0; i < 100; i++) store.claim(`other${i}`, 1_500, 1_000);
-      expect(store.claim('k1', 2_000, 1_900)).toBe(false);
+      expect(await store.claim('k1', 2_000, 1_000)).toBe(true);
+      expect(await store.claim('k1', 2_000, 1_000)).toBe(false);
+      for (let i = 0; i < 100; i++) await store.claim(`other${i}`, 1_500, 1_000);
+      expect(await store.claim('k1', 2_000, 1_900)).toBe(false);
       store.close?.();
     });
   }
 
-  it('sqlite: two handles on one file see one claim', () => {
+  it('sqlite: two handles on one file see one claim', async () => {
     const a = openSqliteStore(join(dir, 'shared.db'));
     const b = openSqliteStore(join(dir, 'shared.db'));
-    expect(a.claim('once', 10_000, 1)).toBe(true);
-    expect(b.claim('once', 10_000, 1)).toBe(false);
+    expect(await a.claim('once', 10_000, 1)).toBe(true);
+    expect(await b.claim('once', 10_000, 1)).toBe(false);
     a.close?.();
     b.close?.();
   });

@@ -178,6 +178,17 @@ describe('config masking', () => {
     expect(masked.gateway.auth.issuer).toBe('https://i');
   });
 
+  it('a Postgres store URL is masked whole, even written literally in the file', () => {
+    const result = parse({ store: { postgres: 'postgres://manifold:pw-literal-77@db.internal:5432/state' } });
+    if (!result.ok) throw new Error(JSON.stringify(result.errors));
+    const masked = maskedConfig(result.config, redactor(result.secrets)) as {
+      gateway: Record<string, unknown>;
+    };
+    expect(masked.gateway.store).toEqual({ postgres: '***' });
+    const text = JSON.stringify(masked);
+    for (const part of ['pw-literal-77', 'db.internal', 'manifold:']) expect(text).not.toContain(part);
+  });
+
   it('redaction goes string by string, so a secret that reads as a JSON literal leaves the JSON whole', () => {
     const out = redactDeep(
       { flag: true, note: 'true story', list: [null, 'null'] },

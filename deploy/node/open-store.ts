@@ -1,0 +1,25 @@
+/**
+ * The configured state store on Node: a SQLite file (one machine), a Postgres database (several
+ * instances, #15), or none (`store: false`). `serve`, `check`, `drift` and `retrust` all open it here.
+ */
+import { resolve } from 'node:path';
+import type { GatewayConfig } from '../../src/config/types.js';
+import type { Logger } from '../../src/log.js';
+import type { StateStore } from '../../src/store/state.js';
+import { openSqliteStore } from './sqlite-store.js';
+
+export type OpenedStore = StateStore & { close(): void | Promise<void> };
+
+/** Opens the store `gateway.store` names; a relative SQLite path is relative to the working directory. */
+export async function openConfiguredStore(
+  store: GatewayConfig['store'],
+  log?: Logger,
+): Promise<OpenedStore | undefined> {
+  if (!store) return undefined;
+  if ('postgres' in store) {
+    // Loaded only when configured: the driver is not part of a SQLite gateway's start (#18).
+    const { openPostgresStore } = await import('./postgres-store.js');
+    return openPostgresStore(store.postgres, log);
+  }
+  return openSqliteStore(resolve(store.path));
+}

@@ -1,0 +1,80 @@
+/**
+ * The Postgres schema of the state store and its migrations. The same rows as src/store/schema.ts
+ * (SQLite and Durable Objects), in Postgres's dialect, under `manifold_`-prefixed names so that
+ * the database can be one an operator already runs for other things.
+ */
+import type pg from 'pg';
+import { ManifoldError } from '../../src/errors.js';
+
+/**
+ * Ordered, one statement each, never edited once released (see src/store/schema.ts). Later parts
+ * of #15 (shared rate limits, legacy sessions) append their tables here.
+ */
+export const PG_MIGRATIONS: readonly string[] = [
+  // v1: one row per configured server; no column for env, headers, cwd or tokens.
+  `CREATE TABLE manifold_servers (
+    name TEXT PRIMARY KEY NOT NULL,
+    transport TEXT NOT NULL,
+    target TEXT NOT NULL,
+    catalog TEXT,
+    catalog_at BIGINT,
+    baseline TEXT,
+    trusted_at BIGINT,
+    created_at BIGINT NOT NULL
+  )`,
+  // v2: single-use keys (#14 approvals), claimed by whichever instance receives the answer.
+  `CREATE TABLE manifold_claims (
+    key TEXT PRIMARY KEY NOT NULL,
+    expires_at BIGINT NOT NULL
+  )`,
+  `CREATE INDEX manifold_claims_expiry ON manifold_claims (expires_at)`,
+];
+
+/** One lock id for every Manifold migrating this database (an arbitrary constant: "mfld"). */
+const MIGRATION_LOCK = 0x6d666c64;
+
+/**
+ * Brings the schema up to date, safely when several instances start at once: each takes the same
+ * transaction-scoped advisory lock first, so the second finds the work done. Refuses a database
+ * written by a newer Manifold.
+ */
+export async function migratePostgres(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query(
+      'CREATE TABLE IF NOT EXISTS manifold_meta (key TEXT PRIMARY KEY NOT NULL, value BIGINT NOT NULL)',
+    );
+    const { rows } = await client.query<{ value: unknown }>(
+      "SELECT value FROM manifold_meta WHERE key = 'schema_version'",
+    );
+    const version = rows[0] === undefined ? 0 : rows[0].value;
+    if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 0) {
+      throw new ManifoldError(
+        'ERR_CONFIG',
+        'the Postgres state store has an unreadable schema version; restore the manifold_ tables from a backup or point the store at a new database',
+      );
+    }
+    if (version > PG_MIGRATIONS.length) {
+      throw new ManifoldError(
+        'ERR_CONFIG',
+        `the Postgres state store was written by a newer Manifold (schema version ${version}; this one knows up to ${PG_MIGRATIONS.length}); upgrade Manifold or point the store at another database`,
+      );
+    }
+    for (const statement of PG_MIGRATIONS.slice(version)) await client.query(statement);
+    if (version < PG_MIGRATIONS.length) {
+      await client.query(
+        `INSERT INTO manifold_meta (key, value) VALUES ('schema_version', $1)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+        [PG_MIGRATIONS.length],
+      );
+    }
+    await client.query('COMMIT');
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw e;
+  } finally {
+    client.release();
+  }
+}
