@@ -1,8 +1,7 @@
 import { parseArgs } from 'node:util';
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Config, ServerConfig } from '../../src/config/types.js';
-import { type Baseline, baselineFrom, diffTool, formatDiff } from '../../src/guards/drift.js';
-import { describeDriftName } from '../../src/guards/drift-kinds.js';
+import type { Baseline } from '../../src/guards/drift.js';
+import { identityLine, planRetrust } from '../../src/guards/retrust-plan.js';
 import type { Logger } from '../../src/log.js';
 import { identityOf, type ServerIdentity, sameIdentity } from '../../src/store/state.js';
 import { Upstream } from '../../src/upstream/upstream.js';
@@ -50,48 +49,11 @@ async function compare(
     const old = row?.baseline ?? {};
     const lines: string[] = [];
     const identityChanged = row !== undefined && !sameIdentity(row.identity, identity);
-    if (identityChanged) {
-      lines.push(
-        `identity of ${name} changed:\n- ${row!.identity.transport} ${row!.identity.target}\n+ ${identity.transport} ${identity.target}`,
-      );
-    }
-    let next = await baselineFrom(current);
-    if (tool !== undefined) {
-      if (!current.some((t) => t.name === tool) && !(tool in old)) {
-        return {
-          refused: `server ${name} neither lists nor trusted ${describeDriftName(tool)} (prompts are named prompt:NAME, resource templates template:URI)`,
-          code: 2,
-        };
-      }
-      // Only this tool changes; every other trusted tool keeps its old baseline.
-      const merged = { ...old };
-      if (tool in next) merged[tool] = next[tool]!;
-      else delete merged[tool];
-      next = merged;
-    }
-    let changes = 0;
-    for (const t of current) {
-      if (tool !== undefined && t.name !== tool) continue;
-      const before = old[t.name]?.tool as Tool | undefined;
-      if (!before) {
-        lines.push(`+ new ${describeDriftName(t.name)}`);
-        changes++;
-        continue;
-      }
-      if (
-        old[t.name]?.fingerprint !== next[t.name]?.fingerprint ||
-        JSON.stringify(old[t.name]?.hints) !== JSON.stringify(next[t.name]?.hints)
-      ) {
-        lines.push(formatDiff(diffTool(before, t)));
-        changes++;
-      }
-    }
-    for (const gone of Object.keys(old)) {
-      if ((tool === undefined || gone === tool) && !current.some((t) => t.name === gone)) {
-        lines.push(`- removed ${describeDriftName(gone)}`);
-        changes++;
-      }
-    }
+    if (identityChanged) lines.push(identityLine(name, row!.identity, identity));
+    const plan = await planRetrust(old, current, tool);
+    if ('refused' in plan) return { refused: `server ${name} ${plan.refused}`, code: 2 };
+    lines.push(...plan.lines);
+    const { changes, next } = plan;
     return { lines, changes, identity, identityChanged, next };
   } finally {
     await upstream.close();

@@ -9,6 +9,15 @@ import { type Baseline, baselineFrom } from './drift.js';
 import { diffTool, formatDiff } from './drift-diff.js';
 import { describeDriftName } from './drift-kinds.js';
 
+/** Where a server was trusted and where the config points now, for the top of a review. */
+export function identityLine(
+  name: string,
+  before: { transport: string; target: string },
+  now: { transport: string; target: string },
+): string {
+  return `identity of ${name} changed:\n- ${before.transport} ${before.target}\n+ ${now.transport} ${now.target}`;
+}
+
 export interface RetrustPlan {
   /** One entry per change: a new item, a diff, a removed item (escaped for a terminal or a page). */
   lines: string[];
@@ -32,7 +41,7 @@ export async function planRetrust(
   if (tool !== undefined) {
     if (!current.some((t) => t.name === tool) && !(tool in old)) {
       return {
-        refused: `the server neither lists nor trusted ${describeDriftName(tool)} (prompts are named prompt:NAME, resource templates template:URI)`,
+        refused: `neither lists nor trusted ${describeDriftName(tool)} (prompts are named prompt:NAME, resource templates template:URI)`,
       };
     }
     // Only this item changes; every other trusted item keeps its old baseline.

@@ -17,7 +17,7 @@ import type { Authenticator } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import type { Baseline } from '../guards/drift.js';
-import { planRetrust } from '../guards/retrust-plan.js';
+import { identityLine, planRetrust } from '../guards/retrust-plan.js';
 import { type ServerIdentity, sameIdentity } from '../store/state.js';
 
 export interface AdminRoutes {
@@ -103,13 +103,8 @@ async function review(gateway: Gateway, name: string, tool: string | undefined):
   const row = await gateway.store.get(name);
   const identityChanged = row !== undefined && !sameIdentity(row.identity, identity);
   const plan = await planRetrust(row?.baseline ?? {}, current, tool);
-  if ('refused' in plan) return { status: 404, error: `${name}: ${plan.refused}` };
-  const lines = identityChanged
-    ? [
-        `identity of ${name} changed: ${row!.identity.transport} ${row!.identity.target} -> ${identity.transport} ${identity.target}`,
-        ...plan.lines,
-      ]
-    : plan.lines;
+  if ('refused' in plan) return { status: 404, error: `server ${name} ${plan.refused}` };
+  const lines = identityChanged ? [identityLine(name, row!.identity, identity), ...plan.lines] : plan.lines;
   const shown = { server: name, ...(tool ? { tool } : {}), identityChanged, changes: plan.changes, lines };
   const hash = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(JSON.stringify(shown)));
   const digest = [...new Uint8Array(hash)].map((b) => b.toString(16).padStart(2, '0')).join('');
