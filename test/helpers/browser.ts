@@ -1,6 +1,6 @@
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
+import { aptInstall } from './apt.js';
 
 /** Debian's Chromium: the browser the status page is tested in (#16). */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -11,20 +11,10 @@ export const CHROMIUM = '/usr/bin/chromium';
  */
 export function ensureChromium(): void {
   if (existsSync(CHROMIUM)) return;
-  const root = process.getuid?.() === 0;
-  const run = (args: string[]) =>
-    root
-      ? spawnSync(args[0]!, args.slice(1), { encoding: 'utf8', timeout: 600_000 })
-      : spawnSync('sudo', ['-n', ...args], { encoding: 'utf8', timeout: 600_000 });
-  const env = ['env', 'DEBIAN_FRONTEND=noninteractive'];
-  const update = run([...env, 'apt-get', 'update']);
-  const install = run([...env, 'apt-get', 'install', '-y', '--no-install-recommends', 'chromium']);
+  const failed = aptInstall(['chromium']);
   if (!existsSync(CHROMIUM)) {
-    const tail = (s: string | null | undefined) => (s ?? '').split('\n').slice(-15).join('\n');
     throw new Error(
-      `${CHROMIUM} is missing and could not be installed (run as root, or allow sudo -n): ` +
-        `apt-get update exited ${update.status}, apt-get install exited ${install.status}\n` +
-        `${tail(install.stderr) || tail(update.stderr) || String(install.error ?? update.error ?? '')}`,
+      `${CHROMIUM} is missing and could not be installed (run as root, or allow sudo -n): ${failed ?? 'apt-get succeeded, but the binary did not appear'}`,
     );
   }
 }

@@ -10,6 +10,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { aptInstall } from './apt.js';
 import { freePort } from './harness.js';
 
 export interface TestPostgres {
@@ -38,18 +39,8 @@ function findOrInstall(): string {
       `Postgres is not installed (no ${ROOT_DIR}/*/bin/initdb) and these tests are not root: run apt-get install -y postgresql`,
     );
   }
-  for (const args of [['update'], ['install', '-y', '--no-install-recommends', 'postgresql']]) {
-    const r = spawnSync('apt-get', args, {
-      encoding: 'utf8',
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-      timeout: 600_000,
-    });
-    if (r.status !== 0) {
-      throw new Error(
-        `apt-get ${args.join(' ')} failed (${r.status}): ${(r.stderr || r.stdout).slice(-2000)}`,
-      );
-    }
-  }
+  const failed = aptInstall(['postgresql']);
+  if (failed) throw new Error(failed);
   const installed = binDir();
   if (!installed) throw new Error(`apt-get installed postgresql, but no ${ROOT_DIR}/*/bin/initdb appeared`);
   return installed;
