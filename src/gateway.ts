@@ -2,8 +2,8 @@ import { type Catalog, type CatalogEntry, emptyCatalog } from './aggregate/catal
 import { CursorSealer } from './aggregate/cursor.js';
 import { emptySurface, type Surface } from './aggregate/surface.js';
 import type { Principal } from './auth/principal.js';
-import { rateLimiter } from './auth/rate-limit.js';
 import { Sealer } from './auth/seal.js';
+import { type CallLimiterFactory, callLimiter, type TakeCall } from './auth/shared-limit.js';
 import { CallGuards } from './call-guards.js';
 import { nextCatalogs, reservedPrefixes } from './catalog-build.js';
 import { coldDeadline } from './cold-start.js';
@@ -43,6 +43,8 @@ export interface GatewayOptions {
   trustPollMs?: number;
   /** Interpolated ${VAR} values from the config, never to be stored. */
   secrets?: readonly string[];
+  /** Counts tenants' calls (shared-limit.ts); the in-memory bucket, per instance, when absent. */
+  callLimiter?: CallLimiterFactory;
 }
 
 export type { Health } from './health.js';
@@ -91,8 +93,8 @@ export class Gateway {
   readonly pages: ListPages;
   /** Who hears of each audited request (metrics, the status page's recent calls). */
   readonly observers = new Observers();
-  /** Per-tenant token buckets for tools/call (counted per instance). */
-  readonly takeCall: ReturnType<typeof rateLimiter>;
+  /** Per-tenant rate limit for tools/call: sync when local, a Promise when the store must answer. */
+  readonly takeCall: TakeCall;
   /** Listeners for a verified catalog change (downstream list_changed). */
   private listeners = new Set<(catalog: Catalog, changed: ReadonlySet<ChangeKind>) => void>();
   private shutdownListeners: (() => void)[] = [];
@@ -139,14 +141,11 @@ export class Gateway {
     this.store = options.store ?? new MemoryStateStore();
     this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), this.secrets);
     this.trustPollMs = options.trustPollMs ?? 2000;
-    this.takeCall = rateLimiter({
-      // Read per call, from the running config: a reload's limits apply to the next call.
-      perTenant: (tenant) => {
-        const g = this.config.gateway;
-        return (g.auth ? g.auth.tenants[tenant]?.callsPerMinute : undefined) ?? g.callsPerMinute;
-      },
-      now: () => options.platform.now(),
-    });
+    this.takeCall = callLimiter(
+      () => this.config,
+      () => options.platform.now(),
+      options.callLimiter,
+    );
     const lent = { warm: this.warm, secrets: this.secrets, profiles: this.profileSet };
     this.reloader = new Reloader(this, { ...lent, updateListeners: this.updateListeners });
     for (const u of this.pool.upstreams) this.reloader.wire(u);

@@ -5,6 +5,7 @@
  * the client's era. Upstream names and URIs are translated both ways.
  */
 import { rewriteUri } from '../aggregate/uris.js';
+import { rateLimited, type TakeResult } from '../auth/shared-limit.js';
 import { ManifoldError } from '../errors.js';
 import type { RequestRecord } from '../observe.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
@@ -162,7 +163,7 @@ export function admitRequest(
   method: string,
   target: string,
   server: string,
-): (verdict: string, bytesOut: number) => void {
+): RequestAudit | Promise<RequestAudit> {
   const { gateway } = edge;
   const { principal } = ex;
   const started = gateway.platform.now();
@@ -197,21 +198,26 @@ export function admitRequest(
     gateway.observers.request(record);
   };
   const limit = gateway.takeCall(principal.tenant);
-  if (!limit.ok) {
-    audit('denied', 0, 'ERR_RATE_LIMITED');
-    throw new ManifoldError(
-      'ERR_RATE_LIMITED',
-      `rate limit for tenant exceeded: retry after ${limit.retryAfterSeconds} s`,
-      { data: { retryAfterSeconds: limit.retryAfterSeconds } },
-    );
-  }
-  return audit;
+  if (limit instanceof Promise) return limit.then((l) => admitted(l, audit));
+  return admitted(limit, audit);
+}
+
+/** Writes a request's audit line when it ends (admitRequest). */
+export type RequestAudit = (verdict: string, bytesOut: number) => void;
+
+/** The audit of an admitted request, or the refusal of one over its tenant's limit. */
+function admitted(limit: TakeResult, audit: (verdict: string, bytesOut: number, reason?: string) => void) {
+  if (limit.ok) return audit;
+  audit('denied', 0, 'ERR_RATE_LIMITED');
+  throw rateLimited(limit.retryAfterSeconds);
 }
 
 async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
   const { gateway } = edge;
   const { request } = ex;
-  const audit = admitRequest(edge, ex, request.method, target.subject, target.server);
+  let audit = admitRequest(edge, ex, request.method, target.subject, target.server);
+  // Awaited only when a shared limiter had to ask its store: the common request stays synchronous.
+  if (audit instanceof Promise) audit = await audit;
   const upstream = await gateway.callee(target.server, ex.principal);
   const { progressToken } = isObject(request.params?._meta) ? (request.params._meta as Result) : {};
   return runThrough(edge, ex, {

@@ -175,7 +175,8 @@ export async function taskMethod(edge: Edge, ex: Exchange): Promise<Reply> {
   }
   if (ex.era === 'modern' && !declaresTasks(ex)) throw missingExtension();
   const { ref, entry, upstream, taskId } = await openTask(edge, ex);
-  const audit = admitRequest(edge, ex, method, entry.name, entry.server);
+  let audit = admitRequest(edge, ex, method, entry.name, entry.server);
+  if (audit instanceof Promise) audit = await audit;
   if (method === 'tasks/result') return taskResult(edge, ex, entry, upstream, ref, taskId, audit);
   try {
     const body = await (method === 'tasks/get'

@@ -1,4 +1,5 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
+import { rateLimited } from '../auth/shared-limit.js';
 import { ManifoldError } from '../errors.js';
 import type { RequestRecord } from '../observe.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
@@ -79,14 +80,10 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
     }
     const owner = gateway.pool.get(entry.server);
     if (owner?.state === 'connecting') await owner.firstAttempt;
-    const limit = gateway.takeCall(principal.tenant);
-    if (!limit.ok) {
-      throw new ManifoldError(
-        'ERR_RATE_LIMITED',
-        `rate limit for tenant exceeded: retry after ${limit.retryAfterSeconds} s`,
-        { data: { retryAfterSeconds: limit.retryAfterSeconds } },
-      );
-    }
+    let limit = gateway.takeCall(principal.tenant);
+    // Awaited only when a shared limiter had to ask its store: the common call stays synchronous.
+    if (limit instanceof Promise) limit = await limit;
+    if (!limit.ok) throw rateLimited(limit.retryAfterSeconds);
   } catch (e) {
     audit('denied', 0, undefined, e instanceof ManifoldError ? e.code : undefined);
     throw e;
