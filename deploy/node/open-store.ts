@@ -3,12 +3,17 @@
  * instances, #15), or none (`store: false`). `serve`, `check`, `drift` and `retrust` all open it here.
  */
 import { resolve } from 'node:path';
+import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import type { GatewayConfig } from '../../src/config/types.js';
 import type { Logger } from '../../src/log.js';
 import type { StateStore } from '../../src/store/state.js';
 import { openSqliteStore } from './sqlite-store.js';
 
-export type OpenedStore = StateStore & { close(): void | Promise<void> };
+export type OpenedStore = StateStore & {
+  close(): void | Promise<void>;
+  /** A store several instances share (Postgres) counts rate limits for all of them. */
+  readonly callLimiter?: CallLimiterFactory;
+};
 
 /** Opens the store `gateway.store` names; a relative SQLite path is relative to the working directory. */
 export async function openConfiguredStore(

@@ -28,6 +28,15 @@ export const PG_MIGRATIONS: readonly string[] = [
     expires_at BIGINT NOT NULL
   )`,
   `CREATE INDEX manifold_claims_expiry ON manifold_claims (expires_at)`,
+  // -- v3 rate limits: calls granted per tenant per one-minute window, leased in blocks
+  // (postgres-rate-limit.ts); the window leads the key so that the sweep of old windows is a range.
+  `CREATE TABLE manifold_rate_windows (
+    window_start BIGINT NOT NULL,
+    tenant TEXT NOT NULL,
+    used BIGINT NOT NULL,
+    granted BIGINT NOT NULL,
+    PRIMARY KEY (window_start, tenant)
+  )`,
 ];
 
 /** One lock id for every Manifold migrating this database (an arbitrary constant: "mfld"). */

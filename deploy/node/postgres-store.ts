@@ -10,11 +10,13 @@
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import pg from 'pg';
+import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import { describeError, ManifoldError } from '../../src/errors.js';
 import type { Logger } from '../../src/log.js';
 import { parseRow, type RawRow } from '../../src/store/rows.js';
 import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../src/store/state.js';
 import { listenForTrust, type TrustListener } from './postgres-listen.js';
+import { postgresRateLimiter } from './postgres-rate-limit.js';
 import { migratePostgres } from './postgres-schema.js';
 
 /** The channel a re-trust notifies (payload: the new epoch). */
@@ -131,6 +133,14 @@ export class PostgresStateStore implements StateStore {
         error: safeMessage(e, this.connection.connectionString ?? ''),
       }),
     );
+  }
+
+  /** Rate limits counted in this database, shared by every instance on it (postgres-rate-limit.ts). */
+  get callLimiter(): CallLimiterFactory {
+    return postgresRateLimiter(this.pool, {
+      ...(this.log ? { log: this.log } : {}),
+      describe: (e) => safeMessage(e, this.connection.connectionString ?? ''),
+    });
   }
 
   async close(): Promise<void> {

@@ -56,6 +56,8 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   const gateway = new Gateway({
     config,
     ...(store ? { store } : {}),
+    // Postgres: every instance spends from one count per tenant; otherwise the local bucket.
+    ...(store?.callLimiter ? { callLimiter: store.callLimiter } : {}),
     secrets: options.secrets ?? [],
     ...(options.trustPollMs ? { trustPollMs: options.trustPollMs } : {}),
     platform: options.tracer

@@ -1,0 +1,171 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { blockOf, WINDOW_MS } from '../../deploy/node/postgres-rate-limit.js';
+import { openPostgresStore, PostgresStateStore } from '../../deploy/node/postgres-store.js';
+import { callLimiter, type TakeCall, type TakeResult } from '../../src/auth/shared-limit.js';
+import { parseConfigObject } from '../../src/config/index.js';
+import type { Config } from '../../src/config/types.js';
+import { createJsonLogger } from '../../src/log.js';
+import { freePort } from '../helpers/harness.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+/** A clock the test moves by hand, starting 10 s into a window. */
+function manualClock(start = 1_000 * WINDOW_MS + 10_000) {
+  let t = start;
+  return {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
+}
+
+function configWith(
+  callsPerMinute: number,
+  tenants: Record<string, { callsPerMinute?: number }> = {},
+): Config {
+  const parsed = parseConfigObject({ mcpServers: { gh: { command: 'x' } }, gateway: { callsPerMinute } }, {});
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+  // Only `tenants` is read from auth here; the rest of an auth section is not what this tests.
+  parsed.config.gateway.auth = { tenants } as never;
+  return parsed.config;
+}
+
+const okCount = (results: TakeResult[]) => results.filter((r) => r.ok).length;
+
+describe('callLimiter, in memory (no shared store)', () => {
+  it('answers synchronously: the common call adds no await', () => {
+    const clock = manualClock();
+    const take = callLimiter(() => configWith(3), clock.now);
+    const results = Array.from({ length: 5 }, () => take('acme'));
+    for (const r of results) expect(r).not.toBeInstanceOf(Promise);
+    expect(results).toEqual([
+      { ok: true },
+      { ok: true },
+      { ok: true },
+      { ok: false, retryAfterSeconds: 20 },
+      { ok: false, retryAfterSeconds: 20 },
+    ]);
+  });
+
+  it("a tenant's own limit overrides the gateway's, and a reloaded config applies to the next call", () => {
+    const clock = manualClock();
+    let config = configWith(1, { acme: { callsPerMinute: 2 } });
+    const take = callLimiter(() => config, clock.now);
+    expect([take('acme'), take('acme'), take('acme')].map((r) => (r as TakeResult).ok)).toEqual([
+      true,
+      true,
+      false,
+    ]);
+    expect([take('other'), take('other')].map((r) => (r as TakeResult).ok)).toEqual([true, false]);
+    // One second on: the old limit (2/min) has refilled a third of a call, the reloaded one (100/min) more than one.
+    clock.advance(1000);
+    config = configWith(1, { acme: { callsPerMinute: 100 } });
+    expect((take('acme') as TakeResult).ok).toBe(true);
+  });
+});
+
+describe('the Postgres limiter: one count per tenant for every instance', () => {
+  let server: TestPostgres;
+  let databases = 0;
+  const stores: PostgresStateStore[] = [];
+  /** Two "instances": two stores, each with its own pool, on one fresh database. */
+  const twoInstances = async () => {
+    const url = await server.database(`limits_${++databases}`);
+    const pair = await Promise.all([openPostgresStore(url), openPostgresStore(url)]);
+    stores.push(...pair);
+    return pair;
+  };
+
+  beforeAll(async () => {
+    server = await startPostgres();
+  }, 600_000);
+  afterAll(async () => {
+    for (const s of stores) await s.close().catch(() => {});
+    await server?.stop();
+  });
+
+  it('two instances at 30/min take at most 30 together in a window, interleaved; the next window grants again', async () => {
+    const [a, b] = await twoInstances();
+    const clock = manualClock();
+    const takeA = a.callLimiter({ perTenant: () => 30, now: clock.now });
+    const takeB = b.callLimiter({ perTenant: () => 30, now: clock.now });
+    const first: TakeResult[] = [];
+    for (let i = 0; i < 50; i++) first.push(await (i % 2 ? takeA : takeB)('acme'));
+    expect(okCount(first)).toBe(30);
+    // Both instances were served (blocks of one at this limit), then both refused until the window ends.
+    expect(first.slice(0, 30).every((r) => r.ok)).toBe(true);
+    expect(first.slice(30)).toEqual(Array(20).fill({ ok: false, retryAfterSeconds: 50 }));
+    clock.advance(WINDOW_MS);
+    const second: TakeResult[] = [];
+    for (let i = 0; i < 50; i++) second.push(await (i % 3 ? takeA : takeB)('acme'));
+    expect(okCount(second)).toBe(30);
+    const { rows } = await a.pool.query(
+      'SELECT window_start, used FROM manifold_rate_windows ORDER BY window_start',
+    );
+    expect(rows.map((r) => r.used)).toEqual([30, 30]);
+  });
+
+  it('concurrent takes spread over both instances never pass the limit, and most are answered locally', async () => {
+    const [a, b] = await twoInstances();
+    const clock = manualClock();
+    const limit = 200;
+    const takes = [a, b].map((s) =>
+      s.callLimiter({ perTenant: (t) => (t === 'free' ? undefined : limit), now: clock.now }),
+    );
+    const results = await Promise.all(Array.from({ length: 500 }, (_, i) => takes[i % 2]!('acme')));
+    expect(okCount(results)).toBe(limit);
+    // A lease is a block of limit/20: only the call that finds its block empty waits for the
+    // database. 100 calls in turn over two instances: 5 leases each, the other 90 answered at once.
+    expect(blockOf(limit)).toBe(10);
+    let waited = 0;
+    for (let i = 0; i < 100; i++) {
+      const answer = takes[i % 2]!('gamma');
+      if (answer instanceof Promise) waited++;
+      expect(await answer).toEqual({ ok: true });
+    }
+    expect(waited).toBe(10);
+    // Another tenant has its own count; a tenant without a limit never touches the database.
+    expect(okCount(await Promise.all(Array.from({ length: 20 }, (_, i) => takes[i % 2]!('beta'))))).toBe(20);
+    expect(takes[0]!('free')).toEqual({ ok: true });
+    const { rows } = await a.pool.query('SELECT tenant, used FROM manifold_rate_windows ORDER BY tenant');
+    expect(rows).toEqual([
+      { tenant: 'acme', used: 200 },
+      { tenant: 'beta', used: 20 },
+      { tenant: 'gamma', used: 100 },
+    ]);
+  });
+
+  it('a leased block is spent locally; once the database is gone, a call that needs a lease is refused (fail closed)', async () => {
+    const [a] = await twoInstances();
+    const clock = manualClock();
+    const take: TakeCall = a.callLimiter({ perTenant: () => 200, now: clock.now });
+    expect(await take('acme')).toEqual({ ok: true });
+    await a.pool.end();
+    // The other 9 calls of the block need no database.
+    for (let i = 0; i < 9; i++) expect(take('acme')).toEqual({ ok: true });
+    expect(await take('acme')).toEqual({ ok: false, retryAfterSeconds: 1 });
+  });
+
+  it('an unreachable database refuses with Retry-After 1 s and logs without the URL or its password', async () => {
+    const port = await freePort();
+    const url = `postgres://manifold:pg-s3cret-value@127.0.0.1:${port}/none`;
+    const lines: string[] = [];
+    const log = createJsonLogger({ level: 'debug', write: (l) => lines.push(l) });
+    const pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: 2000 });
+    const store = new PostgresStateStore(pool, { connectionString: url }, log);
+    stores.push(store);
+    const clock = manualClock();
+    const take = store.callLimiter({ perTenant: () => 30, now: clock.now });
+    expect(await take('acme')).toEqual({ ok: false, retryAfterSeconds: 1 });
+    // Within the next second nothing asks the dead database again: refused at once.
+    expect(take('acme')).toEqual({ ok: false, retryAfterSeconds: 1 });
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 'warn', event: 'rate_limit.store_unavailable' });
+    expect(lines[0]).not.toContain('pg-s3cret-value');
+    expect(lines[0]).not.toContain(url);
+    // Unlimited tenants are not affected by the outage.
+    const open = store.callLimiter({ perTenant: () => undefined, now: clock.now });
+    expect(open('acme')).toEqual({ ok: true });
+  });
+});
