@@ -23,7 +23,7 @@ const MAX_TENANTS = 10_000;
 /** After a failed lease, how long calls that need one are refused without asking again. */
 const DOWN_MS = 1000;
 /** Sweep windows older than the previous one once per this many leases. */
-const SWEEP_EVERY = 256;
+export const SWEEP_EVERY = 256;
 
 // SET's right-hand sides all read the row before the update: `granted` is what this lease got.
 const LEASE = `INSERT INTO manifold_rate_windows AS w (window_start, tenant, used, granted)
@@ -48,8 +48,8 @@ interface Lease {
   window: number;
   /** Calls leased and not yet spent on this instance. */
   left: number;
-  /** The database granted nothing more in this window. */
-  full: boolean;
+  /** The limit at which the database granted nothing more in this window (a raised one asks again). */
+  fullAt: number;
   /** The lease being asked for; every call waiting on it shares it. */
   pending?: Promise<void> | undefined;
 }
@@ -78,7 +78,7 @@ export function postgresRateLimiter(pool: pg.Pool, options: PostgresLimiterOptio
         ]);
         const granted = Number(rows[0]?.granted ?? 0);
         if (granted > 0) lease.left += granted;
-        else lease.full = true;
+        else lease.fullAt = limit;
         if (++asked % SWEEP_EVERY === 0) void pool.query(SWEEP, [lease.window - WINDOW_MS]).catch(() => {});
       } catch (e) {
         downUntil = now() + DOWN_MS;
@@ -96,7 +96,7 @@ export function postgresRateLimiter(pool: pg.Pool, options: PostgresLimiterOptio
       const window = Math.floor(t / WINDOW_MS) * WINDOW_MS;
       let lease = leases.get(tenant);
       if (lease?.window !== window) {
-        lease = { window, left: 0, full: false };
+        lease = { window, left: 0, fullAt: 0 };
         leases.set(tenant, lease);
       }
       if (lease.left > 0) {
@@ -104,7 +104,7 @@ export function postgresRateLimiter(pool: pg.Pool, options: PostgresLimiterOptio
         return OK;
       }
       // Until the next window: Retry-After in whole seconds, at least 1 (RFC 9110 §10.2.3).
-      if (lease.full)
+      if (limit <= lease.fullAt)
         return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((window + WINDOW_MS - t) / 1000)) };
       if (t < downUntil) return { ok: false, retryAfterSeconds: 1 };
       const current = lease;

@@ -1,12 +1,12 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { blockOf, WINDOW_MS } from '../../deploy/node/postgres-rate-limit.js';
+import { blockOf, SWEEP_EVERY, WINDOW_MS } from '../../deploy/node/postgres-rate-limit.js';
 import { openPostgresStore, PostgresStateStore } from '../../deploy/node/postgres-store.js';
 import { callLimiter, type TakeCall, type TakeResult } from '../../src/auth/shared-limit.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
 import { createJsonLogger } from '../../src/log.js';
-import { freePort } from '../helpers/harness.js';
+import { eventually, freePort } from '../helpers/harness.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
 /** A clock the test moves by hand, starting 10 s into a window. */
@@ -134,6 +134,39 @@ describe('the Postgres limiter: one count per tenant for every instance', () => 
       { tenant: 'beta', used: 20 },
       { tenant: 'gamma', used: 100 },
     ]);
+  });
+
+  it('the limit is read per call: a reload that raises it grants more in the same window, one that lowers it no more', async () => {
+    const [a, b] = await twoInstances();
+    const clock = manualClock();
+    let limit = 4;
+    const takes = [a, b].map((s) => s.callLimiter({ perTenant: () => limit, now: clock.now }));
+    const burst = async (n: number) => {
+      const results: TakeResult[] = [];
+      for (let i = 0; i < n; i++) results.push(await takes[i % 2]!('acme'));
+      return okCount(results);
+    };
+    expect(await burst(8)).toBe(4);
+    limit = 6;
+    expect(await burst(8)).toBe(2);
+    limit = 3;
+    expect(await burst(8)).toBe(0);
+  });
+
+  it('windows older than the previous one are swept as leases go by', async () => {
+    const [a] = await twoInstances();
+    const clock = manualClock();
+    const take = a.callLimiter({ perTenant: () => 5, now: clock.now });
+    expect(await take('old')).toEqual({ ok: true });
+    clock.advance(2 * WINDOW_MS);
+    // Blocks of one: every take below is a lease, and one of them triggers the sweep.
+    for (let i = 1; i < SWEEP_EVERY; i++) expect(await take(`t${i}`)).toEqual({ ok: true });
+    const tenants = async () =>
+      (await a.pool.query<{ tenant: string }>('SELECT tenant FROM manifold_rate_windows')).rows.map(
+        (r) => r.tenant,
+      );
+    await eventually(async () => !(await tenants()).includes('old'), 'the old window is swept');
+    expect(await tenants()).toHaveLength(SWEEP_EVERY - 1);
   });
 
   it('a leased block is spent locally; once the database is gone, a call that needs a lease is refused (fail closed)', async () => {
