@@ -5,10 +5,15 @@
 import { resolve } from 'node:path';
 import type { GatewayConfig } from '../../src/config/types.js';
 import type { Logger } from '../../src/log.js';
+import type { SessionStore } from '../../src/server/shared-sessions.js';
 import type { StateStore } from '../../src/store/state.js';
 import { openSqliteStore } from './sqlite-store.js';
 
-export type OpenedStore = StateStore & { close(): void | Promise<void> };
+export type OpenedStore = StateStore & {
+  close(): void | Promise<void>;
+  /** Present on a store several instances share (Postgres): legacy sessions then live in it too. */
+  sessionStore?(idleMs: number): SessionStore;
+};
 
 /** Opens the store `gateway.store` names; a relative SQLite path is relative to the working directory. */
 export async function openConfiguredStore(
