@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/postgres-store.js';
-import type { SessionRecord } from '../../src/server/shared-sessions.js';
+import type { Principal } from '../../src/auth/principal.js';
+import { isManifoldError } from '../../src/errors.js';
+import { toRpcError } from '../../src/server/errors.js';
+import { SessionTable } from '../../src/server/sessions.js';
+import { type SessionRecord, SharedSessions } from '../../src/server/shared-sessions.js';
 import { eventually } from '../helpers/harness.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
@@ -113,5 +117,42 @@ describe('legacy session records on Postgres', () => {
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
+  });
+});
+
+describe('a session store that does not answer', () => {
+  it('makes a local miss and an initialize a 503 the client may retry, never a 404 or a 500; local sessions go on', async () => {
+    const store = await fresh();
+    const table = new SessionTable({ max: 10, idleSeconds: 3600 });
+    const failures: string[] = [];
+    const shared = new SharedSessions(
+      store.sessionStore(IDLE_MS),
+      table,
+      IDLE_MS,
+      () => 1_000,
+      (what) => failures.push(what),
+    );
+    const alice: Principal = {
+      tenant: 'acme',
+      subject: 'alice',
+      grants: ['*'],
+      key: 'acme/alice',
+      viewKey: 'acme/alice',
+    };
+    const held = table.create(alice, '2025-11-25', 1_000);
+    await store.close();
+    const outcome = await shared.find('6f1c1f7e-8a43-4a4b-9d43-0b7f3c3a1d09', alice).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isManifoldError(outcome) && outcome.code).toBe('ERR_STORE_UNAVAILABLE');
+    expect(toRpcError(outcome).status).toBe(503);
+    const opened = table.create(alice, '2025-11-25', 1_000);
+    await expect(shared.opened(opened)).rejects.toMatchObject({ code: 'ERR_STORE_UNAVAILABLE' });
+    expect(failures).toEqual(['query', 'query']);
+    // A session this instance holds is served from its table without the database.
+    expect(table.get(held.id, alice.key)).toBe(held);
+    // An id that is not a UUID is unknown without a query.
+    expect(await shared.find('not-a-session', alice)).toBeUndefined();
   });
 });
