@@ -21,7 +21,7 @@ const TAKE = `UPDATE manifold_sessions SET seen_at = GREATEST(seen_at, $3)
   WHERE id = $1 AND owner = $2 AND seen_at >= $4
   RETURNING ${COLUMNS}`;
 const TOUCH = `UPDATE manifold_sessions SET seen_at = GREATEST(seen_at, $2)
-  WHERE id = $1 AND seen_at >= $3 RETURNING id`;
+  WHERE id = $1 AND seen_at >= $3 RETURNING log_level`;
 const SET_LEVEL = 'UPDATE manifold_sessions SET log_level = $2 WHERE id = $1';
 // Postgres delivers the notification on commit, and only for a row that was there.
 const DELETE = `WITH gone AS (DELETE FROM manifold_sessions WHERE id = $1 RETURNING id)
@@ -79,9 +79,11 @@ export class PostgresSessions implements SessionStore {
     return rows[0] ? parseSession(rows[0]) : undefined;
   }
 
-  async touch(id: string, now: number, idleMs: number): Promise<boolean> {
-    const { rowCount } = await this.query(TOUCH, [id, now, now - idleMs]);
-    return (rowCount ?? 0) > 0;
+  async touch(id: string, now: number, idleMs: number): Promise<{ logLevel?: string } | undefined> {
+    const { rows } = await this.query<{ log_level: unknown }>(TOUCH, [id, now, now - idleMs]);
+    if (!rows[0]) return undefined;
+    const level = rows[0].log_level;
+    return typeof level === 'string' ? { logLevel: level } : {};
   }
 
   async setLogLevel(id: string, level: string): Promise<void> {

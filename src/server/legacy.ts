@@ -107,7 +107,9 @@ export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Reply> {
   if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
     return initialize(edge, p, incoming.message);
   }
-  const session = await requireSession(edge, p.c, p.principal);
+  const found = requireSession(edge, p.c, p.principal);
+  // A local hit stays synchronous: the hot path pays no extra await for the shared store.
+  const session = found instanceof Promise ? await found : found;
   if (incoming.kind === 'response') {
     onResponse(session, incoming.message);
     return new PlainReply(202, null, {});

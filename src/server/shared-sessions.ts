@@ -32,8 +32,11 @@ export interface SessionStore {
    * otherwise undefined (another owner's id is not even touched).
    */
   take(id: string, owner: string, now: number, idleMs: number): Promise<SessionRecord | undefined>;
-  /** Marks it used now; false when the row is gone (deleted elsewhere, idle past `idleMs`, swept). */
-  touch(id: string, now: number, idleMs: number): Promise<boolean>;
+  /**
+   * Marks it used now and reads back what another instance may have changed (the log level);
+   * undefined when the row is gone (deleted elsewhere, idle past `idleMs`, swept).
+   */
+  touch(id: string, now: number, idleMs: number): Promise<{ logLevel?: string } | undefined>;
   setLogLevel(id: string, level: string): Promise<void>;
   /** Removes it everywhere: the other instances are told (`watch`) and drop their copies. */
   delete(id: string): Promise<void>;
@@ -92,8 +95,9 @@ export class SharedSessions {
     if (now - (session.touchedAt ?? 0) < this.touchMs) return;
     session.touchedAt = now;
     this.store.touch(session.id, now, this.idleMs).then(
-      (live) => {
-        if (!live) this.table.drop(session.id);
+      (row) => {
+        if (!row) this.table.drop(session.id);
+        else if (row.logLevel !== undefined) session.logLevel = row.logLevel;
       },
       (e) => this.failed('touch', e),
     );

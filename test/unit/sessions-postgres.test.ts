@@ -76,9 +76,11 @@ describe('legacy session records on Postgres', () => {
       const sessions = own.sessionStore(IDLE_MS);
       const old = '6f1c1f7e-8a43-4a4b-9d43-0b7f3c3a1d03';
       await sessions.put(record(old), 1_000);
-      expect(await sessions.touch(old, 1_000 + IDLE_MS, IDLE_MS)).toBe(true);
+      expect(await sessions.touch(old, 1_000 + IDLE_MS, IDLE_MS)).toEqual({});
+      await sessions.setLogLevel(old, 'debug');
+      expect(await sessions.touch(old, 1_000 + IDLE_MS, IDLE_MS)).toEqual({ logLevel: 'debug' });
       const later = 1_000 + 2 * IDLE_MS + 1;
-      expect(await sessions.touch(old, later, IDLE_MS)).toBe(false);
+      expect(await sessions.touch(old, later, IDLE_MS)).toBeUndefined();
       expect(await sessions.take(old, '["alice","acme"]', later, IDLE_MS)).toBeUndefined();
       // The sweep runs on the first put of a process and every 64th after it.
       for (let i = 0; i < 64; i++) {
@@ -116,6 +118,46 @@ describe('legacy session records on Postgres', () => {
       expect(await sa.take(id, '["alice","acme"]', 2_000, IDLE_MS)).toBeUndefined();
     } finally {
       await Promise.all([a.close(), b.close()]);
+    }
+  });
+});
+
+describe('SharedSessions over Postgres', () => {
+  it("a local copy's refresh picks up a level set elsewhere, and drops a session whose row is gone without a notification", async () => {
+    const store = await fresh();
+    try {
+      let now = 1_000;
+      const table = new SessionTable({ max: 10, idleSeconds: 3600 });
+      const shared = new SharedSessions(
+        store.sessionStore(IDLE_MS),
+        table,
+        IDLE_MS,
+        () => now,
+        () => {},
+      );
+      const alice: Principal = {
+        tenant: 'acme',
+        subject: 'alice',
+        grants: ['*'],
+        key: 'acme/alice',
+        viewKey: 'acme/alice',
+      };
+      const session = table.create(alice, '2025-11-25', now);
+      await shared.opened(session);
+      // Another instance sets the level (its own copy and the row).
+      await store.sessionStore(IDLE_MS).setLogLevel(session.id, 'critical');
+      shared.used(session);
+      expect(session.logLevel).toBeUndefined(); // within the refresh interval: no query
+      now += 10_001;
+      shared.used(session);
+      await eventually(() => session.logLevel === 'critical', 'the level read back');
+      // The row goes behind the table's back (as if its notification were lost).
+      await store.pool.query('DELETE FROM manifold_sessions WHERE id = $1', [session.id]);
+      now += 10_001;
+      shared.used(session);
+      await eventually(() => table.get(session.id, alice.key) === undefined, 'the copy dropped');
+    } finally {
+      await store.close();
     }
   });
 });
