@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import type { GatewayConfig } from '../../src/config/types.js';
 import type { Logger } from '../../src/log.js';
+import type { SessionStore } from '../../src/server/shared-sessions.js';
 import type { StateStore } from '../../src/store/state.js';
 import { openSqliteStore } from './sqlite-store.js';
 
@@ -13,6 +14,8 @@ export type OpenedStore = StateStore & {
   close(): void | Promise<void>;
   /** A store several instances share (Postgres) counts rate limits for all of them. */
   readonly callLimiter?: CallLimiterFactory;
+  /** Present on a store several instances share (Postgres): legacy sessions then live in it too. */
+  sessionStore?(idleMs: number): SessionStore;
 };
 
 /** Opens the store `gateway.store` names; a relative SQLite path is relative to the working directory. */

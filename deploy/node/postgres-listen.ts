@@ -22,7 +22,8 @@ export interface TrustListener {
 export function listenForTrust(
   config: pg.ClientConfig,
   channel: string,
-  onChange: () => void,
+  /** The notification's payload; undefined after a reconnect (whatever was missed meanwhile). */
+  onChange: (payload?: string) => void,
   /** Told when the connection is lost (it is then retried); the caller words the error safely. */
   lost?: (e: unknown) => void,
 ): TrustListener {
@@ -57,7 +58,7 @@ export function listenForTrust(
     c.on('error', drop);
     c.on('end', () => drop());
     c.on('notification', (n) => {
-      if (n.channel === channel) onChange();
+      if (n.channel === channel) onChange(n.payload);
     });
     try {
       await c.connect();

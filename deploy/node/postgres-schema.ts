@@ -37,6 +37,17 @@ export const PG_MIGRATIONS: readonly string[] = [
     granted BIGINT NOT NULL,
     PRIMARY KEY (window_start, tenant)
   )`,
+  // -- v4 legacy sessions: what a session needs on any instance (postgres-sessions.ts); no token,
+  // header or secret, only the owner's Principal.key.
+  `CREATE TABLE manifold_sessions (
+    id TEXT PRIMARY KEY NOT NULL,
+    owner TEXT NOT NULL,
+    protocol_version TEXT NOT NULL,
+    client_capabilities TEXT NOT NULL,
+    log_level TEXT,
+    created_at BIGINT NOT NULL,
+    seen_at BIGINT NOT NULL
+  )`,
 ];
 
 /** One lock id for every Manifold migrating this database (an arbitrary constant: "mfld"). */

@@ -18,6 +18,7 @@ import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../src/
 import { listenForTrust, type TrustListener } from './postgres-listen.js';
 import { postgresRateLimiter } from './postgres-rate-limit.js';
 import { migratePostgres } from './postgres-schema.js';
+import { PostgresSessions } from './postgres-sessions.js';
 
 /** The channel a re-trust notifies (payload: the new epoch). */
 export const TRUST_CHANNEL = 'manifold_trust';
@@ -66,6 +67,7 @@ const SWEEP_EVERY = 64;
 export class PostgresStateStore implements StateStore {
   private claims = 0;
   private listener: TrustListener | undefined;
+  private sessions: PostgresSessions | undefined;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
   constructor(
@@ -143,8 +145,22 @@ export class PostgresStateStore implements StateStore {
     });
   }
 
+  /** Legacy session records any instance can serve (#15), over this pool; one per process. */
+  sessionStore(idleMs: number): PostgresSessions {
+    const url = this.connection.connectionString ?? '';
+    this.sessions ??= new PostgresSessions(
+      this.pool,
+      this.connection,
+      idleMs,
+      (e) => safeMessage(e, url),
+      (e) => this.log?.warn('store.sessions_listen_lost', { error: safeMessage(e, url) }),
+    );
+    return this.sessions;
+  }
+
   async close(): Promise<void> {
     await this.listener?.close();
+    await this.sessions?.close();
     await this.pool.end();
   }
 

@@ -71,7 +71,12 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   });
   // A store that can push a re-trust (Postgres) makes it seen at once; the poll stays the backstop.
   store?.watchTrust?.(() => void gateway.pollTrust());
-  const { app, mcp } = createHttp(gateway, config.gateway.metricsPath ? { metrics: lazyPromExporter() } : {});
+  // On Postgres a legacy session works on any instance (#15); elsewhere it stays where it was opened.
+  const sessions = store?.sessionStore?.(config.gateway.sessionIdleSeconds * 1000);
+  const { app, mcp } = createHttp(gateway, {
+    ...(config.gateway.metricsPath ? { metrics: lazyPromExporter() } : {}),
+    ...(sessions ? { sessions } : {}),
+  });
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));
   const server = createServer(httpLane(mcp, other, log));

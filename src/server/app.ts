@@ -2,7 +2,7 @@ import { type Context, Hono } from 'hono';
 import { createAuthenticator } from '../auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../auth/principal.js';
 import { isLoopbackHost } from '../config/bind.js';
-import { ManifoldError } from '../errors.js';
+import { describeError, ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import type { MetricsExporter } from '../metrics/types.js';
 import { mountAdmin } from './admin.js';
@@ -17,6 +17,7 @@ import { mountMetrics } from './metrics-route.js';
 import { HeldCalls } from './mrtr.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
+import { type SessionStore, SharedSessions } from './shared-sessions.js';
 import { mountStatusPage } from './status-page.js';
 import { TaskPumps } from './task-pumps.js';
 import { Tracing } from './tracing.js';
@@ -36,6 +37,11 @@ export interface AppOptions {
    * core's text exporter). Without one, the path is not served and no request is observed.
    */
   metrics?: MetricsExporter;
+  /**
+   * Legacy session records several instances share (#15; Node on Postgres). Absent: a session
+   * lives on the instance that opened it, as on SQLite, in memory and on Workers.
+   */
+  sessions?: SessionStore;
 }
 
 /**
@@ -108,6 +114,15 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
     taskPumps: new TaskPumps(() => gateway.platform.now()),
     ...(gateway.platform.tracer ? { tracing: new Tracing(gateway.platform.tracer) } : {}),
   };
+  if (options.sessions) {
+    edge.shared = new SharedSessions(
+      options.sessions,
+      edge.sessions,
+      g.sessionIdleSeconds * 1000,
+      () => gateway.platform.now(),
+      (what, e) => gateway.log.warn('sessions.store_failed', { what, error: describeError(e).slice(0, 300) }),
+    );
+  }
   const mcp = createMcpHandlers(edge);
   gateway.onCatalogChange((_catalog, changed) => announceChanged(edge, changed));
   gateway.onShutdown(() => {
@@ -236,10 +251,10 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
   for (const path of ['/mcp', '/mcp/:profile']) {
     app.post(path, async (c) => toResponse(await endpoint.post(honoIn(c), c.req.param('profile'))));
-    const other = (handle: (c: HttpIn) => Reply) => async (c: Context) => {
+    const other = (handle: (c: HttpIn) => Promise<Reply>) => async (c: Context) => {
       const inp = honoIn(c);
       await admit(inp, c.req.param('profile'));
-      return toResponse(handle(inp));
+      return toResponse(await handle(inp));
     };
     app.get(path, other(mcp.get));
     app.delete(path, other(mcp.delete));

@@ -10,6 +10,7 @@ import type { HeldCalls } from './mrtr.js';
 import { completionComplete, promptsGet, resourcesRead } from './relay.js';
 import type { ResourceWatch } from './resource-watch.js';
 import type { SessionTable } from './sessions.js';
+import type { SharedSessions } from './shared-sessions.js';
 import type { TaskPumps } from './task-pumps.js';
 import { runsTasks, taskMethod } from './tasks.js';
 import { toolsCall } from './tools-call.js';
@@ -47,6 +48,8 @@ export function serverCapabilities(gateway: Gateway, era: Era): Record<string, u
 export interface Edge {
   gateway: Gateway;
   sessions: SessionTable;
+  /** Legacy sessions any instance can serve (#15): present only over a shared session store. */
+  shared?: SharedSessions;
   listeners: ListenRegistry;
   /** How long a client may treat a list as fresh, and whether shared caches may keep it. */
   listCache: CacheHint;

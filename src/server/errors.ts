@@ -50,6 +50,7 @@ const table: Record<ErrorCode, Mapping> = {
   ERR_UPSTREAM_BODY_TOO_LARGE: { status: 200, rpc: -32014 },
   ERR_UNAUTHORIZED: { status: 401, rpc: -32001 },
   ERR_AUTH_UNAVAILABLE: { status: 503, rpc: RpcCode.InternalError },
+  ERR_STORE_UNAVAILABLE: { status: 503, rpc: RpcCode.InternalError },
   ERR_RATE_LIMITED: { status: 200, rpc: -32029 },
   // `/mcp/<profile>` for a profile that is not configured (#17): like any unknown path.
   ERR_PROFILE_UNKNOWN: { status: 404, rpc: RpcCode.InvalidRequest },

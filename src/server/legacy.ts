@@ -27,13 +27,38 @@ export function negotiateVersion(requested: unknown): string {
     : LATEST_LEGACY;
 }
 
-export function requireSession(edge: Edge, c: HttpIn, principal: Principal): Session {
+/**
+ * The request's session. A local hit is synchronous; only a miss with a shared store (#15) waits
+ * for the database, so a session's requests on the instance that holds it cost what they did.
+ */
+export function requireSession(edge: Edge, c: HttpIn, principal: Principal): Session | Promise<Session> {
   const id = c.header(SESSION_HEADER);
   if (!id) throw new ManifoldError('ERR_SESSION_REQUIRED', 'Mcp-Session-Id header is required');
   const session = edge.sessions.get(id, principal.key);
-  if (!session) throw new ManifoldError('ERR_SESSION_NOT_FOUND', 'session not found: initialize again');
-  session.principal = principal;
-  return session;
+  if (session) {
+    session.principal = principal;
+    edge.shared?.used(session);
+    return session;
+  }
+  if (!edge.shared) throw notFound();
+  return edge.shared.find(id, principal).then((found) => {
+    if (!found) throw notFound();
+    found.principal = principal;
+    found.seen = seenBy(edge, principal);
+    return found;
+  });
+}
+
+const notFound = () => new ManifoldError('ERR_SESSION_NOT_FOUND', 'session not found: initialize again');
+
+/** What the principal sees of each list now: a later change is announced against it. */
+function seenBy(edge: Edge, principal: Principal): Session['seen'] {
+  const { gateway } = edge;
+  return {
+    tools: gateway.viewDigest(principal),
+    prompts: gateway.viewDigest(principal, 'prompts'),
+    resources: gateway.viewDigest(principal, 'resources'),
+  };
 }
 
 export interface LegacyPost {
@@ -44,7 +69,7 @@ export interface LegacyPost {
   canStream: boolean;
 }
 
-export function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): Reply {
+export async function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): Promise<Reply> {
   const { gateway } = edge;
   if (gateway.isStopping) throw new ManifoldError('ERR_SHUTTING_DOWN', 'the gateway is shutting down');
   const version = negotiateVersion(request.params?.protocolVersion);
@@ -57,11 +82,16 @@ export function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): 
       ? (caps as Record<string, unknown>)
       : {},
   );
-  session.seen = {
-    tools: gateway.viewDigest(p.principal),
-    prompts: gateway.viewDigest(p.principal, 'prompts'),
-    resources: gateway.viewDigest(p.principal, 'resources'),
-  };
+  session.seen = seenBy(edge, p.principal);
+  // Recorded before the id is handed out: the client's next request may reach another instance.
+  if (edge.shared) {
+    try {
+      await edge.shared.opened(session);
+    } catch (e) {
+      edge.sessions.drop(session.id);
+      throw e;
+    }
+  }
   const result = {
     protocolVersion: version,
     capabilities: serverCapabilities(gateway, 'legacy'),
@@ -77,7 +107,9 @@ export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Reply> {
   if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
     return initialize(edge, p, incoming.message);
   }
-  const session = requireSession(edge, p.c, p.principal);
+  const found = requireSession(edge, p.c, p.principal);
+  // A local hit stays synchronous: the hot path pays no extra await for the shared store.
+  const session = found instanceof Promise ? await found : found;
   if (incoming.kind === 'response') {
     onResponse(session, incoming.message);
     return new PlainReply(202, null, {});
@@ -130,7 +162,11 @@ function dispatch(edge: Edge, ex: Exchange, session?: Session): Promise<Reply> {
       throw new ManifoldError('ERR_INVALID_PARAMS', `level must be one of ${LOG_LEVELS.join(', ')}`);
     }
     session.logLevel = level as string;
-    return Promise.resolve(json(resultMessage(ex.request.id, {})));
+    const reply = json(resultMessage(ex.request.id, {}));
+    // Shared, so the level holds on whichever instance serves the session's next call.
+    return edge.shared
+      ? edge.shared.setLogLevel(session, level as string).then(() => reply)
+      : Promise.resolve(reply);
   }
   if (
     (ex.request.method === 'resources/subscribe' || ex.request.method === 'resources/unsubscribe') &&
@@ -295,7 +331,7 @@ export async function legacyBatch(
   if (incoming.some((m) => m.kind === 'request' && m.message.method === 'initialize')) {
     throw new ManifoldError('ERR_BATCH', 'initialize must not be part of a JSON-RPC batch');
   }
-  const session = requireSession(edge, p.c, p.principal);
+  const session = await requireSession(edge, p.c, p.principal);
   if (!batchAllowed(versionHeader, session.protocolVersion)) {
     throw new ManifoldError(
       'ERR_BATCH',
@@ -321,12 +357,12 @@ export async function legacyBatch(
 }
 
 /** The standalone stream: server-initiated messages such as tools/list_changed. */
-export function legacyGet(edge: Edge, c: HttpIn, principal: Principal): Reply {
+export async function legacyGet(edge: Edge, c: HttpIn, principal: Principal): Promise<Reply> {
   const accept = c.header('accept') ?? '';
   if (!accept.includes('text/event-stream')) {
     throw new ManifoldError('ERR_NOT_ACCEPTABLE', 'Accept must include text/event-stream');
   }
-  const session = requireSession(edge, c, principal);
+  const session = await requireSession(edge, c, principal);
   // A reconnect to a POST stream (2025-11-25: transports, "Resumability and Redelivery"): what
   // the client missed, then the rest. An id the session no longer knows opens the standalone stream.
   const last = parseEventId(c.header('last-event-id'));
@@ -342,8 +378,14 @@ export function legacyGet(edge: Edge, c: HttpIn, principal: Principal): Reply {
   return new Response(stream.readable, { status: 200, headers: sseHeaders });
 }
 
-export function legacyDelete(edge: Edge, c: HttpIn, principal: Principal): Reply {
-  const session = requireSession(edge, c, principal);
-  edge.sessions.delete(session.id);
+export async function legacyDelete(edge: Edge, c: HttpIn, principal: Principal): Promise<Reply> {
+  const session = await requireSession(edge, c, principal);
+  if (edge.shared) {
+    // Answered once the record is gone: every instance then answers the id with 404.
+    edge.sessions.drop(session.id);
+    await edge.shared.deleted(session.id);
+  } else {
+    edge.sessions.delete(session.id);
+  }
   return new PlainReply(204, null, {});
 }

@@ -80,17 +80,17 @@ export function createMcpHandlers(edge: Edge) {
   }
 
   /** GET and DELETE belong to the legacy era; a 2026-07-28 server answers them 405 (streamable-http). */
-  function get(c: HttpIn): Reply {
+  async function get(c: HttpIn): Promise<Reply> {
     const v = c.header('mcp-protocol-version');
     if (isModernVersion(v)) return methodNotAllowed();
     if (v !== undefined && !SUPPORTED_VERSIONS.includes(v)) throw unsupportedVersion(v);
-    return legacyGet(edge, c, c.principal);
+    return await legacyGet(edge, c, c.principal);
   }
 
-  function del(c: HttpIn): Reply {
+  async function del(c: HttpIn): Promise<Reply> {
     const v = c.header('mcp-protocol-version');
     if (isModernVersion(v)) return methodNotAllowed();
-    return legacyDelete(edge, c, c.principal);
+    return await legacyDelete(edge, c, c.principal);
   }
 
   return { post, get, delete: del };

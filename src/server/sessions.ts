@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { Principal } from '../auth/principal.js';
 import { KeyedList } from '../tables.js';
 import type { ResumableStream } from './resumable.js';
+import type { SessionRecord } from './shared-sessions.js';
 import type { SseStream } from './sse.js';
 
 export interface Session {
@@ -30,6 +31,8 @@ export interface Session {
   onEnd?: () => void;
   /** In-flight downstream requests, for notifications/cancelled (not a Map: see tables.ts). */
   inflight: KeyedList<{ abort(reason?: unknown): void }>;
+  /** When the shared record was last refreshed (shared-sessions.ts); absent when not shared. */
+  touchedAt?: number;
 }
 
 export function inflightKey(id: string | number): string {
@@ -50,6 +53,12 @@ export class SessionTable {
   private readonly byTenant = new Map<string, Set<string>>();
   private readonly perPrincipal: number;
   private readonly perTenant: number;
+  /**
+   * Told of each session this table ends for good (deleted, or evicted by a bound), so a shared
+   * record goes too; not of one that idled out or went with the process (other instances may
+   * still serve it: its row expires on its own).
+   */
+  onForget?: (id: string) => void;
 
   constructor(options: { max: number; idleSeconds: number; perPrincipal?: number; perTenant?: number }) {
     this.perPrincipal = options.perPrincipal ?? options.max;
@@ -58,10 +67,11 @@ export class SessionTable {
       max: options.max,
       ttl: options.idleSeconds * 1000,
       updateAgeOnGet: true,
-      dispose: (session) => {
+      dispose: (session, _id, reason) => {
         unindex(this.byOwner, session.owner, session.id);
         unindex(this.byTenant, session.principal.tenant, session.id);
         endSession(session);
+        if (reason === 'evict') this.onForget?.(session.id);
       },
     });
   }
@@ -69,9 +79,9 @@ export class SessionTable {
   /** Makes room for one more session of `principal` within its own bounds. */
   private admit(principal: Principal): void {
     const own = this.byOwner.get(principal.key);
-    if (own && own.size >= this.perPrincipal) this.cache.delete(own.values().next().value as string);
+    if (own && own.size >= this.perPrincipal) this.delete(own.values().next().value as string);
     const tenant = this.byTenant.get(principal.tenant);
-    if (tenant && tenant.size >= this.perTenant) this.cache.delete(tenant.values().next().value as string);
+    if (tenant && tenant.size >= this.perTenant) this.delete(tenant.values().next().value as string);
   }
 
   create(
@@ -80,7 +90,7 @@ export class SessionTable {
     now: number,
     clientCapabilities: Record<string, unknown> = {},
   ): Session {
-    const session: Session = {
+    return this.insert({
       id: crypto.randomUUID(),
       owner: principal.key,
       principal,
@@ -91,7 +101,28 @@ export class SessionTable {
       replies: new Map(),
       replays: new Map(),
       inflight: new KeyedList(),
-    };
+    });
+  }
+
+  /** A session another instance opened (shared-sessions.ts), under the same bounds as a new one. */
+  adopt(record: SessionRecord, principal: Principal): Session {
+    return this.insert({
+      id: record.id,
+      owner: record.owner,
+      principal,
+      protocolVersion: record.protocolVersion,
+      createdAt: record.createdAt,
+      clientCapabilities: record.clientCapabilities,
+      ...(record.logLevel !== undefined ? { logLevel: record.logLevel } : {}),
+      seen: {},
+      replies: new Map(),
+      replays: new Map(),
+      inflight: new KeyedList(),
+    });
+  }
+
+  private insert(session: Session): Session {
+    const principal = session.principal;
     this.admit(principal);
     this.cache.set(session.id, session);
     index(this.byOwner, session.owner, session.id);
@@ -105,7 +136,13 @@ export class SessionTable {
     return s && s.owner === owner ? s : undefined;
   }
 
+  /** Ends the session for good (DELETE, or a bound): its shared record goes too. */
   delete(id: string): void {
+    if (this.cache.delete(id)) this.onForget?.(id);
+  }
+
+  /** Ends the local copy of a session deleted elsewhere (nothing to forget: its record is gone). */
+  drop(id: string): void {
     this.cache.delete(id);
   }
 

@@ -45,6 +45,61 @@ describe('#13.7 sessions are bounded per principal and per tenant', () => {
   });
 });
 
+describe('#15 the table tells a shared store which sessions end for good', () => {
+  it('a DELETE and an eviction by a bound are forgotten; an idle expiry, a drop and a shutdown are not', async () => {
+    const table = new SessionTable({ max: 3, idleSeconds: 3600, perPrincipal: 2, perTenant: 50 });
+    const forgotten: string[] = [];
+    table.onForget = (id) => forgotten.push(id);
+    const a = principal('acme', 'a');
+    const first = table.create(a, '2025-11-25', 0);
+    const second = table.create(a, '2025-11-25', 0);
+    // The per-principal bound evicts the first: its shared record must not outlive it.
+    table.create(a, '2025-11-25', 0);
+    expect(forgotten).toEqual([first.id]);
+    table.delete(second.id);
+    expect(forgotten).toEqual([first.id, second.id]);
+    // The table-wide bound (max 3) too.
+    const b = table.create(principal('acme', 'b'), '2025-11-25', 0);
+    table.create(principal('acme', 'c'), '2025-11-25', 0);
+    const d = table.create(principal('acme', 'd'), '2025-11-25', 0);
+    expect(forgotten).toHaveLength(3);
+    // Deleted elsewhere: the local copy ends, and nothing is forgotten twice.
+    table.drop(d.id);
+    expect(table.get(d.id, principal('acme', 'd').key)).toBeUndefined();
+    table.clear();
+    expect(forgotten).toHaveLength(3);
+    expect(forgotten).not.toContain(b.id);
+
+    const idle = new SessionTable({ max: 10, idleSeconds: 0.05 });
+    const expired: string[] = [];
+    idle.onForget = (id) => expired.push(id);
+    const s = idle.create(a, '2025-11-25', 0);
+    await new Promise((r) => setTimeout(r, 120));
+    expect(idle.get(s.id, a.key)).toBeUndefined();
+    expect(expired).toEqual([]);
+  });
+
+  it('an adopted session keeps its id, owner, version, capabilities and log level, under the same bounds', () => {
+    const table = new SessionTable({ max: 10, idleSeconds: 3600, perPrincipal: 1 });
+    const a = principal('acme', 'a');
+    const record = {
+      id: '6f1c1f7e-8a43-4a4b-9d43-0b7f3c3a1d01',
+      owner: a.key,
+      protocolVersion: '2025-06-18',
+      clientCapabilities: { sampling: {} },
+      logLevel: 'error',
+      createdAt: 5,
+    };
+    const adopted = table.adopt(record, a);
+    expect(table.get(record.id, a.key)).toBe(adopted);
+    expect(table.get(record.id, principal('acme', 'z').key)).toBeUndefined();
+    expect(adopted).toMatchObject({ protocolVersion: '2025-06-18', logLevel: 'error', createdAt: 5 });
+    expect(adopted.clientCapabilities).toEqual({ sampling: {} });
+    table.create(a, '2025-11-25', 0);
+    expect(table.get(record.id, a.key)).toBeUndefined();
+  });
+});
+
 describe('isolation identity segments', () => {
   it('keep a tenant name inside one path segment, and two names apart', async () => {
     const { identitySegment } = await import('../../src/upstream/isolated.js');
