@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFERENCE, startReferenceHttp } from '../helpers/clients.js';
 import { startTestGateway, type TestGateway } from '../helpers/harness.js';
-import { ACCEPT, legacySession, sseMessages } from '../helpers/legacy.js';
+import { legacySession, sseMessages } from '../helpers/legacy.js';
 import { modernMeta, modernRequest } from '../helpers/modern.js';
 
 /**

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AnyHandle, connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
-import { startTestGateway, type TestGateway } from '../helpers/harness.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { type AnyHandle, DRIFT } from '../helpers/clients.js';
+import type { TestGateway } from '../helpers/harness.js';
+import { startInstances, startPostgres, stopInstances, type TestPostgres } from '../helpers/postgres.js';
 import { parsePromText } from '../helpers/prom-text.js';
 
 // #15: "rate limits enforced across instances". Three gateways on one Postgres, one tenant's
@@ -53,15 +53,11 @@ describe('rate limits shared by gateways on one Postgres', () => {
       },
     };
     const env = { MANIFOLD_PG_URL: url };
-    gateways.push(
-      ...(await Promise.all(Array.from({ length: INSTANCES }, () => startTestGateway(raw, { env })))),
-    );
-    for (const gw of gateways) clients.push(await connectLegacy(gw.url), await connectModern(gw.url));
+    await startInstances(raw, env, INSTANCES, { gateways, clients });
   }, 600_000);
 
   afterAll(async () => {
-    for (const c of clients) await c.close().catch(() => {});
-    for (const gw of gateways) await gw.stop();
+    await stopInstances({ gateways, clients });
     await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });

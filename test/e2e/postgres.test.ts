@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AnyHandle, connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
-import { eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { type AnyHandle, DRIFT } from '../helpers/clients.js';
+import { eventually, ROOT, type TestGateway } from '../helpers/harness.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { startInstances, startPostgres, stopInstances, type TestPostgres } from '../helpers/postgres.js';
 
 // #15: several gateway instances on one Postgres. Three gateways in this process, each with its
 // own stdio child of the drift fixture (one tools file), share nothing but the database.
@@ -89,15 +89,11 @@ describe('several gateways on one Postgres', () => {
     writeFileSync(configFile, JSON.stringify(raw));
     // All at once, on a database none of them has seen: one migrates, one records the baseline.
     // Default trust settings (LISTEN, and the 2 s poll): the re-trust below measures what a deployment gets.
-    gateways.push(
-      ...(await Promise.all(Array.from({ length: INSTANCES }, () => startTestGateway(raw, { env: env() })))),
-    );
-    for (const gw of gateways) clients.push(await connectLegacy(gw.url), await connectModern(gw.url));
+    await startInstances(raw, env(), INSTANCES, { gateways, clients });
   }, 600_000);
 
   afterAll(async () => {
-    for (const c of clients) await c.close().catch(() => {});
-    for (const gw of gateways) await gw.stop();
+    await stopInstances({ gateways, clients });
     await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });

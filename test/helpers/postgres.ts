@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { aptInstall } from './apt.js';
-import { freePort } from './harness.js';
+import { type AnyHandle, connectLegacy, connectModern } from './clients.js';
+import { freePort, startTestGateway, type TestGateway } from './harness.js';
 
 export interface TestPostgres {
   port: number;
@@ -120,4 +121,27 @@ export async function startPostgres(): Promise<TestPostgres> {
       if (running) throw new Error(`Postgres (pid ${pid}) is still running after pg_ctl stop`);
     },
   };
+}
+
+/**
+ * `count` gateways on one database, started at once (one migrates, the others wait for its lock),
+ * each with a legacy (v1) and a modern (v2) client: instance i's clients are `clients[2i]` and
+ * `clients[2i + 1]`. Fills the arrays the caller owns, so that its afterAll can close what started.
+ */
+export async function startInstances(
+  raw: Parameters<typeof startTestGateway>[0],
+  env: Record<string, string>,
+  count: number,
+  into: { gateways: TestGateway[]; clients: AnyHandle[] },
+): Promise<void> {
+  into.gateways.push(
+    ...(await Promise.all(Array.from({ length: count }, () => startTestGateway(raw, { env })))),
+  );
+  for (const gw of into.gateways) into.clients.push(await connectLegacy(gw.url), await connectModern(gw.url));
+}
+
+/** Closes the clients, then the gateways, of `startInstances`. */
+export async function stopInstances(from: { gateways: TestGateway[]; clients: AnyHandle[] }): Promise<void> {
+  for (const c of from.clients) await c.close().catch(() => {});
+  for (const gw of from.gateways) await gw.stop();
 }

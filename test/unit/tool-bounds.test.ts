@@ -103,7 +103,7 @@ describe('toolBounds', () => {
           enum: [`a${ESC}[0m`, `${ESC}]8;;http://evil${BEL}link${ESC}]8;;${BEL}`],
           default: 'x\u202e',
         },
-        [`name\u2066`]: { type: 'string', examples: ['e\ufe0f\udb40\udd10'] },
+        'name\u2066': { type: 'string', examples: ['e\ufe0f\udb40\udd10'] },
       },
     };
     const { tool: out, findings } = bound(frozen(tool({ inputSchema: schema })));
