@@ -41,6 +41,37 @@ export class Observers {
     return this.list.length > 0;
   }
 
+  /**
+   * Builds the record of one audited request and tells every observer, or does nothing at all
+   * when nobody listens (the audit paths of tools-call.ts and relay.ts share it).
+   */
+  report(
+    method: string,
+    who: { tenant: string; subject: string },
+    server: string | null,
+    target: string | null,
+    verdict: string,
+    durationMs: number,
+    bytesIn: number,
+    bytesOut: number,
+    reason?: string,
+  ): void {
+    if (this.list.length === 0) return;
+    const record: RequestRecord = {
+      method,
+      tenant: who.tenant,
+      subject: who.subject,
+      server,
+      target,
+      verdict,
+      durationMs,
+      bytesIn,
+      bytesOut,
+    };
+    if (reason) record.reason = reason;
+    this.request(record);
+  }
+
   request(record: RequestRecord): void {
     for (const o of this.list) {
       try {

@@ -7,7 +7,6 @@
 import { rewriteUri } from '../aggregate/uris.js';
 import { rateLimited, type TakeResult } from '../auth/shared-limit.js';
 import { ManifoldError } from '../errors.js';
-import type { RequestRecord } from '../observe.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
 import type { ResourceRoute } from '../surface-views.js';
 import { type Edge, failBody } from './dispatch.js';
@@ -182,20 +181,8 @@ export function admitRequest(
       bytesIn: ex.bytesIn,
       bytesOut,
     });
-    if (!gateway.observers.active) return;
-    const record: RequestRecord = {
-      method,
-      tenant: principal.tenant,
-      subject: principal.subject,
-      server,
-      target: shown,
-      verdict,
-      durationMs,
-      bytesIn: ex.bytesIn,
-      bytesOut,
-    };
-    if (reason) record.reason = reason;
-    gateway.observers.request(record);
+    const { observers } = gateway;
+    observers.report(method, principal, server, shown, verdict, durationMs, ex.bytesIn, bytesOut, reason);
   };
   const limit = gateway.takeCall(principal.tenant);
   if (limit instanceof Promise) return limit.then((l) => admitted(l, audit));

@@ -1,7 +1,6 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import { rateLimited } from '../auth/shared-limit.js';
 import { ManifoldError } from '../errors.js';
-import type { RequestRecord } from '../observe.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
 import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
 import { type Edge, failBody, json } from './dispatch.js';
@@ -49,20 +48,8 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
       bytesOut,
       ...approval,
     });
-    if (!gateway.observers.active) return;
-    const record: RequestRecord = {
-      method: 'tools/call',
-      tenant: principal.tenant,
-      subject: principal.subject,
-      server,
-      target: tool,
-      verdict,
-      durationMs,
-      bytesIn,
-      bytesOut,
-    };
-    if (reason) record.reason = reason;
-    gateway.observers.request(record);
+    const { observers } = gateway;
+    observers.report('tools/call', principal, server, tool, verdict, durationMs, bytesIn, bytesOut, reason);
   };
   try {
     // A client may call a tool it already knows without listing first: wait for the first

@@ -1,4 +1,6 @@
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
+import type { VerifiedListing } from '../drift-gate.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
@@ -52,3 +54,12 @@ export interface UpstreamDeps {
 
 /** What a caller may attach to a relayed request; the deadlines are the server's own. */
 export type CallOptions = Omit<SessionCallOptions, 'timeoutMs' | 'maxTotalMs'>;
+
+/** The verifier of an upstream without a drift gate: everything it lists is trusted. */
+export const trustEverything = async (tools: Tool[]): Promise<VerifiedListing> => ({
+  trusted: tools,
+  quarantined: [],
+  removed: [],
+  withheld: [],
+  identityChanged: false,
+});

@@ -6,23 +6,15 @@ import { driftListing } from '../guards/drift-kinds.js';
 import type { Logger } from '../log.js';
 import type { Era } from '../protocol/versions.js';
 import { backoffDelay, defaultBackoff, ReconnectTimer } from './backoff.js';
-import { brief, logReason, publicReason } from './call-errors.js';
+import { logReason, publicReason } from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import { Recovery } from './recovery.js';
 import type { ListKind, UpstreamSession } from './session.js';
+import { sessions } from './session-layer.js';
 import { upstreamStatus } from './status.js';
+import { Subscriptions } from './subscriptions.js';
 import type { CallOptions, UpstreamDeps, UpstreamState, UpstreamStatus } from './upstream-types.js';
-import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS } from './upstream-types.js';
-
-/**
- * The session layer (the SDK client, its transports, the HTTP wires) is loaded on the first
- * connection, not with the gateway: the listener opens before any of it is needed (#18, start time).
- */
-let sessionLayer: Promise<typeof import('./probe.js')> | undefined;
-const sessions = () => {
-  sessionLayer ??= import('./probe.js');
-  return sessionLayer;
-};
+import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS, trustEverything } from './upstream-types.js';
 
 /**
  * One configured upstream server: its session (in whichever era it speaks), its last complete
@@ -50,13 +42,7 @@ export class Upstream {
    * tool-shaped records (guards/drift-kinds.ts). Without one, everything is trusted. Runs before
    * the listing changes, so no client ever sees an unverified catalog (C4).
    */
-  verify: (tools: Tool[]) => Promise<VerifiedListing> = async (tools) => ({
-    trusted: tools,
-    quarantined: [],
-    removed: [],
-    withheld: [],
-    identityChanged: false,
-  });
+  verify: (tools: Tool[]) => Promise<VerifiedListing> = trustEverything;
   verified: VerifiedListing | undefined;
 
   private session: UpstreamSession | undefined;
@@ -86,6 +72,10 @@ export class Upstream {
       () => {
         if (this.state !== 'closed') void this.connect();
       },
+    );
+    this.subscriptions = new Subscriptions(
+      () => (this.state === 'ready' ? this.session : undefined),
+      this.log,
     );
     const self = this;
     this.recovery = new Recovery({
@@ -133,20 +123,20 @@ export class Upstream {
     return this.listing.templates;
   }
 
-  /** URIs someone downstream watches; asked for again after every reconnect. */
-  readonly watched = new Set<string>();
+  /** URIs someone downstream watches; asked for again after every reconnect (subscriptions.ts). */
+  private readonly subscriptions: Subscriptions;
 
-  /** Starts watching a URI upstream (`resources/subscribe`, or the modern listen filter). */
-  async subscribe(uri: string): Promise<void> {
-    this.watched.add(uri);
-    const session = this.session;
-    if (session && this.state === 'ready') await session.subscribe(uri);
+  get watched(): Set<string> {
+    return this.subscriptions.watched;
   }
 
-  async unsubscribe(uri: string): Promise<void> {
-    if (!this.watched.delete(uri)) return;
-    const session = this.session;
-    if (session && this.state === 'ready') await session.unsubscribe(uri).catch(() => {});
+  /** Starts watching a URI upstream (`resources/subscribe`, or the modern listen filter). */
+  subscribe(uri: string): Promise<void> {
+    return this.subscriptions.add(uri);
+  }
+
+  unsubscribe(uri: string): Promise<void> {
+    return this.subscriptions.remove(uri);
   }
 
   /** Whether the server can send resource updates at all (its resources.subscribe capability). */
@@ -243,11 +233,7 @@ export class Upstream {
         ...(renew ? { renewed: true } : {}),
       });
       this.relistAfter(listed.ttlMs);
-      for (const uri of this.watched) {
-        session
-          .subscribe(uri)
-          .catch((e: unknown) => this.log.warn('upstream.subscribe_failed', { error: brief(e) }));
-      }
+      this.subscriptions.renew(session);
       this.onChange();
     } catch (e) {
       if (session) await session.close().catch(() => {});
