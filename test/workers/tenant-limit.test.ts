@@ -167,6 +167,30 @@ describe('workers: rate limits counted in the tenant’s Durable Object', () => 
     expect((await state('y-corp')).rows).toEqual([{ window_start: WINDOW, tenant: 'y-corp', used: 8 }]);
   });
 
+  it('inside the tenant’s object, its own calls lease from its storage directly, counted with the isolates’', async () => {
+    const limit = 40;
+    const inside = async (n: number) => {
+      const query = new URLSearchParams({
+        tenant: 'own',
+        n: String(n),
+        limit: String(limit),
+        now: String(NOW),
+      });
+      const res = await isolates[1]!.fetch(`http://limit.test/object-take?${query}`);
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { ok: number }).ok;
+    };
+    const [a, b] = await Promise.all([take(0, 'own', 30, limit), inside(30)]);
+    expect(a.ok + b).toBeLessThanOrEqual(limit);
+    const rest = (await drain(0, 'own', limit)) + (await inside(limit));
+    expect(a.ok + b + rest).toBe(limit);
+    // Only the isolate's leases were requests to the object.
+    expect(await state('own')).toEqual({
+      hits: await sent('own'),
+      rows: [{ window_start: WINDOW, tenant: 'own', used: limit }],
+    });
+  });
+
   it('bad lease bodies get 400 (a long one 413, another method 405), never a throw; good ones are still answered', async () => {
     const good = { tenant: 'bad-input', window: WINDOW, block: 2, limit: 3 };
     const bad: unknown[] = [
