@@ -191,6 +191,20 @@ describe('workers: rate limits counted in the tenant’s Durable Object', () => 
     });
   });
 
+  it('an object that does not grant a lease: the call is refused, retry after 1 s (fail closed), and not asked again at once', async () => {
+    const first = await take(0, 'broken', 1, 10);
+    expect(first.results).toEqual([{ ok: false, retryAfterSeconds: 1 }]);
+    const again = await take(0, 'broken', 5, 10);
+    expect(again.results).toEqual(Array(5).fill({ ok: false, retryAfterSeconds: 1 }));
+    expect(await sent('broken')).toBe(1);
+    // A second on, it asks again.
+    expect((await take(0, 'broken', 1, 10, NOW + 1000)).results).toEqual([
+      { ok: false, retryAfterSeconds: 1 },
+    ]);
+    expect(await sent('broken')).toBe(2);
+    expect(await state('broken')).toEqual({ hits: 2, rows: [] });
+  });
+
   it('bad lease bodies get 400 (a long one 413, another method 405), never a throw; good ones are still answered', async () => {
     const good = { tenant: 'bad-input', window: WINDOW, block: 2, limit: 3 };
     const bad: unknown[] = [
