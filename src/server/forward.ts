@@ -1,8 +1,9 @@
 /**
  * A held MRTR retry that reached the wrong instance (#15). A call bridged to a legacy upstream
  * that asked for input mid-call stays open on the instance that runs it (mrtr.ts, "held"), and its
- * sealed state names that instance. A retry whose state names another instance is sent there,
- * once, through the runtime's `Forwarder` (deploy/node/instances.ts on Postgres), and its answer
+ * sealed state names that instance; so does the task id of a legacy server's task (tasks.ts),
+ * which lives with that instance's upstream session. A request whose state or task id names
+ * another instance is sent there, once, through the runtime's `Forwarder` (deploy/node/instances.ts on Postgres), and its answer
  * comes back unchanged. A forwarded request carries a mark sealed with the deployment's secret:
  * it is never forwarded again, and a mark that does not open is refused, so the header alone
  * grants nothing.
@@ -49,6 +50,8 @@ const PASSED = [
   'mcp-protocol-version',
   'mcp-method',
   'mcp-name',
+  // A legacy client's tasks/* request: its session is read from the shared store there.
+  'mcp-session-id',
   'traceparent',
   'tracestate',
 ];
@@ -80,9 +83,26 @@ async function digest(state: string): Promise<string> {
 }
 
 /**
+ * What names the instance a request belongs to: a modern retry's requestState, or the task id of
+ * a tasks/* request (either era).
+ */
+function routeOf(message: Record<string, unknown>, modern: boolean): { state?: string; task?: string } {
+  const params = isObject(message.params) ? message.params : undefined;
+  if (modern && typeof params?.requestState === 'string') return { state: params.requestState };
+  if (
+    typeof message.method === 'string' &&
+    message.method.startsWith('tasks/') &&
+    typeof params?.taskId === 'string'
+  )
+    return { task: params.taskId };
+  return {};
+}
+
+/**
  * Before a POST is served: a forwarded one must carry a mark that opens for this instance and
- * this requestState (else 403); a modern retry of a call held elsewhere is forwarded, and the
- * holder's answer returned. Undefined: serve it here.
+ * this request (else 403); a modern retry of a call held elsewhere, or a tasks/* request for a
+ * legacy server's task created elsewhere, is forwarded, and the holder's answer returned.
+ * Undefined: serve it here.
  */
 export async function routeRetry(
   edge: Edge,
@@ -92,21 +112,34 @@ export async function routeRetry(
   modern: boolean,
 ): Promise<Reply | undefined> {
   const mark = c.header(FORWARD_HEADER);
-  const state = modern && isObject(message.params) ? message.params.requestState : undefined;
+  const { state, task } = routeOf(message, modern);
+  const bound = state ?? task;
   if (mark !== undefined) {
-    await checkMark(edge, mark, state);
+    await checkMark(edge, mark, bound);
     return undefined;
   }
   const forwarder = edge.forwarder;
-  if (!forwarder || typeof state !== 'string') return undefined;
-  const body = (await (await edge.gateway.states).open(state)) as Partial<StateBody> | undefined;
-  if (body?.k !== 'held' || typeof body.i !== 'string' || body.i === edge.instance) return undefined;
-  // Only a state this principal may still use travels; the holder checks everything again.
-  if (body.p !== c.principal.key || typeof body.x !== 'number' || body.x < edge.gateway.platform.now()) {
-    throw invalidState();
+  if (!forwarder || bound === undefined) return undefined;
+  const now = edge.gateway.platform.now();
+  if (state !== undefined) {
+    const body = (await (await edge.gateway.states).open(state)) as Partial<StateBody> | undefined;
+    if (body?.k !== 'held' || typeof body.i !== 'string' || body.i === edge.instance) return undefined;
+    // Only a state this principal may still use travels; the holder checks everything again.
+    if (body.p !== c.principal.key || typeof body.x !== 'number' || body.x < now) throw invalidState();
+    return forward(edge, forwarder, body.i, c, message, text, state, invalidState);
   }
-  return forward(edge, forwarder, body.i, c, message, text, state);
+  const ref = (await (await edge.gateway.taskIds).open(task)) as Record<string, unknown> | undefined;
+  // Not this principal's, or not held anywhere else: served here (and refused here if foreign).
+  if (typeof ref?.i !== 'string' || ref.i === edge.instance || ref.p !== c.principal.key) return undefined;
+  return forward(edge, forwarder, ref.i, c, message, text, bound, goneTask);
 }
+
+/** The instance that ran a legacy server's task is gone, and its task with it. */
+const goneTask = () =>
+  new ManifoldError(
+    'ERR_INVALID_PARAMS',
+    'Unknown task: the instance that ran it is gone; send the original request again',
+  );
 
 async function checkMark(edge: Edge, mark: string, state: unknown): Promise<void> {
   const opened = (await (await marker(edge.gateway)).open(mark)) as Record<string, unknown> | undefined;
@@ -128,7 +161,8 @@ async function forward(
   c: HttpIn,
   message: Record<string, unknown>,
   text: string,
-  state: string,
+  bound: string,
+  gone: () => ManifoldError,
 ): Promise<Reply> {
   const headers: Record<string, string> = {};
   for (const name of [...PASSED, ...paramHeaders(edge, message)]) {
@@ -136,14 +170,14 @@ async function forward(
     if (value !== undefined) headers[name] = value;
   }
   const x = edge.gateway.platform.now() + MARK_TTL_MS;
-  headers[FORWARD_HEADER] = await (await marker(edge.gateway)).seal({ t: to, x, d: await digest(state) });
+  headers[FORWARD_HEADER] = await (await marker(edge.gateway)).seal({ t: to, x, d: await digest(bound) });
   const aborted = new AbortController();
   const stop = c.onDisconnect(() => aborted.abort());
   const answer = await forwarder.send(to, { path: c.path, headers, body: text, signal: aborted.signal });
   if (!answer) {
     stop();
     // The holder is gone (stopped, killed) or unknown: its call is lost with it.
-    throw invalidState();
+    throw gone();
   }
   const kept = new Headers();
   answer.headers.forEach((value, name) => {

@@ -13,6 +13,7 @@ import { testIssuer } from '../helpers/tokens.js';
 const SECRET = 'one-secret-every-instance-shares-0123456789';
 const ISS = 'https://issuer.forward.test';
 const AUD = 'manifold-forward';
+const TASKS = 'io.modelcontextprotocol/tasks';
 const CAPS = { [META_CAPS]: { elicitation: { form: {} } } };
 const TOOL = 'ev__trigger-elicitation-request';
 const CALL = { name: TOOL, arguments: {} };
@@ -35,6 +36,12 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     const raw = {
       mcpServers: {
         ev: { command: process.execPath, args: [EVERYTHING, 'stdio'], clientFeatures: { elicitation: true } },
+        // The task below gets its own server: over stdio, a question goes to the only call in flight.
+        evt: {
+          command: process.execPath,
+          args: [EVERYTHING, 'stdio'],
+          clientFeatures: { elicitation: true },
+        },
       },
       gateway: {
         // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
@@ -57,7 +64,7 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
   /** A call on A that stops at its question: the state to answer it with. */
   const heldOnA = async (): Promise<{ state: string; key: string }> => {
     const first = await modernRequest(a.url, 'tools/call', CALL, as(alice));
-    expect(first.body.result?.resultType).toBe('input_required');
+    expect(first.body.result?.resultType, JSON.stringify(first.body)).toBe('input_required');
     const [key] = Object.keys(first.body.result!.inputRequests as object);
     return { state: first.body.result!.requestState as string, key: key! };
   };
@@ -141,6 +148,46 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     const done = await retry(b, alice, held, 'Grace');
     expect(JSON.stringify(done.body.result?.content)).toContain('- Name: Grace');
   });
+
+  it('a legacy server task made on one instance is polled, answered and finished on the other', async () => {
+    const ext = { [META_CAPS]: { elicitation: { form: {} }, extensions: { [TASKS]: {} } } };
+    const on = (gw: TestGateway, method: string, params: Record<string, unknown>) =>
+      modernRequest(gw.url, method, params, { meta: ext, headers: { authorization: `Bearer ${alice}` } });
+    const created = await on(a, 'tools/call', {
+      name: 'evt__simulate-research-query',
+      arguments: { topic: 'python', ambiguous: true },
+    });
+    expect(created.body.result?.resultType).toBe('task');
+    const taskId = created.body.result!.taskId as string;
+    const until = async (done: (t: Record<string, unknown>) => boolean) => {
+      const end = Date.now() + 30_000;
+      for (;;) {
+        const r = await on(b, 'tasks/get', { taskId });
+        expect(r.body.error).toBeUndefined();
+        if (done(r.body.result!) || Date.now() > end) return r.body.result!;
+        await new Promise((r) => setTimeout(r, 150));
+      }
+    };
+    // B's own server-everything never heard of this task: every answer below is A's, through B.
+    const waiting = await until((t) => t.status === 'input_required' && t.inputRequests !== undefined);
+    const [key] = Object.keys(waiting.inputRequests as object);
+    const ack = await on(b, 'tasks/update', {
+      taskId,
+      inputResponses: { [key!]: { action: 'accept', content: { interpretation: 'programming' } } },
+    });
+    expect(ack.body.result).toMatchObject({ resultType: 'complete' });
+    const done = await until((t) => t.status === 'completed' || t.status === 'failed');
+    expect(done.status).toBe('completed');
+    expect(JSON.stringify(done.result)).toMatch(/programming/i);
+    // Another subject's request for it is not forwarded, and fails as an unknown task.
+    const foreign = await modernRequest(
+      b.url,
+      'tasks/get',
+      { taskId },
+      { meta: ext, headers: { authorization: `Bearer ${mallory}` } },
+    );
+    expect(foreign.body.error?.code).toBe(-32602);
+  }, 60_000);
 
   it('with the holder gone, a retry on the other instance gets the clear invalid-state error, never a 500', async () => {
     const held = await heldOnA();
