@@ -102,24 +102,33 @@ function routeOf(message: Record<string, unknown>, modern: boolean): { state?: s
  * Before a POST is served: a forwarded one must carry a mark that opens for this instance and
  * this request (else 403); a modern retry of a call held elsewhere, or a tasks/* request for a
  * legacy server's task created elsewhere, is forwarded, and the holder's answer returned.
- * Undefined: serve it here.
+ * Undefined (or a promise of it): serve it here. Synchronous for every request that names no
+ * instance, so the hot path gains no promise reaction (#18).
  */
-export async function routeRetry(
+export function routeRetry(
   edge: Edge,
   c: HttpIn,
   message: Record<string, unknown>,
   text: string,
   modern: boolean,
-): Promise<Reply | undefined> {
+): Promise<Reply | undefined> | undefined {
   const mark = c.header(FORWARD_HEADER);
+  if (mark === undefined && !edge.forwarder) return undefined;
   const { state, task } = routeOf(message, modern);
-  const bound = state ?? task;
-  if (mark !== undefined) {
-    await checkMark(edge, mark, bound);
-    return undefined;
-  }
-  const forwarder = edge.forwarder;
-  if (!forwarder || bound === undefined) return undefined;
+  if (mark !== undefined) return checkMark(edge, mark, state ?? task).then(() => undefined);
+  if (state === undefined && task === undefined) return undefined;
+  return routeNamed(edge, edge.forwarder!, c, message, text, state, task);
+}
+
+async function routeNamed(
+  edge: Edge,
+  forwarder: Forwarder,
+  c: HttpIn,
+  message: Record<string, unknown>,
+  text: string,
+  state: string | undefined,
+  task: string | undefined,
+): Promise<Reply | undefined> {
   const now = edge.gateway.platform.now();
   if (state !== undefined) {
     const body = (await (await edge.gateway.states).open(state)) as Partial<StateBody> | undefined;
@@ -131,7 +140,7 @@ export async function routeRetry(
   const ref = (await (await edge.gateway.taskIds).open(task)) as Record<string, unknown> | undefined;
   // Not this principal's, or not held anywhere else: served here (and refused here if foreign).
   if (typeof ref?.i !== 'string' || ref.i === edge.instance || ref.p !== c.principal.key) return undefined;
-  return forward(edge, forwarder, ref.i, c, message, text, bound, goneTask);
+  return forward(edge, forwarder, ref.i, c, message, text, task!, goneTask);
 }
 
 /** The instance that ran a legacy server's task is gone, and its task with it. */

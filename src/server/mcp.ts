@@ -48,7 +48,8 @@ export function createMcpHandlers(edge: Edge) {
     const modernHeader = isModernVersion(versionHeader);
     try {
       // A retry of a call held on another instance is answered by that instance (#15).
-      const elsewhere = await routeRetry(edge, c, isObject(body) ? body : {}, text, modernHeader);
+      const routed = routeRetry(edge, c, isObject(body) ? body : {}, text, modernHeader);
+      const elsewhere = routed && (await routed);
       if (elsewhere) return elsewhere;
       if (Array.isArray(body)) {
         if (modernHeader)
