@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -47,6 +47,23 @@ interface Tool {
   description?: string;
 }
 const textOf = (r: unknown) => (r as { content?: { text?: string }[] }).content?.[0]?.text;
+
+/** The processes whose parent is `pid` (from /proc: the test needs no ps). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // The fields after the command (which may hold spaces) start after its closing parenthesis.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return out;
+}
 
 /**
  * Every page of tools/list, following cursors (the v2 client may follow them itself): each page
@@ -250,12 +267,7 @@ describe('three gateways on one Postgres behind a round-robin balancer', () => {
         });
       });
       // Its stdio child outlives a SIGKILL (nothing is left to stop it): stopped by the test.
-      const orphans = spawnSync('ps', ['-o', 'pid=', '--ppid', String(victim.child.pid)], {
-        encoding: 'utf8',
-      })
-        .stdout.split('\n')
-        .map((s) => Number(s.trim()))
-        .filter((n) => n > 0);
+      const orphans = childrenOf(victim.child.pid!);
       const load = async (h: ModernHandle) => {
         for (let n = 0; n < CALLS_EACH; n++) {
           const started = performance.now();
@@ -279,6 +291,7 @@ describe('three gateways on one Postgres behind a round-robin balancer', () => {
       await Promise.all(loaders.map(load));
       await killed;
       const ms = performance.now() - began;
+      expect(orphans.length).toBeGreaterThan(0);
       for (const pid of orphans) {
         try {
           process.kill(pid, 'SIGTERM');

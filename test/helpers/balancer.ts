@@ -14,7 +14,7 @@ export interface Balancer {
   /** Requests each backend has taken (connected), and is answering now. */
   readonly taken: number[];
   readonly active: number[];
-  /** Requests each backend took and never answered whole: in flight there when its connection died. */
+  /** POSTs each backend took and never answered whole: in flight there when its connection died. */
   readonly cut: number[];
   close(): Promise<void>;
 }
@@ -46,7 +46,8 @@ export async function startBalancer(backends: readonly number[]): Promise<Balanc
         if (!open) return;
         open = false;
         active[i]!--;
-        if (!whole) cut[i]!++;
+        // POSTs only: a GET stream a legacy client keeps open is not a call.
+        if (!whole && req.method === 'POST') cut[i]!++;
       };
       up.on('socket', (socket) =>
         socket.once('connect', () => {
