@@ -75,8 +75,9 @@ export class PostgresInstances implements Forwarder {
         signal: request.signal,
         dispatcher: await this.agent,
       });
+      // A body left unread is dumped, not destroyed: a destroyed one emits an error nobody handles.
       if (answer.statusCode >= 300 && answer.statusCode < 400) {
-        answer.body.destroy();
+        await answer.body.dump().catch(() => {});
         return undefined;
       }
       const headers = new Headers();
@@ -84,7 +85,7 @@ export class PostgresInstances implements Forwarder {
         if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
       }
       const empty = answer.statusCode === 204 || answer.statusCode === 304;
-      if (empty) answer.body.destroy();
+      if (empty) await answer.body.dump().catch(() => {});
       return new Response(empty ? null : (Readable.toWeb(answer.body) as ReadableStream), {
         status: answer.statusCode,
         headers,
