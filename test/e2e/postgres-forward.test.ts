@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Sealer } from '../../src/auth/seal.js';
 import { EVERYTHING, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { legacyRequest, legacySession } from '../helpers/legacy.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { testIssuer } from '../helpers/tokens.js';
@@ -187,6 +188,21 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
       { meta: ext, headers: { authorization: `Bearer ${mallory}` } },
     );
     expect(foreign.body.error?.code).toBe(-32602);
+  }, 60_000);
+
+  it('a 2025 client: its task made through one instance is read on the other, with the same session', async () => {
+    // The session is in Postgres: B serves it too; the task is in A's upstream session only.
+    const headers = await legacySession(a.url, { headers: { authorization: `Bearer ${alice}` } });
+    const created = await legacyRequest(a.url, headers, 'tools/call', {
+      name: 'evt__simulate-research-query',
+      arguments: { topic: 'rust' },
+      task: { ttl: 60_000 },
+    });
+    const taskId = (created.body.result as { task: { taskId: string } }).task.taskId;
+    const got = await legacyRequest(b.url, headers, 'tasks/get', { taskId });
+    expect(got.body.result).toMatchObject({ taskId });
+    const result = await legacyRequest(b.url, headers, 'tasks/result', { taskId });
+    expect(JSON.stringify(result.body.result)).toMatch(/rust/i);
   }, 60_000);
 
   it('with the holder gone, a retry on the other instance gets the clear invalid-state error, never a 500', async () => {
