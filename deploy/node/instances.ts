@@ -39,17 +39,20 @@ export class PostgresInstances implements Forwarder {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Announces this instance at `url` (an origin) and keeps its row fresh until `close`. */
+  /**
+   * Announces this instance at `url` (an origin) and keeps its row fresh until `close`. A failed
+   * first write rejects, but the heartbeat is already running and writes the row when it can.
+   */
   async register(url: string): Promise<void> {
     this.url = url;
-    await this.pool.query('DELETE FROM manifold_instances WHERE seen_at < $1', [this.now() - FORGET_MS]);
-    await this.beat();
     this.timer = setInterval(() => {
       this.beat().catch((e) =>
         this.log?.warn('instances.heartbeat_failed', { error: describeError(e).slice(0, 300) }),
       );
     }, HEARTBEAT_MS);
     this.timer.unref();
+    await this.pool.query('DELETE FROM manifold_instances WHERE seen_at < $1', [this.now() - FORGET_MS]);
+    await this.beat();
   }
 
   private async beat(): Promise<void> {

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Tracer } from '@opentelemetry/api';
 import type { Config } from '../../src/config/types.js';
+import { describeError } from '../../src/errors.js';
 import { Gateway } from '../../src/gateway.js';
 import type { Logger } from '../../src/log.js';
 import type { MetricsExporter } from '../../src/metrics/types.js';
@@ -95,8 +96,12 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   const url = `http://${host}:${addr.port}/mcp`;
   if (instances) {
     const advertised = config.gateway.advertiseUrl ?? derivedOrigin(addr);
-    if (advertised) await instances.register(advertised);
-    else
+    if (advertised) {
+      // The database answered a moment ago (migrations); if it does not now, the heartbeat retries.
+      await instances
+        .register(advertised)
+        .catch((e) => log.warn('instances.register_failed', { error: describeError(e).slice(0, 300) }));
+    } else
       log.warn('instances.not_advertised', {
         message:
           'bound to a wildcard address and gateway.advertiseUrl is not set: retries of calls held here cannot be forwarded from the other instances',
