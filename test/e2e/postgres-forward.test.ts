@@ -1,3 +1,7 @@
+import {
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernTransport,
+} from '@modelcontextprotocol/client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Sealer } from '../../src/auth/seal.js';
@@ -107,6 +111,42 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     // Single-use still: the same state, on either instance, no longer opens.
     expect((await retry(b, alice, held, 'Lin')).body.error?.code).toBe(-32602);
     expect((await retry(a, alice, held, 'Lin')).body.error?.code).toBe(-32602);
+  });
+
+  it('a v2 SDK client whose retries go to the other instance completes its call there', async () => {
+    // Every request with a requestState goes to B; the rest to A (as a load balancer may do).
+    const sentTo: string[] = [];
+    const split: typeof fetch = (_input, init) => {
+      const retry = typeof init?.body === 'string' && init.body.includes('"requestState"');
+      const target = retry ? b.url : a.url;
+      sentTo.push(retry ? 'B' : 'A');
+      return fetch(target, init);
+    };
+    const client = new ModernClient(
+      { name: 'v2-split', version: '1.0.0' },
+      { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    const asked: unknown[] = [];
+    client.setRequestHandler('elicitation/create', async (r) => {
+      asked.push(r.params);
+      return { action: 'accept' as const, content: { name: 'Ada v2' } };
+    });
+    await client.connect(
+      new ModernTransport(new URL(a.url), {
+        fetch: split,
+        requestInit: { headers: { authorization: `Bearer ${alice}` } },
+      }),
+    );
+    try {
+      const result = (await client.callTool({ name: TOOL, arguments: {} })) as {
+        content: { text?: string }[];
+      };
+      expect(asked).toHaveLength(1);
+      expect(result.content.map((c) => c.text).join('\n')).toContain('- Name: Ada v2');
+      expect(sentTo).toContain('B');
+    } finally {
+      await client.close();
+    }
   });
 
   it('A4: another subject cannot answer the call from the other instance; its owner still can', async () => {
