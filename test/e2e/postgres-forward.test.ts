@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
   Client as ModernClient,
   StreamableHTTPClientTransport as ModernTransport,
@@ -5,7 +8,7 @@ import {
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Sealer } from '../../src/auth/seal.js';
-import { EVERYTHING, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { EVERYTHING, eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { legacyRequest, legacySession } from '../helpers/legacy.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -30,9 +33,14 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
   let b: TestGateway;
   let alice: string;
   let mallory: string;
+  let dir: string;
+  let askLog: string;
   const as = (token: string) => ({ meta: CAPS, headers: { authorization: `Bearer ${token}` } });
 
   beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mf-pg-forward-'));
+    askLog = join(dir, 'ask.log');
+    writeFileSync(askLog, '');
     server = await startPostgres();
     url = await server.database('forward');
     const issuer = await testIssuer(ISS, AUD);
@@ -45,6 +53,12 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
         evt: {
           command: process.execPath,
           args: [EVERYTHING, 'stdio'],
+          clientFeatures: { elicitation: true },
+        },
+        wait: {
+          command: process.execPath,
+          args: [join(ROOT, 'test/fixtures/ask-then-wait.mjs')],
+          env: { ASK_LOG: askLog },
           clientFeatures: { elicitation: true },
         },
       },
@@ -64,6 +78,7 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     await a?.stop();
     await b?.stop();
     await server?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   /** A call on A that stops at its question: the state to answer it with. */
@@ -147,6 +162,36 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     } finally {
       await client.close();
     }
+  });
+
+  it('a client that closes a forwarded retry stream cancels the call on the holder (patterns/cancellation)', async () => {
+    // With a progress token, what follows the answer streams (SSE), through B, from A.
+    const first = await modernRequest(
+      a.url,
+      'tools/call',
+      { name: 'wait__ask_then_wait', arguments: {}, _meta: { progressToken: 'p1' } },
+      as(alice),
+    );
+    expect(first.body.result?.resultType).toBe('input_required');
+    const [key] = Object.keys(first.body.result!.inputRequests as object);
+    const gone = new AbortController();
+    const retried = modernRequest(
+      b.url,
+      'tools/call',
+      {
+        name: 'wait__ask_then_wait',
+        arguments: {},
+        inputResponses: { [key!]: { action: 'accept', content: { name: 'Kay' } } },
+        requestState: first.body.result!.requestState,
+      },
+      { meta: CAPS, headers: { authorization: `Bearer ${alice}` }, signal: gone.signal },
+    ).catch((e: unknown) => e);
+    // The answer reached A's upstream through B, and its progress streams back; then the client leaves B.
+    await eventually(() => readFileSync(askLog, 'utf8').includes('answered Kay'), 'the answer upstream');
+    await new Promise((r) => setTimeout(r, 300));
+    gone.abort();
+    expect(await retried).toBeInstanceOf(Error);
+    await eventually(() => readFileSync(askLog, 'utf8').includes('cancelled'), 'the cancellation upstream');
   });
 
   it('A4: another subject cannot answer the call from the other instance; its owner still can', async () => {
