@@ -53,6 +53,8 @@ export const RESTART_KEYS = [
   'auth',
   'cursorSecret',
   'store',
+  // The instance registers its URL once, at start (deploy/node/instances.ts).
+  'advertiseUrl',
   'drift',
   // Routes mounted when the HTTP edge was built.
   'metricsPath',

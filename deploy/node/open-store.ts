@@ -8,6 +8,7 @@ import type { GatewayConfig } from '../../src/config/types.js';
 import type { Logger } from '../../src/log.js';
 import type { SessionStore } from '../../src/server/shared-sessions.js';
 import type { StateStore } from '../../src/store/state.js';
+import type { PostgresInstances } from './instances.js';
 import { openSqliteStore } from './sqlite-store.js';
 
 export type OpenedStore = StateStore & {
@@ -16,6 +17,8 @@ export type OpenedStore = StateStore & {
   readonly callLimiter?: CallLimiterFactory;
   /** Present on a store several instances share (Postgres): legacy sessions then live in it too. */
   sessionStore?(idleMs: number): SessionStore;
+  /** Present on a store several instances share (Postgres): this process in their registry. */
+  instances?(): PostgresInstances;
 };
 
 /** Opens the store `gateway.store` names; a relative SQLite path is relative to the working directory. */

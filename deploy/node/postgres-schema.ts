@@ -48,6 +48,13 @@ export const PG_MIGRATIONS: readonly string[] = [
     created_at BIGINT NOT NULL,
     seen_at BIGINT NOT NULL
   )`,
+  // -- v5 instances: where each running instance is reached (instances.ts), so that a held MRTR
+  // retry that lands elsewhere is forwarded to the one holding the call.
+  `CREATE TABLE manifold_instances (
+    id TEXT PRIMARY KEY NOT NULL,
+    url TEXT NOT NULL,
+    seen_at BIGINT NOT NULL
+  )`,
 ];
 
 /** One lock id for every Manifold migrating this database (an arbitrary constant: "mfld"). */

@@ -15,6 +15,7 @@ import { describeError, ManifoldError } from '../../src/errors.js';
 import type { Logger } from '../../src/log.js';
 import { parseRow, type RawRow } from '../../src/store/rows.js';
 import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../src/store/state.js';
+import { PostgresInstances } from './instances.js';
 import { listenForTrust, type TrustListener } from './postgres-listen.js';
 import { postgresRateLimiter } from './postgres-rate-limit.js';
 import { migratePostgres } from './postgres-schema.js';
@@ -156,6 +157,11 @@ export class PostgresStateStore implements StateStore {
       (e) => this.log?.warn('store.sessions_listen_lost', { error: safeMessage(e, url) }),
     );
     return this.sessions;
+  }
+
+  /** This process in the deployment's registry of instances (instances.ts). */
+  instances(): PostgresInstances {
+    return new PostgresInstances(this.pool, this.log);
   }
 
   async close(): Promise<void> {

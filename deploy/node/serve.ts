@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Tracer } from '@opentelemetry/api';
 import type { Config } from '../../src/config/types.js';
+import { describeError } from '../../src/errors.js';
 import { Gateway } from '../../src/gateway.js';
 import type { Logger } from '../../src/log.js';
 import type { MetricsExporter } from '../../src/metrics/types.js';
@@ -73,9 +74,12 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   store?.watchTrust?.(() => void gateway.pollTrust());
   // On Postgres a legacy session works on any instance (#15); elsewhere it stays where it was opened.
   const sessions = store?.sessionStore?.(config.gateway.sessionIdleSeconds * 1000);
+  // On Postgres each instance registers where it is reached: a held MRTR retry is forwarded there.
+  const instances = store?.instances?.();
   const { app, mcp } = createHttp(gateway, {
     ...(config.gateway.metricsPath ? { metrics: lazyPromExporter() } : {}),
     ...(sessions ? { sessions } : {}),
+    ...(instances ? { forward: instances } : {}),
   });
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));
@@ -90,6 +94,19 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}/mcp`;
+  if (instances) {
+    const advertised = config.gateway.advertiseUrl ?? derivedOrigin(addr);
+    if (advertised) {
+      // The database answered a moment ago (migrations); if it does not now, the heartbeat retries.
+      await instances
+        .register(advertised)
+        .catch((e) => log.warn('instances.register_failed', { error: describeError(e).slice(0, 300) }));
+    } else
+      log.warn('instances.not_advertised', {
+        message:
+          'bound to a wildcard address and gateway.advertiseUrl is not set: retries of calls held here cannot be forwarded from the other instances',
+      });
+  }
   const { statusPath } = config.gateway;
   log.info('gateway.listening', {
     url,
@@ -109,6 +126,8 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   const stop = () => {
     stopping ??= (async () => {
       log.info('gateway.stopping', { graceMs: config.gateway.shutdownGraceMs });
+      // Out of the registry first: no retry is forwarded to an instance that is going away.
+      await instances?.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       await gateway.close();
       // Drained calls may still be writing their responses: let connections finish on their
@@ -121,4 +140,11 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
     return stopping;
   };
   return { gateway, server, url, stop };
+}
+
+/** This instance's origin as the others reach it: the bound address, unless it is a wildcard. */
+function derivedOrigin(addr: AddressInfo): string | undefined {
+  if (addr.address === '0.0.0.0' || addr.address === '::') return undefined;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return `http://${host}:${addr.port}`;
 }

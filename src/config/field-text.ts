@@ -92,6 +92,10 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
     fix: 'generate one with `openssl rand -base64 48`, put it in an environment variable and write "cursorSecret": "${MANIFOLD_CURSOR_SECRET}"; every instance of one deployment uses the same value',
   },
+  advertiseUrl: {
+    expected: 'an http: or https: URL string',
+    fix: 'write the origin the other instances reach this one at, e.g. "http://10.0.0.5:8787", or remove it',
+  },
   drift: {
     expected: 'an object with "recheckSeconds"',
     fix: 'write drift as {"recheckSeconds": 300}',

@@ -113,6 +113,24 @@ function metricsPathProblem(path: string): string | undefined {
   return clash ? `must not be ${clash} or under it: the gateway serves that path itself` : undefined;
 }
 
+/** The origin other instances forward to, or why `url` cannot be one. */
+function advertiseOrigin(url: string): string | { problem: string } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return { problem: 'is not a valid URL' };
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    return { problem: `must be an http: or https: URL, got ${parsed.protocol}` };
+  }
+  if (parsed.username || parsed.password) return { problem: 'must not carry credentials' };
+  if (parsed.pathname !== '/' || parsed.search || parsed.hash) {
+    return { problem: 'must be an origin only, without a path, query or fragment' };
+  }
+  return parsed.origin;
+}
+
 export function readGateway(f: Findings, raw: unknown): GatewayRead {
   const base = ['gateway'];
   const config: GatewayConfig = {
@@ -310,6 +328,15 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
         );
       }
       invalid.add('callTimeoutMs');
+    }
+  }
+  if (!invalid.has('advertiseUrl') && config.advertiseUrl !== undefined) {
+    const origin = advertiseOrigin(config.advertiseUrl);
+    if (typeof origin === 'string') config.advertiseUrl = origin;
+    else {
+      error(f, [...base, 'advertiseUrl'], origin.problem, FIELD_TEXT.gateway.advertiseUrl!.fix);
+      invalid.add('advertiseUrl');
+      delete config.advertiseUrl;
     }
   }
   if (Object.hasOwn(raw, 'auth')) {

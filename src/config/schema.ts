@@ -139,6 +139,8 @@ export const gatewaySchema = z.object({
   catalog: z.partial(catalogSchema),
   // Values never appear in messages (field-text.ts words them without the value).
   cursorSecret: z.string().check(z.minLength(32)),
+  // Checked as a URL in gateway.ts (an http(s) origin, without credentials or a path).
+  advertiseUrl: text(),
 });
 
 /** The longest a person may be given to answer an approval (one hour). */

@@ -216,6 +216,12 @@ export interface GatewayConfig {
    */
   cursorSecret?: string;
   /**
+   * Where the other instances of a deployment on one Postgres reach this one (an http(s) origin),
+   * to forward a held MRTR retry to it. Absent: derived from the bound address, unless that is a
+   * wildcard (then this instance takes no forwarded retries).
+   */
+  advertiseUrl?: string;
+  /**
    * Durable state (drift baselines, catalog cache, claims, the trust epoch). `false`: in memory
    * only, so baselines last as long as the process. Default `{ path: "./.manifold/state.db" }` on
    * Node. `{ postgres: url }`: one Postgres database shared by several Node instances; the URL

@@ -8,6 +8,7 @@ import type { MetricsExporter } from '../metrics/types.js';
 import { mountAdmin } from './admin.js';
 import type { Edge } from './dispatch.js';
 import { toRpcError } from './errors.js';
+import type { Forwarder } from './forward.js';
 import { hostAllowed, originCheck, originGuard, readBodyCapped } from './http-guards.js';
 import { type HttpIn, PlainReply, type Reply, toResponse } from './http-in.js';
 import { errorMessage } from './jsonrpc.js';
@@ -42,6 +43,12 @@ export interface AppOptions {
    * lives on the instance that opened it, as on SQLite, in memory and on Workers.
    */
   sessions?: SessionStore;
+  /**
+   * The other instances of the deployment (#15; Node on Postgres): a modern retry of a call held
+   * on another instance is forwarded there (forward.ts). Absent: such a retry is refused as an
+   * invalid state, as it was.
+   */
+  forward?: Forwarder;
 }
 
 /**
@@ -111,6 +118,8 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
     serverInfo: { name: 'manifold', version: gateway.version },
     watch: new ResourceWatch(gateway),
     held: new HeldCalls(),
+    instance: options.forward?.id ?? crypto.randomUUID(),
+    ...(options.forward ? { forwarder: options.forward } : {}),
     taskPumps: new TaskPumps(() => gateway.platform.now()),
     ...(gateway.platform.tracer ? { tracing: new Tracing(gateway.platform.tracer) } : {}),
   };

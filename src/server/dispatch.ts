@@ -3,6 +3,7 @@ import type { Gateway } from '../gateway.js';
 import { type Era, TASKS_EXTENSION } from '../protocol/versions.js';
 import { toRpcError } from './errors.js';
 import type { CacheHint, Exchange } from './exchange.js';
+import type { Forwarder } from './forward.js';
 import { PlainReply, type Reply } from './http-in.js';
 import { errorMessage, type JsonRpcId } from './jsonrpc.js';
 import type { ListenRegistry } from './listen.js';
@@ -59,6 +60,10 @@ export interface Edge {
   watch: ResourceWatch;
   /** Calls held open while a modern client gathers input (MRTR). */
   held: HeldCalls;
+  /** This process's id: the held states it seals name it (forward.ts). */
+  instance: string;
+  /** Reaches the other instances of the deployment, to forward a held call's retry (#15). */
+  forwarder?: Forwarder;
   /** 2025 servers' tasks waiting for a 2026 client's input (tasks.ts). */
   taskPumps: TaskPumps;
   /** Present only when the platform gave a tracer: decided once, when the edge is built. */

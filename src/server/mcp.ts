@@ -2,6 +2,7 @@ import { ManifoldError } from '../errors.js';
 import { isModernVersion, SUPPORTED_VERSIONS } from '../protocol/versions.js';
 import { type Edge, failResponse } from './dispatch.js';
 import { decideEra, unsupportedVersion } from './era.js';
+import { routeRetry } from './forward.js';
 import { type HttpIn, PlainReply, type Reply } from './http-in.js';
 import type { JsonRpcId } from './jsonrpc.js';
 import { legacyBatch, legacyDelete, legacyGet, legacyPost } from './legacy.js';
@@ -46,6 +47,10 @@ export function createMcpHandlers(edge: Edge) {
     }
     const modernHeader = isModernVersion(versionHeader);
     try {
+      // A retry of a call held on another instance is answered by that instance (#15).
+      const routed = routeRetry(edge, c, isObject(body) ? body : {}, text, modernHeader);
+      const elsewhere = routed && (await routed);
+      if (elsewhere) return elsewhere;
       if (Array.isArray(body)) {
         if (modernHeader)
           throw new ManifoldError(

@@ -35,6 +35,8 @@ export interface StateBody {
   /** held: the call's token, and the round this state answers. */
   h?: string;
   r?: number;
+  /** held: the instance that holds the call (forward.ts sends a retry that lands elsewhere there). */
+  i?: string;
   /** A single-use id, claimed in the store when the state is used: an approval's, or a wrap's of an approved call. */
   a?: string;
   /** approve: the digest of the arguments it approves. */

@@ -45,6 +45,8 @@ interface TaskRef {
   s: string;
   t: string;
   n: string;
+  /** A legacy server's task lives with its session, on this instance: tasks/* elsewhere forward here. */
+  i?: string;
 }
 
 const unknownTask = () =>
@@ -143,6 +145,7 @@ export async function taskCreated(
     s: entry.server,
     t: task.taskId,
     n: entry.name,
+    ...(edge.gateway.pool.get(entry.server)?.era === 'legacy' ? { i: edge.instance } : {}),
   } satisfies TaskRef);
   const now = new Date(edge.gateway.platform.now()).toISOString();
   const fields = taskFields(task, taskId, now);

@@ -196,6 +196,7 @@ function start(
       x: call.expiresAt,
       h: call.token,
       r: call.round,
+      i: edge.instance,
     });
     const reply = new Promise<InputResponses>((resolve, reject) => {
       call.resume = resolve;

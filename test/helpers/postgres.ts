@@ -5,14 +5,14 @@
  * 127.0.0.1, a free loopback port, its socket in the temp dir. Postgres refuses to run as root, so
  * as root every command runs as the `postgres` OS user, which owns the temp dir.
  */
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { aptInstall } from './apt.js';
 import { type AnyHandle, connectLegacy, connectModern } from './clients.js';
-import { freePort, startTestGateway, type TestGateway } from './harness.js';
+import { freePort, ROOT, startTestGateway, stopChild, type TestGateway } from './harness.js';
 
 export interface TestPostgres {
   port: number;
@@ -144,4 +144,90 @@ export async function startInstances(
 export async function stopInstances(from: { gateways: TestGateway[]; clients: AnyHandle[] }): Promise<void> {
   for (const c of from.clients) await c.close().catch(() => {});
   for (const gw of from.gateways) await gw.stop();
+}
+
+/** A gateway in a process of its own (`manifold serve` from dist/), so that a test can kill it. */
+export interface SpawnedInstance {
+  port: number;
+  /** Its /mcp. */
+  url: string;
+  child: ChildProcess;
+  /** Its JSON log lines so far. */
+  logs: Record<string, unknown>[];
+  /** SIGTERM, then SIGKILL after 5 s. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `count` `manifold serve` processes of one config file on free loopback ports, each resolved once
+ * its /healthz answers 200 (an upstream is ready). Fills `into`, so that the caller's afterAll can
+ * stop what started.
+ */
+export async function spawnInstances(
+  configFile: string,
+  env: Record<string, string>,
+  count: number,
+  into: SpawnedInstance[],
+): Promise<void> {
+  const cli = join(ROOT, 'dist/manifold.js');
+  if (!existsSync(cli)) throw new Error('dist is missing: run npm run build (npm test does)');
+  const started = await Promise.all(
+    Array.from({ length: count }, async () => {
+      const port = await freePort();
+      const child = spawn(
+        process.execPath,
+        [
+          cli,
+          'serve',
+          '--config',
+          configFile,
+          '--host',
+          '127.0.0.1',
+          '--port',
+          String(port),
+          '--log-format',
+          'json',
+        ],
+        { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      const logs: Record<string, unknown>[] = [];
+      let rest = '';
+      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        const lines = (rest + chunk).split('\n');
+        rest = lines.pop() ?? '';
+        for (const line of lines) {
+          try {
+            logs.push(JSON.parse(line) as Record<string, unknown>);
+          } catch {
+            logs.push({ text: line });
+          }
+        }
+      });
+      child.stderr!.resume();
+      const instance: SpawnedInstance = {
+        port,
+        url: `http://127.0.0.1:${port}/mcp`,
+        child,
+        logs,
+        stop: () => stopChild(child),
+      };
+      into.push(instance);
+      return instance;
+    }),
+  );
+  await Promise.all(
+    started.map(async (i) => {
+      const until = Date.now() + 60_000;
+      for (;;) {
+        if (i.child.exitCode !== null) throw new Error(`manifold serve exited (${i.child.exitCode})`);
+        const status = await fetch(`http://127.0.0.1:${i.port}/healthz`).then(
+          (r) => r.status,
+          () => 0,
+        );
+        if (status === 200) return;
+        if (Date.now() > until) throw new Error(`manifold serve on ${i.port} is not healthy after 60 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }),
+  );
 }

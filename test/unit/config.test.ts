@@ -2124,6 +2124,23 @@ describe('protocol eras and multi-instance keys', () => {
     expect(errorsOf(r)).toEqual([expect.stringMatching(/^mcpServers\.s\.protocol: .*legacy/)]);
   });
 
+  it('advertiseUrl: absent by default, an http(s) origin normalised, anything else refused with its path', () => {
+    expect(ok(parseConfigObject(cfg({ a: stdio }), {})).config.gateway.advertiseUrl).toBeUndefined();
+    const good = ok(
+      parseConfigObject(cfg({ a: stdio }, { gateway: { advertiseUrl: 'http://10.0.0.5:8787/' } }), {}),
+    );
+    expect(good.config.gateway.advertiseUrl).toBe('http://10.0.0.5:8787');
+    for (const [bad, message] of [
+      ['ftp://10.0.0.5', 'must be an http: or https: URL, got ftp:'],
+      ['http://u:p@10.0.0.5', 'must not carry credentials'],
+      ['http://10.0.0.5/mcp', 'must be an origin only, without a path, query or fragment'],
+      ['not a url', 'is not a valid URL'],
+    ] as const) {
+      const r = failed(parseConfigObject(cfg({ a: stdio }, { gateway: { advertiseUrl: bad } }), {}));
+      expect(r.errors[0]).toMatchObject({ path: 'gateway.advertiseUrl', message });
+    }
+  });
+
   it('cursorSecret: at least 32 characters, never echoed, and redacted even when written literally', () => {
     const short = failed(parseConfigObject(cfg({ a: stdio }, { gateway: { cursorSecret: 'tooshort' } }), {}));
     expect(short.errors[0]).toMatchObject({
