@@ -1,0 +1,273 @@
+// The bench's scale section (#15): 2026-07-28 tools/call at concurrency 16,
+//  - Node: one instance against two on one Postgres (same config, a shared cursorSecret), the load
+//    generator spreading its connections round-robin over the instances (autocannon gives
+//    connection i the URL i mod n). Both instances run in both phases, so "one" is instance A
+//    alone with B idle beside it, and CPU per call is the sum of both instances' CPU / calls.
+//  - Workers (Miniflare, the bundle of `npm run build:workers`): the single-object path
+//    (MANIFOLD_ROUTE=object) against the isolate path (MANIFOLD_ROUTE unset), one bundle. The
+//    Durable Object bindings come from deploy/workers/wrangler.jsonc, so the bench follows
+//    whatever the layout declares.
+// Phases alternate in rounds (one, two, one, ...) like the rest of the bench: this VM's speed
+// drifts over minutes, and back-to-back phases would compare different minutes.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Miniflare } from 'miniflare';
+import { startPostgres } from './postgres.mjs';
+
+/** JSONC as wrangler reads it: comments and trailing commas removed, strings left alone. */
+export function parseJsonc(text) {
+  let out = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j;
+    } else if (c === '/' && text[i + 1] === '/') {
+      while (i < text.length && text[i] !== '\n') i++;
+      out += '\n';
+    } else if (c === '/' && text[i + 1] === '*') {
+      i = text.indexOf('*/', i + 2) + 1;
+      if (i === 0) throw new Error('unterminated /* comment */ in JSONC');
+    } else out += c;
+  }
+  // A trailing comma is only ever followed by whitespace and a closing bracket outside a string,
+  // and the strings were copied verbatim above, so they cannot contain an unescaped match.
+  return JSON.parse(out.replace(/,(\s*[}\]])/g, '$1'));
+}
+
+/**
+ * Miniflare options from wrangler.jsonc: every Durable Object binding (SQLite-backed when a
+ * migration declares its class in new_sqlite_classes), the compatibility date and flags.
+ */
+export function workerOptions(wranglerPath) {
+  const w = parseJsonc(readFileSync(wranglerPath, 'utf8'));
+  const sqlite = new Set((w.migrations ?? []).flatMap((m) => m.new_sqlite_classes ?? []));
+  const durableObjects = {};
+  for (const b of w.durable_objects?.bindings ?? []) {
+    if (b.script_name)
+      throw new Error(`${wranglerPath}: ${b.name} lives in another script (${b.script_name})`);
+    durableObjects[b.name] = { className: b.class_name, useSQLite: sqlite.has(b.class_name) };
+  }
+  return {
+    durableObjects,
+    compatibilityDate: w.compatibility_date,
+    compatibilityFlags: w.compatibility_flags ?? [],
+  };
+}
+
+const childrenNamed = (comm) =>
+  readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+        return stat.includes(`(${comm})`) && Number(stat.split(') ')[1].split(' ')[1]) === process.pid;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+
+/**
+ * Runs `phases` ({name: {url: string | string[], pids}}) in alternating rounds at c=16 and
+ * returns, per phase, rps, CPU per call (the pids' CPU summed) and the error counts.
+ */
+async function alternate(h, phases, { body, headers, D, rounds, smoke, what }) {
+  for (const p of Object.values(phases)) {
+    await h.load({
+      mode: 'throughput',
+      url: p.url,
+      headers,
+      body,
+      connections: 16,
+      duration: smoke ? 0.3 : 2,
+    });
+  }
+  const acc = Object.fromEntries(
+    Object.keys(phases).map((k) => [
+      k,
+      { requests: 0, durationS: 0, errors: 0, timeouts: 0, non2xx: 0, cpuMs: 0 },
+    ]),
+  );
+  const cpu = (pids) => pids.reduce((s, pid) => s + h.cpuMs(pid), 0);
+  for (let round = 0; round < rounds; round++) {
+    for (const [name, p] of Object.entries(phases)) {
+      h.log('scale', what, name, `round ${round + 1}/${rounds}`);
+      const cpu0 = cpu(p.pids);
+      const r = await h.load({
+        mode: 'throughput',
+        url: p.url,
+        headers,
+        body,
+        connections: 16,
+        duration: D / rounds,
+      });
+      const a = acc[name];
+      a.cpuMs += cpu(p.pids) - cpu0;
+      for (const k of ['requests', 'durationS', 'errors', 'timeouts', 'non2xx']) a[k] += r[k];
+    }
+  }
+  return Object.fromEntries(
+    Object.entries(acc).map(([name, a]) => [
+      name,
+      {
+        requests: a.requests,
+        rps: Math.round(a.requests / a.durationS),
+        cpuPerCallUs: Math.round((a.cpuMs * 1000) / Math.max(1, a.requests)),
+        errors: a.errors,
+        timeouts: a.timeouts,
+        non2xx: a.non2xx,
+        rounds,
+      },
+    ]),
+  );
+}
+
+/** Fails loudly unless a modern tools/call through `url` completes. */
+async function checkCall(h, url, call) {
+  const r = await h.rpc(url, JSON.parse(call.body), call.headers);
+  if (!r.text.includes('"resultType":"complete"'))
+    throw new Error(`scale: modern echo failed at ${url}: ${r.text.slice(0, 300)}`);
+}
+
+/**
+ * One vs two Node instances on one Postgres. `h`: the bench's helpers (manifold, load, cpuMs,
+ * stop, rpc, log, loadAverage). `o`: upstreamUrl, allowedHost, auth (gateway.auth), call
+ * ({body, headers} of a 2026-07-28 tools/call with its token), D, rounds, smoke.
+ */
+export async function scaleNodeBench(h, o) {
+  const db = await startPostgres('manifold_bench');
+  const instances = [];
+  try {
+    const config = {
+      mcpServers: { fastm: { url: o.upstreamUrl } },
+      gateway: {
+        allowedHosts: [o.allowedHost],
+        store: { postgres: db.url },
+        cursorSecret: 'bench-cursor-secret-shared-by-the-instances',
+        auth: o.auth,
+        ...JSON.parse(process.env.BENCH_GATEWAY_EXTRA || '{}'),
+      },
+    };
+    // One after the other: the first migrates the empty database, the second finds it done.
+    for (let i = 0; i < 2; i++) instances.push(await h.manifold(config));
+    for (const g of instances) {
+      await checkCall(h, g.url, o.call);
+      g.quiet();
+    }
+    const pids = instances.map((g) => g.child.pid);
+    const before = h.loadAverage();
+    const phases = await alternate(
+      h,
+      { one: { url: instances[0].url, pids }, two: { url: instances.map((g) => g.url), pids } },
+      { ...o.call, D: o.D, rounds: o.rounds, smoke: o.smoke, what: 'node' },
+    );
+    return {
+      ...phases,
+      ratios: {
+        rps: phases.two.rps / phases.one.rps,
+        cpuPerCall: phases.two.cpuPerCallUs / phases.one.cpuPerCallUs,
+      },
+      load: { before, after: h.loadAverage() },
+    };
+  } finally {
+    for (const g of instances) await h.stop(g.child);
+    await db.stop();
+  }
+}
+
+/**
+ * The Worker bundle in Miniflare, the single-object path against the isolate path, with the
+ * same modern traffic. `o`: root, upstreamUrl, allowedHost, auth, jwks, call, D, rounds, smoke.
+ * The bundle is rebuilt first (esbuild, about a second), so a run measures the current source.
+ */
+export async function scaleWorkersBench(h, o) {
+  const built = spawnSync('npm', ['run', '--silent', 'build:workers'], { cwd: o.root, encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`npm run build:workers failed: ${built.stderr.slice(-2000)}`);
+  const options = workerOptions(join(o.root, 'deploy/workers/wrangler.jsonc'));
+  const config = {
+    mcpServers: { fastm: { url: o.upstreamUrl } },
+    gateway: {
+      allowedHosts: [o.allowedHost],
+      auth: { ...o.auth, jwksFile: 'MANIFOLD_JWKS' },
+      logLevel: 'error',
+    },
+  };
+  const running = [];
+  const start = async (route) => {
+    const persist = mkdtempSync(join(tmpdir(), 'manifold-bench-do-'));
+    const before = new Set(childrenNamed('workerd'));
+    const mf = new Miniflare({
+      modules: true,
+      scriptPath: join(o.root, 'dist-workers/worker.js'),
+      ...options,
+      durableObjectsPersist: persist,
+      bindings: {
+        MANIFOLD_CONFIG: JSON.stringify(config),
+        MANIFOLD_JWKS: JSON.stringify(o.jwks),
+        ...(route ? { MANIFOLD_ROUTE: route } : {}),
+      },
+      host: '127.0.0.1',
+      port: 0,
+    });
+    const w = { mf, persist, url: new URL('/mcp', await mf.ready).toString() };
+    running.push(w);
+    // Miniflare runs workerd as a child of this process; its CPU is the Worker side's CPU.
+    w.pids = childrenNamed('workerd').filter((p) => !before.has(p));
+    await checkCall(h, w.url, o.call);
+    return w;
+  };
+  try {
+    const object = await start('object');
+    const isolate = await start(undefined);
+    const before = h.loadAverage();
+    const phases = await alternate(
+      h,
+      { object: { url: object.url, pids: object.pids }, isolate: { url: isolate.url, pids: isolate.pids } },
+      { ...o.call, D: o.D, rounds: o.rounds, smoke: o.smoke, what: 'workers' },
+    );
+    return {
+      ...phases,
+      ratios: {
+        rps: phases.isolate.rps / phases.object.rps,
+        cpuPerCall: phases.isolate.cpuPerCallUs / Math.max(1, phases.object.cpuPerCallUs),
+      },
+      workerdProcesses: object.pids.length,
+      durableObjects: Object.keys(options.durableObjects),
+      load: { before, after: h.loadAverage() },
+    };
+  } finally {
+    for (const w of running) {
+      await w.mf.dispose();
+      rmSync(w.persist, { recursive: true, force: true });
+    }
+  }
+}
+
+/** The Scale table and its target rows, for latest.md. */
+export function scaleMarkdown(s, target) {
+  const f = (x) => (x * 100).toFixed(0);
+  const n = s.node;
+  const w = s.workers;
+  return `## Scale (#15)
+
+A 2026-07-28 \`tools/call\` (JWT auth on) to the modern fast upstream, c=16, ${n.one.rounds} alternating rounds. Node: the same config on one Postgres, the load generator spreading its 16 connections round-robin over the instances; CPU is both instances' together. Workers: one bundle in Miniflare, \`MANIFOLD_ROUTE=object\` (the single Durable Object) against the variable unset (the isolate path); CPU is workerd's. Load average (1, 5, 15 min): Node ${n.load.before.join(', ')} → ${n.load.after.join(', ')}; Workers ${w.load.before.join(', ')} → ${w.load.after.join(', ')}.
+
+| Scale | rps c=16 | CPU per call (µs) | errors / non-2xx |
+| --- | --- | --- | --- |
+| Node, one instance | ${n.one.rps} | ${n.one.cpuPerCallUs} | ${n.one.errors} / ${n.one.non2xx} |
+| Node, two instances | ${n.two.rps} | ${n.two.cpuPerCallUs} | ${n.two.errors} / ${n.two.non2xx} |
+| Workers, single object (\`MANIFOLD_ROUTE=object\`) | ${w.object.rps} | ${w.object.cpuPerCallUs} | ${w.object.errors} / ${w.object.non2xx} |
+| Workers, isolate path | ${w.isolate.rps} | ${w.isolate.cpuPerCallUs} | ${w.isolate.errors} / ${w.isolate.non2xx} |
+
+| Target | Measured | Pass |
+| --- | --- | --- |
+| #15: CPU per call, two Node instances ≤ 1.1 × one | ${f(n.ratios.cpuPerCall)}% | ${target.pass ? 'yes' : 'no'} |
+| #15: throughput, two Node instances / one (2 cores shared with the load generator, the upstream and Postgres: reported, not judged) | ${f(n.ratios.rps)}% | — |
+| #15: Workers throughput, isolate path / single object (reported) | ${f(w.ratios.rps)}% (CPU per call ${f(w.ratios.cpuPerCall)}%) | — |
+`;
+}
