@@ -1,14 +1,14 @@
 // The bench's scale section (#15): 2026-07-28 tools/call at concurrency 16,
 //  - Node: one instance against two on one Postgres (same config, a shared cursorSecret), the load
 //    generator spreading its connections round-robin over the instances (autocannon gives
-//    connection i the URL i mod n). Both instances run in both phases, so "one" is instance A
-//    alone with B idle beside it, and CPU per call is the sum of both instances' CPU / calls.
+//    connection i the URL i mod n). Both instances run throughout: "one" is each instance alone in
+//    turn, the other idle beside it, and CPU per call is the sum of both instances' CPU / calls.
 //  - Workers (Miniflare, the bundle of `npm run build:workers`): the single-object path
 //    (MANIFOLD_ROUTE=object) against the isolate path (MANIFOLD_ROUTE unset), one bundle. The
 //    Durable Object bindings come from deploy/workers/wrangler.jsonc, so the bench follows
 //    whatever the layout declares.
-// Phases alternate in rounds (one, two, one, ...) like the rest of the bench: this VM's speed
-// drifts over minutes, and back-to-back phases would compare different minutes.
+// Phases alternate in rounds like the rest of the bench: this VM's speed drifts over minutes, and
+// back-to-back phases would compare different minutes.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -72,42 +72,53 @@ const childrenNamed = (comm) =>
     })
     .map(Number);
 
+/** The whole machine's CPU time so far (jiffies, all cores): busy and total, from /proc/stat. */
+function machineCpu() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  const total = f.reduce((s, x) => s + x, 0);
+  return { busy: total - f[3] - f[4], total };
+}
+
 /**
- * Runs `phases` ({name: {url: string | string[], pids}}) in alternating rounds at c=16 and
- * returns, per phase, rps, CPU per call (the pids' CPU summed) and the error counts.
+ * Runs `phases` ({name: {url: string | string[], pids, as?}}) for 1 s each in `rounds` rounds at
+ * c=16 (1 s: autocannon checks its stop flag on its 1 s sample tick, so a shorter run lasts 1 s
+ * anyway) and returns, per result (a phase's `as`, else its name; phases with the same `as` are
+ * added up): rps, CPU per call (the pids' CPU summed), each pid's CPU, how busy the whole
+ * machine was (1 = every core busy: a second instance can then only take CPU from the first, the
+ * load generator or the upstream) and the error counts.
  */
-async function alternate(h, phases, { body, headers, D, rounds, smoke, what }) {
-  for (const p of Object.values(phases)) {
-    await h.load({
-      mode: 'throughput',
-      url: p.url,
-      headers,
-      body,
-      connections: 16,
-      duration: smoke ? 0.3 : 2,
-    });
+async function alternate(h, phases, { body, headers, rounds, smoke, what }) {
+  const run = (url, duration) =>
+    h.load({ mode: 'throughput', url, headers, body, connections: 16, duration });
+  for (const p of Object.values(phases)) await run(p.url, smoke ? 0.3 : 2);
+  const acc = {};
+  const parts = {};
+  for (const [name, p] of Object.entries(phases)) {
+    const key = p.as ?? name;
+    parts[key] = (parts[key] ?? 0) + 1;
+    acc[key] = {
+      requests: 0,
+      durationS: 0,
+      errors: 0,
+      timeouts: 0,
+      non2xx: 0,
+      cpuMs: p.pids.map(() => 0),
+      busy: 0,
+      total: 0,
+    };
   }
-  const acc = Object.fromEntries(
-    Object.keys(phases).map((k) => [
-      k,
-      { requests: 0, durationS: 0, errors: 0, timeouts: 0, non2xx: 0, cpuMs: 0 },
-    ]),
-  );
-  const cpu = (pids) => pids.reduce((s, pid) => s + h.cpuMs(pid), 0);
   for (let round = 0; round < rounds; round++) {
     for (const [name, p] of Object.entries(phases)) {
       h.log('scale', what, name, `round ${round + 1}/${rounds}`);
-      const cpu0 = cpu(p.pids);
-      const r = await h.load({
-        mode: 'throughput',
-        url: p.url,
-        headers,
-        body,
-        connections: 16,
-        duration: D / rounds,
-      });
-      const a = acc[name];
-      a.cpuMs += cpu(p.pids) - cpu0;
+      const cpu0 = p.pids.map(h.cpuMs);
+      const machine0 = machineCpu();
+      const key = p.as ?? name;
+      const r = await run(p.url, 1);
+      const machine1 = machineCpu();
+      const a = acc[key];
+      a.cpuMs = a.cpuMs.map((ms, i) => ms + h.cpuMs(p.pids[i]) - cpu0[i]);
+      a.busy += machine1.busy - machine0.busy;
+      a.total += machine1.total - machine0.total;
       for (const k of ['requests', 'durationS', 'errors', 'timeouts', 'non2xx']) a[k] += r[k];
     }
   }
@@ -117,7 +128,9 @@ async function alternate(h, phases, { body, headers, D, rounds, smoke, what }) {
       {
         requests: a.requests,
         rps: Math.round(a.requests / a.durationS),
-        cpuPerCallUs: Math.round((a.cpuMs * 1000) / Math.max(1, a.requests)),
+        cpuPerCallUs: Math.round((a.cpuMs.reduce((s, x) => s + x, 0) * 1000) / Math.max(1, a.requests)),
+        cpuMsByProcess: a.cpuMs,
+        machineBusy: +(a.busy / Math.max(1, a.total)).toFixed(2),
         errors: a.errors,
         timeouts: a.timeouts,
         non2xx: a.non2xx,
@@ -137,7 +150,7 @@ async function checkCall(h, url, call) {
 /**
  * One vs two Node instances on one Postgres. `h`: the bench's helpers (manifold, load, cpuMs,
  * stop, rpc, log, loadAverage). `o`: upstreamUrl, allowedHost, auth (gateway.auth), call
- * ({body, headers} of a 2026-07-28 tools/call with its token), D, rounds, smoke.
+ * ({body, headers} of a 2026-07-28 tools/call with its token), rounds, smoke.
  */
 export async function scaleNodeBench(h, o) {
   const db = await startPostgres('manifold_bench');
@@ -163,8 +176,16 @@ export async function scaleNodeBench(h, o) {
     const before = h.loadAverage();
     const phases = await alternate(
       h,
-      { one: { url: instances[0].url, pids }, two: { url: instances.map((g) => g.url), pids } },
-      { ...o.call, D: o.D, rounds: o.rounds, smoke: o.smoke, what: 'node' },
+      // Each instance takes its turn as "one" (A, both, B, both). With A alone as "one", B idled
+      // between the "two" phases and then used 1.3-1.5x A's CPU for the same connections there,
+      // which put a cost of idling on the two-instance side only.
+      {
+        oneA: { url: instances[0].url, pids, as: 'one' },
+        twoA: { url: instances.map((g) => g.url), pids, as: 'two' },
+        oneB: { url: instances[1].url, pids, as: 'one' },
+        twoB: { url: instances.map((g) => g.url), pids, as: 'two' },
+      },
+      { ...o.call, rounds: o.rounds, smoke: o.smoke, what: 'node' },
     );
     return {
       ...phases,
@@ -182,7 +203,7 @@ export async function scaleNodeBench(h, o) {
 
 /**
  * The Worker bundle in Miniflare, the single-object path against the isolate path, with the
- * same modern traffic. `o`: root, upstreamUrl, allowedHost, auth, jwks, call, D, rounds, smoke.
+ * same modern traffic. `o`: root, upstreamUrl, allowedHost, auth, jwks, call, rounds, smoke.
  * The bundle is rebuilt first (esbuild, about a second), so a run measures the current source.
  */
 export async function scaleWorkersBench(h, o) {
@@ -228,7 +249,7 @@ export async function scaleWorkersBench(h, o) {
     const phases = await alternate(
       h,
       { object: { url: object.url, pids: object.pids }, isolate: { url: isolate.url, pids: isolate.pids } },
-      { ...o.call, D: o.D, rounds: o.rounds, smoke: o.smoke, what: 'workers' },
+      { ...o.call, rounds: o.rounds, smoke: o.smoke, what: 'workers' },
     );
     return {
       ...phases,
@@ -250,24 +271,26 @@ export async function scaleWorkersBench(h, o) {
 
 /** The Scale table and its target rows, for latest.md. */
 export function scaleMarkdown(s, target) {
-  const f = (x) => (x * 100).toFixed(0);
+  const pct = (x) => `${(x * 100).toFixed(0)}%`;
   const n = s.node;
   const w = s.workers;
+  const row = (label, m) =>
+    `| ${label} | ${m.rps} | ${m.cpuPerCallUs} | ${m.cpuMsByProcess.join(' + ')} | ${pct(m.machineBusy)} | ${m.errors} / ${m.non2xx} |`;
   return `## Scale (#15)
 
-A 2026-07-28 \`tools/call\` (JWT auth on) to the modern fast upstream, c=16, ${n.one.rounds} alternating rounds. Node: the same config on one Postgres, the load generator spreading its 16 connections round-robin over the instances; CPU is both instances' together. Workers: one bundle in Miniflare, \`MANIFOLD_ROUTE=object\` (the single Durable Object) against the variable unset (the isolate path); CPU is workerd's. Load average (1, 5, 15 min): Node ${n.load.before.join(', ')} → ${n.load.after.join(', ')}; Workers ${w.load.before.join(', ')} → ${w.load.after.join(', ')}.
+A 2026-07-28 \`tools/call\` (JWT auth on) to the modern fast upstream, c=16, ${n.one.rounds} rounds of 1 s phases. Node: two instances with the same config on one Postgres; "one" is each instance alone in turn, "two" is both with the load generator's 16 connections spread round-robin (A, both, B, both in every round); CPU per call is both instances' CPU over the calls. Workers: one bundle in Miniflare, \`MANIFOLD_ROUTE=object\` (the single Durable Object) against the variable unset (the isolate path), alternated; CPU is workerd's. Machine busy: the share of all cores' time in use during the phase (100%: a second instance can only take CPU from the first, the load generator or the upstream). Load average (1, 5, 15 min): Node ${n.load.before.join(', ')} → ${n.load.after.join(', ')}; Workers ${w.load.before.join(', ')} → ${w.load.after.join(', ')}.
 
-| Scale | rps c=16 | CPU per call (µs) | errors / non-2xx |
-| --- | --- | --- | --- |
-| Node, one instance | ${n.one.rps} | ${n.one.cpuPerCallUs} | ${n.one.errors} / ${n.one.non2xx} |
-| Node, two instances | ${n.two.rps} | ${n.two.cpuPerCallUs} | ${n.two.errors} / ${n.two.non2xx} |
-| Workers, single object (\`MANIFOLD_ROUTE=object\`) | ${w.object.rps} | ${w.object.cpuPerCallUs} | ${w.object.errors} / ${w.object.non2xx} |
-| Workers, isolate path | ${w.isolate.rps} | ${w.isolate.cpuPerCallUs} | ${w.isolate.errors} / ${w.isolate.non2xx} |
+| Scale | rps c=16 | CPU per call (µs) | CPU per process (ms) | machine busy | errors / non-2xx |
+| --- | --- | --- | --- | --- | --- |
+${row('Node, one instance', n.one)}
+${row('Node, two instances', n.two)}
+${row('Workers, single object (`MANIFOLD_ROUTE=object`)', w.object)}
+${row('Workers, isolate path', w.isolate)}
 
 | Target | Measured | Pass |
 | --- | --- | --- |
-| #15: CPU per call, two Node instances ≤ 1.1 × one | ${f(n.ratios.cpuPerCall)}% | ${target.pass ? 'yes' : 'no'} |
-| #15: throughput, two Node instances / one (2 cores shared with the load generator, the upstream and Postgres: reported, not judged) | ${f(n.ratios.rps)}% | — |
-| #15: Workers throughput, isolate path / single object (reported) | ${f(w.ratios.rps)}% (CPU per call ${f(w.ratios.cpuPerCall)}%) | — |
+| #15: CPU per call, two Node instances ≤ 1.1 × one | ${pct(n.ratios.cpuPerCall)} | ${target.pass ? 'yes' : 'no'} |
+| #15: throughput, two Node instances / one (reported: on 2 cores the instances share them with the load generator, the upstream and Postgres) | ${pct(n.ratios.rps)} | — |
+| #15: Workers throughput, isolate path / single object (reported) | ${pct(w.ratios.rps)} (CPU per call ${pct(w.ratios.cpuPerCall)}) | — |
 `;
 }
