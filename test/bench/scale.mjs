@@ -41,7 +41,8 @@ export function parseJsonc(text) {
 
 /**
  * Miniflare options from wrangler.jsonc: every Durable Object binding (SQLite-backed when a
- * migration declares its class in new_sqlite_classes), the compatibility date and flags.
+ * migration declares its class in new_sqlite_classes), the plain `vars`, the compatibility date
+ * and flags.
  */
 export function workerOptions(wranglerPath) {
   const w = parseJsonc(readFileSync(wranglerPath, 'utf8'));
@@ -54,6 +55,7 @@ export function workerOptions(wranglerPath) {
   }
   return {
     durableObjects,
+    vars: w.vars ?? {},
     compatibilityDate: w.compatibility_date,
     compatibilityFlags: w.compatibility_flags ?? [],
   };
@@ -209,7 +211,9 @@ export async function scaleNodeBench(h, o) {
 export async function scaleWorkersBench(h, o) {
   const built = spawnSync('npm', ['run', '--silent', 'build:workers'], { cwd: o.root, encoding: 'utf8' });
   if (built.status !== 0) throw new Error(`npm run build:workers failed: ${built.stderr.slice(-2000)}`);
-  const options = workerOptions(join(o.root, 'deploy/workers/wrangler.jsonc'));
+  const { vars, ...options } = workerOptions(join(o.root, 'deploy/workers/wrangler.jsonc'));
+  // The deployment's own vars, but MANIFOLD_ROUTE is this bench's to set or leave unset.
+  const { MANIFOLD_ROUTE: _route, ...deployVars } = vars;
   const config = {
     mcpServers: { fastm: { url: o.upstreamUrl } },
     gateway: {
@@ -228,6 +232,7 @@ export async function scaleWorkersBench(h, o) {
       ...options,
       durableObjectsPersist: persist,
       bindings: {
+        ...deployVars,
         MANIFOLD_CONFIG: JSON.stringify(config),
         MANIFOLD_JWKS: JSON.stringify(o.jwks),
         ...(route ? { MANIFOLD_ROUTE: route } : {}),
