@@ -577,8 +577,10 @@ async function main() {
     allowedHost: `127.0.0.1:${upModernPort}`,
     auth: b2Config.gateway.auth,
     call: { body: b3.body, headers: b3.headers(token) },
-    // 1 s phases, alternated: 20 s per Node result and 10 s per Workers result in a full run.
+    // 1 s phases, alternated: 20 s per Node result (10 s more at the same rate per instance) and
+    // 10 s per Workers result in a full run.
     rounds: smoke ? 1 : 10,
+    sameRateRounds: smoke ? 1 : 5,
     smoke,
   };
   results.scale = {

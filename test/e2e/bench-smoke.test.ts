@@ -95,6 +95,10 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       expect(json.scale[section].load.after).toHaveLength(3);
     }
     expect(json.scale.workers.durableObjects.length).toBeGreaterThan(0);
+    for (const p of ['one', 'two'] as const) {
+      expect(json.scale.node.sameRatePerInstance[p].requests).toBeGreaterThan(0);
+      expect(json.scale.node.sameRatePerInstance[p].non2xx).toBe(0);
+    }
     const md = readFileSync(join(out, 'latest.md'), 'utf8');
     expect(md).toContain('| S3 |');
     expect(md).toContain('| Node, two instances |');
