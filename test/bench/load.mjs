@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The load generator, in its own process. Options as JSON in argv[2]; one JSON summary on stdout.
-//   mode "throughput": autocannon, `connections` concurrent, for `duration` s or `amount` requests.
+//   mode "throughput": autocannon, `connections` concurrent, for `duration` s or `amount` requests
+//   (`rate`: at most that many requests per second in all).
 //   mode "latency": one request at a time over a kept-alive undici connection, timed with
 //   hrtime (autocannon's histogram has whole-millisecond resolution, too coarse for a proxy hop).
 //   With `samples: true` the sorted samples (µs) come back too, for merging rounds.
@@ -48,6 +49,8 @@ if (o.mode === 'latency') {
     connections: o.connections,
     pipelining: 1,
     ...(o.amount ? { amount: o.amount } : { duration: o.duration }),
+    // At most `rate` requests per second over all connections (the scale section's same-rate phases).
+    ...(o.rate ? { overallRate: o.rate } : {}),
     timeout: 10,
   });
   process.stdout.write(

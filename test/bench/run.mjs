@@ -13,6 +13,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { bigResultBench, bigResultMarkdown } from './big-result.mjs';
+import { scaleMarkdown, scaleNodeBench, scaleWorkersBench } from './scale.mjs';
 import { startupBench } from './startup.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -565,7 +566,33 @@ async function main() {
     rule: '10,000 idle legacy sessions cost < 20 MB (heap + external after GC)',
     pass: results.memory.idleSessionsMb < 20,
   };
-  for (const c of [b1.child, b2.child, up.child, upModern.child]) await stop(c);
+  for (const c of [b1.child, b2.child, up.child]) await stop(c);
+
+  // Scale (#15): one vs two Node instances on Postgres, and the Worker's single-object path vs its
+  // isolate path, with B3's modern call to the same modern upstream (test/bench/scale.mjs).
+  log('scale');
+  const helpers = { manifold, load, cpuMs, stop, rpc, log, loadAverage };
+  const scaleInput = {
+    upstreamUrl: `http://127.0.0.1:${upModernPort}/mcp`,
+    allowedHost: `127.0.0.1:${upModernPort}`,
+    auth: b2Config.gateway.auth,
+    call: { body: b3.body, headers: b3.headers(token) },
+    // 1 s phases, alternated: 20 s per Node result (10 s more at the same rate per instance) and
+    // 10 s per Workers result in a full run.
+    rounds: smoke ? 1 : 10,
+    sameRateRounds: smoke ? 1 : 5,
+    smoke,
+  };
+  results.scale = {
+    node: await scaleNodeBench(helpers, scaleInput),
+    workers: await scaleWorkersBench(helpers, { ...scaleInput, root: ROOT, jwks: { keys: [jwk] } }),
+  };
+  results.targets.scaleCpu = {
+    rule: '#15: gateway CPU per modern tools/call with two Node instances on Postgres <= 1.1 x one instance (summed over the instances)',
+    ratio: results.scale.node.ratios.cpuPerCall,
+    pass: results.scale.node.ratios.cpuPerCall <= 1.1,
+  };
+  await stop(upModern.child);
 
   // Cached tools/list: 1000 tools across 10 upstreams.
   log('tools/list');
@@ -992,7 +1019,8 @@ Tool search (#17), round trip of one \`manifold__search_tools\` call over a lega
 ${(r.search ?? []).map((s) => `| ${s.tools} | ${s.searchP50Us} | ${s.searchP99Us} | ${s.firstSearchMs} | ${s.fullListBytes} (${s.fullListed} tools) | ${s.searchListBytes} (${s.searchListed} tools) |`).join('\n')}
 
 Context: a 900-tool catalog's tools/list is ${r.context.withBudget.bytes} bytes with the default disclosure budget and ${r.context.withoutBudget.bytes} bytes without it (${(100 - (100 * r.context.withBudget.bytes) / r.context.withoutBudget.bytes).toFixed(0)}% smaller).
-`;
+
+${scaleMarkdown(r.scale, t.scaleCpu)}`;
 }
 
 try {

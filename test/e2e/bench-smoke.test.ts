@@ -4,10 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { ROOT } from '../helpers/harness.js';
+import { findOrInstall } from '../helpers/postgres.js';
 
 // The bench keeps working: a smoke run (tiny durations) produces every section. Its numbers are
 // not judged here; timing belongs to `npm run bench`.
 it('npm run bench (smoke) runs every phase and writes JSON and Markdown results', () => {
+  // The scale section starts a Postgres; the bench finds the binaries but never installs them.
+  findOrInstall();
   const out = mkdtempSync(join(tmpdir(), 'manifold-bench-smoke-'));
   try {
     const r = spawnSync(process.execPath, [join(ROOT, 'test/bench/run.mjs'), '--smoke', '--out', out], {
@@ -52,6 +55,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       'memory',
       'modernCost',
       'modernStdio',
+      'scaleCpu',
       'startup',
       'surfaceCost',
       'throughput',
@@ -77,7 +81,27 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     expect(json.bigResult.defaultCaps.http.outcome).toBeTruthy();
     // The cold-start floor: the same children started together without the gateway.
     expect(json.coldStart.gateway[1].slowestTogetherMs).toBeGreaterThan(0);
-    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('| S3 |');
+    // #15: one and two Node instances on Postgres, and the Worker's two routes, all answered.
+    for (const [section, phases] of [
+      ['node', ['one', 'two']],
+      ['workers', ['object', 'isolate']],
+    ] as const) {
+      for (const p of phases) {
+        const m = json.scale[section][p];
+        expect(m.requests).toBeGreaterThan(0);
+        expect(m.errors + m.non2xx + m.timeouts).toBe(0);
+        expect(m.cpuPerCallUs).toBeGreaterThan(0);
+      }
+      expect(json.scale[section].load.after).toHaveLength(3);
+    }
+    expect(json.scale.workers.durableObjects.length).toBeGreaterThan(0);
+    for (const p of ['one', 'two'] as const) {
+      expect(json.scale.node.sameRatePerInstance[p].requests).toBeGreaterThan(0);
+      expect(json.scale.node.sameRatePerInstance[p].non2xx).toBe(0);
+    }
+    const md = readFileSync(join(out, 'latest.md'), 'utf8');
+    expect(md).toContain('| S3 |');
+    expect(md).toContain('| Node, two instances |');
   } finally {
     rmSync(out, { recursive: true, force: true });
   }

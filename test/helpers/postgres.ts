@@ -32,7 +32,11 @@ function binDir(): string | undefined {
   return versions[0] === undefined ? undefined : join(ROOT_DIR, versions[0], 'bin');
 }
 
-function findOrInstall(): string {
+/**
+ * The newest installed Postgres's bin directory, installing postgresql first when absent (as
+ * root). Also used by the bench smoke test: the bench itself never installs anything.
+ */
+export function findOrInstall(): string {
   const found = binDir();
   if (found) return found;
   if (process.getuid?.() !== 0) {
