@@ -18,6 +18,8 @@ export function buildWorker(): string {
 export interface RunningWorker {
   url: string;
   persist: string;
+  /** Requests an object has received (not counting this read), by binding and name (#15 layout). */
+  objectRequests(binding: 'UPSTREAMS' | 'TENANTS' | 'MANIFOLD', name: string): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -35,7 +37,11 @@ export async function startWorker(options: {
     modules: true,
     scriptPath: buildWorker(),
     compatibilityDate: '2026-04-01',
-    durableObjects: { MANIFOLD: { className: 'ManifoldGateway', useSQLite: true } },
+    durableObjects: {
+      MANIFOLD: { className: 'ManifoldGateway', useSQLite: true },
+      UPSTREAMS: { className: 'ManifoldUpstream', useSQLite: true },
+      TENANTS: { className: 'ManifoldTenant', useSQLite: true },
+    },
     durableObjectsPersist: persist,
     bindings: { MANIFOLD_CONFIG: JSON.stringify(options.config), ...options.vars },
     host: '127.0.0.1',
@@ -45,6 +51,11 @@ export async function startWorker(options: {
   return {
     url: new URL('/mcp', base).toString(),
     persist,
+    async objectRequests(binding, name) {
+      const ns = await mf.getDurableObjectNamespace(binding);
+      const res = await ns.get(ns.idFromName(name)).fetch('https://manifold.internal/__manifold/requests');
+      return ((await res.json()) as { requests: number }).requests;
+    },
     stop: () => mf.dispose(),
   };
 }
