@@ -15,11 +15,20 @@ export function buildWorker(): string {
   return WORKER_BUNDLE;
 }
 
+export type ObjectBinding = 'UPSTREAMS' | 'TENANTS' | 'MANIFOLD';
+
 export interface RunningWorker {
   url: string;
   persist: string;
   /** Requests an object has received (not counting this read), by binding and name (#15 layout). */
-  objectRequests(binding: 'UPSTREAMS' | 'TENANTS' | 'MANIFOLD', name: string): Promise<number>;
+  objectRequests(binding: ObjectBinding, name: string): Promise<number>;
+  /** A request straight to one object, as the Worker would send it (internal routes included). */
+  objectFetch(
+    binding: ObjectBinding,
+    name: string,
+    path: string,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; json(): Promise<unknown> }>;
   stop(): Promise<void>;
 }
 
@@ -55,6 +64,10 @@ export async function startWorker(options: {
       const ns = await mf.getDurableObjectNamespace(binding);
       const res = await ns.get(ns.idFromName(name)).fetch('https://manifold.internal/__manifold/requests');
       return ((await res.json()) as { requests: number }).requests;
+    },
+    async objectFetch(binding, name, path, headers = {}) {
+      const ns = await mf.getDurableObjectNamespace(binding);
+      return ns.get(ns.idFromName(name)).fetch(`https://manifold.internal${path}`, { headers });
     },
     stop: () => mf.dispose(),
   };
