@@ -8,7 +8,8 @@
  *   approvals in its store), and `/admin/servers/<name>/*`;
  * - the tenant's object: whatever needs state across requests of one client: every legacy client
  *   request (initialize, `Mcp-Session-Id`, GET/DELETE), `subscriptions/listen`, `tasks/*`, a call
- *   made as a task, `logging/setLevel`, resource subscriptions.
+ *   made as a task, `logging/setLevel`, resource subscriptions, and requests to a server with
+ *   `isolation` (its per-tenant or per-subject instances hold connections).
  */
 import type { Principal } from '../../src/auth/principal.js';
 import type { Gateway } from '../../src/gateway.js';
@@ -38,9 +39,12 @@ export function routeMessage(gateway: Gateway, principal: Principal, message: Me
   if (STATEFUL.test(method) || params.task !== undefined) return { to: 'tenant' };
   const server = targetServer(gateway, principal, method, params);
   if (server === undefined) return HERE;
+  const upstream = gateway.pool.get(server);
+  // A server with `isolation` has an instance per tenant or subject: its connection is state.
+  if (upstream && upstream.config.isolation !== 'shared') return { to: 'tenant' };
   if (params.requestState !== undefined || params.inputResponses !== undefined)
     return { to: 'upstream', server };
-  return gateway.pool.get(server)?.era === 'legacy' ? { to: 'upstream', server } : HERE;
+  return upstream?.era === 'legacy' ? { to: 'upstream', server } : HERE;
 }
 
 /** The server a request goes to; undefined for none, or when it does not resolve (answered here). */
