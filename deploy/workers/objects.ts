@@ -79,6 +79,9 @@ export class ManifoldTenant extends DurableObject<Env> {
   private place: Promise<Place | Response> | undefined;
   private opener: SnapshotOpener | undefined;
   private readonly counts = new RequestCount();
+  /** When a client last asked: the alarm keeps snapshots fresh while its sessions may be open. */
+  private lastRequest = 0;
+  private armed = false;
   // W2: the tenant's rate-limit leases (deploy/workers/tenant-limit.ts) live in this object; give
   // them to buildPlace below as the gateway's `callLimiter`.
 
@@ -94,8 +97,30 @@ export class ManifoldTenant extends DurableObject<Env> {
     );
     const place = await this.place;
     if (place instanceof Response) return place.clone();
-    await refreshStale(place.gateway, this.opener!, Date.now());
+    this.lastRequest = Date.now();
+    await refreshStale(place.gateway, this.opener!, this.lastRequest);
+    await this.arm();
     return place.app.fetch(request);
+  }
+
+  /**
+   * Legacy sessions' GET streams and modern listen streams must hear of a verified change without
+   * a request to pull it: an alarm reads stale snapshots again (announcing what changed) while a
+   * session could still be open, i.e. until `sessionIdleSeconds` after the last request.
+   */
+  override async alarm(): Promise<void> {
+    this.armed = false;
+    const place = this.place && (await this.place);
+    if (!place || place instanceof Response) return;
+    await refreshStale(place.gateway, this.opener!, Date.now());
+    if (Date.now() - this.lastRequest < place.gateway.config.gateway.sessionIdleSeconds * 1000)
+      await this.arm();
+  }
+
+  private async arm(): Promise<void> {
+    if (this.armed) return;
+    this.armed = true;
+    await this.ctx.storage.setAlarm(Date.now() + snapshotTtl(this.env.MANIFOLD_SNAPSHOT_TTL_MS));
   }
 
   /** The whole catalog over snapshots, as an isolate has it; legacy calls on sessions of its own. */

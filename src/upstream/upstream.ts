@@ -226,15 +226,17 @@ export class Upstream {
       this.readyAt = platform.now();
       this.lastError = undefined;
       this.rule = undefined;
-      this.log.info('upstream.ready', {
-        tools: listed.tools.length,
-        prompts: listed.prompts.length,
-        resources: listed.resources.length,
-        templates: listed.templates.length,
-        era: session.era,
-        protocolVersion: session.protocolVersion,
-        ...(renew ? { renewed: true } : {}),
-      });
+      if (!renew || !session.published)
+        // a snapshot reread every few seconds (#15) is not news
+        this.log.info('upstream.ready', {
+          tools: listed.tools.length,
+          prompts: listed.prompts.length,
+          resources: listed.resources.length,
+          templates: listed.templates.length,
+          era: session.era,
+          protocolVersion: session.protocolVersion,
+          ...(renew ? { renewed: true } : {}),
+        });
       this.relistAfter(listed.ttlMs);
       this.subscriptions.renew(session);
       this.onChange();
@@ -363,10 +365,7 @@ export class Upstream {
     return this.connect(this.state === 'ready');
   }
 
-  /**
-   * Relays one tools/call. Resent (up to the server's `retry`) only where that is safe: a `read`
-   * tool after the connection failed, or a session the server did not know (see `request`).
-   */
+  /** Relays one tools/call; resent only where safe: a `read` tool, an unknown session (see `request`). */
   callTool(params: Record<string, unknown>, options: CallOptions = {}): Promise<Record<string, unknown>> {
     return this.request('tools/call', params, options);
   }

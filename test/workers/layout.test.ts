@@ -226,7 +226,7 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     expect(textOf(answered)).toContain('Ada on Workers');
   });
 
-  it('drift and re-trust: the object quarantines, the isolate sees it; an admin re-trust rewrites the baseline in the object and the isolate serves the new tool', async () => {
+  it('drift and re-trust: the object quarantines, the isolate and a legacy session see it; an admin re-trust rewrites the baseline in the object and the isolate serves the new tool', async () => {
     const toolsFile = join(dir, 'drift-tools.json');
     writeFileSync(toolsFile, JSON.stringify([tool('alpha', 'Alpha v1.'), tool('beta', 'Beta v1.')]));
     const child = spawn(process.execPath, [DRIFT, '--http'], {
@@ -251,6 +251,9 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     };
     const alpha = async () => (await tools()).find((t) => t.name === 'd__alpha')?.description;
     expect(await alpha()).toBe('Alpha v1.');
+    // A legacy client's session (and its GET stream) in the tenant object hears of the change too.
+    const legacy = track(await connectLegacy(w.url, user));
+    expect((await legacy.client.listTools()).tools.map((t) => t.name)).toEqual(['d__alpha', 'd__beta']);
 
     writeFileSync(
       toolsFile,
@@ -264,6 +267,9 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
       { headers: bearer(user) },
     );
     expect(textOf(refused.body.result)).toMatch(/^Quarantined: .*re-trust server d/);
+    await eventually(() => legacy.listChanged.count > 0, 'tools/list_changed on the legacy session');
+    const seen = (await legacy.client.listTools()).tools.find((t) => t.name === 'd__alpha');
+    expect(seen?.description).toBe(QUARANTINED);
 
     const base = `${w.url.replace(/\/mcp$/, '')}/admin/servers/d`;
     // Without the admin grant: refused.
