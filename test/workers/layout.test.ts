@@ -149,6 +149,21 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     }
   });
 
+  it('a cold isolate: concurrent first requests are all served (one boot, no request left waiting)', async () => {
+    const w = await boot({ ref: { url: ref.url } }, [hostOf(ref.url)]);
+    const answers = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map(() => modernRequest(w.url, 'tools/list', {}, { headers: bearer(user) })),
+    );
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      expect(((a.body.result?.tools ?? []) as { name: string }[]).map((t) => t.name)).toContain(
+        'ref__test_simple_text',
+      );
+    }
+    // The deployment key was read once by the isolate's one boot, and once by ref's object.
+    expect(await w.objectRequests('TENANTS', KEY_OBJECT)).toBe(2);
+  });
+
   it('two upstreams live in two objects: each object holds and publishes only its own server', async () => {
     const w = await boot({ ref: { url: ref.url }, everything: { url: everything.url } }, [
       hostOf(ref.url),
