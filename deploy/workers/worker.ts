@@ -5,6 +5,7 @@
  */
 import { createAuthenticator } from '../../src/auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../../src/auth/principal.js';
+import { encodeHeaderValue } from '../../src/protocol/headers.js';
 import { readBodyCapped } from '../../src/server/http-guards.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
@@ -106,6 +107,7 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
   if (!principal) return iso.app.fetch(again());
   let route: Route = { to: 'isolate' };
   let body = text;
+  let renamedTo: string | undefined;
   if (isLegacyClient(request, message)) route = { to: 'tenant' };
   else if (message) {
     let served: Principal;
@@ -118,11 +120,17 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
     if (route.to === 'upstream') {
       const names = iso.opener.fresh.get(route.server)?.names ?? {};
       const renamed = forObject(iso.gateway, served, message, names);
-      if (renamed) body = JSON.stringify(renamed);
+      if (renamed) {
+        body = JSON.stringify(renamed);
+        // The Mcp-Name header must match the body's name (streamable-http "Request Metadata").
+        renamedTo = encodeHeaderValue(String(renamed.params?.name));
+      }
     }
   }
   if (route.to === 'isolate') return iso.app.fetch(again());
   const forwarded = new Request(request, body === undefined ? {} : { body });
+  if (renamedTo !== undefined && forwarded.headers.has('mcp-name'))
+    forwarded.headers.set('mcp-name', renamedTo);
   if (route.to === 'upstream') return toUpstream(env, route.server, forwarded);
   // Without auth every client is one tenant.
   const key = iso.auth ? principal.tenant : 'default';
