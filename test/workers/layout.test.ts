@@ -48,6 +48,8 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
   let jwks: { keys: Record<string, unknown>[] };
   let user: string;
   let admin: string;
+  /** Another tenant (the tenant is the `sub` claim by default), with no legacy session anywhere. */
+  let bob: string;
   const workers: RunningWorker[] = [];
   const clients: { close(): Promise<void> }[] = [];
   const children: ChildProcess[] = [];
@@ -58,8 +60,8 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     everything = await startEverythingHttp('streamableHttp');
     const keys = await generateKeyPair('ES256', { extractable: true });
     jwks = { keys: [{ ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }] };
-    const mint = (scope: string) =>
-      new SignJWT({ sub: 'alice', scope })
+    const mint = (scope: string, sub = 'alice') =>
+      new SignJWT({ sub, scope })
         .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
         .setIssuer(ISS)
         .setAudience(AUD)
@@ -68,6 +70,7 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
         .sign(keys.privateKey);
     user = await mint('tools:* prompts:* resources:*');
     admin = await mint('tools:* manifold:admin');
+    bob = await mint('tools:*', 'bob');
   });
 
   afterAll(async () => {
@@ -211,14 +214,13 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     expect(textOf(echoed)).toBe('Echo: v1');
     expect(await w.objectRequests('TENANTS', 'tenant:alice')).toBeGreaterThan(tenantBefore);
 
-    // A modern client's call to the legacy upstream: forwarded to everything's object, no tenant.
-    const modern = track(await connectModern(w.url, user));
-    const tenantNow = await w.objectRequests('TENANTS', 'tenant:alice');
+    // A modern client's call to the legacy upstream: forwarded to everything's object, and its
+    // tenant's object is never asked (bob's: alice's legacy client may still be opening its GET).
+    const modern = track(await connectModern(w.url, bob));
     const upstreamNow = await w.objectRequests('UPSTREAMS', 'everything');
     const call = await modern.client.callTool({ name: 'everything__echo', arguments: { message: 'v2' } });
     expect(textOf(call)).toBe('Echo: v2');
     expect(await w.objectRequests('UPSTREAMS', 'everything')).toBeGreaterThan(upstreamNow);
-    expect(await w.objectRequests('TENANTS', 'tenant:alice')).toBe(tenantNow);
 
     // MRTR: the legacy upstream asks for elicitation mid-call; the modern client answers on its
     // retry, which reaches the object holding the call.
@@ -231,7 +233,7 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
       asked.push(r.params);
       return { action: 'accept' as const, content: { name: 'Ada on Workers' } };
     });
-    await client.connect(new ModernTransport(new URL(w.url), { requestInit: { headers: bearer(user) } }));
+    await client.connect(new ModernTransport(new URL(w.url), { requestInit: { headers: bearer(bob) } }));
     clients.push(client);
     const answered = await client.callTool({
       name: 'everything__trigger-elicitation-request',
@@ -239,6 +241,7 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     });
     expect(asked).toHaveLength(1);
     expect(textOf(answered)).toContain('Ada on Workers');
+    expect(await w.objectRequests('TENANTS', 'tenant:bob')).toBe(0);
   });
 
   it('drift and re-trust: the object quarantines, the isolate and a legacy session see it; an admin re-trust rewrites the baseline in the object and the isolate serves the new tool', async () => {
