@@ -6,7 +6,9 @@
 import { createAuthenticator } from '../../src/auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../../src/auth/principal.js';
 import { encodeHeaderValue } from '../../src/protocol/headers.js';
+import { toRpcError } from '../../src/server/errors.js';
 import { readBodyCapped } from '../../src/server/http-guards.js';
+import { errorMessage } from '../../src/server/jsonrpc.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
@@ -85,7 +87,10 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
       return iso.app.fetch(request);
     }
     // Re-trust rewrites the baseline in the server's own object; isolates see it at their next read.
-    return iso.gateway.pool.get(server) ? toUpstream(env, server, request) : iso.app.fetch(request);
+    // Only an admin's request goes there: the isolate's own admin routes refuse the others alike.
+    const principal = await iso.authenticate(request).catch(() => undefined);
+    if (!principal?.admin || !iso.gateway.pool.get(server)) return iso.app.fetch(request);
+    return toUpstream(env, server, request);
   }
   const profile = path === '/mcp' ? undefined : path.startsWith('/mcp/') ? path.slice(5) : null;
   if (profile === null) return iso.app.fetch(request);
@@ -95,9 +100,13 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
   if (request.method === 'POST') {
     try {
       text = await readBodyCapped(request, iso.gateway.config.gateway.maxBodyBytes);
-    } catch {
-      // Over the cap: the app's own admission gives the 413 (from the declared length, unread).
-      return iso.app.fetch(request);
+    } catch (e) {
+      // Over the cap (B2): the same 413 the app gives, without reading further.
+      const rpc = toRpcError(e);
+      return new Response(errorMessage(null, rpc.code, rpc.message, rpc.data), {
+        status: rpc.status,
+        headers: { 'content-type': 'application/json' },
+      });
     }
     message = parse(text);
   }

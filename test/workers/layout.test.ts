@@ -121,9 +121,12 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
 
   it('a modern client lists and calls a modern upstream in the isolate: once the snapshot is warm, no Durable Object receives a request', async () => {
     // A long snapshot ttl, so that no refresh falls inside the measured round.
-    const w = await boot({ ref: { url: ref.url } }, [hostOf(ref.url)], {
-      MANIFOLD_SNAPSHOT_TTL_MS: '600000',
-    });
+    const w = await boot(
+      { ref: { url: ref.url } },
+      [hostOf(ref.url)],
+      { MANIFOLD_SNAPSHOT_TTL_MS: '600000' },
+      { maxBodyBytes: 100_000 },
+    );
     const warm = await modernRequest(w.url, 'tools/list', {}, { headers: bearer(user) });
     expect(warm.status).toBe(200);
     const before = await touched(w, ['ref']);
@@ -144,6 +147,23 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
       expect(r.names).toContain('ref__test_simple_text');
       for (const t of r.texts) expect(t).toContain('simple text');
     }
+    // A body over the cap is refused in the isolate (B2).
+    const big = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'ping',
+      params: { pad: 'x'.repeat(200_000) },
+    });
+    const tooLarge = await fetch(w.url, {
+      method: 'POST',
+      headers: {
+        ...bearer(user),
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: big,
+    });
+    expect(tooLarge.status).toBe(413);
     expect(await touched(w, ['ref'])).toEqual(before);
     // The objects' own routes are not reachable from outside.
     const base = w.url.replace(/\/mcp$/, '');
@@ -290,8 +310,11 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     expect(seen?.description).toBe(QUARANTINED);
 
     const base = `${w.url.replace(/\/mcp$/, '')}/admin/servers/d`;
-    // Without the admin grant: refused.
+    // Without the admin grant: refused by the isolate, without a request to d's object.
+    const objectBefore = await w.objectRequests('UPSTREAMS', 'd');
     expect((await fetch(`${base}/drift`, { headers: bearer(user) })).status).toBe(403);
+    expect((await fetch(`${base}/drift`)).status).toBe(401);
+    expect(await w.objectRequests('UPSTREAMS', 'd')).toBe(objectBefore);
     const shown = await fetch(`${base}/drift`, { headers: bearer(admin) });
     expect(shown.status).toBe(200);
     const review = (await shown.json()) as { changes: number; lines: string[]; digest: string };
