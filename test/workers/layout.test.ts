@@ -264,6 +264,32 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     expect(await w.objectRequests('TENANTS', 'tenant:bob')).toBe(0);
   });
 
+  it('MRTR with a modern upstream: the question is relayed from the isolate, the retry reaches the upstream object', async () => {
+    const all = { sampling: true, elicitation: true, roots: true };
+    const w = await boot({ ref: { url: ref.url, clientFeatures: all } }, [hostOf(ref.url)], {
+      MANIFOLD_SNAPSHOT_TTL_MS: '600000',
+    });
+    const client = new ModernClient(
+      { name: 'layout-mrtr-modern', version: '1.0.0' },
+      { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    client.setRequestHandler('elicitation/create', async () => ({
+      action: 'accept' as const,
+      content: { name: 'Ada on Workers' },
+    }));
+    await client.connect(new ModernTransport(new URL(w.url), { requestInit: { headers: bearer(bob) } }));
+    clients.push(client);
+    await client.listTools();
+    const before = await w.objectRequests('UPSTREAMS', 'ref');
+    const answered = await client.callTool({
+      name: 'ref__test_input_required_result_elicitation',
+      arguments: {},
+    });
+    expect(textOf(answered)).toContain('Hello, Ada on Workers!');
+    // Only the retry (it carries requestState) went to ref's object.
+    expect(await w.objectRequests('UPSTREAMS', 'ref')).toBe(before + 1);
+  });
+
   it('drift and re-trust: the object quarantines, the isolate and a legacy session see it; an admin re-trust rewrites the baseline in the object and the isolate serves the new tool', async () => {
     const toolsFile = join(dir, 'drift-tools.json');
     writeFileSync(toolsFile, JSON.stringify([tool('alpha', 'Alpha v1.'), tool('beta', 'Beta v1.')]));
