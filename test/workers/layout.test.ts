@@ -172,6 +172,35 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     }
   });
 
+  it("snapshots refreshed while concurrent calls run: every call is answered (no request waits on another request's I/O)", async () => {
+    const w = await boot({ ref: { url: ref.url } }, [hostOf(ref.url)], { MANIFOLD_SNAPSHOT_TTL_MS: '1000' });
+    const c = track(await connectModern(w.url, user));
+    const before = await w.objectRequests('UPSTREAMS', 'ref');
+    // Calls until ref's object has been asked for a new snapshot at least twice, from 8 clients.
+    const handles = await Promise.all([1, 2, 3, 4, 5, 6, 7, 8].map(() => connectModern(w.url, user)));
+    for (const h of handles) track(h);
+    let refreshed = false;
+    const texts: string[] = [];
+    await Promise.all(
+      handles.map(async (h) => {
+        while (!refreshed) {
+          const r = await h.client.callTool({ name: 'ref__test_simple_text', arguments: {} });
+          texts.push(textOf(r));
+        }
+      }),
+      (async () => {
+        await eventually(
+          async () => (await w.objectRequests('UPSTREAMS', 'ref')) >= before + 2,
+          'two snapshot refreshes during the calls',
+        );
+        refreshed = true;
+      })(),
+    );
+    expect(texts.length).toBeGreaterThan(0);
+    for (const t of texts) expect(t).toContain('simple text');
+    expect((await c.client.listTools()).tools.map((t) => t.name)).toContain('ref__test_simple_text');
+  });
+
   it('a cold isolate: concurrent first requests are all served (one boot, no request left waiting)', async () => {
     const w = await boot({ ref: { url: ref.url } }, [hostOf(ref.url)]);
     const answers = await Promise.all(
