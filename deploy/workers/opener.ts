@@ -44,6 +44,8 @@ export function snapshotOpener(
   legacyCalls: boolean,
 ): SnapshotOpener {
   const fresh = new Map<string, Freshness>();
+  /** One legacy session per server for every snapshot of it (a new snapshot is not a new session). */
+  const legacy = new Map<string, () => Promise<UpstreamSession>>();
   const open: SessionOpener = async (deps: SessionDeps, events: SessionEvents) => {
     const name = deps.config.name;
     const at = now();
@@ -80,7 +82,12 @@ export function snapshotOpener(
       const direct = ModernSession.published(deps, info, events);
       calls = async () => direct;
     } else if (legacyCalls) {
-      calls = legacyOpener(deps);
+      let opener = legacy.get(name);
+      if (!opener) {
+        opener = legacyOpener(deps);
+        legacy.set(name, opener);
+      }
+      calls = opener;
     } else {
       calls = async () => {
         throw new ManifoldError(

@@ -13,6 +13,7 @@ import {
   connectLegacy,
   connectModern,
   DRIFT,
+  startHttpTap,
   startReferenceHttp,
 } from '../helpers/clients.js';
 import { eventually, type Spawned, startEverythingHttp, stopChild } from '../helpers/harness.js';
@@ -291,6 +292,38 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     expect(asked).toHaveLength(1);
     expect(textOf(answered)).toContain('Ada on Workers');
     expect(await w.objectRequests('TENANTS', 'tenant:bob')).toBe(0);
+  });
+
+  it('a legacy client calling across snapshot refreshes: its tenant object keeps one legacy session to the upstream', async () => {
+    const tap = await startHttpTap(everything.port);
+    try {
+      const w = await boot(
+        { everything: { url: `http://127.0.0.1:${tap.port}/mcp` } },
+        [`127.0.0.1:${tap.port}`],
+        {
+          MANIFOLD_SNAPSHOT_TTL_MS: '1000',
+        },
+      );
+      const legacy = track(await connectLegacy(w.url, user));
+      const before = await w.objectRequests('UPSTREAMS', 'everything');
+      // Calls until the snapshot has been read again at least 4 times (by the isolate and by the
+      // tenant object, which both see each call), then one more call on the fresh snapshot.
+      let n = 0;
+      const call = async () => {
+        const r = await legacy.client.callTool({
+          name: 'everything__echo',
+          arguments: { message: `m${++n}` },
+        });
+        expect(textOf(r)).toBe(`Echo: m${n}`);
+      };
+      while ((await w.objectRequests('UPSTREAMS', 'everything')) < before + 4) await call();
+      await call();
+      const initializes = tap.exchanges.filter((e) => e.body?.method === 'initialize');
+      // One session for everything's object (it lists and verifies), one for the tenant's calls.
+      expect(initializes).toHaveLength(2);
+    } finally {
+      await tap.stop();
+    }
   });
 
   it('MRTR with a modern upstream: the question is relayed from the isolate, the retry reaches the upstream object', async () => {
