@@ -182,8 +182,8 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     for (const h of handles) track(h);
     let refreshed = false;
     const texts: string[] = [];
-    await Promise.all(
-      handles.map(async (h) => {
+    await Promise.all([
+      ...handles.map(async (h) => {
         while (!refreshed) {
           const r = await h.client.callTool({ name: 'ref__test_simple_text', arguments: {} });
           texts.push(textOf(r));
@@ -196,7 +196,7 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
         );
         refreshed = true;
       })(),
-    );
+    ]);
     expect(texts.length).toBeGreaterThan(0);
     for (const t of texts) expect(t).toContain('simple text');
     expect((await c.client.listTools()).tools.map((t) => t.name)).toContain('ref__test_simple_text');
