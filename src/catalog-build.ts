@@ -44,7 +44,7 @@ export function nextCatalogs(s: CatalogState): NextCatalogs {
     if (u.state === 'ready' && u.verified) {
       listing = u.verified;
       s.warm.delete(u.name);
-    } else listing = s.warm.get(u.name);
+    } else listing = s.warm.get(u.name) ?? u.stored;
     if (!listing || listing.identityChanged) continue;
     // Drift covers tools, prompts and templates as one listing; split it back into its kinds.
     const trusted = splitDriftListing(listing.trusted);

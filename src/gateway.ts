@@ -24,6 +24,7 @@ import { ToolViews } from './tool-views.js';
 import type { BackoffOptions } from './upstream/backoff.js';
 import { IsolatedInstances } from './upstream/isolated.js';
 import { UpstreamPool } from './upstream/pool.js';
+import type { SessionOpener } from './upstream/session.js';
 import type { Upstream } from './upstream/upstream.js';
 import { loadWarm, reverifyWarm } from './warm.js';
 
@@ -45,6 +46,8 @@ export interface GatewayOptions {
   secrets?: readonly string[];
   /** Counts tenants' calls (shared-limit.ts); the in-memory bucket, per instance, when absent. */
   callLimiter?: CallLimiterFactory;
+  /** Opens upstream sessions instead of the probe; freshness is then pulled, no timers (session.ts). */
+  openSession?: SessionOpener;
 }
 
 export type { Health } from './health.js';
@@ -131,6 +134,7 @@ export class Gateway {
       log: options.platform.log,
       clientVersion: options.version,
       ...(options.backoff ? { backoff: options.backoff } : {}),
+      ...(options.openSession ? { openSession: options.openSession } : {}),
     });
     this.pool.onChange = () => {
       if (!this.coldDiscovery) this.rebuild();
@@ -214,7 +218,7 @@ export class Gateway {
   }
 
   private startTimers(): void {
-    if (this.stopping) return;
+    if (this.stopping || this.pool.pulled) return;
     const recheck = this.config.gateway.drift.recheckSeconds;
     if (recheck > 0) {
       // list_changed is a security event, and so is silence: re-list on a timer too (C4).
@@ -313,10 +317,7 @@ export class Gateway {
     return this.tools.search(principal, query, limit);
   }
 
-  /**
-   * A digest of what a principal can see now: equal digests mean an unchanged list, so a change
-   * it cannot see is never announced to it.
-   */
+  /** A digest of what a principal can see now: a change it cannot see is never announced to it. */
   viewDigest(principal: Principal, kind: ChangeKind = 'tools'): string {
     return kind === 'tools' ? this.tools.digest(principal) : this.views.digest(principal, kind);
   }
@@ -339,10 +340,7 @@ export class Gateway {
     return owner;
   }
 
-  /**
-   * The upstream that serves this principal's request to a server: the shared one, or, for a
-   * server with `isolation`, the principal's own instance (per tenant or per subject).
-   */
+  /** The upstream for this principal: the shared one, or its own instance of a server with `isolation`. */
   async callee(server: string, principal: Principal): Promise<Upstream> {
     const owner = await this.owner(server);
     if (owner.config.isolation === 'shared') return owner;

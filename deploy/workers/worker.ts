@@ -1,113 +1,164 @@
-import { DurableObject } from 'cloudflare:workers';
-import { formatIssues, parseConfig } from '../../src/config/index.js';
-import type { Config } from '../../src/config/types.js';
-import { Gateway } from '../../src/gateway.js';
-import { textExporter } from '../../src/metrics/text.js';
-import { createApp } from '../../src/server/app.js';
-import { durableObjectStore } from './do-store.js';
-import { workersLogger, workersPlatform } from './platform.js';
+/**
+ * The Worker (#15): each isolate runs the gateway for the requests that need no state, and sends
+ * the rest to the Durable Object that owns that state (route.ts, objects.ts). A modern client's
+ * request to a modern upstream touches no Durable Object once the isolate has the snapshots.
+ */
+import { createAuthenticator } from '../../src/auth/authenticate.js';
+import { type Authenticator, noAuth, type Principal } from '../../src/auth/principal.js';
+import { encodeHeaderValue } from '../../src/protocol/headers.js';
+import { toRpcError } from '../../src/server/errors.js';
+import { readBodyCapped } from '../../src/server/http-guards.js';
+import { errorMessage } from '../../src/server/jsonrpc.js';
+import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER } from './boot.js';
+import { refreshStale } from './fresh.js';
+import { type SnapshotOpener, snapshotOpener } from './opener.js';
+import { buildPlace, deploymentSecret, type Place } from './place.js';
+import { workersPlatform } from './platform.js';
+import { forObject, isLegacyClient, type Message, type Route, routeMessage } from './route.js';
 
-export interface Env {
-  MANIFOLD: DurableObjectNamespace<ManifoldGateway>;
-  /** The same JSON config as Node's manifold.json (a secret or a variable). */
-  MANIFOLD_CONFIG?: string;
-  /** A JWK Set for gateway.auth, standing in for jwksFile (there is no file system). */
-  MANIFOLD_JWKS?: string;
-  [key: string]: unknown;
+export { ManifoldGateway, ManifoldTenant, ManifoldUpstream } from './objects.js';
+
+interface Isolate extends Place {
+  opener: SnapshotOpener;
+  authenticate: Authenticator;
+  /** auth is on: tenant objects are keyed by the token's tenant. */
+  auth: boolean;
 }
 
-const VERSION = '0.1.0';
+/** This isolate's gateway, built by the first request (and again if that failed). */
+let isolate: Promise<Isolate | Response> | undefined;
 
-function configError(status: number, message: string): Response {
-  return new Response(JSON.stringify({ error: message }), {
-    status,
+async function bootIsolate(env: Env): Promise<Isolate | Response> {
+  const booted = readConfig(env);
+  if (booted instanceof Response) return booted;
+  const { config } = booted;
+  const auth = config.gateway.auth;
+  // One authenticator for routing and for the app: a token is verified once per isolate.
+  const authenticate = auth
+    ? createAuthenticator(auth, workersPlatform(booted.log, config.gateway).fetch)
+    : noAuth;
+  const opener = snapshotOpener(env.UPSTREAMS, () => Date.now(), false);
+  const place = buildPlace(booted, {
+    secret: await deploymentSecret(env, config),
+    openSession: opener.open,
+    app: { authenticate },
+  });
+  await place.gateway.start();
+  return { ...place, opener, authenticate, auth: auth !== false };
+}
+
+const notFound = () =>
+  new Response(JSON.stringify({ error: 'not found' }), {
+    status: 404,
     headers: { 'content-type': 'application/json' },
   });
-}
 
-/**
- * The gateway lives in one Durable Object. Upstream connections (SDK clients with open streams)
- * outlive a single request, which a plain Worker isolate forbids but a Durable Object allows; and
- * every request of a session reaches the same object, wherever the Worker runs.
- */
-export class ManifoldGateway extends DurableObject<Env> {
-  private app: { fetch: (request: Request) => Response | Promise<Response> } | undefined;
-  private failure: Response | undefined;
-
-  private boot(): void {
-    const vars: Record<string, string | undefined> = {};
-    for (const [k, v] of Object.entries(this.env)) if (typeof v === 'string') vars[k] = v;
-    const parsed = parseConfig(this.env.MANIFOLD_CONFIG ?? '', vars, 'MANIFOLD_CONFIG');
-    if (!parsed.ok) {
-      const text = formatIssues(parsed.errors, 'MANIFOLD_CONFIG');
-      console.error(text);
-      this.failure = configError(500, `invalid MANIFOLD_CONFIG:\n${text}`);
-      return;
-    }
-    const config: Config = parsed.config;
-    const log = workersLogger(config.gateway.logLevel, parsed.secrets);
-    for (const w of parsed.warnings) log.warn('config.warning', { path: w.path, message: w.message });
-    const auth = config.gateway.auth;
-    if (auth === undefined) {
-      // A Worker is on the public internet: the loopback-only default cannot apply here.
-      this.failure = configError(
-        500,
-        'gateway.auth is required on Workers (or "auth": false to serve without authentication)',
-      );
-      return;
-    }
-    if (config.gateway.store && 'postgres' in config.gateway.store) {
-      this.failure = configError(
-        500,
-        'gateway.store.postgres is for Node instances; on Workers the state lives in the Durable Object: remove "store" from MANIFOLD_CONFIG',
-      );
-      return;
-    }
-    if (auth && auth.jwksFile !== undefined) {
-      if (!this.env.MANIFOLD_JWKS) {
-        this.failure = configError(500, 'gateway.auth.jwksFile needs the MANIFOLD_JWKS variable on Workers');
-        return;
-      }
-      auth.jwks = JSON.parse(this.env.MANIFOLD_JWKS) as { keys: Record<string, unknown>[] };
-    }
-    const gateway = new Gateway({
-      config,
-      platform: workersPlatform(log, config.gateway),
-      version: VERSION,
-      store: durableObjectStore(this.ctx.storage as never),
-      secrets: parsed.secrets,
-      ...(config.gateway.cursorSecret
-        ? { cursorSecret: new TextEncoder().encode(config.gateway.cursorSecret) }
-        : {}),
-    });
-    // Host names on Workers are the route's; check them only when the config lists some. No
-    // prom-client here (it needs Node): the metrics are written by the core's own text exporter.
-    this.app = createApp(gateway, {
-      checkHost: config.gateway.hostnames.length > 0,
-      ...(config.gateway.metricsPath ? { metrics: textExporter() } : {}),
-    });
-    void gateway.start();
-  }
-
-  override async fetch(request: Request): Promise<Response> {
-    if (!this.app && !this.failure) {
-      try {
-        this.boot();
-      } catch (e) {
-        this.failure = configError(
-          500,
-          `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`,
-        );
-      }
-    }
-    if (this.failure) return this.failure.clone();
-    return this.app!.fetch(request);
-  }
-}
+const ADMIN = /^\/admin\/servers\/([^/]+)\//;
 
 export default {
-  fetch(request: Request, env: Env): Promise<Response> {
-    const stub = env.MANIFOLD.get(env.MANIFOLD.idFromName('gateway'));
-    return stub.fetch(request);
+  async fetch(request: Request, env: Env): Promise<Response> {
+    const path = new URL(request.url).pathname;
+    // The objects' own routes are for the Worker alone.
+    if (path.startsWith(INTERNAL) || path === INTERNAL.slice(0, -1)) return notFound();
+    if (env.MANIFOLD_ROUTE === 'object') {
+      return env.MANIFOLD.get(env.MANIFOLD.idFromName('gateway')).fetch(request);
+    }
+    if (env.MANIFOLD_ROUTE !== undefined && env.MANIFOLD_ROUTE !== 'isolate') {
+      return configError(500, 'MANIFOLD_ROUTE must be "isolate" (the default) or "object"');
+    }
+    isolate ??= bootIsolate(env).catch((e) => {
+      isolate = undefined;
+      return configError(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
+    });
+    const iso = await isolate;
+    if (iso instanceof Response) return iso.clone();
+    await refreshStale(iso.gateway, iso.opener, Date.now());
+    return serve(iso, env, request, path);
   },
 } satisfies ExportedHandler<Env>;
+
+async function serve(iso: Isolate, env: Env, request: Request, path: string): Promise<Response> {
+  const admin = ADMIN.exec(path);
+  if (admin) {
+    let server: string;
+    try {
+      server = decodeURIComponent(admin[1]!);
+    } catch {
+      return iso.app.fetch(request);
+    }
+    // Re-trust rewrites the baseline in the server's own object; isolates see it at their next read.
+    // Only an admin's request goes there: the isolate's own admin routes refuse the others alike.
+    const principal = await iso.authenticate(request).catch(() => undefined);
+    if (!principal?.admin || !iso.gateway.pool.get(server)) return iso.app.fetch(request);
+    return toUpstream(env, server, request);
+  }
+  const profile = path === '/mcp' ? undefined : path.startsWith('/mcp/') ? path.slice(5) : null;
+  if (profile === null) return iso.app.fetch(request);
+  if (request.method !== 'POST' && !isLegacyClient(request, undefined)) return iso.app.fetch(request);
+  let text: string | undefined;
+  let message: Message | undefined;
+  if (request.method === 'POST') {
+    try {
+      text = await readBodyCapped(request, iso.gateway.config.gateway.maxBodyBytes);
+    } catch (e) {
+      // Over the cap (B2): the same 413 the app gives, without reading further.
+      const rpc = toRpcError(e);
+      return new Response(errorMessage(null, rpc.code, rpc.message, rpc.data), {
+        status: rpc.status,
+        headers: { 'content-type': 'application/json' },
+      });
+    }
+    message = parse(text);
+  }
+  const again = () => new Request(request, text === undefined ? {} : { body: text });
+  const principal = await iso.authenticate(request).catch(() => undefined);
+  // Not authenticated: the app answers (401 with its metadata, and so on).
+  if (!principal) return iso.app.fetch(again());
+  let route: Route = { to: 'isolate' };
+  let body = text;
+  let renamedTo: string | undefined;
+  if (isLegacyClient(request, message)) route = { to: 'tenant' };
+  else if (message) {
+    let served: Principal;
+    try {
+      served = iso.gateway.profilePrincipal(principal, profile ? decodeURIComponent(profile) : undefined);
+    } catch {
+      return iso.app.fetch(again());
+    }
+    route = routeMessage(iso.gateway, served, message);
+    if (route.to === 'upstream') {
+      const names = iso.opener.fresh.get(route.server)?.names ?? {};
+      const renamed = forObject(iso.gateway, served, message, names);
+      if (renamed) {
+        body = JSON.stringify(renamed);
+        // The Mcp-Name header must match the body's name (streamable-http "Request Metadata").
+        renamedTo = encodeHeaderValue(String(renamed.params?.name));
+      }
+    }
+  }
+  if (route.to === 'isolate') return iso.app.fetch(again());
+  const forwarded = new Request(request, body === undefined ? {} : { body });
+  if (renamedTo !== undefined && forwarded.headers.has('mcp-name'))
+    forwarded.headers.set('mcp-name', renamedTo);
+  if (route.to === 'upstream') return toUpstream(env, route.server, forwarded);
+  // Without auth every client is one tenant.
+  const key = iso.auth ? principal.tenant : 'default';
+  return env.TENANTS.get(env.TENANTS.idFromName(`tenant:${key}`)).fetch(forwarded);
+}
+
+function toUpstream(env: Env, server: string, request: Request): Promise<Response> {
+  const headers = new Headers(request.headers);
+  headers.set(SERVER_HEADER, server);
+  const stub = env.UPSTREAMS.get(env.UPSTREAMS.idFromName(server));
+  // The client's own URL, so the object's answers (a 401's metadata URL) name the public origin.
+  return stub.fetch(new Request(request, { headers }));
+}
+
+function parse(text: string): Message | undefined {
+  try {
+    const m = JSON.parse(text) as unknown;
+    return typeof m === 'object' && m !== null && !Array.isArray(m) ? (m as Message) : undefined;
+  } catch {
+    return undefined;
+  }
+}

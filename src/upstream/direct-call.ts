@@ -34,7 +34,8 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 
 export interface DirectCallerOptions {
   /** Streamable HTTP: each request is a POST on this wire. */
-  http?: { url: string; fetch: typeof fetch; wire: Wire };
+  /** `perRequest`: no I/O object outlives its request (a Worker isolate): no signal is reused. */
+  http?: { url: string; fetch: typeof fetch; wire: Wire; perRequest?: boolean };
   /** stdio: each request is written to the child (its answers reach `route`). */
   send?: (message: JSONRPCMessage) => Promise<void>;
   /** The params as sent (modern upstreams: the gateway's own per-request `_meta`). */
@@ -204,7 +205,10 @@ export class DirectCaller {
         return;
       }
       // Only a POST needs a signal (stdio requests have no connection of their own to free).
-      const controller = this.o.http ? (this.signals.pop() ?? new AbortController()) : undefined;
+      const http = this.o.http;
+      const controller = http
+        ? ((http.perRequest ? undefined : this.signals.pop()) ?? new AbortController())
+        : undefined;
       const used = controller ? (this.uses.get(controller) ?? 0) + 1 : 0;
       if (controller) this.uses.set(controller, used);
       const started = this.o.now();
@@ -288,6 +292,7 @@ export class DirectCaller {
           settled &&
           !controller.signal.aborted &&
           used < MAX_SIGNAL_USES &&
+          !http?.perRequest &&
           this.signals.length < SPARE_SIGNALS
         ) {
           this.signals.push(controller);

@@ -59,6 +59,7 @@ export class ModernSession implements UpstreamSession {
     private readonly info: DiscoverInfo,
     private readonly events: SessionEvents,
     private readonly transport: Transport | undefined,
+    perRequest = false,
   ) {
     this.stamp = modernStamp(info.version, deps.clientVersion);
     const common = {
@@ -92,6 +93,7 @@ export class ModernSession implements UpstreamSession {
           url: deps.config.url ?? '',
           fetch: deps.platform.fetch,
           wire: modernWire(deps.config.headers, info.version, () => this.plans),
+          perRequest,
         },
         cancel: () => {},
       });
@@ -102,6 +104,14 @@ export class ModernSession implements UpstreamSession {
     const s = new ModernSession(deps, info, events, undefined);
     s.listen();
     return s;
+  }
+
+  /**
+   * Requests only, no `subscriptions/listen` loop: for a runtime where a stream cannot outlive the
+   * request that opened it (a Worker isolate, #15); changes reach it by its published snapshot.
+   */
+  static published(deps: SessionDeps, info: DiscoverInfo, events: SessionEvents): ModernSession {
+    return new ModernSession(deps, info, events, undefined, true);
   }
 
   /** A session on a stdio child that is already started (and answered the probe). */

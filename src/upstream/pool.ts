@@ -2,6 +2,7 @@ import type { Config, GatewayConfig, ServerConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { BackoffOptions } from './backoff.js';
+import type { SessionOpener } from './session.js';
 import { Upstream } from './upstream.js';
 import type { UpstreamDeps, UpstreamStatus } from './upstream-types.js';
 
@@ -10,6 +11,7 @@ export interface PoolDeps {
   log: Logger;
   clientVersion: string;
   backoff?: BackoffOptions;
+  openSession?: SessionOpener;
 }
 
 /**
@@ -32,10 +34,16 @@ export class UpstreamPool {
       log: deps.log,
       clientVersion: deps.clientVersion,
       ...(deps.backoff ? { backoff: deps.backoff } : {}),
+      ...(deps.openSession ? { openSession: deps.openSession } : {}),
     };
     this.list = config.servers.map((server) => this.create(server));
     this.byName = new Map(this.list.map((u) => [u.name, u]));
     this.fanout = deps.platform.maxConcurrentConnects;
+  }
+
+  /** Sessions come from the runtime's opener, which pulls freshness per request (no timers). */
+  get pulled(): boolean {
+    return this.deps.openSession !== undefined;
   }
 
   /** Every configured upstream, in config order. */

@@ -1,9 +1,12 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Cancellation } from '../cancellation.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
+import type { VerifiedListing } from '../drift-gate.js';
+import { ManifoldError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
+import type { Listing } from './listing.js';
 
 /** The list methods of the server features the gateway aggregates, and the field each page holds. */
 export const LISTS = {
@@ -110,6 +113,11 @@ export interface UpstreamSession {
   readonly hasTools: boolean;
   /** What the server declared it offers (its ServerCapabilities). */
   readonly capabilities: Record<string, unknown>;
+  /**
+   * A listing already listed and verified elsewhere (a Worker isolate's session over the upstream
+   * object's snapshot, #15): `Upstream` publishes it as it is instead of listing and verifying.
+   */
+  readonly published?: { listing: Listing; verified: VerifiedListing } | undefined;
   listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage>;
   /** One page of any list. */
   listPage(kind: ListKind, cursor: string | undefined, signal: AbortSignal): Promise<ItemsPage>;
@@ -128,4 +136,26 @@ export interface UpstreamSession {
   /** Resolves if the connection still works. */
   ping(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * How a runtime opens an upstream's session in place of the probe (`probe.ts openSession`): on
+ * Workers, from the upstream object's published snapshot (deploy/workers). An upstream opened this
+ * way starts no timers of its own (no ttl relist, no reconnect loop): the runtime pulls freshness
+ * per request with `Upstream.reopen`, since a timer cannot do I/O for a request that has ended.
+ */
+export type SessionOpener = (
+  deps: SessionDeps,
+  events: SessionEvents,
+  hint: Era | undefined,
+) => Promise<UpstreamSession>;
+
+/** An opener's refusal: the upstream is not serving now; `stored` is served meanwhile (warm start). */
+export class NotServing extends ManifoldError {
+  constructor(
+    message: string,
+    readonly stored: VerifiedListing | undefined,
+  ) {
+    super('ERR_UPSTREAM_UNAVAILABLE', message);
+  }
 }

@@ -5,7 +5,7 @@ import type { Logger } from '../log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 import type { BackoffOptions } from './backoff.js';
-import type { SessionCallOptions } from './session.js';
+import type { SessionCallOptions, SessionOpener } from './session.js';
 
 /** Consecutive failures after which a server is reported `failed` (it is still probed at the cap). */
 export const FAILED_AFTER = 5;
@@ -50,6 +50,8 @@ export interface UpstreamDeps {
   log: Logger;
   backoff?: BackoffOptions;
   clientVersion: string;
+  /** Opens sessions instead of the probe, and means freshness is pulled (session.ts). */
+  openSession?: SessionOpener;
 }
 
 /** What a caller may attach to a relayed request; the deadlines are the server's own. */

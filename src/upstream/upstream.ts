@@ -9,7 +9,7 @@ import { backoffDelay, defaultBackoff, ReconnectTimer } from './backoff.js';
 import { logReason, publicReason } from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import { Recovery } from './recovery.js';
-import type { ListKind, UpstreamSession } from './session.js';
+import { type ListKind, NotServing, type UpstreamSession } from './session.js';
 import { sessions } from './session-layer.js';
 import { upstreamStatus } from './status.js';
 import { Subscriptions } from './subscriptions.js';
@@ -44,6 +44,8 @@ export class Upstream {
    */
   verify: (tools: Tool[]) => Promise<VerifiedListing> = trustEverything;
   verified: VerifiedListing | undefined;
+  /** While not ready: what it last published, verified, as the opener reported it (a warm start). */
+  stored: VerifiedListing | undefined;
 
   private session: UpstreamSession | undefined;
   /** The era of the last good connection: the next one skips the probe (basic/versioning). */
@@ -130,7 +132,6 @@ export class Upstream {
     return this.subscriptions.watched;
   }
 
-  /** Starts watching a URI upstream (`resources/subscribe`, or the modern listen filter). */
   subscribe(uri: string): Promise<void> {
     return this.subscriptions.add(uri);
   }
@@ -167,7 +168,6 @@ export class Upstream {
     return this.recovery.inflight;
   }
 
-  /** The first attempt; resolves once it has settled either way. */
   start(): Promise<void> {
     // Closed before its first attempt (the gateway stopped while it was still starting): it
     // stays closed, or its retries would keep the process alive.
@@ -194,7 +194,8 @@ export class Upstream {
     if (!renew) this.state = 'connecting';
     let session: UpstreamSession | undefined;
     try {
-      session = await (await sessions()).openSession(
+      const open = this.deps.openSession ?? (await sessions()).openSession;
+      session = await open(
         { config: this.config, gateway, platform, log: this.log, clientVersion: this.deps.clientVersion },
         {
           onListChanged: (kind) => this.onListChanged(gen, kind),
@@ -206,8 +207,9 @@ export class Upstream {
         },
         this.eraHint,
       );
-      const listed = await listUpstream(session, gateway, this.log);
-      const verified = await this.verify(driftListing(listed));
+      // Published elsewhere (a Worker isolate, #15): listed and verified by the upstream's object.
+      const listed = session.published?.listing ?? (await listUpstream(session, gateway, this.log));
+      const verified = session.published?.verified ?? (await this.verify(driftListing(listed)));
       if (gen !== this.generation) {
         await session.close();
         return;
@@ -219,19 +221,22 @@ export class Upstream {
       session.noteTools(listed.tools);
       this.listing = listed;
       this.verified = verified;
+      this.stored = undefined;
       this.state = 'ready';
       this.readyAt = platform.now();
       this.lastError = undefined;
       this.rule = undefined;
-      this.log.info('upstream.ready', {
-        tools: listed.tools.length,
-        prompts: listed.prompts.length,
-        resources: listed.resources.length,
-        templates: listed.templates.length,
-        era: session.era,
-        protocolVersion: session.protocolVersion,
-        ...(renew ? { renewed: true } : {}),
-      });
+      if (!renew || !session.published)
+        // a snapshot reread every few seconds (#15) is not news
+        this.log.info('upstream.ready', {
+          tools: listed.tools.length,
+          prompts: listed.prompts.length,
+          resources: listed.resources.length,
+          templates: listed.templates.length,
+          era: session.era,
+          protocolVersion: session.protocolVersion,
+          ...(renew ? { renewed: true } : {}),
+        });
       this.relistAfter(listed.ttlMs);
       this.subscriptions.renew(session);
       this.onChange();
@@ -246,15 +251,11 @@ export class Upstream {
     }
   }
 
-  /**
-   * A server's `ttlMs` on its listing is a hint for when the list may be stale (2026-07-28:
-   * caching); the gateway lists again then, and drift verification runs on that listing as on
-   * every other.
-   */
+  /** A listing's `ttlMs` hints when it may be stale (2026-07-28: caching): listed (and verified) again then. */
   private relistAfter(ttlMs: number | undefined): void {
     if (this.ttlTimer) clearTimeout(this.ttlTimer);
     this.ttlTimer = undefined;
-    if (ttlMs === undefined || this.state !== 'ready') return;
+    if (ttlMs === undefined || this.state !== 'ready' || this.deps.openSession) return;
     const delay = Math.min(Math.max(ttlMs, MIN_TTL_RELIST_MS), 2_147_483_647);
     this.ttlTimer = setTimeout(() => {
       this.ttlTimer = undefined;
@@ -267,6 +268,7 @@ export class Upstream {
     this.listing = emptyListing();
     this.verified = undefined;
     this.lastError = publicReason(e);
+    this.stored = e instanceof NotServing ? e.stored : undefined;
     const detail = logReason(e);
     const rule = e instanceof ManifoldError ? (e.data?.rule as string | undefined) : undefined;
     if (rule === 'unsupported-transport') {
@@ -288,7 +290,8 @@ export class Upstream {
       retryInMs: delay,
       state: this.state,
     });
-    this.retry.afterFailure(delay);
+    // Pulled (session.ts SessionOpener): the runtime reopens on a later request.
+    if (!this.deps.openSession) this.retry.afterFailure(delay);
     this.onChange();
     this.recovery.notify();
   }
@@ -314,6 +317,7 @@ export class Upstream {
 
   /** Lists again (serialised: changes that arrive meanwhile cause one more pass). */
   refresh(kinds: readonly ListKind[] = ALL_KINDS): Promise<void> {
+    if (this.deps.openSession) return this.reopen();
     for (const k of kinds) this.relistKinds.add(k);
     if (this.relisting) return this.relisting;
     this.relisting = (async () => {
@@ -347,6 +351,7 @@ export class Upstream {
 
   /** Checks the current listing again (after a re-trust) without asking the upstream. */
   async reverify(): Promise<void> {
+    if (this.deps.openSession) return this.reopen();
     if (this.state !== 'ready') return;
     const gen = this.generation;
     const verified = await this.verify(this.driftRecords());
@@ -355,10 +360,12 @@ export class Upstream {
     this.onChange();
   }
 
-  /**
-   * Relays one tools/call. Resent (up to the server's `retry`) only where that is safe: a `read`
-   * tool after the connection failed, or a session the server did not know (see `request`).
-   */
+  /** Opens again through the runtime's opener (a fresher snapshot), keeping the listing meanwhile. */
+  reopen(): Promise<void> {
+    return this.connect(this.state === 'ready');
+  }
+
+  /** Relays one tools/call; resent only where safe: a `read` tool, an unknown session (see `request`). */
   callTool(params: Record<string, unknown>, options: CallOptions = {}): Promise<Record<string, unknown>> {
     return this.request('tools/call', params, options);
   }

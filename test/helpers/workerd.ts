@@ -15,9 +15,20 @@ export function buildWorker(): string {
   return WORKER_BUNDLE;
 }
 
+export type ObjectBinding = 'UPSTREAMS' | 'TENANTS' | 'MANIFOLD';
+
 export interface RunningWorker {
   url: string;
   persist: string;
+  /** Requests an object has received (not counting this read), by binding and name (#15 layout). */
+  objectRequests(binding: ObjectBinding, name: string): Promise<number>;
+  /** A request straight to one object, as the Worker would send it (internal routes included). */
+  objectFetch(
+    binding: ObjectBinding,
+    name: string,
+    path: string,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; json(): Promise<unknown> }>;
   stop(): Promise<void>;
 }
 
@@ -35,7 +46,11 @@ export async function startWorker(options: {
     modules: true,
     scriptPath: buildWorker(),
     compatibilityDate: '2026-04-01',
-    durableObjects: { MANIFOLD: { className: 'ManifoldGateway', useSQLite: true } },
+    durableObjects: {
+      MANIFOLD: { className: 'ManifoldGateway', useSQLite: true },
+      UPSTREAMS: { className: 'ManifoldUpstream', useSQLite: true },
+      TENANTS: { className: 'ManifoldTenant', useSQLite: true },
+    },
     durableObjectsPersist: persist,
     bindings: { MANIFOLD_CONFIG: JSON.stringify(options.config), ...options.vars },
     host: '127.0.0.1',
@@ -45,6 +60,15 @@ export async function startWorker(options: {
   return {
     url: new URL('/mcp', base).toString(),
     persist,
+    async objectRequests(binding, name) {
+      const ns = await mf.getDurableObjectNamespace(binding);
+      const res = await ns.get(ns.idFromName(name)).fetch('https://manifold.internal/__manifold/requests');
+      return ((await res.json()) as { requests: number }).requests;
+    },
+    async objectFetch(binding, name, path, headers = {}) {
+      const ns = await mf.getDurableObjectNamespace(binding);
+      return ns.get(ns.idFromName(name)).fetch(`https://manifold.internal${path}`, { headers });
+    },
     stop: () => mf.dispose(),
   };
 }

@@ -1,10 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Spawned, startEverythingHttp } from '../helpers/harness.js';
+import { connectModern, startReferenceHttp } from '../helpers/clients.js';
 import { startWorker } from '../helpers/workerd.js';
 import { gatewayScenarios, type StartGateway } from '../shared/scenarios.js';
 
@@ -52,27 +50,28 @@ gatewayScenarios('workers', startWorkers);
  * view, with a call made through the Worker counted in the view's recent calls.
  */
 describe('workers: status page', () => {
-  let everything: Spawned | undefined;
+  let ref: Awaited<ReturnType<typeof startReferenceHttp>> | undefined;
   let worker: Awaited<ReturnType<typeof startWorker>> | undefined;
   afterAll(async () => {
     await worker?.stop();
-    await everything?.stop();
+    await ref?.stop();
   });
 
   it('GET / serves the page and /status.json the view, on the Worker', async () => {
-    everything = await startEverythingHttp('streamableHttp');
+    ref = await startReferenceHttp();
     const persist = mkdtempSync(join(tmpdir(), 'manifold-do-'));
     made.push(persist);
     worker = await startWorker({
       config: {
-        mcpServers: { everything: { url: everything.url } },
-        gateway: { allowedHosts: [`127.0.0.1:${everything.port}`], auth: false, logLevel: 'error' },
+        mcpServers: { ref: { url: ref.url } },
+        gateway: { allowedHosts: [`127.0.0.1:${ref.port}`], auth: false, logLevel: 'error' },
       },
       persist,
     });
-    const client = new Client({ name: 'status-workers', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(worker.url)));
-    await client.callTool({ name: 'everything__echo', arguments: { message: 'hi' } });
+    // The page is the isolate's (#15): a modern client's call to a modern upstream is served in
+    // the isolate, so it is counted there (calls bridged to a legacy upstream are its object's).
+    const client = await connectModern(worker.url, undefined, { name: 'status-workers' });
+    await client.client.callTool({ name: 'ref__test_simple_text', arguments: {} });
     await client.close();
     const base = worker.url.replace(/\/mcp$/, '');
     const page = await fetch(`${base}/`);
@@ -86,12 +85,12 @@ describe('workers: status page', () => {
     };
     expect(view.upstreams).toEqual([
       expect.objectContaining({
-        name: 'everything',
+        name: 'ref',
         state: 'ready',
         counts: expect.objectContaining({ tools: expect.any(Number) }),
       }),
     ]);
     expect(view.upstreams[0]!.counts.tools).toBeGreaterThan(0);
-    expect(view.calls).toEqual([expect.objectContaining({ server: 'everything', total: 1 })]);
+    expect(view.calls).toEqual([expect.objectContaining({ server: 'ref', total: 1 })]);
   });
 });

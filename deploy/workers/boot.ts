@@ -1,0 +1,102 @@
+import { formatIssues, parseConfig } from '../../src/config/index.js';
+import type { Config } from '../../src/config/types.js';
+import type { Logger } from '../../src/log.js';
+import { workersLogger } from './platform.js';
+
+/** The bindings every place of the deployment reads (wrangler.jsonc). */
+export interface Env {
+  /** The old path (#15 escape hatch): every request to one object running the whole gateway. */
+  MANIFOLD: DurableObjectNamespace;
+  /** One object per upstream server (`idFromName(server)`): its baseline, verification, listing. */
+  UPSTREAMS: DurableObjectNamespace;
+  /** One object per tenant (`idFromName('tenant:' + key)`), and the deployment key's object. */
+  TENANTS: DurableObjectNamespace;
+  /** The same JSON config as Node's manifold.json (a secret or a variable). */
+  MANIFOLD_CONFIG?: string;
+  /** A JWK Set for gateway.auth, standing in for jwksFile (there is no file system). */
+  MANIFOLD_JWKS?: string;
+  /** `object`: every request goes to the one `MANIFOLD` object (the layout before #15). */
+  MANIFOLD_ROUTE?: string;
+  /** How long isolates serve a snapshot when its server gave no `ttlMs` (default 5000, at least 1000). */
+  MANIFOLD_SNAPSHOT_TTL_MS?: string;
+  [key: string]: unknown;
+}
+
+export const VERSION = '0.1.0';
+
+export interface Booted {
+  config: Config;
+  secrets: readonly string[];
+  log: Logger;
+}
+
+export function configError(status: number, message: string): Response {
+  return new Response(JSON.stringify({ error: message }), {
+    status,
+    headers: { 'content-type': 'application/json' },
+  });
+}
+
+/**
+ * MANIFOLD_CONFIG read and checked the same way by the Worker and by every object: the config,
+ * or the 500 that says what is wrong with it (never a token or a `${VAR}` value).
+ */
+export function readConfig(env: Env): Booted | Response {
+  const vars: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries(env)) if (typeof v === 'string') vars[k] = v;
+  const parsed = parseConfig(env.MANIFOLD_CONFIG ?? '', vars, 'MANIFOLD_CONFIG');
+  if (!parsed.ok) {
+    const text = formatIssues(parsed.errors, 'MANIFOLD_CONFIG');
+    console.error(text);
+    return configError(500, `invalid MANIFOLD_CONFIG:\n${text}`);
+  }
+  const config: Config = parsed.config;
+  const log = workersLogger(config.gateway.logLevel, parsed.secrets);
+  for (const w of parsed.warnings) log.warn('config.warning', { path: w.path, message: w.message });
+  const auth = config.gateway.auth;
+  if (auth === undefined) {
+    // A Worker is on the public internet: the loopback-only default cannot apply here.
+    return configError(
+      500,
+      'gateway.auth is required on Workers (or "auth": false to serve without authentication)',
+    );
+  }
+  if (config.gateway.store && 'postgres' in config.gateway.store) {
+    return configError(
+      500,
+      'gateway.store.postgres is for Node instances; on Workers the state lives in Durable Objects: remove "store" from MANIFOLD_CONFIG',
+    );
+  }
+  if (auth && auth.jwksFile !== undefined) {
+    if (!env.MANIFOLD_JWKS) {
+      return configError(500, 'gateway.auth.jwksFile needs the MANIFOLD_JWKS variable on Workers');
+    }
+    auth.jwks = JSON.parse(env.MANIFOLD_JWKS) as { keys: Record<string, unknown>[] };
+  }
+  return { config, secrets: parsed.secrets, log };
+}
+
+/** The path prefix of the routes objects serve to the Worker alone; the Worker answers 404 for it. */
+export const INTERNAL = '/__manifold/';
+/** The header by which the Worker tells an upstream object which server it is. */
+export const SERVER_HEADER = 'x-manifold-server';
+/** Any origin will do for a Durable Object stub's fetch: only the path is read. */
+export const INTERNAL_ORIGIN = 'https://manifold.internal';
+
+/**
+ * Counts the requests an object receives (in memory, per object instance), so the layout tests
+ * can show which requests touched no object at all. `GET /__manifold/requests` reads it and is
+ * not counted.
+ */
+export class RequestCount {
+  private n = 0;
+  count(request: Request): Response | undefined {
+    if (new URL(request.url).pathname === `${INTERNAL}requests`) {
+      return new Response(JSON.stringify({ requests: this.n }), {
+        headers: { 'content-type': 'application/json' },
+      });
+    }
+    this.n++;
+    return undefined;
+  }
+}

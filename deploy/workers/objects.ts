@@ -1,0 +1,172 @@
+/**
+ * The Durable Objects of the Workers layout (#15). State is sharded by what owns it:
+ *
+ * - `ManifoldUpstream`, one per upstream server: that server's baseline, catalog cache and trust
+ *   epoch (its own SQLite store), its verification, its connection (the legacy session when the
+ *   upstream is legacy, and with it any bridged call waiting on an MRTR answer), its published
+ *   snapshot, and its re-trust.
+ * - `ManifoldTenant`, one per tenant: legacy clients' sessions and the modern methods that keep
+ *   state (listen streams, tasks), over snapshots like an isolate; and the place for the tenant's
+ *   rate-limit leases. One object of this class, by its own name, keeps the deployment key.
+ * - `ManifoldGateway`, the single object of `MANIFOLD_ROUTE=object` (the layout before #15).
+ */
+import { DurableObject } from 'cloudflare:workers';
+import { type Env, INTERNAL, RequestCount, readConfig, SERVER_HEADER } from './boot.js';
+import { durableObjectStore } from './do-store.js';
+import { refreshStale } from './fresh.js';
+import { type SnapshotOpener, snapshotOpener } from './opener.js';
+import { buildPlace, deploymentSecret, keptSecret, type Place } from './place.js';
+import { snapshotTtl, takeSnapshot } from './snapshot.js';
+
+const json = (body: unknown, status = 200) =>
+  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+
+/** A boot that failed on I/O (the key object, say) is tried again by the next request. */
+async function settle(boot: () => Promise<Place | Response>, reset: () => void): Promise<Place | Response> {
+  try {
+    return await boot();
+  } catch (e) {
+    reset();
+    return json({ error: `gateway failed to start: ${e instanceof Error ? e.message : String(e)}` }, 500);
+  }
+}
+
+export class ManifoldUpstream extends DurableObject<Env> {
+  private place: Promise<Place | Response> | undefined;
+  private server: string | undefined;
+  private readonly counts = new RequestCount();
+
+  override async fetch(request: Request): Promise<Response> {
+    const counted = this.counts.count(request);
+    if (counted) return counted;
+    // Named by the Worker (the object's id is idFromName of the same name): which server it is.
+    const server = request.headers.get(SERVER_HEADER);
+    if (!server) return json({ error: 'an upstream object is reached through the Worker' }, 400);
+    this.server ??= server;
+    if (server !== this.server) return json({ error: 'this object serves another server' }, 409);
+    this.place ??= settle(
+      () => this.boot(server),
+      () => {
+        this.place = undefined;
+      },
+    );
+    const place = await this.place;
+    if (place instanceof Response) return place.clone();
+    if (new URL(request.url).pathname === `${INTERNAL}snapshot`) {
+      return json(await takeSnapshot(place.gateway, server, snapshotTtl(this.env.MANIFOLD_SNAPSHOT_TTL_MS)));
+    }
+    return place.app.fetch(request);
+  }
+
+  /** The deployment's gateway narrowed to this one server, with this object's storage. */
+  private async boot(server: string): Promise<Place | Response> {
+    const booted = readConfig(this.env);
+    if (booted instanceof Response) return booted;
+    const servers = booted.config.servers.filter((s) => s.name === server);
+    if (servers.length === 0) return json({ error: `no server named ${server}` }, 404);
+    const config = { ...booted.config, servers };
+    const place = buildPlace(booted, {
+      config,
+      store: durableObjectStore(this.ctx.storage as never),
+      secret: await deploymentSecret(this.env, booted.config),
+    });
+    void place.gateway.start();
+    return place;
+  }
+}
+
+export class ManifoldTenant extends DurableObject<Env> {
+  private place: Promise<Place | Response> | undefined;
+  private opener: SnapshotOpener | undefined;
+  private readonly counts = new RequestCount();
+  /** When a client last asked: the alarm keeps snapshots fresh while its sessions may be open. */
+  private lastRequest = 0;
+  private armed = false;
+  // W2: the tenant's rate-limit leases (deploy/workers/tenant-limit.ts) live in this object; give
+  // them to buildPlace below as the gateway's `callLimiter`.
+
+  override async fetch(request: Request): Promise<Response> {
+    const counted = this.counts.count(request);
+    if (counted) return counted;
+    if (new URL(request.url).pathname === `${INTERNAL}key`) return keptSecret(this.ctx.storage);
+    this.place ??= settle(
+      () => this.boot(),
+      () => {
+        this.place = undefined;
+      },
+    );
+    const place = await this.place;
+    if (place instanceof Response) return place.clone();
+    this.lastRequest = Date.now();
+    await refreshStale(place.gateway, this.opener!, this.lastRequest);
+    await this.arm();
+    return place.app.fetch(request);
+  }
+
+  /**
+   * Legacy sessions' GET streams and modern listen streams must hear of a verified change without
+   * a request to pull it: an alarm reads stale snapshots again (announcing what changed) while a
+   * session could still be open, i.e. until `sessionIdleSeconds` after the last request.
+   */
+  override async alarm(): Promise<void> {
+    this.armed = false;
+    const place = this.place && (await this.place);
+    if (!place || place instanceof Response) return;
+    await refreshStale(place.gateway, this.opener!, Date.now());
+    if (Date.now() - this.lastRequest < place.gateway.config.gateway.sessionIdleSeconds * 1000)
+      await this.arm();
+  }
+
+  private async arm(): Promise<void> {
+    if (this.armed) return;
+    this.armed = true;
+    await this.ctx.storage.setAlarm(Date.now() + snapshotTtl(this.env.MANIFOLD_SNAPSHOT_TTL_MS));
+  }
+
+  /** The whole catalog over snapshots, as an isolate has it; legacy calls on sessions of its own. */
+  private async boot(): Promise<Place | Response> {
+    const booted = readConfig(this.env);
+    if (booted instanceof Response) return booted;
+    this.opener = snapshotOpener(this.env.UPSTREAMS, () => Date.now(), true);
+    const place = buildPlace(booted, {
+      store: durableObjectStore(this.ctx.storage as never),
+      secret: await deploymentSecret(this.env, booted.config),
+      openSession: this.opener.open,
+    });
+    await place.gateway.start();
+    return place;
+  }
+}
+
+/**
+ * `MANIFOLD_ROUTE=object`: the whole gateway in one object, as before #15 (its upstream
+ * connections outlive a request there). Kept as an escape hatch and as the bench's baseline.
+ */
+export class ManifoldGateway extends DurableObject<Env> {
+  private place: Promise<Place | Response> | undefined;
+  private readonly counts = new RequestCount();
+
+  override async fetch(request: Request): Promise<Response> {
+    const counted = this.counts.count(request);
+    if (counted) return counted;
+    this.place ??= settle(
+      async () => {
+        const booted = readConfig(this.env);
+        if (booted instanceof Response) return booted;
+        const { cursorSecret } = booted.config.gateway;
+        const place = buildPlace(booted, {
+          store: durableObjectStore(this.ctx.storage as never),
+          ...(cursorSecret ? { secret: new TextEncoder().encode(cursorSecret) } : {}),
+        });
+        void place.gateway.start();
+        return place;
+      },
+      () => {
+        this.place = undefined;
+      },
+    );
+    const place = await this.place;
+    if (place instanceof Response) return place.clone();
+    return place.app.fetch(request);
+  }
+}
