@@ -80,6 +80,8 @@ export function readConfig(env: Env): Booted | Response {
 export const INTERNAL = '/__manifold/';
 /** The header by which the Worker tells an upstream object which server it is. */
 export const SERVER_HEADER = 'x-manifold-server';
+/** Set by the Worker on what it sends a tenant object: whose object it is (never from a client). */
+export const TENANT_HEADER = 'x-manifold-tenant';
 /** Any origin will do for a Durable Object stub's fetch: only the path is read. */
 export const INTERNAL_ORIGIN = 'https://manifold.internal';
 

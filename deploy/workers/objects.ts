@@ -11,12 +11,13 @@
  * - `ManifoldGateway`, the single object of `MANIFOLD_ROUTE=object` (the layout before #15).
  */
 import { DurableObject } from 'cloudflare:workers';
-import { type Env, INTERNAL, RequestCount, readConfig, SERVER_HEADER } from './boot.js';
+import { type Env, INTERNAL, RequestCount, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { durableObjectStore } from './do-store.js';
 import { refreshStale } from './fresh.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
 import { buildPlace, deploymentSecret, keptSecret, type Place } from './place.js';
 import { snapshotTtl, takeSnapshot } from './snapshot.js';
+import { answerLease, isLeaseRequest, tenantLimiter } from './tenant-limit.js';
 
 const json = (body: unknown, status = 200) =>
   new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
@@ -69,6 +70,8 @@ export class ManifoldUpstream extends DurableObject<Env> {
       config,
       store: durableObjectStore(this.ctx.storage as never),
       secret: await deploymentSecret(this.env, booted.config),
+      // A call forwarded here is counted where the isolates count it: in the tenant's object.
+      callLimiter: tenantLimiter(this.env.TENANTS, { log: booted.log }),
     });
     void place.gateway.start();
     return place;
@@ -82,13 +85,16 @@ export class ManifoldTenant extends DurableObject<Env> {
   /** When a client last asked: the alarm keeps snapshots fresh while its sessions may be open. */
   private lastRequest = 0;
   private armed = false;
-  // W2: the tenant's rate-limit leases (deploy/workers/tenant-limit.ts) live in this object; give
-  // them to buildPlace below as the gateway's `callLimiter`.
+  /** Whose object this is (the Worker names it on every request it forwards here). */
+  private tenant: string | undefined;
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
     if (counted) return counted;
     if (new URL(request.url).pathname === `${INTERNAL}key`) return keptSecret(this.ctx.storage);
+    // Isolates' and upstream objects' leases of this tenant's rate limit (tenant-limit.ts).
+    if (isLeaseRequest(request)) return answerLease(this.ctx.storage as never, request);
+    this.tenant ??= request.headers.get(TENANT_HEADER) ?? undefined;
     this.place ??= settle(
       () => this.boot(),
       () => {
@@ -132,6 +138,11 @@ export class ManifoldTenant extends DurableObject<Env> {
       store: durableObjectStore(this.ctx.storage as never),
       secret: await deploymentSecret(this.env, booted.config),
       openSession: this.opener.open,
+      // Its own tenant's calls lease from its storage directly, not by a request to itself.
+      callLimiter: tenantLimiter(this.env.TENANTS, {
+        log: booted.log,
+        ...(this.tenant ? { local: { tenant: this.tenant, storage: this.ctx.storage as never } } : {}),
+      }),
     });
     await place.gateway.start();
     return place;

@@ -4,6 +4,7 @@
  * and HTTP edge from the same config; they differ in which servers they hold, where their state
  * lives and how they open upstreams.
  */
+import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
 import { textExporter } from '../../src/metrics/text.js';
@@ -25,6 +26,8 @@ export function buildPlace(
     store?: StateStore;
     secret?: Uint8Array;
     openSession?: SessionOpener;
+    /** Counts tenants' calls: the tenant objects' leases (tenant-limit.ts); the local bucket when absent. */
+    callLimiter?: CallLimiterFactory;
     app?: AppOptions;
   },
 ): Place {
@@ -37,6 +40,7 @@ export function buildPlace(
     ...(options.store ? { store: options.store } : {}),
     ...(options.secret ? { cursorSecret: options.secret } : {}),
     ...(options.openSession ? { openSession: options.openSession } : {}),
+    ...(options.callLimiter ? { callLimiter: options.callLimiter } : {}),
   });
   // Host names on Workers are the route's; check them only when the config lists some. No
   // prom-client here (it needs Node): the metrics are written by the core's own text exporter.

@@ -9,12 +9,13 @@ import { encodeHeaderValue } from '../../src/protocol/headers.js';
 import { toRpcError } from '../../src/server/errors.js';
 import { readBodyCapped } from '../../src/server/http-guards.js';
 import { errorMessage } from '../../src/server/jsonrpc.js';
-import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER } from './boot.js';
+import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
 import { buildPlace, deploymentSecret, type Place } from './place.js';
 import { workersPlatform } from './platform.js';
 import { forObject, isLegacyClient, type Message, type Route, routeMessage } from './route.js';
+import { tenantLimiter, tenantObjectName } from './tenant-limit.js';
 
 export { ManifoldGateway, ManifoldTenant, ManifoldUpstream } from './objects.js';
 
@@ -41,6 +42,8 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
   const place = buildPlace(booted, {
     secret: await deploymentSecret(env, config),
     openSession: opener.open,
+    // Every isolate spends a tenant's budget from the tenant's object, a block at a time.
+    callLimiter: tenantLimiter(env.TENANTS, { log: booted.log }),
     app: { authenticate },
   });
   await place.gateway.start();
@@ -141,9 +144,11 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
   if (renamedTo !== undefined && forwarded.headers.has('mcp-name'))
     forwarded.headers.set('mcp-name', renamedTo);
   if (route.to === 'upstream') return toUpstream(env, route.server, forwarded);
-  // Without auth every client is one tenant.
-  const key = iso.auth ? principal.tenant : 'default';
-  return env.TENANTS.get(env.TENANTS.idFromName(`tenant:${key}`)).fetch(forwarded);
+  // Without auth every client is one tenant ('default', the anonymous principal's). The object is
+  // the one that counts the tenant's calls too (tenant-limit.ts), and learns its tenant from here.
+  const tenant = iso.auth ? principal.tenant : 'default';
+  forwarded.headers.set(TENANT_HEADER, tenant);
+  return env.TENANTS.get(env.TENANTS.idFromName(tenantObjectName(tenant))).fetch(forwarded);
 }
 
 function toUpstream(env: Env, server: string, request: Request): Promise<Response> {

@@ -429,6 +429,43 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     expect(textOf(ran.body.result)).toBe('called alpha');
   });
 
+  it("rate limits: a tenant's calls in the isolate, in its tenant object (legacy client) and in an upstream object (legacy upstream) are counted in one place, the tenant's object", async () => {
+    const LIMIT = 5;
+    const w = await boot(
+      { ref: { url: ref.url }, everything: { url: everything.url } },
+      [hostOf(ref.url), `127.0.0.1:${everything.port}`],
+      {},
+      { callsPerMinute: LIMIT },
+    );
+    // The count is per fixed one-minute window: start well inside one, so the round stays in it.
+    while (Date.now() % 60_000 > 45_000) await new Promise((r) => setTimeout(r, 500));
+    const window = Math.floor(Date.now() / 60_000);
+    const modern = track(await connectModern(w.url, user, { name: 'limit-modern' }));
+    const legacy = track(await connectLegacy(w.url, user));
+    const outcomes: string[] = [];
+    const attempt = async (c: AnyHandle, name: string, args: Record<string, unknown>) => {
+      try {
+        await c.client.callTool({ name, arguments: args });
+        outcomes.push('ok');
+      } catch (e) {
+        outcomes.push(String((e as Error).message));
+      }
+    };
+    for (let i = 0; i < 4; i++) {
+      // Served in the isolate, in alice's tenant object, and in everything's upstream object.
+      await attempt(modern, 'ref__test_simple_text', {});
+      await attempt(legacy, 'ref__test_simple_text', {});
+      await attempt(modern, 'everything__echo', { message: `m${i}` });
+    }
+    expect(Math.floor(Date.now() / 60_000)).toBe(window);
+    expect(outcomes.filter((o) => o === 'ok')).toHaveLength(LIMIT);
+    for (const refused of outcomes.filter((o) => o !== 'ok')) expect(refused).toMatch(/rate limit/i);
+    // Another tenant has a budget of its own.
+    const other = track(await connectModern(w.url, bob, { name: 'limit-bob' }));
+    await expect(other.client.callTool({ name: 'ref__test_simple_text', arguments: {} })).resolves.toBeDefined();
+    expect(await w.objectRequests('TENANTS', 'tenant:bob')).toBeGreaterThan(0);
+  });
+
   it('MANIFOLD_ROUTE=object: every request goes to the one object, which serves the call', async () => {
     const w = await boot({ ref: { url: ref.url } }, [hostOf(ref.url)], { MANIFOLD_ROUTE: 'object' });
     const c = track(await connectModern(w.url, user));
