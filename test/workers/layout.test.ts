@@ -462,7 +462,9 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     for (const refused of outcomes.filter((o) => o !== 'ok')) expect(refused).toMatch(/rate limit/i);
     // Another tenant has a budget of its own.
     const other = track(await connectModern(w.url, bob, { name: 'limit-bob' }));
-    await expect(other.client.callTool({ name: 'ref__test_simple_text', arguments: {} })).resolves.toBeDefined();
+    await expect(
+      other.client.callTool({ name: 'ref__test_simple_text', arguments: {} }),
+    ).resolves.toBeDefined();
     expect(await w.objectRequests('TENANTS', 'tenant:bob')).toBeGreaterThan(0);
   });
 
