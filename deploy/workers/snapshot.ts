@@ -8,12 +8,18 @@ import type { Era } from '../../src/protocol/versions.js';
 import type { Listing } from '../../src/upstream/listing.js';
 
 /**
- * How long an isolate serves a snapshot when the server gave no `ttlMs` of its own: the bound on
- * how soon every isolate sees a re-trust or a drift quarantine (docs/deploy-workers.md).
+ * How long an isolate serves a snapshot at most: the bound on how soon every isolate sees a
+ * re-trust or a drift quarantine (docs/deploy-workers.md). A server's own `ttlMs` can shorten it,
+ * never lengthen it: the object's verdict can change (a re-trust) while the listing does not.
  */
 export const DEFAULT_SNAPSHOT_TTL_MS = 5_000;
 /** Snapshots are asked for again at most this often, whatever the server's `ttlMs` (or the variable) says. */
 export const MIN_SNAPSHOT_TTL_MS = 1_000;
+
+/** A snapshot's ttl: the server's own hint when shorter than the deployment's bound, never under 1 s. */
+export function snapshotTtlFor(own: number | undefined, bound: number): number {
+  return Math.max(MIN_SNAPSHOT_TTL_MS, Math.min(own ?? bound, bound));
+}
 
 export interface Snapshot {
   server: string;
@@ -49,7 +55,7 @@ export async function takeSnapshot(
   }
   const names: Record<string, string> = {};
   for (const e of gateway.catalog.entries) if (e.server === server && !e.meta) names[e.original] = e.name;
-  const ttlMs = Math.max(MIN_SNAPSHOT_TTL_MS, u.listing.ttlMs ?? defaultTtlMs);
+  const ttlMs = snapshotTtlFor(u.listing.ttlMs, defaultTtlMs);
   const { ttlMs: _own, ...listing } = u.listing;
   const snap: Snapshot = {
     server,
