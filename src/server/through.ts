@@ -55,8 +55,7 @@ export interface Through {
   onTask?: (task: Result, id: string | number) => Promise<string>;
 }
 
-/** How long a client may take to answer a request for input. */
-const INPUT_TTL_MS = 10 * 60_000;
+const INPUT_TTL_MS = 10 * 60_000; // how long a client may take to answer a request for input
 const isObject = (v: unknown): v is Result => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
@@ -121,8 +120,11 @@ function resumeHeld(
   const held = edge.held.get(token);
   if (!held || held.round !== round || !held.resume) throw invalidState();
   const answer = ex.answer();
-  // The retry is the request now: closing it cancels the call (patterns/cancellation).
-  answer.onClose = () => edge.held.end(held.token, new Error('the client closed the request'));
+  // The retry is the request now: closing it, streamed or not yet, cancels the call (patterns/cancellation).
+  const closed = new Cancellation();
+  closed.onAbort(() => edge.held.end(held.token, new Error('the client closed the request')));
+  answer.abortOnClose = closed;
+  ex.track(ex.request.id, closed);
   held.waiting = { answer, id: ex.request.id };
   const resume = held.resume;
   held.resume = undefined;
@@ -239,8 +241,7 @@ function start(
       if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name), true);
     };
   }
-  // The client's error answer for what went wrong while answering (a check that refused, a task
-  // answer that failed).
+  // The client's error answer for what went wrong (a check that refused, a task answer that failed).
   const lastResort = (e: unknown) => {
     const w = current();
     if (w) finishError(w, e);
@@ -306,9 +307,8 @@ function start(
     }
     if (w) finishError(w, explain(e));
   };
-  // One promise reaction per call: the result or the failure is answered here, and the call's
-  // bookkeeping ends with it (#18: a then/catch/finally chain and an async wrapper cost as much
-  // as the relay below them).
+  // One promise reaction per call answers the result or the failure and ends its bookkeeping
+  // (#18: a then/catch/finally chain and an async wrapper cost as much as the relay below them).
   const settleResult = (result: Result): void | Promise<void> => {
     let more: Promise<void> | undefined;
     try {

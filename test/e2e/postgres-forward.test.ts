@@ -194,6 +194,50 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     await eventually(() => readFileSync(askLog, 'utf8').includes('cancelled'), 'the cancellation upstream');
   });
 
+  it('a retry answered in JSON (nothing streamed yet) is cancelled when its client leaves, sent to the holder or forwarded', async () => {
+    const cancelled = () =>
+      readFileSync(askLog, 'utf8')
+        .split('\n')
+        .filter((l) => l === 'cancelled').length;
+    for (const [via, name] of [
+      [a, 'Jo'],
+      [b, 'Lu'],
+    ] as const) {
+      // No progress token: nothing streams before the result, so the answer would be plain JSON.
+      const first = await modernRequest(
+        a.url,
+        'tools/call',
+        { name: 'wait__ask_then_wait', arguments: {} },
+        as(alice),
+      );
+      expect(first.body.result?.resultType).toBe('input_required');
+      const [key] = Object.keys(first.body.result!.inputRequests as object);
+      const before = cancelled();
+      const gone = new AbortController();
+      const retried = modernRequest(
+        via.url,
+        'tools/call',
+        {
+          name: 'wait__ask_then_wait',
+          arguments: {},
+          inputResponses: { [key!]: { action: 'accept', content: { name } } },
+          requestState: first.body.result!.requestState,
+        },
+        { meta: CAPS, headers: { authorization: `Bearer ${alice}` }, signal: gone.signal },
+      ).catch((e: unknown) => e);
+      await eventually(
+        () => readFileSync(askLog, 'utf8').includes(`answered ${name}`),
+        'the answer upstream',
+      );
+      gone.abort();
+      expect(await retried).toBeInstanceOf(Error);
+      await eventually(
+        () => cancelled() > before,
+        `the cancellation upstream (retry sent to ${via === a ? 'A' : 'B'})`,
+      );
+    }
+  });
+
   it('A4: another subject cannot answer the call from the other instance; its owner still can', async () => {
     const held = await heldOnA();
     const stolen = await retry(b, mallory, held, 'Mallory');
