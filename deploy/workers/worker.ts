@@ -143,35 +143,20 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
   const forwarded = new Request(request, body === undefined ? {} : { body });
   if (renamedTo !== undefined && forwarded.headers.has('mcp-name'))
     forwarded.headers.set('mcp-name', renamedTo);
-  if (route.to === 'upstream') return toUpstream(env, route.server, forwarded, request.signal);
+  if (route.to === 'upstream') return toUpstream(env, route.server, forwarded);
   // Without auth every client is one tenant ('default', the anonymous principal's). The object is
   // the one that counts the tenant's calls too (tenant-limit.ts), and learns its tenant from here.
   const tenant = iso.auth ? principal.tenant : 'default';
   forwarded.headers.set(TENANT_HEADER, tenant);
-  const stub = env.TENANTS.get(env.TENANTS.idFromName(tenantObjectName(tenant)));
-  return stub.fetch(new Request(forwarded, { signal: following(request.signal) }));
+  return env.TENANTS.get(env.TENANTS.idFromName(tenantObjectName(tenant))).fetch(forwarded);
 }
 
-function toUpstream(env: Env, server: string, request: Request, client = request.signal): Promise<Response> {
+function toUpstream(env: Env, server: string, request: Request): Promise<Response> {
   const headers = new Headers(request.headers);
   headers.set(SERVER_HEADER, server);
   const stub = env.UPSTREAMS.get(env.UPSTREAMS.idFromName(server));
   // The client's own URL, so the object's answers (a 401's metadata URL) name the public origin.
-  return stub.fetch(new Request(request, { headers, signal: following(client) }));
-}
-
-/**
- * A signal for a request forwarded to an object that aborts when the client's request does (with
- * `enable_request_signal`, when the client goes away). workerd never hands an incoming request's
- * own signal on to a subrequest, and once an object's answer streams through the isolate, the
- * client's close does not reach the object by itself: aborting this forwarded request aborts the
- * object's incoming signal, which cancels its call (a modern client's cancellation).
- */
-function following(client: AbortSignal): AbortSignal {
-  const link = new AbortController();
-  if (client.aborted) link.abort(client.reason);
-  else client.addEventListener('abort', () => link.abort(client.reason), { once: true });
-  return link.signal;
+  return stub.fetch(new Request(request, { headers }));
 }
 
 function parse(text: string): Message | undefined {
