@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
+import { workerOptions } from '../bench/scale.mjs';
 import { ROOT } from './harness.js';
 
 export const WORKER_BUNDLE = join(ROOT, 'dist-workers/worker.js');
@@ -14,6 +15,13 @@ export function buildWorker(): string {
   }
   return WORKER_BUNDLE;
 }
+
+/**
+ * The deployment's own compatibility date, flags and Durable Object bindings (wrangler.jsonc), so
+ * the tests run the Worker as it is deployed: `enable_request_signal` among the flags is what lets
+ * a client's close abort the incoming request's signal (cancellation, docs/deploy-workers.md).
+ */
+const DEPLOYED = workerOptions(join(ROOT, 'deploy/workers/wrangler.jsonc'));
 
 export type ObjectBinding = 'UPSTREAMS' | 'TENANTS' | 'MANIFOLD';
 
@@ -40,19 +48,34 @@ export async function startWorker(options: {
   config: unknown;
   vars?: Record<string, string>;
   persist?: string;
+  /**
+   * An ES module Worker placed in front of the gateway (its `url` then reaches this one), with a
+   * service binding GATEWAY to the gateway Worker: a caller that can cancel its request to the
+   * gateway, as Cloudflare's edge does when a client goes away (test/workers/cancel.test.ts).
+   */
+  front?: string;
 }): Promise<RunningWorker> {
   const persist = options.persist ?? mkdtempSync(join(tmpdir(), 'manifold-do-'));
-  const mf = new Miniflare({
+  const gateway = {
+    name: 'manifold',
     modules: true,
     scriptPath: buildWorker(),
-    compatibilityDate: '2026-04-01',
-    durableObjects: {
-      MANIFOLD: { className: 'ManifoldGateway', useSQLite: true },
-      UPSTREAMS: { className: 'ManifoldUpstream', useSQLite: true },
-      TENANTS: { className: 'ManifoldTenant', useSQLite: true },
-    },
-    durableObjectsPersist: persist,
+    compatibilityDate: DEPLOYED.compatibilityDate,
+    compatibilityFlags: DEPLOYED.compatibilityFlags,
+    durableObjects: DEPLOYED.durableObjects,
     bindings: { MANIFOLD_CONFIG: JSON.stringify(options.config), ...options.vars },
+  };
+  const front = options.front && {
+    name: 'front',
+    modules: true,
+    script: options.front,
+    compatibilityDate: DEPLOYED.compatibilityDate,
+    serviceBindings: { GATEWAY: 'manifold' },
+  };
+  // The first Worker is the one Miniflare's URL reaches.
+  const mf = new Miniflare({
+    workers: front ? [front, gateway] : [gateway],
+    durableObjectsPersist: persist,
     host: '127.0.0.1',
     port: 0,
   });
@@ -61,12 +84,12 @@ export async function startWorker(options: {
     url: new URL('/mcp', base).toString(),
     persist,
     async objectRequests(binding, name) {
-      const ns = await mf.getDurableObjectNamespace(binding);
+      const ns = await mf.getDurableObjectNamespace(binding, 'manifold');
       const res = await ns.get(ns.idFromName(name)).fetch('https://manifold.internal/__manifold/requests');
       return ((await res.json()) as { requests: number }).requests;
     },
     async objectFetch(binding, name, path, headers = {}) {
-      const ns = await mf.getDurableObjectNamespace(binding);
+      const ns = await mf.getDurableObjectNamespace(binding, 'manifold');
       return ns.get(ns.idFromName(name)).fetch(`https://manifold.internal${path}`, { headers });
     },
     stop: () => mf.dispose(),
