@@ -37,6 +37,20 @@ beforeAll(async () => {
     } else if (path === '/declared-big') {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(CAP + 1) });
       res.write('{');
+    } else if (path.startsWith('/split/')) {
+      // A JSON body of the given size whose one '€' (3 bytes in UTF-8) is split between two
+      // writes, the second after a pause: two socket reads, the character across them.
+      const size = Number(path.slice('/split/'.length));
+      const head = Buffer.from('{"t":"');
+      const tail = Buffer.from('"}');
+      const euro = Buffer.from('€');
+      const fill = size - head.length - tail.length - euro.length;
+      const half = fill >> 1;
+      const body = Buffer.concat([head, Buffer.alloc(half, 'a'), euro, Buffer.alloc(fill - half, 'b'), tail]);
+      const cut = head.length + half + 2;
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(body.length) });
+      res.write(body.subarray(0, cut));
+      setTimeout(() => res.end(body.subarray(cut)), 20);
     } else if (path === '/empty') {
       res.writeHead(204).end();
     } else if (path.startsWith('/one-event/')) {
@@ -89,6 +103,16 @@ describe('Node egress fetch (undici dispatcher)', () => {
     await expect(f(`${base}/declared-big`)).rejects.toMatchObject({ code: 'ERR_UPSTREAM_BODY_TOO_LARGE' });
     // The upstream's connection was cut, not read to the end.
     await until(() => closed.includes('/chunked-big') && closed.includes('/declared-big'), 'both closed');
+  });
+
+  it('#18 a character split between two socket reads decodes whole, in a small body and in one at the cap', async () => {
+    for (const size of [100, CAP]) {
+      const r = await f(`${base}/split/${size}`);
+      const { t } = (await r.json()) as { t: string };
+      expect(t).toBe(`${'a'.repeat(t.indexOf('€'))}€${'b'.repeat(t.length - t.indexOf('€') - 1)}`);
+      expect(Buffer.byteLength(JSON.stringify({ t }))).toBe(size);
+      expect(t).not.toContain('\ufffd');
+    }
   });
 
   it('a null-body status has no body', async () => {
