@@ -156,21 +156,19 @@ function start(
   // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
   if (ex.era === 'modern') first.abortOnClose = cancellation;
   const current = (): Waiting | undefined => (held ? held.waiting : waiting);
-  const refuse = (e: ManifoldError): never => {
-    refused = e;
-    cancellation.abort(e);
+  const refuse = (e: ManifoldError, end = true): never => {
+    if (end) {
+      refused = e;
+      cancellation.abort(e);
+    }
     throw e;
   };
-  /** Each request must be one the server may ask and the client declared; bounded before it goes. */
-  const checked = (requests: InputRequests): InputRequests => {
-    const verdict = checkInputRequests(
-      server.name,
-      server.clientFeatures,
-      ex.clientCapabilities,
-      requests,
-      t.relatedTask,
-    );
-    return verdict.ok ? verdict.requests : refuse(verdict.error);
+  // Each request must be one the server may ask and the client declared; bounded before it goes.
+  // One only `guessed` to be this call's (on no call's stream) is refused alone: the call runs on.
+  const checked = (requests: InputRequests, guessed?: boolean): InputRequests => {
+    const c = server.clientFeatures;
+    const v = checkInputRequests(server.name, c, ex.clientCapabilities, requests, t.relatedTask);
+    return v.ok ? v.requests : refuse(v.error, !guessed);
   };
   const askModern = async (requests: InputRequests): Promise<InputResponses> => {
     const w = current();
@@ -213,8 +211,8 @@ function start(
     );
     return reply;
   };
-  const onInput: InputHandler = async (requests) => {
-    const ok = checked(requests);
+  const onInput: InputHandler = async (requests, guessed) => {
+    const ok = checked(requests, guessed);
     if (ex.era === 'modern') return askModern(ok);
     const w = current();
     const answers: InputResponses = {};

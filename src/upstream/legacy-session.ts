@@ -105,7 +105,10 @@ export class LegacySession implements UpstreamSession {
       const callId = owners.get(requestId);
       owners.delete(requestId);
       const only = active.size === 1 ? [...active][0] : undefined;
-      const input = direct?.inputFor(callId) ?? (callId === undefined ? only?.onInput : undefined);
+      // On a call's stream: that call's. Otherwise only guessed: the one call in flight's.
+      const owned = callId !== undefined ? direct?.inputFor(callId) : undefined;
+      const input =
+        owned ?? (callId === undefined ? (direct?.inputFor(undefined) ?? only?.onInput) : undefined);
       if (!input) {
         throw new McpError(
           ErrorCode.InternalError,
@@ -114,9 +117,11 @@ export class LegacySession implements UpstreamSession {
       }
       let answers: Record<string, Record<string, unknown>>;
       try {
-        answers = await input({
-          r: { method, ...(params !== undefined ? { params: params as Record<string, unknown> } : {}) },
-        });
+        answers = await input(
+          { r: { method, ...(params !== undefined ? { params: params as Record<string, unknown> } : {}) } },
+          // Only streamable HTTP tells a call's requests (on its POST stream) from others.
+          owned === undefined && transport instanceof StreamableHTTPClientTransport,
+        );
       } catch (e) {
         // The server hears why (the client's own error code when it refused), never a stack.
         const code =

@@ -40,7 +40,7 @@ export type InputResponses = Record<string, Record<string, unknown>>;
  * Asks the client that made a call for input (sampling, elicitation, roots) and resolves with
  * its answers; rejects when it cannot be asked (not enabled, not declared, gone).
  */
-export type InputHandler = (requests: InputRequests) => Promise<InputResponses>;
+export type InputHandler = (requests: InputRequests, guessed?: boolean) => Promise<InputResponses>;
 
 /** One `notifications/message` from an upstream. */
 export interface LogMessage {

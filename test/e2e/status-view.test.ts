@@ -146,6 +146,8 @@ describe('status page JSON view (auth on)', () => {
   });
 
   it("recent calls from a legacy and a modern client land in each tenant's own view", async () => {
+    // On a loaded machine the first connect to `web` can miss its deadline and retry: wait for it.
+    await eventually(() => gw.gateway.pool.get('web')?.state === 'ready', 'web ready');
     const acme = await connectLegacy(gw.url, tokens.acme);
     const globex = await connectModern(gw.url, tokens.globex);
     open.push(acme, globex);
