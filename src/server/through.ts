@@ -9,6 +9,7 @@
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { checkInputRequests, explainMissing, relayedCapabilities } from '../guards/client-features.js';
+import type { MessageBody } from '../guards/split-result.js';
 import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -38,7 +39,7 @@ export interface Through {
   /** The client's own progress token, if it asked for progress. */
   progressToken?: string | number | undefined;
   /** The final message for a result (serialized), answering request `id`; writes the audit line. */
-  onResult(result: Result, id: string | number): string;
+  onResult(result: Result, id: string | number): MessageBody;
   /** The final message for a failure, with its HTTP status for a modern client. */
   onError(e: unknown, id: string | number): { body: string; status: number };
   /** A cancelled request: it gets no answer on a stream (spec: cancellation). */
