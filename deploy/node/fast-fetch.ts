@@ -94,8 +94,6 @@ function exchange(
     let settled = false;
     let stream: ReadableStreamDefaultController<Uint8Array> | undefined;
     let chunks: Buffer[] | undefined;
-    /** A body of declared length is read into one buffer of that length: no list, no concat (#18). */
-    let whole: Buffer | undefined;
     let size = 0;
     const onAbort = () => {
       const reason = abortReason(signal!);
@@ -167,11 +165,6 @@ function exchange(
           return;
         }
         chunks = [];
-        // Only for a body big enough for the concat to matter; undici's parser refuses a body
-        // longer than its Content-Length, so the bytes always fit.
-        if (typeof declared === 'string' && /^[0-9]+$/.test(declared) && Number(declared) >= LARGE_TEXT) {
-          whole = Buffer.allocUnsafe(Number(declared));
-        }
       },
       onResponseData(c, chunk) {
         if (stream) {
@@ -184,16 +177,6 @@ function exchange(
           return;
         }
         if (!chunks) return;
-        if (whole && size + chunk.byteLength <= whole.byteLength) {
-          chunk.copy(whole, size);
-          size += chunk.byteLength;
-          return;
-        }
-        if (whole) {
-          // More than declared (a parser that let it through): the list takes over.
-          chunks.push(whole.subarray(0, size));
-          whole = undefined;
-        }
         size += chunk.byteLength;
         if (size > max) {
           chunks = undefined;
@@ -214,14 +197,9 @@ function exchange(
         }
         if (settled || !chunks) return;
         settled = true;
-        const buf = whole
-          ? whole.subarray(0, size)
-          : chunks.length === 1
-            ? chunks[0]!
-            : Buffer.concat(chunks, size);
+        const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
         // The chunks are garbage now: not kept alive by this handler as long as undici keeps it.
         chunks = undefined;
-        whole = undefined;
         const record: HeaderRecord = spreadUnder(headers, { 'content-length': String(buf.byteLength) });
         resolve(new BufferedResponse(buf, status, new RecordHeaders(record)) as unknown as Response);
       },
