@@ -15,38 +15,40 @@ const ESCAPED = new RegExp('["\\\\\\u0000-\\u001f\\ud800-\\udfff]');
 const MARK = '\u0000manifold-split\u0000';
 
 /**
- * A JSON message held as a head, one big string's text and a tail, in that order: the text goes
- * out between them, escaped a step at a time (`steps`), so the whole message is never built as
- * one string and never flattened when cut for the socket (#18: those were two of the six 20 MB
+ * A JSON message held as a head, one big string's JSON text and a tail, in that order: the text
+ * goes out between them a step at a time (`steps`), so the whole message is never built as one
+ * string and never flattened when cut for the socket (#18: those were two of the six 20 MB
  * generations of a big answer). Its text is exactly `JSON.stringify` of the whole message.
  */
 export class SplitMessage {
   constructor(
     readonly head: string,
-    /** The raw string, unescaped; `escaped` says whether JSON changes it. */
-    readonly text: string,
-    readonly escaped: boolean,
+    /**
+     * The string's JSON text without its quotes: the raw string itself when JSON leaves it as it
+     * is, or else its escaped steps (escaped once, when measured, and sent as they are).
+     */
+    readonly middle: readonly string[],
     readonly tail: string,
     /** Characters of the whole message. */
     readonly length: number,
   ) {}
 
-  /** The message in steps of at most about 256 Ki characters, each serialized when asked for. */
+  /** The message in steps of about 256 Ki characters (an escaped one may be longer). */
   *steps(): Generator<string> {
     yield this.head;
-    const { text } = this;
-    for (let at = 0; at < text.length; ) {
-      const end = stepEnd(text, at);
-      const step = text.slice(at, end);
-      yield this.escaped ? JSON.stringify(step).slice(1, -1) : step;
-      at = end;
+    for (const part of this.middle) {
+      for (let at = 0; at < part.length; ) {
+        const end = stepEnd(part, at);
+        yield at === 0 && end === part.length ? part : part.slice(at, end);
+        at = end;
+      }
     }
     yield this.tail;
   }
 
   /** The whole message as one string (for a stream event or a runtime that wants it so). */
   toString(): string {
-    return `${this.head}${this.escaped ? JSON.stringify(this.text).slice(1, -1) : this.text}${this.tail}`;
+    return `${this.head}${this.middle.join('')}${this.tail}`;
   }
 }
 
@@ -84,29 +86,28 @@ export function splitResult(
   if (at === -1 || skeleton.indexOf(markJson, at + 1) !== -1) return undefined;
   const head = skeleton.slice(0, at);
   const tail = skeleton.slice(at + markJson.length);
-  const escaped = ESCAPED.test(text);
+  let middle: string[] = [text];
   let textChars = text.length;
-  let textBytes: (() => number) | undefined;
-  if (escaped) {
-    // Measured a step at a time: the escaped text is never held whole.
+  if (ESCAPED.test(text)) {
+    // Escaped a step at a time (a step never ends inside a surrogate pair, so the steps' JSON
+    // joined is the whole string's): the escaped text is never one string, and is escaped once.
+    middle = [];
     textChars = 0;
-    let bytes = 0;
     for (let s = 0; s < text.length; ) {
       const end = stepEnd(text, s);
-      const step = JSON.stringify(text.slice(s, end));
-      textChars += step.length - 2;
-      bytes += byteLength(step) - 2;
+      const step = JSON.stringify(text.slice(s, end)).slice(1, -1);
+      middle.push(step);
+      textChars += step.length;
       s = end;
     }
-    textBytes = () => bytes;
   }
   const length = head.length + textChars + tail.length;
-  const message = new SplitMessage(head, text, escaped, tail, length);
+  const message = new SplitMessage(head, middle, tail, length);
   return {
     message,
     chars: length - framing.chars,
     bytes: () =>
-      byteLength(head) + byteLength(tail) + (textBytes ? textBytes() : byteLength(text)) - framing.bytes,
+      middle.reduce((n, part) => n + byteLength(part), byteLength(head) + byteLength(tail)) - framing.bytes,
   };
 }
 
