@@ -37,6 +37,8 @@ export class PlainReply {
   ) {}
 }
 
+export type { MessageBody };
+
 /** What an MCP handler answers. */
 export type Reply = PlainReply | Response;
 

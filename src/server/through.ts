@@ -9,7 +9,6 @@
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { checkInputRequests, explainMissing, relayedCapabilities } from '../guards/client-features.js';
-import type { MessageBody } from '../guards/split-result.js';
 import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -23,7 +22,7 @@ import {
 } from './approval.js';
 import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
+import type { MessageBody, Reply } from './http-in.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { logNote, progressNote, severe } from './log-relay.js';
 import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
