@@ -7,7 +7,14 @@ import {
   compileOutputValidator,
 } from './guards/args.js';
 import { quarantineDescription } from './guards/drift.js';
-import { type CappedResult, errorInstead, type ResultFraming, resultCap } from './guards/result-cap.js';
+import {
+  type CappedResult,
+  errorInstead,
+  fitsCap,
+  type ResultFraming,
+  resultCap,
+} from './guards/result-cap.js';
+import { type MessageBody, splitResult } from './guards/split-result.js';
 import { contentsCap, promptResultCap } from './guards/surface-caps.js';
 import { utf8Bytes } from './guards/text.js';
 import type { Logger } from './log.js';
@@ -122,21 +129,32 @@ export class CallGuards {
   /**
    * `capResult` as the JSON-RPC response to request `id`: the same text as
    * `rawResultMessage(id, capResult(entry, result))`, serialized in one piece, so a big result
-   * is never copied into the message after being serialized (#18).
+   * is never copied into the message after being serialized (#18). A result with one big text
+   * block that fits the cap, from a tool whose answers need no output check, comes back split
+   * around that text (`SplitMessage`: the same text, never built whole).
    */
-  resultMessage(entry: CatalogEntry, result: Result, id: string | number): string {
-    return this.capped(entry, result, responseFraming(id));
+  resultMessage(entry: CatalogEntry, result: Result, id: string | number): MessageBody {
+    const framing = responseFraming(id);
+    if (entry.full.outputSchema === undefined || result.isError === true) {
+      const split = splitResult(result, framing);
+      if (split && fitsCap(split.chars, split.bytes, this.held(entry.server).max)) return split.message;
+    }
+    return this.capped(entry, result, framing);
+  }
+
+  private held(server: string): { cap: ReturnType<typeof resultCap>; max: number } {
+    let held = this.caps.get(server);
+    if (!held) {
+      const config = this.config.servers.find((s) => s.name === server);
+      const max = config?.maxResultBytes ?? this.config.gateway.maxResultBytes;
+      held = { cap: resultCap(max), max };
+      this.caps.set(server, held);
+    }
+    return held;
   }
 
   private capped(entry: CatalogEntry, result: Result, framing: ResultFraming | undefined): string {
-    let held = this.caps.get(entry.server);
-    if (!held) {
-      const server = this.config.servers.find((s) => s.name === entry.server);
-      const max = server?.maxResultBytes ?? this.config.gateway.maxResultBytes;
-      held = { cap: resultCap(max), max };
-      this.caps.set(entry.server, held);
-    }
-    const { cap, max } = held;
+    const { cap, max } = this.held(entry.server);
     const capped = cap(result, framing);
     if (capped.truncated) {
       this.log.info('guard.result_truncated', {

@@ -155,7 +155,8 @@ function send(res: ServerResponse, reply: Reply): void {
     if (body === null) {
       res.writeHead(status, headers).end();
     } else if (body.length <= STREAMED_BODY_CHARS) {
-      res.writeHead(status, spreadUnder(headers, { 'content-length': Buffer.byteLength(body) })).end(body);
+      const text = String(body);
+      res.writeHead(status, spreadUnder(headers, { 'content-length': Buffer.byteLength(text) })).end(text);
     } else {
       res.writeHead(status, headers);
       const source = pieces(body);

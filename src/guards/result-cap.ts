@@ -79,9 +79,7 @@ export function resultCap(
       bytes ??= byteLength(json) - (framing?.bytes ?? 0);
       return bytes;
     };
-    // A JSON string's UTF-8 size is between its length and three times it (JSON.stringify escapes
-    // lone surrogates, so every code unit is at most 3 bytes): most results never need encoding.
-    if (chars * 3 <= maxBytes || (chars <= maxBytes && measure() <= maxBytes)) {
+    if (fitsCap(chars, measure, maxBytes)) {
       return {
         result,
         truncated: false,
@@ -94,6 +92,15 @@ export function resultCap(
     const originalBytes = measure();
     return { result: shrink(result, maxBytes), truncated: true, originalBytes };
   };
+}
+
+/**
+ * Whether a result of `chars` characters of JSON fits `maxBytes`. A JSON string's UTF-8 size is
+ * between its length and three times it (JSON.stringify escapes lone surrogates, so every code
+ * unit is at most 3 bytes): most results never need `bytes`, which may have to encode them.
+ */
+export function fitsCap(chars: number, bytes: () => number, maxBytes: number): boolean {
+  return chars * 3 <= maxBytes || (chars <= maxBytes && bytes() <= maxBytes);
 }
 
 /**
@@ -295,7 +302,7 @@ const scratch = new Uint8Array(SLICE * 3);
  * small buffer. A slice never ends between the halves of a surrogate pair, so the count is the
  * same (a lone surrogate is 3 bytes, as U+FFFD, either way).
  */
-function byteLength(text: string): number {
+export function byteLength(text: string): number {
   if (text.length <= SLICE) return utf8Bytes(text);
   if (!NON_ASCII.test(text)) return text.length;
   let bytes = 0;

@@ -1,4 +1,5 @@
 import type { Cancellation } from '../cancellation.js';
+import type { MessageBody } from '../guards/split-result.js';
 import { json } from './dispatch.js';
 import type { Reply } from './http-in.js';
 import { SseStream, sseHeaders } from './sse.js';
@@ -87,11 +88,11 @@ export class Answer {
   }
 
   /** The final message (a result or an error); ends the stream if one was opened. */
-  finish(body: string, status = 200): void {
+  finish(body: MessageBody, status = 200): void {
     if (this.done) return;
     this.done = true;
     if (this.stream) {
-      this.stream.send(body);
+      this.stream.send(String(body));
       this.stream.close();
     } else {
       this.resolve(json(body, status));

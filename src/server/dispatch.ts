@@ -1,5 +1,6 @@
 import { describeError, ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
+import type { MessageBody } from '../guards/split-result.js';
 import { type Era, TASKS_EXTENSION } from '../protocol/versions.js';
 import { toRpcError } from './errors.js';
 import type { CacheHint, Exchange } from './exchange.js';
@@ -73,7 +74,7 @@ export interface Edge {
 const jsonHeaders = { 'content-type': 'application/json' };
 
 /** A JSON answer; a big one leaves in pieces (http-in.ts `pieces`), whatever the runtime. */
-export function json(body: string, status = 200, extra?: Record<string, string>): PlainReply {
+export function json(body: MessageBody, status = 200, extra?: Record<string, string>): PlainReply {
   return new PlainReply(status, body, extra ? { ...jsonHeaders, ...extra } : jsonHeaders);
 }
 

@@ -1,4 +1,5 @@
 import type { HeaderBag, Principal } from '../auth/principal.js';
+import { type MessageBody, SplitMessage } from '../guards/split-result.js';
 
 /**
  * What the MCP endpoint reads of an HTTP request, whatever the runtime's request object: Hono's
@@ -31,17 +32,21 @@ export interface HttpIn {
 export class PlainReply {
   constructor(
     readonly status: number,
-    readonly body: string | null,
+    readonly body: MessageBody | null,
     readonly headers: Readonly<Record<string, string>>,
   ) {}
 }
+
+export type { MessageBody };
 
 /** What an MCP handler answers. */
 export type Reply = PlainReply | Response;
 
 /** The text of a reply; a stream is read to its end. */
 export function replyText(reply: Reply): Promise<string> {
-  return reply instanceof PlainReply ? Promise.resolve(reply.body ?? '') : reply.text();
+  return reply instanceof PlainReply
+    ? Promise.resolve(reply.body === null ? '' : String(reply.body))
+    : reply.text();
 }
 
 /** A body longer than this (in characters) is sent in pieces: see `pieces`. */
@@ -52,9 +57,14 @@ const PIECE_CHARS = 256 * 1024;
  * A big body (a 20 MiB tool result) in 256 Ki-character pieces, each encoded when the socket
  * wants it: written whole, the runtime encodes all of it into one more buffer while it waits on
  * the socket, one copy more of the biggest thing the gateway ever holds (#18: measured on the
- * peak memory of a 20 MiB answer). A piece never ends between the halves of a surrogate pair.
+ * peak memory of a 20 MiB answer). A piece never ends between the halves of a surrogate pair. A
+ * split message goes out in its own steps: its head, its text escaped a step at a time, its tail.
  */
-export function* pieces(body: string): Generator<string> {
+export function* pieces(body: MessageBody): Generator<string> {
+  if (body instanceof SplitMessage) {
+    yield* body.steps();
+    return;
+  }
   let at = 0;
   while (at < body.length) {
     let end = Math.min(at + PIECE_CHARS, body.length);
@@ -69,7 +79,9 @@ export function* pieces(body: string): Generator<string> {
 export function toResponse(reply: Reply): Response {
   if (!(reply instanceof PlainReply)) return reply;
   const { status, body, headers } = reply;
-  if (body === null || body.length <= STREAMED_BODY_CHARS) return new Response(body, { status, headers });
+  if (body === null || body.length <= STREAMED_BODY_CHARS) {
+    return new Response(body === null ? null : String(body), { status, headers });
+  }
   const encoder = new TextEncoder();
   const source = pieces(body);
   const stream = new ReadableStream<Uint8Array>({

@@ -22,7 +22,7 @@ import {
 } from './approval.js';
 import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
+import type { MessageBody, Reply } from './http-in.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { logNote, progressNote, severe } from './log-relay.js';
 import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
@@ -38,7 +38,7 @@ export interface Through {
   /** The client's own progress token, if it asked for progress. */
   progressToken?: string | number | undefined;
   /** The final message for a result (serialized), answering request `id`; writes the audit line. */
-  onResult(result: Result, id: string | number): string;
+  onResult(result: Result, id: string | number): MessageBody;
   /** The final message for a failure, with its HTTP status for a modern client. */
   onError(e: unknown, id: string | number): { body: string; status: number };
   /** A cancelled request: it gets no answer on a stream (spec: cancellation). */
