@@ -17,7 +17,10 @@ const STEP = 256 * 1024;
 
 function guards(cap: number): CallGuards {
   const parsed = parseConfigObject(
-    { mcpServers: { s: { command: 'node', maxResultBytes: cap } }, gateway: { maxResultBytes: 65_536, maxUpstreamBodyBytes: 64 * MiB } },
+    {
+      mcpServers: { s: { command: 'node', maxResultBytes: cap } },
+      gateway: { maxResultBytes: 65_536, maxUpstreamBodyBytes: 64 * MiB },
+    },
     {},
   );
   if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
