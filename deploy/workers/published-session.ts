@@ -4,11 +4,12 @@ import { ManifoldError } from '../../src/errors.js';
 import type { Era } from '../../src/protocol/versions.js';
 import type { Listing } from '../../src/upstream/listing.js';
 import type { DiscoverInfo } from '../../src/upstream/modern-session.js';
-import type {
-  ItemsPage,
-  ListedPage,
-  SessionCallOptions,
-  UpstreamSession,
+import {
+  declaresTools,
+  type ItemsPage,
+  type ListedPage,
+  type SessionCallOptions,
+  type UpstreamSession,
 } from '../../src/upstream/session.js';
 
 type Result = Record<string, unknown>;
@@ -34,7 +35,7 @@ export class PublishedSession implements UpstreamSession {
   }
 
   get hasTools(): boolean {
-    return typeof this.info.capabilities.tools === 'object' && this.info.capabilities.tools !== null;
+    return declaresTools(this.info.capabilities);
   }
 
   get capabilities(): Record<string, unknown> {

@@ -18,6 +18,7 @@ import { DirectCaller } from './direct-call.js';
 import { postMessage } from './http-wire.js';
 import { headerPlans, modernStamp, modernWire } from './modern-wire.js';
 import {
+  declaresTools,
   type InputRequests,
   type ItemsPage,
   LISTS,
@@ -131,7 +132,7 @@ export class ModernSession implements UpstreamSession {
   }
 
   get hasTools(): boolean {
-    return typeof this.info.capabilities.tools === 'object' && this.info.capabilities.tools !== null;
+    return declaresTools(this.info.capabilities);
   }
 
   get capabilities(): Record<string, unknown> {

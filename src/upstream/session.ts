@@ -42,6 +42,10 @@ export type InputResponses = Record<string, Record<string, unknown>>;
  */
 export type InputHandler = (requests: InputRequests, guessed?: boolean) => Promise<InputResponses>;
 
+/** Whether server capabilities declare the tools capability (an object), as discover and initialize give them. */
+export const declaresTools = (capabilities: Record<string, unknown>): boolean =>
+  typeof capabilities.tools === 'object' && capabilities.tools !== null;
+
 /** One `notifications/message` from an upstream. */
 export interface LogMessage {
   level: string;

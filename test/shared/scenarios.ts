@@ -56,7 +56,8 @@ const INIT = {
   method: 'initialize',
   params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
 };
-const QUARANTINED =
+/** What a quarantined tool of server d says, in every runtime. */
+export const QUARANTINED =
   'Quarantined: this tool changed after it was trusted. An operator must re-trust server d.';
 
 type ToolDef = { name: string; description: string; inputSchema: Record<string, unknown> };

@@ -19,6 +19,7 @@ import {
 import { eventually, type Spawned, startEverythingHttp, stopChild } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/modern.js';
 import { type RunningWorker, startWorker } from '../helpers/workerd.js';
+import { QUARANTINED } from '../shared/scenarios.js';
 
 /**
  * The Workers layout of #15 in real workerd (Miniflare): isolates serve modern requests to modern
@@ -30,8 +31,6 @@ import { type RunningWorker, startWorker } from '../helpers/workerd.js';
 const ISS = 'https://issuer.example';
 const AUD = 'manifold-layout';
 const KEY_OBJECT = 'manifold:deployment-key';
-const QUARANTINED =
-  'Quarantined: this tool changed after it was trusted. An operator must re-trust server d.';
 
 type ToolDef = { name: string; description: string; inputSchema: Record<string, unknown> };
 const tool = (name: string, description: string): ToolDef => ({
