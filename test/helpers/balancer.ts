@@ -1,7 +1,8 @@
 /**
  * A round-robin load balancer on loopback, as small as one can be (#15 tests): each request goes
- * to the next backend, on a fresh connection. A backend whose connect is refused is skipped (as a
- * balancer with health checks would stop sending to a dead instance); any other failure passes
+ * to the next backend, on a fresh connection. A backend that could not be connected to (refused,
+ * or reset before the connection was made) is skipped, as a balancer with health checks would stop
+ * sending to a dead instance; any failure after the connection was made passes
  * through to the client: a 502 before the answer began, a cut connection after. It counts what
  * each backend is answering at any moment, so that a test can tell which calls a kill could fail.
  */
@@ -65,8 +66,10 @@ export async function startBalancer(backends: readonly number[]): Promise<Balanc
           if (!answer.complete) res.destroy();
         });
       });
-      up.on('error', (e: NodeJS.ErrnoException) => {
-        const refused = e.code === 'ECONNREFUSED' && !open;
+      up.on('error', () => {
+        // Never connected (refused, or reset while still in the dying backend's accept queue):
+        // no byte of the request reached it, so another backend may take it.
+        const refused = !open;
         finish(false);
         if (refused && tries < backends.length - 1) {
           attempt(body, (i + 1) % backends.length, tries + 1);
