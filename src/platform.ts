@@ -34,4 +34,9 @@ export interface Platform {
   maxConcurrentConnects?: number;
   /** Spans for requests and upstream calls (docs/tracing.md). Absent: tracing is off, and costs nothing. */
   tracer?: Tracer;
+  /**
+   * Reads a secret again (#19: a `static` server's `${VAR}` after a 401). Node: the variable, or the
+   * file named by `NAME_FILE` read afresh each time; Workers: the binding. Absent: not re-readable.
+   */
+  readSecret?(name: string): string | undefined;
 }

@@ -1,5 +1,6 @@
 import type { ApprovalSettings, DeclaredRisk } from '../guards/risk.js';
 import type { LogLevel } from '../log.js';
+import type { TokenAuthMethod } from '../oauth/types.js';
 
 export type TransportKind = 'stdio' | 'streamable-http' | 'sse';
 
@@ -77,6 +78,50 @@ export interface ServerConfig {
    * that is safe (a `read` tool, or a session the server said it did not know). Default 1.
    */
   retry: number;
+  /**
+   * Whose identity reaches this HTTP server (#19). Absent: `static` (the configured headers).
+   * Filled with its defaults by the loader for `gateway` and `user`.
+   */
+  auth?: ServerAuthConfig;
+  /**
+   * The raw `headers` values before `${VAR}` interpolation, so that a `static` server's secret can
+   * be read again after a 401. Never logged, never shown.
+   */
+  headerTemplates?: Record<string, string>;
+}
+
+/** A server's `auth` (#19). */
+export interface ServerAuthConfig {
+  mode: 'static' | 'gateway' | 'user';
+  /** Default `authorization_code`; `client_credentials` needs clientId and clientSecret and mode `gateway`. */
+  grant: 'authorization_code' | 'client_credentials';
+  /** Pre-registered client credentials, bound to `issuer` when given. */
+  clientId?: string;
+  clientSecret?: string;
+  /** Default: chosen from the authorization server's metadata. */
+  tokenEndpointAuthMethod?: TokenAuthMethod;
+  /** Pins the authorization server (pre-registered credentials are never sent to another). */
+  issuer?: string;
+  /** Scopes always requested besides the challenge's (default []). */
+  scopes: string[];
+  /** Re-authorizations allowed for one scope challenge (default 2, so at most 3 authorizations). */
+  maxStepUps: number;
+}
+
+/** `gateway.oauth` (#19): the gateway as an OAuth client of its upstreams. */
+export interface GatewayOAuthConfig {
+  /** At least 32 characters; the key for credentials at rest. Required when a server uses mode gateway or user. */
+  secret?: string;
+  /** The gateway's Client ID Metadata Document URL (https); absent: no CIMD. */
+  clientMetadataUrl?: string;
+  /** Default "Manifold". */
+  clientName: string;
+  /** Default: advertiseUrl (or the bound address) + /oauth/callback. */
+  redirectUri?: string;
+  /** How long an authorization URL stays valid (default 600). */
+  flowTtlSeconds: number;
+  /** Refresh this long before expiry (default 60). */
+  refreshSkewSeconds: number;
 }
 
 export interface DisclosureConfig {
@@ -215,6 +260,8 @@ export interface GatewayConfig {
    * modern client may page on one and continue on another). Absent: random per process.
    */
   cursorSecret?: string;
+  /** The gateway as an OAuth client of protected upstreams (#19). Absent: no server uses OAuth. */
+  oauth?: GatewayOAuthConfig;
   /**
    * Where the other instances of a deployment on one Postgres reach this one (an http(s) origin),
    * to forward a held MRTR retry to it. Absent: derived from the bound address, unless that is a
