@@ -7,6 +7,7 @@ import {
   compileOutputValidator,
 } from './guards/args.js';
 import { quarantineDescription } from './guards/drift.js';
+import { materialize } from './guards/raw-text.js';
 import {
   type CappedResult,
   errorInstead,
@@ -153,7 +154,10 @@ export class CallGuards {
     return held;
   }
 
-  private capped(entry: CatalogEntry, result: Result, framing: ResultFraming | undefined): string {
+  private capped(entry: CatalogEntry, given: Result, framing: ResultFraming | undefined): string {
+    // The cap may cut a text, and the output check reads it: an upstream's raw JSON text is
+    // unescaped here, on the path that was never going to send it as it came.
+    const result = materialize(given);
     const { cap, max } = this.held(entry.server);
     const capped = cap(result, framing);
     if (capped.truncated) {

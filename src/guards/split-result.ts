@@ -1,8 +1,9 @@
+import { RawJsonString, SPLIT_TEXT_CHARS } from './raw-text.js';
 import type { ResultFraming } from './result-cap.js';
 import { byteLength } from './result-cap.js';
 
-/** A text block at least this long (in characters) is kept out of the serialized message. */
-export const SPLIT_TEXT_CHARS = 1 << 20;
+export { SPLIT_TEXT_CHARS };
+
 /** Characters escaped per step when a split text is measured or sent. */
 const STEP = 256 * 1024;
 /**
@@ -66,29 +67,31 @@ export function splitResult(
 ): { message: SplitMessage; chars: number; bytes: () => number } | undefined {
   const content = result.content;
   if (!Array.isArray(content)) return undefined;
-  const block = content.find(
-    (b) =>
-      typeof b === 'object' &&
-      b !== null &&
-      (b as { type?: unknown }).type === 'text' &&
-      typeof (b as { text?: unknown }).text === 'string' &&
-      (b as { text: string }).text.length >= SPLIT_TEXT_CHARS,
-  ) as { text: string } | undefined;
+  const block = content.find((b) => {
+    if (typeof b !== 'object' || b === null || (b as { type?: unknown }).type !== 'text') return false;
+    const t = (b as { text?: unknown }).text;
+    return t instanceof RawJsonString || (typeof t === 'string' && t.length >= SPLIT_TEXT_CHARS);
+  }) as { text: string | RawJsonString } | undefined;
   if (!block) return undefined;
   const text = block.text;
-  // The replacer sees every key; only this block's text is swapped for the mark. A block with a
-  // toJSON, or a mark already in the result, would not serialize as expected: not split then.
-  const skeleton = JSON.stringify(framing.wrap(result), function (this: unknown, key, value) {
-    return this === block && key === 'text' && value === text ? MARK : value;
-  });
+  // The replacer sees every value before it is serialized: this block becomes a copy with the
+  // mark for its text (a RawJsonString is never unescaped for it). A mark already in the result
+  // would not serialize as expected: not split then.
+  const skeleton = JSON.stringify(framing.wrap(result), (_key, value) =>
+    value === block ? { ...block, text: MARK } : value,
+  );
   const markJson = JSON.stringify(MARK).slice(1, -1);
   const at = skeleton.indexOf(markJson);
   if (at === -1 || skeleton.indexOf(markJson, at + 1) !== -1) return undefined;
   const head = skeleton.slice(0, at);
   const tail = skeleton.slice(at + markJson.length);
-  let middle: string[] = [text];
-  let textChars = text.length;
-  if (ESCAPED.test(text)) {
+  let middle: string[];
+  let textChars: number;
+  if (text instanceof RawJsonString) {
+    // The upstream's own JSON text of it, checked when it was read: sent as it came.
+    middle = [text.json];
+    textChars = text.json.length;
+  } else if (ESCAPED.test(text)) {
     // Escaped a step at a time (a step never ends inside a surrogate pair, so the steps' JSON
     // joined is the whole string's): the escaped text is never one string, and is escaped once.
     middle = [];
@@ -100,6 +103,9 @@ export function splitResult(
       textChars += step.length;
       s = end;
     }
+  } else {
+    middle = [text];
+    textChars = text.length;
   }
   const length = head.length + textChars + tail.length;
   const message = new SplitMessage(head, middle, tail, length);
