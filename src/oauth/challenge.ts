@@ -7,8 +7,10 @@ import type { Challenge } from './types.js';
 
 // RFC 9110 §5.6.2 tchar.
 const TCHAR = /[!#$%&'*+\-.^_`|~0-9A-Za-z]/;
+// OWS, and the CR LF of an obsolete line folding a raw header may still hold.
+const SPACE = /^[ \t\r\n]$/;
 // RFC 9110 §11.2 token68, when it is the whole credential part of a challenge.
-const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*(?=[ \t]*(,|$))/;
+const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*(?=[ \t\r\n]*(,|$))/;
 
 class Reader {
   pos = 0;
@@ -20,10 +22,10 @@ class Reader {
     return this.s[this.pos] ?? '';
   }
   skipSpace(): void {
-    while (this.peek() === ' ' || this.peek() === '\t') this.pos++;
+    while (SPACE.test(this.peek())) this.pos++;
   }
   skipSeparators(): void {
-    while (this.peek() === ' ' || this.peek() === '\t' || this.peek() === ',') this.pos++;
+    while (SPACE.test(this.peek()) || this.peek() === ',') this.pos++;
   }
   token(): string {
     const start = this.pos;
@@ -41,6 +43,12 @@ class Reader {
       else out += ch;
     }
     return out;
+  }
+  /** An unquoted value: a token by the grammar, but servers send bare URLs too, so up to OWS or ",". */
+  bare(): string {
+    const start = this.pos;
+    while (!this.done && this.peek() !== ',' && this.peek() !== '"' && !SPACE.test(this.peek())) this.pos++;
+    return this.s.slice(start, this.pos);
   }
   /** Junk: skip to the next comma so the rest of the header can still be read. */
   skipItem(): void {
@@ -61,7 +69,7 @@ export function parseChallenges(header: string | null): Challenge[] {
     if (r.done) break;
     const scheme = r.token();
     if (!scheme) {
-      r.skipItem();
+      r.pos++;
       continue;
     }
     const params: Record<string, string> = {};
@@ -92,7 +100,7 @@ function readParams(r: Reader, params: Record<string, string>): void {
     }
     r.pos++;
     r.skipSpace();
-    const value = r.peek() === '"' ? r.quoted() : r.token();
+    const value = r.peek() === '"' ? r.quoted() : r.bare();
     const key = name.toLowerCase();
     // RFC 9110 §11.2: each parameter name MUST only occur once; the first one wins.
     if (!(key in params)) params[key] = value;
