@@ -160,6 +160,9 @@ export async function revoke(f: Fetch, as: AsMetadata, client: OAuthClient, t: T
         await discard(res);
       } else {
         const code = errorCode((await readJsonObject(res))?.error);
+        // RFC 7009 §2.2.1: a server that cannot revoke self-contained (JWT) access tokens says so;
+        // they lapse at expiry, and the refresh token above was the one that mattered.
+        if (hint === 'access_token' && code === 'unsupported_token_type') continue;
         first ??= new TokenEndpointError(
           'token-failed',
           `${host} refused to revoke a ${hint} (${res.status}${code ? ` ${code}` : ''})`,
