@@ -420,7 +420,7 @@ describe('against oidc-provider', () => {
 
   it('gets a client_credentials token for the resource, with no refresh token', async () => {
     const client = preClient('client_secret_basic');
-    const t = await clientCredentials(fetch, meta, client, RESOURCE, ['repo:read'], NOW());
+    const t = await clientCredentials(fetch, meta, client, RESOURCE, ['repo:read', 'offline_access'], NOW());
     expect(t.refreshToken).toBeUndefined();
     expect(t.scope).toEqual(['repo:read']);
     expect(decodeJwt(t.accessToken)).toMatchObject({ aud: RESOURCE, client_id: client.clientId });
