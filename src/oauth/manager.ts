@@ -28,13 +28,11 @@ import {
   startAuthorization,
 } from './flow.js';
 import { createStaticAuth } from './static-auth.js';
+import { hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
 import {
   type AsMetadata,
-  type AuthState,
-  type Challenge,
   type Fetch,
   OAuthError,
-  type OAuthRule,
   type PendingFlow,
   type SubjectKey,
   type TokenSet,
@@ -56,33 +54,8 @@ export interface OAuthDeps {
   addSecret?(value: string): void;
 }
 
-interface Slot {
-  loaded?: Promise<void>;
-  token?: TokenSet;
-  version?: number;
-  state: AuthState;
-  rule?: OAuthRule;
-  challenge?: Challenge;
-  /** The scopes the last authorization asked for (step-up unions from them). */
-  requested: string[];
-  /** The union a step-up needs (SEP-2350), for the next authorization. */
-  pendingScopes?: string[];
-  /** Re-authorizations per challenged scope set. */
-  stepUps: Map<string, number>;
-  flight?: Promise<boolean>;
-}
-
 /** A claim on a state outlives the state by this much (clock skew between instances). */
 const CLAIM_GRACE_MS = 10 * 60_000;
-
-const hostOf = (url: string) => {
-  try {
-    return new URL(url).host;
-  } catch {
-    return 'invalid';
-  }
-};
-const union = (a: readonly string[], b: readonly string[]) => [...new Set([...a, ...b])];
 
 export function createUpstreamAuth(config: ServerConfig, deps: OAuthDeps): UpstreamAuth {
   const auth = config.auth;
@@ -92,7 +65,7 @@ export function createUpstreamAuth(config: ServerConfig, deps: OAuthDeps): Upstr
 
 export class OAuthManager implements UpstreamAuth {
   readonly server: string;
-  private readonly slots = new Map<SubjectKey, Slot>();
+  private readonly slots: TokenSlots;
   private readonly listeners: ((subject: SubjectKey) => void)[] = [];
   private readonly metadataCache = new Map<string, Promise<AsMetadata>>();
   private readonly clients: ClientBook;
@@ -106,6 +79,7 @@ export class OAuthManager implements UpstreamAuth {
   ) {
     this.server = config.name;
     this.log = deps.log.child({ server: config.name });
+    this.slots = new TokenSlots(config.name, deps, this.log);
     this.clients = new ClientBook(auth, {
       fetch: deps.fetch,
       credentials: deps.credentials,
@@ -114,82 +88,6 @@ export class OAuthManager implements UpstreamAuth {
       clientName: deps.gateway.clientName,
       now: () => deps.now(),
     });
-  }
-
-  private slot(subject: SubjectKey): Slot {
-    let s = this.slots.get(subject);
-    if (!s) {
-      s = { state: 'needs-login', rule: 'login-required', requested: [], stepUps: new Map() };
-      this.slots.set(subject, s);
-    }
-    return s;
-  }
-
-  private aad(subject: SubjectKey, issuer: string): string {
-    return `${this.server}\0${subject}\0${issuer}`;
-  }
-
-  /** The subject's row, read (again) from the store. */
-  private async read(subject: SubjectKey, s: Slot): Promise<void> {
-    const row = await this.deps.credentials.getToken(this.server, subject);
-    s.version = row?.version;
-    const opened = row ? await this.deps.box.open(row.sealed, this.aad(subject, row.issuer)) : undefined;
-    const o = opened as { accessToken?: unknown; refreshToken?: unknown; tokenType?: unknown } | undefined;
-    if (!row || typeof o?.accessToken !== 'string') {
-      s.token = undefined;
-      if (s.state === 'ready') this.need(s, 'login-required');
-      return;
-    }
-    s.token = {
-      issuer: row.issuer,
-      resource: row.resource,
-      accessToken: o.accessToken,
-      tokenType: typeof o.tokenType === 'string' ? o.tokenType : 'Bearer',
-      ...(typeof o.refreshToken === 'string' ? { refreshToken: o.refreshToken } : {}),
-      ...(row.expiresAt !== undefined ? { expiresAt: row.expiresAt } : {}),
-      scope: row.scope,
-    };
-    // A step-up still waiting for its login, or a refusal, outlasts a re-read.
-    if (s.state !== 'refused' && s.pendingScopes === undefined) {
-      s.state = 'ready';
-      s.rule = undefined;
-    }
-  }
-
-  private load(subject: SubjectKey): Promise<void> {
-    const s = this.slot(subject);
-    s.loaded ??= this.read(subject, s).catch((e) => {
-      s.loaded = undefined;
-      throw e;
-    });
-    return s.loaded;
-  }
-
-  /** Stores a token under compare-and-set; when another instance wrote first, theirs is kept. */
-  private async write(subject: SubjectKey, s: Slot, t: TokenSet): Promise<void> {
-    const sealed = await this.deps.box.seal(
-      {
-        accessToken: t.accessToken,
-        ...(t.refreshToken ? { refreshToken: t.refreshToken } : {}),
-        tokenType: t.tokenType,
-      },
-      this.aad(subject, t.issuer),
-    );
-    const row = {
-      issuer: t.issuer,
-      resource: t.resource,
-      sealed,
-      scope: t.scope,
-      ...(t.expiresAt !== undefined ? { expiresAt: t.expiresAt } : {}),
-    };
-    const ok = await this.deps.credentials.putToken(this.server, subject, row, s.version, this.deps.now());
-    await this.read(subject, s);
-    if (!ok) this.log.info('oauth.token_superseded', { issuer: hostOf(t.issuer) });
-  }
-
-  private need(s: Slot, rule: OAuthRule, state: AuthState = 'needs-login'): void {
-    s.state = state;
-    s.rule = rule;
   }
 
   private async metadata(issuer: string): Promise<AsMetadata> {
@@ -210,8 +108,8 @@ export class OAuthManager implements UpstreamAuth {
   }
 
   async authorize(subject: SubjectKey): Promise<Record<string, string>> {
-    await this.load(subject);
-    const s = this.slot(subject);
+    await this.slots.load(subject);
+    const s = this.slots.slot(subject);
     if (!s.token && this.auth.grant === 'client_credentials') await this.renew(subject, s);
     else if (s.token && this.expiring(s.token)) await this.renew(subject, s);
     const t = s.token;
@@ -240,7 +138,7 @@ export class OAuthManager implements UpstreamAuth {
         const asked = scopes ?? selectScopes(s.challenge, prm, as, s.requested, this.auth.scopes);
         const t = await clientCredentials(this.deps.fetch, as, client, prm.resource, asked, this.deps.now());
         s.requested = asked ?? [];
-        await this.write(subject, s, t);
+        await this.slots.write(subject, s, t);
         this.log.info('oauth.token', { grant: 'client_credentials', issuer: hostOf(issuer) });
         return s.token !== undefined;
       }
@@ -250,20 +148,20 @@ export class OAuthManager implements UpstreamAuth {
       const client = await this.clients.forToken(this.server, as, this.deps.gateway.redirectUri);
       if (!client) throw new OAuthError('refresh-failed', 'no client registration for the token');
       const next = await refresh(this.deps.fetch, as, client, t, this.deps.now());
-      await this.write(subject, s, next);
+      await this.slots.write(subject, s, next);
       this.log.info('oauth.refresh', { issuer: hostOf(t.issuer) });
       return s.token !== undefined;
     } catch (e) {
       const rule = e instanceof OAuthError ? e.rule : 'refresh-failed';
       // Another instance may have rotated the refresh token first: theirs is good.
-      await this.read(subject, s).catch(() => {});
+      await this.slots.read(subject, s).catch(() => {});
       if (s.version !== before && s.token) return true;
       if (this.auth.grant !== 'client_credentials' && rule === 'refresh-failed' && s.version === before) {
         await this.deps.credentials.deleteToken(this.server, subject);
         s.token = undefined;
         s.version = undefined;
       }
-      if (!s.token || this.auth.grant === 'client_credentials') this.need(s, 'login-required');
+      if (!s.token || this.auth.grant === 'client_credentials') need(s, 'login-required');
       this.log.warn('oauth.refused', { rule });
       return false;
     }
@@ -274,13 +172,13 @@ export class OAuthManager implements UpstreamAuth {
     status: 401 | 403,
     wwwAuthenticate: string | null,
   ): Promise<'retry' | 'stop'> {
-    const s = this.slot(subject);
+    const s = this.slots.slot(subject);
     const c = bearerChallenge(wwwAuthenticate);
     if (status === 401) {
       if (c) s.challenge = c;
       const before = s.version;
       const had = s.token?.accessToken;
-      await this.read(subject, s);
+      await this.slots.read(subject, s);
       // Another instance (or the CLI) stored a newer token meanwhile.
       if (s.token && (s.version !== before || s.token.accessToken !== had)) return 'retry';
       if (s.token?.refreshToken || this.auth.grant === 'client_credentials') {
@@ -293,7 +191,7 @@ export class OAuthManager implements UpstreamAuth {
         s.token = undefined;
         s.version = undefined;
       }
-      this.need(s, 'login-required');
+      need(s, 'login-required');
       this.log.info('oauth.refused', { rule: 'login-required', status });
       return 'stop';
     }
@@ -305,20 +203,20 @@ export class OAuthManager implements UpstreamAuth {
     s.stepUps.set(key, n);
     s.pendingScopes = union(s.token?.scope ?? s.requested, challenged);
     if (n > this.auth.maxStepUps || (this.auth.grant === 'client_credentials' && n > 1)) {
-      this.need(s, 'step-up-exhausted', 'refused');
+      need(s, 'step-up-exhausted', 'refused');
       this.log.warn('oauth.refused', { rule: 'step-up-exhausted', status });
       return 'stop';
     }
     if (this.auth.grant === 'client_credentials') {
       return (await this.renew(subject, s, s.pendingScopes)) ? 'retry' : 'stop';
     }
-    this.need(s, 'login-required');
+    need(s, 'login-required');
     this.log.info('oauth.step_up', { scopes: s.pendingScopes.length });
     return 'stop';
   }
 
   state(subject: SubjectKey): ReturnType<UpstreamAuth['state']> {
-    const s = this.slots.get(subject);
+    const s = this.slots.peek(subject);
     if (!s) return { state: 'needs-login', rule: 'login-required' };
     const t = s.token;
     return {
@@ -331,20 +229,20 @@ export class OAuthManager implements UpstreamAuth {
 
   /** Reads the stored token of a subject (the deployment's, at start) so its state is known. */
   async preload(subject: SubjectKey = ''): Promise<void> {
-    await this.load(subject).catch((e) =>
-      this.log.warn('oauth.store_unreadable', { error: String(e).slice(0, 200) }),
-    );
+    await this.slots
+      .load(subject)
+      .catch((e) => this.log.warn('oauth.store_unreadable', { error: String(e).slice(0, 200) }));
   }
 
   /** Whether a subject has a stored token now (read from the store, so another instance's login counts). */
   async hasToken(subject: SubjectKey): Promise<boolean> {
-    const s = this.slot(subject);
-    await this.read(subject, s);
+    const s = this.slots.slot(subject);
+    await this.slots.read(subject, s);
     return s.token !== undefined;
   }
 
   async beginLogin(subject: SubjectKey, redirectUri?: string): Promise<{ url: string; expiresAt: number }> {
-    const s = this.slot(subject);
+    const s = this.slots.slot(subject);
     if (s.state === 'refused')
       throw new OAuthError(s.rule ?? 'step-up-exhausted', 'the server refused every authorization so far');
     if (this.auth.grant === 'client_credentials')
@@ -387,7 +285,7 @@ export class OAuthManager implements UpstreamAuth {
   /** SEP-2352: a new issuer drops the registrations and the subject's token of the old one. */
   private async rebind(subject: SubjectKey, s: Slot, issuer: string): Promise<void> {
     await this.clients.rebind(this.server, issuer);
-    await this.load(subject);
+    await this.slots.load(subject);
     if (s.token && s.token.issuer !== issuer) {
       await this.deps.credentials.deleteToken(this.server, subject);
       s.token = undefined;
@@ -398,15 +296,15 @@ export class OAuthManager implements UpstreamAuth {
 
   /** The callback's second half, once the state is opened and claimed: redeem and store. */
   async finish(pending: PendingFlow, code: string): Promise<void> {
-    const s = this.slot(pending.subject);
+    const s = this.slots.slot(pending.subject);
     const key = pending.redirectUri === this.deps.gateway.redirectUri ? this.server : `${this.server}#cli`;
     const as = await this.metadata(pending.issuer);
     const client = await this.clients.get(key, as, pending.redirectUri);
     if (client.clientId !== pending.clientId)
       throw new OAuthError('state-invalid', 'the sign-in was started with another client');
     const t = await redeemCode(this.deps.fetch, as, client, pending, code, this.deps.now());
-    await this.load(pending.subject);
-    await this.write(pending.subject, s, t);
+    await this.slots.load(pending.subject);
+    await this.slots.write(pending.subject, s, t);
     if (!s.token) throw new OAuthError('token-failed', 'the token could not be stored');
     s.state = 'ready';
     s.rule = undefined;
@@ -422,8 +320,8 @@ export class OAuthManager implements UpstreamAuth {
         ? [subject]
         : (await this.deps.credentials.listTokens(this.server)).map((r) => r.subject);
     for (const sub of subjects) {
-      const s = this.slot(sub);
-      await this.read(sub, s).catch(() => {});
+      const s = this.slots.slot(sub);
+      await this.slots.read(sub, s).catch(() => {});
       const t = s.token;
       if (t) {
         try {
@@ -437,7 +335,7 @@ export class OAuthManager implements UpstreamAuth {
         }
       }
       await this.deps.credentials.deleteToken(this.server, sub);
-      this.slots.set(sub, {
+      this.slots.reset(sub, {
         state: 'needs-login',
         rule: 'login-required',
         requested: [],

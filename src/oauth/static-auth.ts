@@ -4,8 +4,9 @@
  * afresh; Workers: the binding). A secret rotated in place is picked up with no restart: when the
  * re-read headers differ, the request is sent once more with them; otherwise the 401 stands.
  */
-import type { ServerConfig } from '../config/types.js';
+
 import { interpolateString } from '../config/interpolate.js';
+import type { ServerConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import type { UpstreamAuth } from './auth-fetch.js';
 
