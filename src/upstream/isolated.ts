@@ -106,7 +106,7 @@ export class IsolatedInstances {
     this.instances.set(key, inst);
     const { upstream } = inst;
     if (upstream.state === 'connecting') await upstream.firstAttempt;
-    if (upstream.state !== 'ready') await this.authorizeInstance(config, upstream);
+    await this.authorizeInstance(config, upstream);
     if (upstream.state !== 'ready') {
       throw new ManifoldError(
         'ERR_UPSTREAM_UNAVAILABLE',
@@ -125,14 +125,22 @@ export class IsolatedInstances {
     const auth = this.deps.auths?.get(config.name);
     if (!auth || config.auth?.mode !== 'user') return;
     const { subject } = upstream;
-    if (auth.state(subject).state !== 'refused' && (await auth.hasToken?.(subject))) {
-      await upstream.reopen();
-      if (upstream.state === 'ready') return;
+    const waiting = (s: string) => s === 'needs-login' || s === 'refused';
+    if (upstream.state === 'ready' && !waiting(auth.state(subject).state)) return;
+    if (
+      upstream.state !== 'ready' &&
+      auth.state(subject).state !== 'refused' &&
+      (await auth.hasToken?.(subject))
+    ) {
+      if (auth.state(subject).state === 'ready') await upstream.reopen();
+      if ((upstream.state as string) === 'ready') return; // reopen() changed it
     }
     const st = auth.state(subject);
     if (st.state === 'refused') throw new UpstreamAuthRequired(config.name, st.rule ?? 'step-up-exhausted');
     if (st.state !== 'needs-login') return;
-    const begun = await auth.beginLogin(subject).catch((e: unknown) => e as { rule?: OAuthRule });
+    const begun = await auth
+      .beginLogin(subject)
+      .catch((e: unknown) => ({ rule: (e as { rule?: OAuthRule })?.rule }));
     if ('url' in begun) throw new UpstreamAuthRequired(config.name, st.rule ?? 'login-required', begun.url);
     // Discovery or registration failed: the rule says why, with no link to follow.
     throw new UpstreamAuthRequired(config.name, begun.rule ?? 'login-required');
