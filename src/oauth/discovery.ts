@@ -135,8 +135,13 @@ export function asMetadataUrls(issuer: string): string[] {
  * RFC 8414 / OIDC discovery. A metadata document that answers is final: its `issuer` must be
  * `issuer` exactly (RFC 8414 §3.3; 2026-07-28), and it must offer S256 (security-considerations
  * "Authorization Code Protection": absent `code_challenge_methods_supported` means no PKCE).
+ * `grant: 'client_credentials'` skips the PKCE check only: that grant has no code to protect.
  */
-export async function discoverAuthorizationServer(f: Fetch, issuer: string): Promise<AsMetadata> {
+export async function discoverAuthorizationServer(
+  f: Fetch,
+  issuer: string,
+  o: { grant?: 'authorization_code' | 'client_credentials' } = {},
+): Promise<AsMetadata> {
   if (!isAllowedEndpoint(issuer)) {
     throw new OAuthError('insecure-endpoint', `the authorization server ${hostOf(issuer)} is not on https`);
   }
@@ -158,7 +163,7 @@ export async function discoverAuthorizationServer(f: Fetch, issuer: string): Pro
     }
     const doc = await readJsonObject(res);
     if (!doc) throw new OAuthError('no-as-metadata', `the metadata at ${u.host} is not valid`);
-    return asMetadataOf(issuer, doc);
+    return asMetadataOf(issuer, doc, o.grant !== 'client_credentials');
   }
   throw new OAuthError('no-as-metadata', `${u.host} publishes no authorization server metadata`);
 }
@@ -170,7 +175,7 @@ const ENDPOINTS = [
   'revocation_endpoint',
 ];
 
-function asMetadataOf(issuer: string, doc: Record<string, unknown>): AsMetadata {
+function asMetadataOf(issuer: string, doc: Record<string, unknown>, pkce: boolean): AsMetadata {
   const host = hostOf(issuer);
   // Plain string comparison: no normalisation of case, port or a trailing slash.
   if (doc.issuer !== issuer) {
@@ -190,7 +195,8 @@ function asMetadataOf(issuer: string, doc: Record<string, unknown>): AsMetadata 
     }
   }
   const methods = stringArray(doc.code_challenge_methods_supported);
-  if (!methods?.includes('S256')) {
+  // PKCE protects the authorization code; a client_credentials-only client has none.
+  if (pkce && !methods?.includes('S256')) {
     throw new OAuthError('no-pkce', `${host} does not advertise PKCE with S256`);
   }
   const as: AsMetadata = {

@@ -52,8 +52,13 @@ export async function obtainClient(
   );
 }
 
-/** The method to ask for: a confidential client's, as the AS lists them (RFC 8414 §2 default: basic). */
-function preferredMethod(as: AsMetadata): TokenAuthMethod {
+/**
+ * The token endpoint auth method for a client with (or without) a secret, as the AS lists them
+ * (RFC 8414 §2: absent means client_secret_basic). For a configured client without an explicit
+ * `tokenEndpointAuthMethod`, and for the method asked for in a registration.
+ */
+export function chooseAuthMethod(as: AsMetadata, hasSecret = true): TokenAuthMethod {
+  if (!hasSecret) return 'none';
   const supported = as.tokenAuthMethods ?? ['client_secret_basic'];
   return METHODS.find((m) => supported.includes(m)) ?? 'client_secret_basic';
 }
@@ -73,7 +78,7 @@ export function applicationType(redirectUris: readonly string[]): 'native' | 'we
 async function register(f: Fetch, as: AsMetadata, o: ObtainClientOptions): Promise<OAuthClient> {
   const url = as.registrationEndpoint as string;
   const host = hostOf(url);
-  const requested = preferredMethod(as);
+  const requested = chooseAuthMethod(as);
   const body: Record<string, unknown> = {
     client_name: o.clientName,
     redirect_uris: [o.redirectUri],

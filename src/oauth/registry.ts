@@ -10,6 +10,7 @@ import type { StateStore } from '../store/state.js';
 import type { UpstreamAuth } from './auth-fetch.js';
 import { SecretBox } from './box.js';
 import { createUpstreamAuth, OAuthManager } from './manager.js';
+import { createStaticAuth } from './static-auth.js';
 
 /** The HKDF label of the key for credentials at rest (docs/security.md). */
 export const CREDENTIALS_LABEL = 'manifold/upstream-credentials/v1';
@@ -59,11 +60,14 @@ export async function createUpstreamAuths(
   const servers = config.servers.filter((s) => isProtected(s, o.platform));
   if (servers.length === 0) return out;
   const oauth = { ...OAUTH_DEFAULTS, ...config.gateway.oauth };
-  // Without a secret no server uses OAuth (the config check requires one): a key for this process.
-  const secret = oauth.secret
-    ? new TextEncoder().encode(oauth.secret)
-    : crypto.getRandomValues(new Uint8Array(32));
-  const box = await SecretBox.create(secret, CREDENTIALS_LABEL);
+  const readSecret = o.platform.readSecret ? (n: string) => o.platform.readSecret?.(n) : undefined;
+  const log = o.platform.log;
+  const usesOAuth = servers.some((s) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user');
+  // The config check requires a secret whenever a server uses OAuth; static servers need no key.
+  const box =
+    usesOAuth && oauth.secret
+      ? await SecretBox.create(new TextEncoder().encode(oauth.secret), CREDENTIALS_LABEL)
+      : undefined;
   const gateway = {
     ...oauth,
     get redirectUri() {
@@ -71,15 +75,29 @@ export async function createUpstreamAuths(
     },
   };
   for (const s of servers) {
+    const mode = s.auth?.mode ?? 'static';
+    if (mode === 'static' || !box) {
+      if (mode !== 'static')
+        log.warn('oauth.no_secret', { server: s.name, message: 'gateway.oauth.secret is not set' });
+      out.set(
+        s.name,
+        createStaticAuth(s, {
+          log,
+          ...(readSecret ? { readSecret } : {}),
+          ...(o.addSecret ? { addSecret: o.addSecret } : {}),
+        }),
+      );
+      continue;
+    }
     const auth = createUpstreamAuth(s, {
       fetch: o.platform.fetch,
       credentials: o.credentials,
       claims: o.claims,
       box,
       gateway,
-      log: o.platform.log,
+      log,
       now: () => o.platform.now(),
-      ...(o.platform.readSecret ? { readSecret: (n: string) => o.platform.readSecret?.(n) } : {}),
+      ...(readSecret ? { readSecret } : {}),
       ...(o.addSecret ? { addSecret: o.addSecret } : {}),
     });
     // The deployment identity's state is known before the first request (status, /healthz).

@@ -282,6 +282,21 @@ describe('discoverAuthorizationServer', () => {
     }
   });
 
+  it('skips only the PKCE check for a client_credentials client (no code to protect)', async () => {
+    const doc = asDoc(js.origin);
+    delete doc.code_challenge_methods_supported;
+    js.routes.set('/.well-known/oauth-authorization-server', { body: doc });
+    const as = await discoverAuthorizationServer(fetch, js.origin, { grant: 'client_credentials' });
+    expect(as.tokenEndpoint).toBe(`${js.origin}/token`);
+    expect(await rule(discoverAuthorizationServer(fetch, js.origin, { grant: 'authorization_code' }))).toBe(
+      'no-pkce',
+    );
+    js.routes.set('/.well-known/oauth-authorization-server', { body: asDoc('https://attacker.example.com') });
+    expect(await rule(discoverAuthorizationServer(fetch, js.origin, { grant: 'client_credentials' }))).toBe(
+      'issuer-mismatch',
+    );
+  });
+
   it('refuses endpoints that are not https or loopback, and an issuer that is not', async () => {
     for (const key of [
       'authorization_endpoint',

@@ -15,7 +15,7 @@ import {
   startAuthorization,
   TokenEndpointError,
 } from '../../src/oauth/flow.js';
-import { clientMetadataDocument, obtainClient } from '../../src/oauth/registration.js';
+import { chooseAuthMethod, clientMetadataDocument, obtainClient } from '../../src/oauth/registration.js';
 import {
   type AsMetadata,
   type OAuthClient,
@@ -449,6 +449,12 @@ describe('against oidc-provider', () => {
     expect(as.events.counts.authorization_code).toBe(grants);
   });
 
+  it('signs in with no scope at all (the AS applies its default)', async () => {
+    const t = await login(preClient('none'), []);
+    expect(as.events.lastAuthorization?.scope).toBeUndefined();
+    expect(decodeJwt(t.accessToken)).toMatchObject({ aud: RESOURCE, scope: 'repo:read' });
+  });
+
   it('uses a Client ID Metadata Document when the AS supports it, with no registration', async () => {
     const before = as.events.counts.registration;
     const { client, registered } = await obtainClient(fetch, meta, {
@@ -568,6 +574,15 @@ describe('obtainClient priority (client-registration)', () => {
       ),
     ).toBe('registration-failed');
     expect(await rule(obtainClient(answer({ nope: true }), as, base))).toBe('registration-failed');
+  });
+
+  it('chooses a token endpoint auth method from the AS list (RFC 8414 default: basic)', () => {
+    expect(chooseAuthMethod(asOf())).toBe('client_secret_basic');
+    expect(chooseAuthMethod(asOf({ tokenAuthMethods: ['private_key_jwt', 'client_secret_post'] }))).toBe(
+      'client_secret_post',
+    );
+    expect(chooseAuthMethod(asOf({ tokenAuthMethods: ['none'] }))).toBe('none');
+    expect(chooseAuthMethod(asOf({ tokenAuthMethods: ['client_secret_basic'] }), false)).toBe('none');
   });
 
   it('describes its CIMD document with the fields the draft requires', () => {
