@@ -19,6 +19,8 @@ export interface UpstreamAuth {
     subject: SubjectKey,
     status: 401 | 403,
     wwwAuthenticate: string | null,
+    /** The `Authorization` the refused request carried (null: none), to tell a stale token from the current one. */
+    sent?: string | null,
   ): Promise<'retry' | 'stop'>;
   state(subject: SubjectKey): {
     state: AuthState;
@@ -65,14 +67,16 @@ export function authFetch(
       own = false;
     }
     if (!own) return base(input, init);
+    let sent: string | null = null;
     const send = async () => {
       const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
       for (const [k, v] of Object.entries(await auth.authorize(subject))) headers.set(k, v);
+      sent = headers.get('authorization');
       return base(input, { ...init, headers });
     };
     const first = await send();
     if (first.status !== 401 && first.status !== 403) return first;
-    const decision = await auth.onRefused(subject, first.status, first.headers.get('www-authenticate'));
+    const decision = await auth.onRefused(subject, first.status, first.headers.get('www-authenticate'), sent);
     // At most one retry per request; a body that cannot be sent again leaves the refusal standing.
     if (decision !== 'retry' || !resendable(init?.body)) return first;
     await first.body?.cancel().catch(() => {});

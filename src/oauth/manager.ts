@@ -171,6 +171,7 @@ export class OAuthManager implements UpstreamAuth {
     subject: SubjectKey,
     status: 401 | 403,
     wwwAuthenticate: string | null,
+    sent?: string | null,
   ): Promise<'retry' | 'stop'> {
     const s = this.slots.slot(subject);
     const c = bearerChallenge(wwwAuthenticate);
@@ -181,6 +182,9 @@ export class OAuthManager implements UpstreamAuth {
       await this.slots.read(subject, s);
       // Another instance (or the CLI) stored a newer token meanwhile.
       if (s.token && (s.version !== before || s.token.accessToken !== had)) return 'retry';
+      // The refused request carried no token or an older one (a login landed while it was in
+      // flight): the current token was never refused, so it is neither deleted nor given up on.
+      if (s.token && sent !== undefined && sent !== `Bearer ${s.token.accessToken}`) return 'retry';
       if (s.token?.refreshToken || this.auth.grant === 'client_credentials') {
         if (await this.renew(subject, s)) return 'retry';
         return 'stop';
