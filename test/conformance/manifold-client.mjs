@@ -153,14 +153,19 @@ async function health(origin) {
   return (body.upstreams ?? []).find((u) => u.name === 'up') ?? {};
 }
 
-/** Waits until the upstream is ready, or its auth says a login is needed, or it was refused. */
+/**
+ * Waits until the upstream is ready, or refused, or needs a login *after an attempt to connect*:
+ * an operator looks at /healthz once the server was tried, so the login starts from what the
+ * server's 401 said (its challenge and scope), not from a state that merely has no token yet.
+ */
 async function settle(origin, ms = 10_000) {
   const until = Math.min(Date.now() + ms, DEADLINE);
   let last = {};
   while (Date.now() < until) {
     last = await health(origin);
     const a = last.auth?.state;
-    if (last.state === 'ready' || a === 'needs-login' || a === 'refused') return last;
+    if (last.state === 'ready' || a === 'refused') return last;
+    if (a === 'needs-login' && (last.state === 'backoff' || last.state === 'failed')) return last;
     await new Promise((r) => setTimeout(r, 100));
   }
   return last;
