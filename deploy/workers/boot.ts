@@ -28,6 +28,8 @@ export interface Booted {
   config: Config;
   secrets: readonly string[];
   log: Logger;
+  /** The bindings, for Platform.readSecret (#19: a static server's `${VAR}` read again). */
+  env?: Env;
 }
 
 export function configError(status: number, message: string): Response {
@@ -73,7 +75,7 @@ export function readConfig(env: Env): Booted | Response {
     }
     auth.jwks = JSON.parse(env.MANIFOLD_JWKS) as { keys: Record<string, unknown>[] };
   }
-  return { config, secrets: parsed.secrets, log };
+  return { config, secrets: parsed.secrets, log, env };
 }
 
 /** The path prefix of the routes objects serve to the Worker alone; the Worker answers 404 for it. */
