@@ -172,6 +172,10 @@ describe('discoverResource', () => {
     expect(js.seen).toEqual(['/.well-known/oauth-protected-resource/mcp']);
   });
 
+  it('refuses an invalid server URL as an OAuthError', async () => {
+    expect(await rule(discoverResource(fetch, 'not a url'))).toBe('no-resource-metadata');
+  });
+
   it('asks only the root for a server at the root', async () => {
     expect(await rule(discoverResource(fetch, `${js.origin}/`))).toBe('no-resource-metadata');
     expect(js.seen).toEqual(['/.well-known/oauth-protected-resource']);
@@ -333,6 +337,7 @@ describe('discovery against oidc-provider', () => {
       resource: 'http://127.0.0.1:1/mcp',
       pathPrefix: '/tenant1',
       offlineAccess: false,
+      registration: false,
     });
   });
   afterAll(async () => {
@@ -357,5 +362,6 @@ describe('discovery against oidc-provider', () => {
     expect(as.authorizationEndpoint).toBe(`${tenant.url}/tenant1/auth`);
     expect(as.cimdSupported).toBe(false);
     expect(as.scopesSupported).not.toContain('offline_access');
+    expect(as.registrationEndpoint).toBeUndefined();
   });
 });
