@@ -40,6 +40,7 @@ interface Upstream {
     resource: string;
     setIssuer(i: string): void;
     rejectAll(on?: boolean): void;
+    alwaysInsufficient(scope: string | null): void;
     close(): Promise<void>;
   };
 }
@@ -210,6 +211,51 @@ describe('upstream OAuth, mode gateway (#19)', () => {
     const out = await fetch(new URL('/admin/servers/gh/logout', gw.url), { method: 'POST' });
     expect(out.status).toBe(200);
     expect(authOf(await healthOf(gw), 'gh')).toMatchObject({ state: 'needs-login' });
+  });
+  it('step-up: a 403 insufficient_scope needs a new login with the union of scopes, then the call runs', async () => {
+    const login = async () => {
+      const begun = await adminLogin(gw, 'gh');
+      expect(begun.status).toBe(200);
+      const done = await browse(begun.body.authorizationUrl as string, { callback: callbackOf(gw) });
+      expect(done.status).toBe(200);
+      await eventually(() => gw.gateway.pool.get('gh')?.state === 'ready', 'ready');
+      return done.request;
+    };
+    await login();
+    const client = new LegacyClient({ name: 'v1', version: '1.0.0' });
+    await client.connect(new LegacyTransport(new URL(gw.url)));
+    const call = (name: string) =>
+      client.callTool({ name, arguments: {} }).then(
+        (r) => ({ r, e: undefined }),
+        (e: unknown) => ({ r: undefined, e: e as { code?: number; data?: Obj } }),
+      );
+    try {
+      const refused = await call('gh__create_issue');
+      expect(refused.e?.data).toMatchObject({ manifold: 'ERR_UPSTREAM_AUTH', rule: 'login-required' });
+      const asked = (await login()).get('scope')?.split(' ') ?? [];
+      expect(asked).toEqual(expect.arrayContaining(['repo:read', 'repo:write']));
+      const ok = await call('gh__create_issue');
+      expect(ok.e).toBeUndefined();
+      expect(ok.r?.isError).not.toBe(true);
+
+      // A server that always wants more: at most maxStepUps (2) re-authorizations, then refused.
+      up.ps.alwaysInsufficient('repo:admin');
+      const before = up.as.events.counts.authorization ?? 0;
+      let last: Awaited<ReturnType<typeof call>> | undefined;
+      for (let i = 0; i < 4; i++) {
+        last = await call('gh__whoami');
+        if (last.e?.data?.rule === 'step-up-exhausted') break;
+        await login();
+      }
+      expect(last?.e?.data).toMatchObject({ rule: 'step-up-exhausted' });
+      expect((up.as.events.counts.authorization ?? 0) - before).toBe(2);
+      const again = await adminLogin(gw, 'gh');
+      expect(again.status).toBe(409);
+      expect(again.body.rule).toBe('step-up-exhausted');
+    } finally {
+      up.ps.alwaysInsufficient(null);
+      await client.close();
+    }
   });
 });
 
