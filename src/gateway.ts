@@ -13,6 +13,7 @@ import { ManifoldError } from './errors.js';
 import { gatewayHealth, type Health, withIsolation } from './health.js';
 import { ListPages } from './list-pages.js';
 import type { Logger } from './log.js';
+import type { UpstreamAuth } from './oauth/auth-fetch.js';
 import { Observers } from './observe.js';
 import type { Platform } from './platform.js';
 import { ProfileSet } from './profiles.js';
@@ -26,6 +27,7 @@ import { IsolatedInstances } from './upstream/isolated.js';
 import { UpstreamPool } from './upstream/pool.js';
 import type { SessionOpener } from './upstream/session.js';
 import type { Upstream } from './upstream/upstream.js';
+import type { UpstreamStatus } from './upstream/upstream-types.js';
 import { loadWarm, reverifyWarm } from './warm.js';
 
 /** The lists a client can be told changed. */
@@ -48,6 +50,7 @@ export interface GatewayOptions {
   callLimiter?: CallLimiterFactory;
   /** Opens upstream sessions instead of the probe; freshness is then pulled, no timers (session.ts). */
   openSession?: SessionOpener;
+  upstreamAuth?: ReadonlyMap<string, UpstreamAuth>; // protected upstreams' credentials (#19), by server
 }
 
 export type { Health } from './health.js';
@@ -67,6 +70,8 @@ export class Gateway {
   readonly log: Logger;
   /** Per-tenant and per-subject instances of servers with `isolation`. */
   readonly isolated: IsolatedInstances;
+  /** Protected upstreams' credentials (#19): login, logout, state. Empty when none is protected. */
+  readonly upstreamAuth: ReadonlyMap<string, UpstreamAuth>;
   /** Replaces configured secret values in text a client will see (error messages). */
   redact: Redactor;
   /** Every configured secret so far (a reload adds its own): the redactor's and drift's list. */
@@ -122,18 +127,17 @@ export class Gateway {
     this.log = options.platform.log;
     this.secrets = [...(options.secrets ?? [])];
     this.redact = redactor(this.secrets);
-    this.isolated = new IsolatedInstances({
+    this.upstreamAuth = options.upstreamAuth ?? new Map();
+    const shared = {
       platform: options.platform,
-      gateway: options.config.gateway,
       log: options.platform.log,
       clientVersion: options.version,
       ...(options.backoff ? { backoff: options.backoff } : {}),
-    });
+      ...(options.upstreamAuth ? { auths: options.upstreamAuth } : {}),
+    };
+    this.isolated = new IsolatedInstances({ ...shared, gateway: options.config.gateway });
     this.pool = new UpstreamPool(options.config, {
-      platform: options.platform,
-      log: options.platform.log,
-      clientVersion: options.version,
-      ...(options.backoff ? { backoff: options.backoff } : {}),
+      ...shared,
       ...(options.openSession ? { openSession: options.openSession } : {}),
     });
     this.pool.onChange = () => {
@@ -160,10 +164,7 @@ export class Gateway {
     this.taskIds = Sealer.create(secret, 'manifold/task-id');
   }
 
-  /**
-   * Projects the stored catalog first (warm start: the first tools/list needs no upstream round
-   * trip), then connects every upstream in parallel and reconciles in the background.
-   */
+  /** The stored catalog first (warm start), then every upstream connected in parallel, reconciled in the background. */
   start(): Promise<void> {
     if (this.started) return this.ready;
     this.started = true;
@@ -309,10 +310,7 @@ export class Gateway {
     return this.tools.entries(principal);
   }
 
-  /**
-   * The tools a search finds for this principal: only ones it may see, best first, at most
-   * `limit` (its profile's or the gateway's searchLimit).
-   */
+  /** What a search finds for this principal: only tools it may see, best first, at most `limit`. */
   searchTools(principal: Principal, query: string, limit?: number): CatalogEntry[] {
     return this.tools.search(principal, query, limit);
   }
@@ -370,7 +368,9 @@ export class Gateway {
 
   health(): Health {
     const isolation = (name: string) => this.pool.get(name)?.config.isolation;
-    const upstreams = this.pool.status().map((u) => withIsolation(u, isolation(u.name), this.isolated));
+    const view = (u: UpstreamStatus) =>
+      withIsolation(u, isolation(u.name), this.isolated, this.upstreamAuth.get(u.name));
+    const upstreams = this.pool.status().map(view);
     return gatewayHealth(upstreams, this.stopping, this.version, this.catalog.diagnostics);
   }
 

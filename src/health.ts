@@ -1,5 +1,6 @@
 /** What `/healthz` reports: the gateway's state from its upstreams', and the catalog's diagnostics. */
 import type { Diagnostic } from './aggregate/catalog.js';
+import type { UpstreamAuth } from './oauth/auth-fetch.js';
 import type { UpstreamStatus } from './upstream/upstream-types.js';
 
 export interface Health {
@@ -34,6 +35,19 @@ export function withIsolation(
   u: UpstreamStatus,
   isolation: string | undefined,
   instances: { count(name: string): number },
+  auth?: UpstreamAuth,
 ): UpstreamStatus & { isolation?: string; instances?: number } {
-  return isolation && isolation !== 'shared' ? { ...u, isolation, instances: instances.count(u.name) } : u;
+  const v = withAuth(u, auth);
+  return isolation && isolation !== 'shared' ? { ...v, isolation, instances: instances.count(u.name) } : v;
+}
+
+/**
+ * An upstream's status with its credentials' state for the deployment's identity (#19): never a
+ * token, a secret or a state, only the state, the rule, the issuer, the scopes and the expiry.
+ */
+export function withAuth<U extends UpstreamStatus>(u: U, auth: UpstreamAuth | undefined): U {
+  if (!auth) return u;
+  const st = auth.state('');
+  if (st.state === 'static') return u;
+  return { ...u, auth: st };
 }

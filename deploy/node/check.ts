@@ -21,6 +21,8 @@ function readOnly(store: OpenedStore, firstContact: Set<string>): OpenedStore {
     trustEpoch: () => store.trustEpoch(),
     claim: async () => false,
     close: () => store.close(),
+    // A check connects the way `serve` would, so it reads the stored upstream credentials.
+    credentials: store.credentials,
   };
 }
 

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatIssues, parseConfig } from '../../src/config/index.js';
 import type { Config, ConfigIssue, ConfigResult } from '../../src/config/types.js';
+import { secretFileEnv } from './secrets.js';
 
 export class ConfigLoadError extends Error {
   constructor(
@@ -16,7 +17,7 @@ export class ConfigLoadError extends Error {
 /** Reads and validates a config file. Every problem is reported at once, before anything starts. */
 export function loadConfigFile(
   path: string,
-  env: Record<string, string | undefined> = process.env,
+  env: Record<string, string | undefined> = secretFileEnv(),
 ): { config: Config; warnings: ConfigIssue[]; secrets: string[]; path: string; text: string } {
   const full = resolve(path);
   let text: string;
@@ -53,7 +54,7 @@ export function loadConfigFile(
 export function parseConfigText(
   text: string,
   full: string,
-  env: Record<string, string | undefined> = process.env,
+  env: Record<string, string | undefined> = secretFileEnv(),
 ): ConfigResult {
   const result = parseConfig(text, env, full);
   if (!result.ok) return result;

@@ -7,12 +7,15 @@ import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import type { GatewayConfig } from '../../src/config/types.js';
 import type { Logger } from '../../src/log.js';
 import type { SessionStore } from '../../src/server/shared-sessions.js';
+import type { CredentialStore } from '../../src/store/credentials.js';
 import type { StateStore } from '../../src/store/state.js';
 import type { PostgresInstances } from './instances.js';
 import { openSqliteStore } from './sqlite-store.js';
 
 export type OpenedStore = StateStore & {
   close(): void | Promise<void>;
+  /** Upstream OAuth credentials (#19), in the same file or database as the rest of the state. */
+  readonly credentials: CredentialStore;
   /** A store several instances share (Postgres) counts rate limits for all of them. */
   readonly callLimiter?: CallLimiterFactory;
   /** Present on a store several instances share (Postgres): legacy sessions then live in it too. */

@@ -6,6 +6,7 @@ import type { Platform } from '../../src/platform.js';
 import { checksEgress } from '../../src/upstream/egress-fetch.js';
 import type { NodeEgressOptions } from './egress.js';
 import { type LogFormat, prettyLine } from './log-format.js';
+import { readNodeSecret } from './secrets.js';
 import { connectStdio } from './stdio.js';
 
 /**
@@ -116,5 +117,7 @@ export function nodePlatform(log: Logger, gateway: GatewayConfig): Platform {
     runtime: 'node',
     now: () => Date.now(),
     log,
+    // A `${VAR}` again, for a static server's 401 (#19): `NAME_FILE` is read afresh each time.
+    readSecret: (name) => readNodeSecret(name),
   };
 }

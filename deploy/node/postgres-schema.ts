@@ -55,6 +55,33 @@ export const PG_MIGRATIONS: readonly string[] = [
     url TEXT NOT NULL,
     seen_at BIGINT NOT NULL
   )`,
+  // -- v6 (#19) OAuth client registrations at the upstreams' authorization servers (DCR, CIMD);
+  // `secret` is sealed (SecretBox). See src/store/schema.ts v3.
+  `CREATE TABLE manifold_oauth_clients (
+    server TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    secret TEXT,
+    auth_method TEXT NOT NULL,
+    source TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (server, issuer)
+  )`,
+  // -- v7 (#19) upstream tokens per server and subject, sealed; `version` guards a refresh that
+  // several instances race (compare-and-set). See src/store/schema.ts v4.
+  `CREATE TABLE manifold_oauth_tokens (
+    server TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    expires_at BIGINT,
+    version BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (server, subject)
+  )`,
 ];
 
 /** One lock id for every Manifold migrating this database (an arbitrary constant: "mfld"). */

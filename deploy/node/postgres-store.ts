@@ -16,6 +16,7 @@ import type { Logger } from '../../src/log.js';
 import { parseRow, type RawRow } from '../../src/store/rows.js';
 import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../src/store/state.js';
 import { PostgresInstances } from './instances.js';
+import { PostgresCredentialStore } from './postgres-credentials.js';
 import { listenForTrust, type TrustListener } from './postgres-listen.js';
 import { postgresRateLimiter } from './postgres-rate-limit.js';
 import { migratePostgres } from './postgres-schema.js';
@@ -69,13 +70,17 @@ export class PostgresStateStore implements StateStore {
   private claims = 0;
   private listener: TrustListener | undefined;
   private sessions: PostgresSessions | undefined;
+  /** Upstream OAuth credentials (#19), in the same database. */
+  readonly credentials: PostgresCredentialStore;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
   constructor(
     readonly pool: pg.Pool,
     private readonly connection: pg.ClientConfig = {},
     private readonly log?: Logger,
-  ) {}
+  ) {
+    this.credentials = new PostgresCredentialStore(pool);
+  }
 
   async get(name: string): Promise<ServerRow | undefined> {
     const { rows } = await this.pool.query<RawRow>(

@@ -6,7 +6,10 @@ import { describeError } from '../../src/errors.js';
 import { Gateway } from '../../src/gateway.js';
 import type { Logger } from '../../src/log.js';
 import type { MetricsExporter } from '../../src/metrics/types.js';
+import { createUpstreamAuths, defaultRedirectUri } from '../../src/oauth/registry.js';
 import { createHttp } from '../../src/server/app.js';
+import { MemoryCredentialStore } from '../../src/store/credentials.js';
+import { MemoryStateStore } from '../../src/store/state.js';
 import type { BackoffOptions } from '../../src/upstream/backoff.js';
 import { httpLane } from './http-lane.js';
 import { openConfiguredStore } from './open-store.js';
@@ -54,16 +57,32 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   const { config, log } = options;
   // Drift baselines and the catalog cache: opened (and migrated) before anything is served.
   const store = await openConfiguredStore(config.gateway.store, log);
+  const platform = options.tracer
+    ? { ...nodePlatform(log, config.gateway), tracer: options.tracer }
+    : nodePlatform(log, config.gateway);
+  // Protected upstreams (#19): their credentials live beside the rest of the state.
+  const state = store ?? new MemoryStateStore();
+  let bound: { host: string; port: number } | undefined;
+  // The caller's list is the one its logger redacts (cli.ts): a re-read secret joins it.
+  const secrets = (options.secrets ?? []) as string[];
+  const upstreamAuth = await createUpstreamAuths(config, {
+    platform,
+    credentials: store?.credentials ?? memoryCredentials(config, log),
+    claims: state,
+    redirectUri: () => defaultRedirectUri(config, bound),
+    addSecret: (v) => {
+      if (!secrets.includes(v) && Object.isExtensible(secrets)) secrets.push(v);
+    },
+  });
   const gateway = new Gateway({
     config,
-    ...(store ? { store } : {}),
+    store: state,
+    ...(upstreamAuth.size > 0 ? { upstreamAuth } : {}),
     // Postgres: every instance spends from one count per tenant; otherwise the local bucket.
     ...(store?.callLimiter ? { callLimiter: store.callLimiter } : {}),
-    secrets: options.secrets ?? [],
+    secrets,
     ...(options.trustPollMs ? { trustPollMs: options.trustPollMs } : {}),
-    platform: options.tracer
-      ? { ...nodePlatform(log, config.gateway), tracer: options.tracer }
-      : nodePlatform(log, config.gateway),
+    platform,
     version: options.version,
     ...(config.gateway.cursorSecret
       ? { cursorSecret: new TextEncoder().encode(config.gateway.cursorSecret) }
@@ -92,6 +111,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
     });
   });
   const addr = server.address() as AddressInfo;
+  bound = { host: addr.address, port: addr.port };
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}/mcp`;
   if (instances) {
@@ -140,6 +160,16 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
     return stopping;
   };
   return { gateway, server, url, stop };
+}
+
+/** Without a configured store, tokens live in memory: a login does not survive a restart. */
+function memoryCredentials(config: Config, log: Logger): MemoryCredentialStore {
+  if (config.servers.some((s) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user')) {
+    log.warn('oauth.memory_store', {
+      message: 'no gateway.store is configured: upstream OAuth tokens are kept in memory and lost at restart',
+    });
+  }
+  return new MemoryCredentialStore();
 }
 
 /** This instance's origin as the others reach it: the bound address, unless it is a wildcard. */

@@ -5,6 +5,7 @@
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { type CredentialStore, SqlCredentialStore } from '../../src/store/credentials.js';
 import type { SqlExec, SqlValue } from '../../src/store/sql.js';
 import { SqlStateStore, type StateStore } from '../../src/store/state.js';
 
@@ -47,7 +48,7 @@ export function sqliteExec(db: Database.Database): SqlExec {
  * ManifoldError (ERR_CONFIG) for a file written by a newer Manifold. `:memory:` is accepted for
  * tests (a private database, no WAL).
  */
-export function openSqliteStore(path: string): StateStore & { close(): void } {
+export function openSqliteStore(path: string): StateStore & { close(): void; credentials: CredentialStore } {
   const inMemory = path === ':memory:';
   // Catalogs describe the operator's servers; keep them to the operator's user.
   if (!inMemory) mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
@@ -59,7 +60,10 @@ export function openSqliteStore(path: string): StateStore & { close(): void } {
     // WAL: the gateway keeps reading while the CLI's `retrust` writes from another process.
     db.pragma('journal_mode = WAL');
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    return new SqlStateStore(sqliteExec(db));
+    const exec = sqliteExec(db);
+    // The state store migrates the file, credentials tables (v3, v4) included.
+    const store = new SqlStateStore(exec);
+    return Object.assign(store, { credentials: new SqlCredentialStore(exec) });
   } catch (e) {
     db.close();
     throw e;

@@ -28,6 +28,8 @@ export interface Booted {
   config: Config;
   secrets: readonly string[];
   log: Logger;
+  /** The bindings, for Platform.readSecret (#19: a static server's `${VAR}` read again). */
+  env?: Env;
 }
 
 export function configError(status: number, message: string): Response {
@@ -67,13 +69,22 @@ export function readConfig(env: Env): Booted | Response {
       'gateway.store.postgres is for Node instances; on Workers the state lives in Durable Objects: remove "store" from MANIFOLD_CONFIG',
     );
   }
+  // #19: delegated upstream credentials need the token store in each upstream's object and a read
+  // path for isolates, not built yet. Refused rather than calling the server without its token.
+  const delegated = config.servers.find((s) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user');
+  if (delegated) {
+    return configError(
+      500,
+      `mcpServers.${delegated.name}.auth: mode ${delegated.auth?.mode} is not available on Workers yet; run it on Node, or use "static"`,
+    );
+  }
   if (auth && auth.jwksFile !== undefined) {
     if (!env.MANIFOLD_JWKS) {
       return configError(500, 'gateway.auth.jwksFile needs the MANIFOLD_JWKS variable on Workers');
     }
     auth.jwks = JSON.parse(env.MANIFOLD_JWKS) as { keys: Record<string, unknown>[] };
   }
-  return { config, secrets: parsed.secrets, log };
+  return { config, secrets: parsed.secrets, log, env };
 }
 
 /** The path prefix of the routes objects serve to the Worker alone; the Worker answers 404 for it. */

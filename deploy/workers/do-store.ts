@@ -1,3 +1,5 @@
+import { SqlCredentialStore } from '../../src/store/credentials.js';
+import { migrate } from '../../src/store/schema.js';
 import type { SqlExec, SqlValue } from '../../src/store/sql.js';
 import { SqlStateStore } from '../../src/store/state.js';
 
@@ -11,10 +13,23 @@ interface DurableStorage {
 
 /** The same schema and store as Node, over a SQLite-backed Durable Object's storage. */
 export function durableObjectStore(storage: DurableStorage): SqlStateStore {
-  const exec: SqlExec = {
+  return new SqlStateStore(durableExec(storage));
+}
+
+/**
+ * Upstream OAuth credentials (#19) in the same Durable Object's SQLite: migrated here too (an
+ * idempotent check), so it does not matter which of the two an object opens first.
+ */
+export function durableObjectCredentials(storage: DurableStorage): SqlCredentialStore {
+  const exec = durableExec(storage);
+  migrate(exec);
+  return new SqlCredentialStore(exec);
+}
+
+function durableExec(storage: DurableStorage): SqlExec {
+  return {
     exec: <T>(query: string, ...bindings: SqlValue[]) =>
       storage.sql.exec(query, ...bindings).toArray() as T[],
     transaction: (fn) => storage.transactionSync(fn),
   };
-  return new SqlStateStore(exec);
 }

@@ -34,7 +34,7 @@ export function buildPlace(
   const config = options.config ?? booted.config;
   const gateway = new Gateway({
     config,
-    platform: workersPlatform(booted.log, config.gateway),
+    platform: workersPlatform(booted.log, config.gateway, booted.env),
     version: VERSION,
     secrets: booted.secrets,
     ...(options.store ? { store: options.store } : {}),

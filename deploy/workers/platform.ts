@@ -16,7 +16,11 @@ export function workersLogger(level: GatewayConfig['logLevel'], redact: readonly
  * only: Workers have no DNS hook, so a public name that resolves privately is not caught here
  * (docs/security.md). There is no stdio: such servers get an `unsupported-transport` diagnostic.
  */
-export function workersPlatform(log: Logger, gateway: GatewayConfig): Platform {
+export function workersPlatform(
+  log: Logger,
+  gateway: GatewayConfig,
+  env?: Record<string, unknown>,
+): Platform {
   return {
     fetch: guardedFetch(globalThis.fetch.bind(globalThis), {
       policy: egressPolicy({ allowedHosts: gateway.allowedHosts }),
@@ -26,5 +30,14 @@ export function workersPlatform(log: Logger, gateway: GatewayConfig): Platform {
     now: () => Date.now(),
     log,
     maxConcurrentConnects: WORKERS_FANOUT,
+    // A `${VAR}` again, for a static server's 401 (#19): the binding as this isolate sees it, which
+    // `wrangler secret put` (a new deployment) updates.
+    ...(env ? { readSecret: (name: string) => bindingText(env, name) } : {}),
   };
+}
+
+/** A string binding (a secret or a variable); anything else (a namespace, a service) is no secret. */
+export function bindingText(env: Record<string, unknown>, name: string): string | undefined {
+  const value = Object.hasOwn(env, name) ? env[name] : undefined;
+  return typeof value === 'string' ? value : undefined;
 }

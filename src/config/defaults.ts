@@ -3,7 +3,7 @@
  * set, the bounds the shapes enforce, and the JWS algorithms and key sources auth accepts.
  */
 import type { LogLevel } from '../log.js';
-import type { AuthConfig, GatewayConfig } from './types.js';
+import type { AuthConfig, GatewayConfig, GatewayOAuthConfig, ServerAuthConfig } from './types.js';
 
 /** Where the Node host keeps drift baselines and the catalog cache unless `gateway.store` says otherwise. */
 export const DEFAULT_STORE_PATH = './.manifold/state.db';
@@ -123,3 +123,25 @@ export const AUTH_DEFAULTS: Readonly<
   jwksCooldownSeconds: 30,
   jwksTimeoutMs: 5000,
 });
+
+// --- upstream OAuth (#19): a server's `auth`, and `gateway.oauth` ------------------------------
+
+export const AUTH_MODES = ['static', 'gateway', 'user'] as const;
+export const AUTH_GRANTS = ['authorization_code', 'client_credentials'] as const;
+export const TOKEN_AUTH_METHODS = ['client_secret_basic', 'client_secret_post', 'none'] as const;
+/** Re-authorizations for one scope challenge, at most. */
+export const MAX_STEP_UPS = 5;
+/** The shortest `gateway.oauth.secret`, in characters (the AES key is derived from it with HKDF). */
+export const MIN_OAUTH_SECRET_LENGTH = 32;
+export const FLOW_TTL_SECONDS = { min: 60, max: 3600 } as const;
+export const REFRESH_SKEW_SECONDS = { min: 0, max: 600 } as const;
+
+export const SERVER_AUTH_DEFAULTS: Readonly<Omit<ServerAuthConfig, 'mode'>> = Object.freeze({
+  grant: 'authorization_code' as const,
+  scopes: Object.freeze([]) as unknown as string[],
+  maxStepUps: 2,
+});
+
+export const OAUTH_DEFAULTS: Readonly<
+  Pick<GatewayOAuthConfig, 'clientName' | 'flowTtlSeconds' | 'refreshSkewSeconds'>
+> = Object.freeze({ clientName: 'Manifold', flowTtlSeconds: 600, refreshSkewSeconds: 60 });

@@ -2,6 +2,7 @@
  * Wording for each field: what was expected, and how to fix it. Nothing here ever echoes a value.
  */
 import { MAX_CLOCK_TOLERANCE_SECONDS, MAX_JWKS_TIMEOUT_MS, MAX_TIMER_SECONDS } from './defaults.js';
+import { OAUTH_TEXT, SERVER_AUTH_TEXT } from './field-text-oauth.js';
 import {
   BUDGET_TEXT,
   catalogText,
@@ -329,6 +330,7 @@ const SERVER_TEXT: Record<string, FieldText> = {
     fix: 'write "shared" (one connection for everyone, the default), "per-tenant" (one per tenant) or "per-subject" (one per tenant and subject)',
   },
   ...POLICY_SERVER_TEXT,
+  ...SERVER_AUTH_TEXT,
   maxInstances: positive('instances', 16),
   instanceIdleSeconds: positive('seconds', 300),
   protocol: {
@@ -344,6 +346,7 @@ export const FIELD_TEXT: {
   auth: FieldTable;
   store: FieldTable;
   tracing: FieldTable;
+  oauth: FieldTable;
   profile: FieldTable;
 } = {
   gateway: GATEWAY_TEXT,
@@ -351,6 +354,7 @@ export const FIELD_TEXT: {
   auth: AUTH_TEXT,
   store: STORE_TEXT,
   tracing: TRACING_TEXT,
+  oauth: OAUTH_TEXT,
   profile: PROFILE_TEXT,
 };
 

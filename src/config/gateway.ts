@@ -17,6 +17,7 @@ import {
 import { checkAllowedHost, checkHostname, checkOrigin } from './hosts.js';
 import { describeKind, validateShape } from './issues.js';
 import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { readGatewayOAuth } from './oauth.js';
 import type { PathSegment } from './paths.js';
 import {
   CATALOG_KEYS,
@@ -167,8 +168,8 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
       continue;
     }
-    // `auth`, `store` and `tracing` have their own readers (below); the other keys go through one shape.
-    if (key === 'auth' || key === 'store' || key === 'tracing') continue;
+    // `auth`, `store`, `tracing` and `oauth` have their own readers (below); the other keys go through one shape.
+    if (key === 'auth' || key === 'store' || key === 'tracing' || key === 'oauth') continue;
     picked[key] =
       key === 'disclosure'
         ? readNested(f, raw[key], [...base, key], DISCLOSURE_KEYS)
@@ -356,6 +357,11 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     const tracing = readTracing(f, raw.tracing, [...base, 'tracing']);
     if (tracing === undefined) invalid.add('tracing');
     else config.tracing = tracing;
+  }
+  if (Object.hasOwn(raw, 'oauth')) {
+    const oauth = readGatewayOAuth(f, raw.oauth, [...base, 'oauth'], config.advertiseUrl);
+    if (oauth === undefined) invalid.add('oauth');
+    else config.oauth = oauth;
   }
   return { config, invalid, alwaysLoad };
 }

@@ -48,6 +48,8 @@ function validate(raw: unknown, env: Env, initial: ConfigIssue[]): ConfigResult 
   for (const secret of [
     config.gateway.auth ? config.gateway.auth.secret : undefined,
     config.gateway.cursorSecret,
+    config.gateway.oauth?.secret,
+    ...servers.map((s) => s.auth?.clientSecret),
   ]) {
     if (secret !== undefined && !secrets.includes(secret)) secrets.push(secret);
   }

@@ -11,12 +11,19 @@
 import * as z from 'zod/v4-mini';
 import { APPROVAL_PRESETS, RISK_CLASSES } from '../guards/risk.js';
 import {
+  AUTH_GRANTS,
+  AUTH_MODES,
+  FLOW_TTL_SECONDS,
   LOG_LEVELS,
   MAX_CLOCK_TOLERANCE_SECONDS,
   MAX_JWKS_TIMEOUT_MS,
   MAX_PAGE_SIZE,
+  MAX_STEP_UPS,
   MAX_TIMER_MS,
   MAX_TIMER_SECONDS,
+  MIN_OAUTH_SECRET_LENGTH,
+  REFRESH_SKEW_SECONDS,
+  TOKEN_AUTH_METHODS,
   TRANSPORT_TYPES,
 } from './defaults.js';
 import type { GatewayConfig } from './types.js';
@@ -24,6 +31,8 @@ import type { GatewayConfig } from './types.js';
 export {
   ASYMMETRIC_ALGORITHMS,
   AUTH_DEFAULTS,
+  AUTH_GRANTS,
+  AUTH_MODES,
   DEFAULT_STORE_PATH,
   GATEWAY_DEFAULTS,
   JWS_ALGORITHMS,
@@ -36,8 +45,11 @@ export {
   MAX_PAGE_SIZE,
   MAX_TIMER_MS,
   MAX_TIMER_SECONDS,
+  MIN_OAUTH_SECRET_LENGTH,
   MIN_SECRET_BYTES,
+  OAUTH_DEFAULTS,
   RESERVED_NAME,
+  SERVER_AUTH_DEFAULTS,
   SYMMETRIC_ALGORITHMS,
   TRANSPORT_TYPES,
 } from './defaults.js';
@@ -99,6 +111,30 @@ export const storeSchema = z.object({
 export const tracingSchema = z.object({
   otlpEndpoint: text(),
   serviceName: text(),
+});
+
+// `gateway.oauth` (#19): the gateway as an OAuth client of its upstreams; oauth.ts reads it on its
+// own, like `store`. Values of `secret` never appear in messages (field-text-oauth.ts).
+export const oauthSchema = z.object({
+  secret: z.string().check(z.minLength(MIN_OAUTH_SECRET_LENGTH)),
+  // Checked as URLs in oauth.ts (https for the metadata document; http(s) for the callback).
+  clientMetadataUrl: text(),
+  clientName: text(),
+  redirectUri: text(),
+  flowTtlSeconds: int(FLOW_TTL_SECONDS.min, FLOW_TTL_SECONDS.max),
+  refreshSkewSeconds: int(REFRESH_SKEW_SECONDS.min, REFRESH_SKEW_SECONDS.max),
+});
+
+/** A server's `auth` object (#19); the string shorthand is its `mode`. */
+export const serverAuthSchema = z.object({
+  mode: z.enum(AUTH_MODES),
+  grant: z.enum(AUTH_GRANTS),
+  clientId: text(),
+  clientSecret: text(),
+  tokenEndpointAuthMethod: z.enum(TOKEN_AUTH_METHODS),
+  issuer: text(),
+  scopes: texts(),
+  maxStepUps: int(0, MAX_STEP_UPS),
 });
 
 export const gatewaySchema = z.object({
@@ -194,6 +230,8 @@ export const serverEntrySchema = z.object({
     ),
   ]),
   retry: int(0, MAX_RETRY),
+  // The object's keys are read and checked in oauth.ts, so that each finding names its key.
+  auth: z.union([z.enum(AUTH_MODES), z.record(z.string(), z.unknown())]),
 });
 
 export const gatewayEntrySchema = z.partial(gatewaySchema);
@@ -233,6 +271,8 @@ export const profileEntrySchema = z.partial(profileSchema);
 export const authEntrySchema = z.partial(authSchema);
 export const storeEntrySchema = z.partial(storeSchema);
 export const tracingEntrySchema = z.partial(tracingSchema);
+export const oauthEntrySchema = z.partial(oauthSchema);
+export const serverAuthEntrySchema = z.partial(serverAuthSchema);
 
 export const TOP_LEVEL_KEYS = ['mcpServers', 'servers', 'gateway', 'profiles', '$schema'] as const;
 export const CATALOG_KEYS = Object.keys(catalogSchema.shape);
@@ -242,6 +282,7 @@ export const GATEWAY_KEYS = [
   'auth',
   'store',
   'tracing',
+  'oauth',
 ] as (keyof GatewayConfig)[];
 export const AUTH_KEYS = Object.keys(authSchema.shape);
 export const TENANT_KEYS = Object.keys(tenantSchema.shape);
@@ -251,5 +292,7 @@ export const DISCLOSURE_KEYS = Object.keys(disclosureSchema.shape);
 export const DRIFT_KEYS = Object.keys(driftSchema.shape);
 export const STORE_KEYS = Object.keys(storeSchema.shape);
 export const TRACING_KEYS = Object.keys(tracingSchema.shape);
+export const OAUTH_KEYS = Object.keys(oauthSchema.shape);
+export const SERVER_AUTH_KEYS = Object.keys(serverAuthSchema.shape);
 export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd'] as const;
-export const HTTP_ONLY_KEYS = ['url', 'headers'] as const;
+export const HTTP_ONLY_KEYS = ['url', 'headers', 'auth'] as const;

@@ -8,6 +8,7 @@ import type { GatewayRead } from './gateway.js';
 import { describeKind, validateShape } from './issues.js';
 import { isObject, type JsonObject, keysOf } from './json-parse.js';
 import { nameProblems, suggestName } from './names.js';
+import { checkServerAuth, readServerAuth } from './oauth.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { HTTP_ONLY_KEYS, SERVER_KEYS, STDIO_ONLY_KEYS, serverSchema, TOOLS_KEYS } from './schema.js';
 import {
@@ -48,6 +49,18 @@ const TYPE_SPELLINGS: Record<string, string> = {
   streamable_http: 'streamable-http',
   'streamable-http': 'streamable-http',
 };
+
+/**
+ * The headers as written, before `${VAR}` substitution, when any of them names a variable: a
+ * `static` server's secret can then be read again after a 401 (Platform.readSecret).
+ */
+function headerTemplates(raw: unknown): Record<string, string> | undefined {
+  if (!isObject(raw)) return undefined;
+  const entries = keysOf(raw).flatMap((k) =>
+    typeof raw[k] === 'string' ? [[k, raw[k] as string] as const] : [],
+  );
+  return entries.some(([, v]) => v.includes('${')) ? Object.fromEntries(entries) : undefined;
+}
 
 export function readServer(
   f: Findings,
@@ -94,7 +107,9 @@ export function readServer(
     picked[key] =
       key === 'tools' || key === 'prompts' || key === 'resources'
         ? readTools(f, raw[given], [...base, given])
-        : interpolateField(f, raw[given], [...base, given]);
+        : key === 'auth'
+          ? raw[given] // oauth.ts reads it key by key, interpolating once
+          : interpolateField(f, raw[given], [...base, given]);
   }
   // Cline writes "streamableHttp", others "streamable_http" or "streamableHTTP".
   if (typeof picked.type === 'string' && TYPE_SPELLINGS[picked.type.toLowerCase()]) {
@@ -273,6 +288,19 @@ export function readServer(
     );
   }
   if (valid('approval')) checkApproval(f, picked.approval, [...base, 'approval']);
+
+  // Whose identity reaches an HTTP server (#19); mode user implies a connection per caller.
+  const auth =
+    valid('auth') && type !== 'stdio' ? readServerAuth(f, picked.auth, [...base, 'auth']) : undefined;
+  const isolation: ServerConfig['isolation'] = valid('isolation')
+    ? (picked.isolation as ServerConfig['isolation'])
+    : auth?.mode === 'user'
+      ? 'per-subject'
+      : 'shared';
+  if (auth) {
+    const headers = (valid('headers') ? picked.headers : {}) as Record<string, string>;
+    checkServerAuth(f, base, auth, { headers, isolation }, valid('isolation'), gateway);
+  }
   if (f.errors.length > before || type === undefined) return undefined;
   const server: ServerConfig = {
     name,
@@ -290,7 +318,7 @@ export function readServer(
     maxResultBytes,
     budgetTokens,
     protocol: valid('protocol') ? (picked.protocol as ServerConfig['protocol']) : 'auto',
-    isolation: valid('isolation') ? (picked.isolation as ServerConfig['isolation']) : 'shared',
+    isolation,
     maxInstances: valid('maxInstances') ? (picked.maxInstances as number) : 16,
     instanceIdleSeconds: valid('instanceIdleSeconds') ? (picked.instanceIdleSeconds as number) : 300,
     clientFeatures: {
@@ -309,6 +337,9 @@ export function readServer(
     if (has('cwd')) server.cwd = picked.cwd as string;
   } else {
     server.url = picked.url as string;
+    if (auth) server.auth = auth;
+    const templates = headerTemplates(raw.headers);
+    if (templates) server.headerTemplates = templates;
   }
   return server;
 }

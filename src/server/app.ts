@@ -16,6 +16,7 @@ import { ListenRegistry } from './listen.js';
 import { announceChanged, createMcpHandlers } from './mcp.js';
 import { mountMetrics } from './metrics-route.js';
 import { HeldCalls } from './mrtr.js';
+import { mountOAuth } from './oauth-routes.js';
 import { ResourceWatch } from './resource-watch.js';
 import { SessionTable } from './sessions.js';
 import { type SessionStore, SharedSessions } from './shared-sessions.js';
@@ -256,6 +257,8 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   mountStatusPage(app, gateway, { authenticate, guard: operatorGuard });
   // Re-trust over HTTP (#15), for an admin token: the diff first, then the rewrite of exactly that.
   mountAdmin(app, gateway, { authenticate, guard: operatorGuard });
+  // Upstream OAuth (#19): the callback, the client metadata document, login and logout for an admin.
+  if (gateway.upstreamAuth.size > 0) mountOAuth(app, gateway, { authenticate, guard: operatorGuard });
 
   // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
   for (const path of ['/mcp', '/mcp/:profile']) {

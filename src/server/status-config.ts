@@ -35,12 +35,14 @@ export function maskUrl(url: string): string {
 }
 
 function maskServer(s: ServerConfig): Record<string, unknown> {
-  const { env, headers, url, ...rest } = s;
+  // headerTemplates: the headers as written, which may hold a literal secret; headers says enough.
+  const { env, headers, url, auth, headerTemplates: _, ...rest } = s;
   return {
     ...rest,
     ...(url !== undefined ? { url: maskUrl(url) } : {}),
     env: maskValues(env),
     headers: maskValues(headers),
+    ...(auth ? { auth: auth.clientSecret !== undefined ? { ...auth, clientSecret: MASK } : auth } : {}),
   };
 }
 
@@ -48,6 +50,7 @@ function maskGateway(g: GatewayConfig): Record<string, unknown> {
   const { auth, cursorSecret, ...rest } = g;
   const out: Record<string, unknown> = { ...rest };
   if (cursorSecret !== undefined) out.cursorSecret = MASK;
+  if (g.oauth?.secret !== undefined) out.oauth = { ...g.oauth, secret: MASK };
   // A database URL carries its password: which kind of store is enough to show.
   if (g.store && 'postgres' in g.store) out.store = { postgres: MASK };
   if (auth === false) out.auth = false;

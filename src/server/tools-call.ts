@@ -2,12 +2,14 @@ import type { CatalogEntry } from '../aggregate/catalog.js';
 import { rateLimited } from '../auth/shared-limit.js';
 import { ManifoldError } from '../errors.js';
 import { isReservedMetaKey } from '../protocol/versions.js';
+import { UpstreamAuthRequired } from '../upstream/call-errors.js';
 import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import type { Reply } from './http-in.js';
 import { resultMessage } from './jsonrpc.js';
 import { describeTool, searchTools } from './local-tools.js';
+import { loginReply, takeLoginState } from './login-elicit.js';
 import { planTask, taskCreated } from './tasks.js';
 import { runThrough } from './through.js';
 
@@ -145,11 +147,15 @@ async function relay(edge: Edge, ex: Exchange, entry: CatalogEntry, audit: Audit
   if (!shared) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
   // An isolated server's call goes to the caller's own instance (no await on the shared path).
   let upstream = shared;
+  // A `user` server (#19): a retry after the caller signed in carries the gateway's login state.
+  let round = 0;
+  if (shared.config.auth?.mode === 'user') ({ ex, round } = await takeLoginState(edge, ex, entry.name));
   if (shared.config.isolation !== 'shared') {
     try {
       upstream = await gateway.callee(entry.server, principal);
     } catch (e) {
       audit('error', 0);
+      if (e instanceof UpstreamAuthRequired) return loginReply(edge, ex, entry.name, e, round);
       throw e;
     }
   }

@@ -31,6 +31,34 @@ export const MIGRATIONS: readonly string[] = [
     key TEXT PRIMARY KEY NOT NULL,
     expires_at INTEGER NOT NULL
   )`,
+  // v3 (#19): the gateway's OAuth client registrations at its upstreams' authorization servers,
+  // one per server (or `server#cli`) and issuer. Only DCR and CIMD clients: pre-registered ones
+  // stay in the config. `secret` is sealed (SecretBox).
+  `CREATE TABLE oauth_clients (
+    server TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    secret TEXT,
+    auth_method TEXT NOT NULL,
+    source TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (server, issuer)
+  )`,
+  // v4 (#19): upstream tokens per server and subject ('' = the deployment identity), sealed with
+  // AAD server, subject, issuer; `version` is the compare-and-set guard of a refresh.
+  `CREATE TABLE oauth_tokens (
+    server TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    expires_at INTEGER,
+    version INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (server, subject)
+  )`,
 ];
 
 /** Holds `schema_version` and `trust_epoch`; created outside the migrations so it can version them. */

@@ -1,5 +1,6 @@
 import { describeError, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
+import type { OAuthRule } from '../oauth/types.js';
 import { McpCode } from '../protocol/versions.js';
 
 /**
@@ -251,6 +252,7 @@ const OWN_WORDS = new Set<string>([
   'ERR_UPSTREAM_BODY_TOO_LARGE',
   'ERR_UPSTREAM_UNAVAILABLE',
   'ERR_LISTING',
+  'ERR_UPSTREAM_AUTH',
 ]);
 
 const ERRNO: Record<string, string> = {
@@ -328,5 +330,26 @@ export class UpstreamProtocolError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'UpstreamProtocolError';
+  }
+}
+
+/**
+ * The server needs a login (or refused every authorization) before it serves this identity
+ * (#19). It carries no upstream text and no token; `loginUrl` only for the caller's own login
+ * (mode `user`): a deployment login is begun by an admin, never through a call error.
+ */
+export class UpstreamAuthRequired extends ManifoldError {
+  constructor(
+    readonly server: string,
+    readonly rule: OAuthRule,
+    readonly loginUrl?: string,
+  ) {
+    super(
+      'ERR_UPSTREAM_AUTH',
+      rule === 'step-up-exhausted'
+        ? `server ${server} keeps asking for more scopes than the sign-ins granted; an operator must look at it`
+        : `server ${server} needs a sign-in before it can be used${rule === 'login-required' ? '' : ` (${rule})`}`,
+      { data: { rule, server } },
+    );
   }
 }

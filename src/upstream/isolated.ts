@@ -10,6 +10,9 @@
 import type { Principal } from '../auth/principal.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
+import type { OAuthRule } from '../oauth/types.js';
+import { authSubject } from './auth-deps.js';
+import { UpstreamAuthRequired } from './call-errors.js';
 import { Upstream } from './upstream.js';
 import type { UpstreamDeps } from './upstream-types.js';
 
@@ -61,7 +64,16 @@ export class IsolatedInstances {
   private reaper: ReturnType<typeof setInterval> | undefined;
   private closed = false;
 
-  constructor(private readonly deps: UpstreamDeps) {}
+  constructor(private readonly deps: UpstreamDeps) {
+    // A login or logout (#19) reopens the instances that use that subject's credentials.
+    for (const [name, auth] of deps.auths ?? []) {
+      auth.onChange((subject) => {
+        for (const { upstream } of this.instances.values()) {
+          if (upstream.name === name && upstream.subject === subject) void upstream.reopen();
+        }
+      });
+    }
+  }
 
   /** Whose instance a principal uses on this server, or undefined when the server is shared. */
   static keyOf(config: ServerConfig, principal: Principal): string | undefined {
@@ -81,7 +93,12 @@ export class IsolatedInstances {
       this.instances.delete(key);
     } else {
       this.makeRoom(config);
-      inst = { upstream: new Upstream(forIdentity(config, principal), this.deps), lastUsed: now, principal };
+      const subject = authSubject(config, principal.key);
+      inst = {
+        upstream: new Upstream(forIdentity(config, principal), this.deps, subject),
+        lastUsed: now,
+        principal,
+      };
       void inst.upstream.start();
       this.startReaper();
     }
@@ -89,6 +106,7 @@ export class IsolatedInstances {
     this.instances.set(key, inst);
     const { upstream } = inst;
     if (upstream.state === 'connecting') await upstream.firstAttempt;
+    await this.authorizeInstance(config, upstream);
     if (upstream.state !== 'ready') {
       throw new ManifoldError(
         'ERR_UPSTREAM_UNAVAILABLE',
@@ -96,6 +114,36 @@ export class IsolatedInstances {
       );
     }
     return upstream;
+  }
+
+  /**
+   * A `user` server's instance that is not serving (#19): connected again when the caller's token
+   * arrived meanwhile (a login on any instance sharing the store), or refused with the caller's own
+   * login link (login-elicit.ts turns it into a URL elicitation).
+   */
+  private async authorizeInstance(config: ServerConfig, upstream: Upstream): Promise<void> {
+    const auth = this.deps.auths?.get(config.name);
+    if (!auth || config.auth?.mode !== 'user') return;
+    const { subject } = upstream;
+    const waiting = (s: string) => s === 'needs-login' || s === 'refused';
+    if (upstream.state === 'ready' && !waiting(auth.state(subject).state)) return;
+    if (
+      upstream.state !== 'ready' &&
+      auth.state(subject).state !== 'refused' &&
+      (await auth.hasToken?.(subject))
+    ) {
+      if (auth.state(subject).state === 'ready') await upstream.reopen();
+      if ((upstream.state as string) === 'ready') return; // reopen() changed it
+    }
+    const st = auth.state(subject);
+    if (st.state === 'refused') throw new UpstreamAuthRequired(config.name, st.rule ?? 'step-up-exhausted');
+    if (st.state !== 'needs-login') return;
+    const begun = await auth
+      .beginLogin(subject)
+      .catch((e: unknown) => ({ rule: (e as { rule?: OAuthRule })?.rule }));
+    if ('url' in begun) throw new UpstreamAuthRequired(config.name, st.rule ?? 'login-required', begun.url);
+    // Discovery or registration failed: the rule says why, with no link to follow.
+    throw new UpstreamAuthRequired(config.name, begun.rule ?? 'login-required');
   }
 
   /** The gateway settings instances read at each use (a reload changes them). */

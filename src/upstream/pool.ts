@@ -1,5 +1,6 @@
 import type { Config, GatewayConfig, ServerConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
+import type { UpstreamAuth } from '../oauth/auth-fetch.js';
 import type { Platform } from '../platform.js';
 import type { BackoffOptions } from './backoff.js';
 import type { SessionOpener } from './session.js';
@@ -12,6 +13,8 @@ export interface PoolDeps {
   clientVersion: string;
   backoff?: BackoffOptions;
   openSession?: SessionOpener;
+  /** Protected servers' credentials (#19). */
+  auths?: ReadonlyMap<string, UpstreamAuth>;
 }
 
 /**
@@ -35,7 +38,14 @@ export class UpstreamPool {
       clientVersion: deps.clientVersion,
       ...(deps.backoff ? { backoff: deps.backoff } : {}),
       ...(deps.openSession ? { openSession: deps.openSession } : {}),
+      ...(deps.auths ? { auths: deps.auths } : {}),
     };
+    // A login (or logout) of the deployment's identity: the shared upstream connects again with it.
+    for (const [name, auth] of deps.auths ?? []) {
+      auth.onChange((subject) => {
+        if (subject === '') void this.get(name)?.reopen();
+      });
+    }
     this.list = config.servers.map((server) => this.create(server));
     this.byName = new Map(this.list.map((u) => [u.name, u]));
     this.fanout = deps.platform.maxConcurrentConnects;

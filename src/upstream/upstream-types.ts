@@ -2,6 +2,7 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
 import type { VerifiedListing } from '../drift-gate.js';
 import type { Logger } from '../log.js';
+import type { UpstreamAuth } from '../oauth/auth-fetch.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 import type { BackoffOptions } from './backoff.js';
@@ -42,6 +43,8 @@ export interface UpstreamStatus {
    * when its configured identity changed. Absent when nothing is.
    */
   drift?: { quarantined: string[]; withheld: string[]; identityChanged?: true };
+  /** A protected server's credentials for the deployment's identity (#19); no token, no secret. */
+  auth?: ReturnType<UpstreamAuth['state']>;
 }
 
 export interface UpstreamDeps {
@@ -52,6 +55,8 @@ export interface UpstreamDeps {
   clientVersion: string;
   /** Opens sessions instead of the probe, and means freshness is pulled (session.ts). */
   openSession?: SessionOpener;
+  /** Each protected server's credentials (#19), by server name; an instance's fetch is wrapped with them. */
+  auths?: ReadonlyMap<string, UpstreamAuth>;
 }
 
 /** What a caller may attach to a relayed request; the deadlines are the server's own. */

@@ -4,7 +4,9 @@ import type { VerifiedListing } from '../drift-gate.js';
 import { ManifoldError } from '../errors.js';
 import { driftListing } from '../guards/drift-kinds.js';
 import type { Logger } from '../log.js';
+import type { SubjectKey } from '../oauth/types.js';
 import type { Era } from '../protocol/versions.js';
+import { authAware, withUpstreamAuth } from './auth-deps.js';
 import { backoffDelay, defaultBackoff, ReconnectTimer } from './backoff.js';
 import { logReason, publicReason } from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
@@ -22,8 +24,7 @@ import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS, trustEverything } from './u
  * state + lastError.
  */
 export class Upstream {
-  /** Replaced by a reload that changed only what the gateway makes of the server (reload-plan.ts). */
-  config: ServerConfig;
+  config: ServerConfig; // replaced by a reload that changed only the gateway's view of it (reload-plan.ts)
   state: UpstreamState = 'connecting';
   /** The last complete listing of every kind (tools, prompts, resources, templates). */
   listing: Listing = emptyListing();
@@ -38,9 +39,8 @@ export class Upstream {
   /** `notifications/resources/updated` from this upstream (original URI). */
   onResourceUpdated: (uri: string) => void = () => {};
   /**
-   * Checks a complete listing before it is published (drift): tools, prompts and templates as
-   * tool-shaped records (guards/drift-kinds.ts). Without one, everything is trusted. Runs before
-   * the listing changes, so no client ever sees an unverified catalog (C4).
+   * Checks a complete listing (tools, prompts and templates as tool-shaped records, drift-kinds.ts)
+   * before it is published, so no client ever sees an unverified catalog (C4). Default: trust all.
    */
   verify: (tools: Tool[]) => Promise<VerifiedListing> = trustEverything;
   verified: VerifiedListing | undefined;
@@ -62,11 +62,16 @@ export class Upstream {
   /** Requests, resends, session renewal and probes (recovery.ts). */
   private readonly recovery: Recovery;
 
+  private readonly deps: UpstreamDeps;
+
+  /** `subject`: whose upstream credentials it uses (#19); '' is the deployment's identity. */
   constructor(
     config: ServerConfig,
-    private readonly deps: UpstreamDeps,
+    deps: UpstreamDeps,
+    readonly subject: SubjectKey = '',
   ) {
     this.config = config;
+    this.deps = deps = withUpstreamAuth(deps, config, subject);
     this.log = deps.log.child({ server: config.name });
     if (config.disabled) this.state = 'disabled';
     this.retry = new ReconnectTimer(
@@ -108,19 +113,15 @@ export class Upstream {
   get name(): string {
     return this.config.name;
   }
-
   get tools(): Tool[] {
     return this.listing.tools;
   }
-
   get prompts(): Prompt[] {
     return this.listing.prompts;
   }
-
   get resources(): Resource[] {
     return this.listing.resources;
   }
-
   get templates(): ResourceTemplate[] {
     return this.listing.templates;
   }
@@ -131,11 +132,9 @@ export class Upstream {
   get watched(): Set<string> {
     return this.subscriptions.watched;
   }
-
   subscribe(uri: string): Promise<void> {
     return this.subscriptions.add(uri);
   }
-
   unsubscribe(uri: string): Promise<void> {
     return this.subscriptions.remove(uri);
   }
@@ -145,17 +144,14 @@ export class Upstream {
     const resources = this.capabilities.resources as { subscribe?: unknown } | undefined;
     return resources?.subscribe === true;
   }
-
   /** What drift covers of the current listing (tools, prompts and templates), tool-shaped. */
   driftRecords(): Tool[] {
     return driftListing(this.listing);
   }
-
   /** The era the server speaks on the current connection. */
   get era(): Era | undefined {
     return this.session?.era;
   }
-
   /** What the server declared, once connected. */
   get capabilities(): Record<string, unknown> {
     return this.session?.capabilities ?? {};
@@ -179,7 +175,6 @@ export class Upstream {
   status(): UpstreamStatus {
     return upstreamStatus(this, this.session);
   }
-
   /**
    * Opens a session, lists and verifies, and publishes. `renew`: in place of a session the server
    * no longer knows; the upstream stays `ready` with its listing meanwhile, so a client sees no
@@ -245,7 +240,7 @@ export class Upstream {
       if (gen !== this.generation) return;
       // The era may have changed under a cached verdict (a server upgraded): probe next time.
       this.eraHint = undefined;
-      this.fail(e);
+      this.fail(authAware(e, this.deps, this.config, this.subject));
     } finally {
       this.recovery.notify();
     }
@@ -362,21 +357,27 @@ export class Upstream {
 
   /** Opens again through the runtime's opener (a fresher snapshot), keeping the listing meanwhile. */
   reopen(): Promise<void> {
-    return this.connect(this.state === 'ready');
+    const attempt = this.connect(this.state === 'ready');
+    // Not serving meanwhile (a login just completed, #19): callers wait for this attempt.
+    if (this.state === 'connecting') this.firstAttempt = attempt;
+    return attempt;
   }
 
   /** Relays one tools/call; resent only where safe: a `read` tool, an unknown session (see `request`). */
   callTool(params: Record<string, unknown>, options: CallOptions = {}): Promise<Record<string, unknown>> {
     return this.request('tools/call', params, options);
   }
-
   /** Relays one request to this server, with the call deadlines and safe resends (recovery.ts). */
   request(
     method: string,
     params: Record<string, unknown>,
     options: CallOptions = {},
   ): Promise<Record<string, unknown>> {
-    return this.recovery.request(method, params, options);
+    const sent = this.recovery.request(method, params, options);
+    if (!this.deps.auths?.has(this.name)) return sent;
+    return sent.catch((e) => {
+      throw authAware(e, this.deps, this.config, this.subject);
+    });
   }
 
   async close(): Promise<void> {

@@ -21,6 +21,8 @@ import {
   parseConfig,
   parseConfigObject,
 } from '../../src/config/index.js';
+import { redactor } from '../../src/redact.js';
+import { maskedConfig } from '../../src/server/status-config.js';
 
 type Ok = Extract<ConfigResult, { ok: true }>;
 type Failed = Extract<ConfigResult, { ok: false }>;
@@ -1194,10 +1196,10 @@ describe('unknown keys', () => {
     const result = ok(parseConfigObject(raw, {}));
     expect(result.warnings.map((w) => w.path)).toEqual([
       'inputs',
-      'gateway.oauth',
       'gateway.prot',
       'gateway.disclosure.budgetToken',
       'gateway.disclosure.mode',
+      'gateway.oauth.issuer',
       'mcpServers.a.description',
       'mcpServers.a.comand',
       'mcpServers.a.tools.block',
@@ -2156,5 +2158,297 @@ describe('protocol eras and multi-instance keys', () => {
       parseConfigObject(cfg({ a: stdio }, { gateway: { cursorSecret: '${CS}' } }), { CS: 'y'.repeat(48) }),
     );
     expect(fromEnv.config.gateway.cursorSecret).toBe('y'.repeat(48));
+  });
+});
+
+describe("upstream OAuth (#19): a server's auth and gateway.oauth", () => {
+  const URL_ = 'https://mcp.example.com/mcp';
+  const OAUTH_SECRET = 's'.repeat(40);
+  const remote = (extra: Record<string, unknown> = {}) => ({ url: URL_, ...extra });
+  /** A gateway with JWT auth and an oauth secret, so that modes gateway and user are allowed. */
+  const full = (servers: Record<string, unknown>, gateway: Record<string, unknown> = {}) =>
+    cfg(servers, {
+      gateway: { auth: { ...baseAuth, jwksUrl: JWKS_URL }, oauth: { secret: OAUTH_SECRET }, ...gateway },
+    });
+
+  it('absent auth is static: no auth key, headers as they were, no templates without ${VAR}', () => {
+    const r = ok(parseConfigObject(cfg({ a: remote({ headers: { 'X-Key': 'literal' } }) }), {}));
+    const s = r.config.servers[0]!;
+    expect(s.auth).toBeUndefined();
+    expect(s.headerTemplates).toBeUndefined();
+    expect(r.config.gateway.oauth).toBeUndefined();
+  });
+
+  it('keeps the header templates of a static server, so a rotated ${VAR} can be read again', () => {
+    const r = ok(
+      parseConfigObject(
+        cfg({ a: remote({ headers: { Authorization: 'Bearer ${TOKEN}', 'X-Other': 'plain' } }) }),
+        {
+          TOKEN: 'tok-1234567890',
+        },
+      ),
+    );
+    const s = r.config.servers[0]!;
+    expect(s.headers).toEqual({ Authorization: 'Bearer tok-1234567890', 'X-Other': 'plain' });
+    expect(s.headerTemplates).toEqual({ Authorization: 'Bearer ${TOKEN}', 'X-Other': 'plain' });
+    expect(r.secrets).toContain('tok-1234567890');
+  });
+
+  it('the string shorthand and the object fill every default', () => {
+    const r = ok(
+      parseConfigObject(
+        full({
+          g: remote({ auth: 'gateway' }),
+          u: remote({ auth: 'user' }),
+          s: remote({ auth: 'static' }),
+          o: remote({ auth: { mode: 'gateway', scopes: ['repo'], maxStepUps: 0 } }),
+        }),
+        {},
+      ),
+    );
+    const [g, u, s, o] = r.config.servers;
+    const defaults = { grant: 'authorization_code', scopes: [], maxStepUps: 2 };
+    expect(g!.auth).toEqual({ mode: 'gateway', ...defaults });
+    expect(g!.isolation).toBe('shared');
+    expect(u!.auth).toEqual({ mode: 'user', ...defaults });
+    // Mode user implies a connection per caller.
+    expect(u!.isolation).toBe('per-subject');
+    expect(s!.auth).toEqual({ mode: 'static', ...defaults });
+    expect(o!.auth).toEqual({
+      mode: 'gateway',
+      grant: 'authorization_code',
+      scopes: ['repo'],
+      maxStepUps: 0,
+    });
+    expect(r.config.gateway.oauth).toEqual({
+      secret: OAUTH_SECRET,
+      clientName: 'Manifold',
+      flowTtlSeconds: 600,
+      refreshSkewSeconds: 60,
+    });
+  });
+
+  it('a pre-registered client: clientSecret from ${VAR} is a secret, and so is a literal one', () => {
+    const auth = {
+      mode: 'gateway',
+      grant: 'client_credentials',
+      clientId: 'manifold',
+      clientSecret: '${CS}',
+      tokenEndpointAuthMethod: 'client_secret_post',
+      issuer: 'https://as.example.com',
+      scopes: ['mcp:tools'],
+    };
+    const r = ok(parseConfigObject(full({ a: remote({ auth }) }), { CS: 'client-secret-value' }));
+    expect(r.config.servers[0]!.auth).toEqual({
+      ...auth,
+      clientSecret: 'client-secret-value',
+      maxStepUps: 2,
+    });
+    expect(r.secrets).toContain('client-secret-value');
+    const literal = ok(
+      parseConfigObject(full({ a: remote({ auth: { ...auth, clientSecret: 'written-here' } }) }), {}),
+    );
+    expect(literal.secrets).toContain('written-here');
+    expect(literal.secrets).toContain(OAUTH_SECRET);
+  });
+
+  it('gateway.oauth: every key, its bounds, and clientMetadataUrl from an https advertiseUrl', () => {
+    const oauth = {
+      secret: OAUTH_SECRET,
+      clientMetadataUrl: 'https://gw.example.com/oauth/client-metadata.json',
+      clientName: 'Acme gateway',
+      redirectUri: 'https://gw.example.com/oauth/callback',
+      flowTtlSeconds: 60,
+      refreshSkewSeconds: 0,
+    };
+    expect(ok(parseConfigObject(cfg({ a: stdio }, { gateway: { oauth } }), {})).config.gateway.oauth).toEqual(
+      oauth,
+    );
+    const advertised = ok(
+      parseConfigObject(
+        cfg(
+          { a: stdio },
+          { gateway: { advertiseUrl: 'https://gw.example.com', oauth: { secret: OAUTH_SECRET } } },
+        ),
+        {},
+      ),
+    );
+    expect(advertised.config.gateway.oauth?.clientMetadataUrl).toBe(
+      'https://gw.example.com/oauth/client-metadata.json',
+    );
+    // An http advertiseUrl gives no CIMD: an authorization server fetches the document over https.
+    const plain = ok(
+      parseConfigObject(
+        cfg(
+          { a: stdio },
+          { gateway: { advertiseUrl: 'http://10.0.0.5:8787', oauth: { secret: OAUTH_SECRET } } },
+        ),
+        {},
+      ),
+    );
+    expect(plain.config.gateway.oauth?.clientMetadataUrl).toBeUndefined();
+    // A loopback http callback is allowed (RFC 8252 §7.3).
+    const loop = { secret: OAUTH_SECRET, redirectUri: 'http://127.0.0.1:8787/oauth/callback' };
+    expect(
+      ok(parseConfigObject(cfg({ a: stdio }, { gateway: { oauth: loop } }), {})).config.gateway.oauth
+        ?.redirectUri,
+    ).toBe(loop.redirectUri);
+  });
+
+  it('gateway.oauth: every bad value reported at once with its path, the secret never echoed', () => {
+    const r = failed(
+      parseConfigObject(
+        cfg(
+          { a: stdio },
+          {
+            gateway: {
+              oauth: {
+                secret: 'short-secret',
+                clientMetadataUrl: 'http://gw.example.com/cimd.json',
+                redirectUri: 'http://gw.example.com/oauth/callback',
+                flowTtlSeconds: 59,
+                refreshSkewSeconds: 601,
+                clientName: '',
+                extra: 1,
+              },
+            },
+          },
+        ),
+        {},
+      ),
+    );
+    expect(one(r.errors, 'gateway.oauth.secret').message).toBe('must be at least 32 characters long');
+    expect(one(r.errors, 'gateway.oauth.flowTtlSeconds').fix).toMatch(/600/);
+    one(r.errors, 'gateway.oauth.refreshSkewSeconds');
+    one(r.errors, 'gateway.oauth.clientName');
+    expect(JSON.stringify(r.errors)).not.toContain('short-secret');
+    expect(r.warnings.map((w) => w.path)).toContain('gateway.oauth.extra');
+    // The URL checks come once the shape is right.
+    const urls = failed(
+      parseConfigObject(
+        cfg(
+          { a: stdio },
+          {
+            gateway: {
+              oauth: {
+                secret: OAUTH_SECRET,
+                clientMetadataUrl: 'http://gw.example.com/cimd.json',
+                redirectUri: 'http://gw.example.com/oauth/callback',
+              },
+            },
+          },
+        ),
+        {},
+      ),
+    );
+    expect(one(urls.errors, 'gateway.oauth.clientMetadataUrl').message).toBe('must be an https URL');
+    expect(one(urls.errors, 'gateway.oauth.redirectUri').message).toBe(
+      'must be an https URL, or http to a loopback host',
+    );
+    const shape = failed(parseConfigObject(cfg({ a: stdio }, { gateway: { oauth: 'secret' } }), {}));
+    expect(one(shape.errors, 'gateway.oauth').fix).toMatch(/MANIFOLD_OAUTH_SECRET/);
+  });
+
+  it('a server auth of the wrong shape names the key and the fix', () => {
+    const r = failed(
+      parseConfigObject(
+        full({
+          a: remote({ auth: 'oauth' }),
+          b: remote({
+            auth: { mode: 'gateway', grant: 'password', maxStepUps: 6, scopes: 'repo', extra: true },
+          }),
+        }),
+        {},
+      ),
+    );
+    expect(one(r.errors, 'mcpServers.a.auth').fix).toMatch(/"auth": "gateway"/);
+    one(r.errors, 'mcpServers.b.auth.grant');
+    expect(one(r.errors, 'mcpServers.b.auth.maxStepUps').message).toBe('must be at most 5, got 6');
+    one(r.errors, 'mcpServers.b.auth.scopes');
+  });
+
+  it('every rule of the design, reported all at once with its path and fix', () => {
+    const r = failed(
+      parseConfigObject(
+        cfg(
+          {
+            // gateway and user without gateway.oauth.secret
+            nosecret: remote({ auth: 'gateway' }),
+            // user without gateway.auth, and with an isolation other than per-subject
+            user: remote({ auth: 'user', isolation: 'shared' }),
+            // an Authorization header besides the token the gateway obtains
+            header: remote({ auth: 'gateway', headers: { authorization: 'Bearer x' } }),
+            // client_credentials without a client, and with mode user
+            cc: remote({ auth: { mode: 'user', grant: 'client_credentials' } }),
+            // auth on a stdio server
+            local: { ...stdio, auth: 'gateway' },
+            // a client secret without its id, an issuer that is not https
+            half: remote({ auth: { mode: 'gateway', clientSecret: 'x', issuer: 'http://as.example.com' } }),
+          },
+          { gateway: { auth: false } },
+        ),
+        {},
+      ),
+    );
+    const secret = one(r.errors, 'mcpServers.nosecret.auth');
+    expect(secret.message).toMatch(/needs gateway\.oauth\.secret/);
+    expect(secret.fix).toMatch(/MANIFOLD_OAUTH_SECRET/);
+    const user = at(r.errors, 'mcpServers.user.auth').map((e) => e.message);
+    expect(user).toEqual(expect.arrayContaining([expect.stringMatching(/gateway\.auth is off/)]));
+    expect(one(r.errors, 'mcpServers.user.isolation').fix).toMatch(/per-subject/);
+    expect(one(r.errors, 'mcpServers.header.headers.authorization').fix).toMatch(
+      /remove the Authorization header/,
+    );
+    const cc = at(r.errors, 'mcpServers.cc.auth.grant').map((e) => e.message);
+    expect(cc).toHaveLength(2);
+    expect(cc.join('\n')).toMatch(/needs a pre-registered client/);
+    expect(cc.join('\n')).toMatch(/the mode is "user"/);
+    expect(one(r.errors, 'mcpServers.local.auth').message).toMatch(
+      /applies only to streamable-http and sse servers/,
+    );
+    one(r.errors, 'mcpServers.half.auth.clientSecret');
+    expect(one(r.errors, 'mcpServers.half.auth.issuer').message).toBe(
+      'must be an https URL, or http to a loopback host',
+    );
+    // Nothing echoed the header value or the client secret.
+    expect(allText(r)).not.toContain('Bearer x');
+  });
+
+  it('mode user with isolation per-subject and gateway.auth is accepted; a bad gateway.oauth is reported once', () => {
+    ok(parseConfigObject(full({ u: remote({ auth: 'user', isolation: 'per-subject' }) }), {}));
+    const r = failed(
+      parseConfigObject(
+        cfg({ g: remote({ auth: 'gateway' }) }, { gateway: { oauth: { secret: 'short' } } }),
+        {},
+      ),
+    );
+    // The secret's own finding, not a second "needs gateway.oauth.secret" on the server.
+    expect(r.errors.map((e) => e.path)).toEqual(['gateway.oauth.secret']);
+  });
+
+  it('the status page masks clientSecret and oauth.secret, and never shows the header templates', () => {
+    const r = ok(
+      parseConfigObject(
+        full({
+          a: remote({
+            headers: { 'X-Trace': 'literal-${TRACE}' },
+            auth: { mode: 'gateway', clientId: 'manifold', clientSecret: 'cs-literal-123' },
+          }),
+        }),
+        { TRACE: 'trace-value-42' },
+      ),
+    );
+    const masked = maskedConfig(r.config, redactor(r.secrets)) as {
+      gateway: { oauth: Record<string, unknown> };
+      servers: Record<string, unknown>[];
+    };
+    expect(masked.gateway.oauth).toMatchObject({ secret: '***', clientName: 'Manifold' });
+    expect(masked.servers[0]).toMatchObject({
+      auth: { mode: 'gateway', clientId: 'manifold', clientSecret: '***' },
+    });
+    expect(masked.servers[0]!.headerTemplates).toBeUndefined();
+    const text = JSON.stringify(masked);
+    for (const secret of [OAUTH_SECRET, 'cs-literal-123', 'trace-value-42', 'literal-'])
+      expect(text).not.toContain(secret);
   });
 });

@@ -1,0 +1,390 @@
+/**
+ * The gateway as an OAuth 2.1 client of one protected upstream (#19, design §4.4): per
+ * (server, subject) it holds the token (sealed in the CredentialStore), refreshes it before it
+ * expires (single-flight in the process, compare-and-set on the row's version across instances),
+ * re-issues client_credentials tokens, answers the 401/403 loop of auth-fetch.ts, counts step-ups,
+ * and begins and completes browser logins. Subject '' is the deployment's identity (mode
+ * `gateway`, and the catalog listing of mode `user`); a principal key otherwise. It never falls
+ * back from a subject to ''. Log lines name the server, the issuer's host and the rule, never a
+ * token, a secret or a URL with its query.
+ */
+import type { GatewayOAuthConfig, ServerAuthConfig, ServerConfig } from '../config/types.js';
+import { sha256Hex } from '../guards/canonical-json.js';
+import type { Logger } from '../log.js';
+import type { CredentialStore } from '../store/credentials-types.js';
+import type { StateStore } from '../store/state.js';
+import type { UpstreamAuth } from './auth-fetch.js';
+import type { SecretBox } from './box.js';
+import { bearerChallenge } from './challenge.js';
+import { ClientBook } from './clients.js';
+import { discoverAuthorizationServer, discoverResource } from './discovery.js';
+import {
+  clientCredentials,
+  openCallback,
+  redeemCode,
+  refresh,
+  revoke,
+  selectScopes,
+  startAuthorization,
+} from './flow.js';
+import { createStaticAuth } from './static-auth.js';
+import { hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
+import {
+  type AsMetadata,
+  type Fetch,
+  OAuthError,
+  type PendingFlow,
+  type SubjectKey,
+  type TokenSet,
+} from './types.js';
+
+export type { UpstreamAuth } from './auth-fetch.js';
+
+export interface OAuthDeps {
+  /** The unwrapped, egress-guarded fetch: discovery, registration and tokens never carry the bearer. */
+  fetch: Fetch;
+  credentials: CredentialStore;
+  claims: Pick<StateStore, 'claim'>;
+  box: SecretBox;
+  gateway: GatewayOAuthConfig & { redirectUri: string };
+  log: Logger;
+  now(): number;
+  readSecret?(name: string): string | undefined;
+  /** Adds a value re-read at run time to the log redaction set. */
+  addSecret?(value: string): void;
+}
+
+/** A claim on a state outlives the state by this much (clock skew between instances). */
+const CLAIM_GRACE_MS = 10 * 60_000;
+
+export function createUpstreamAuth(config: ServerConfig, deps: OAuthDeps): UpstreamAuth {
+  const auth = config.auth;
+  if (!auth || auth.mode === 'static' || !config.url) return createStaticAuth(config, deps);
+  return new OAuthManager(config, auth, config.url, deps);
+}
+
+export class OAuthManager implements UpstreamAuth {
+  readonly server: string;
+  private readonly slots: TokenSlots;
+  private readonly listeners: ((subject: SubjectKey) => void)[] = [];
+  private readonly metadataCache = new Map<string, Promise<AsMetadata>>();
+  private readonly clients: ClientBook;
+  private readonly log: Logger;
+
+  constructor(
+    readonly config: ServerConfig,
+    readonly auth: ServerAuthConfig,
+    private readonly url: string,
+    readonly deps: OAuthDeps,
+  ) {
+    this.server = config.name;
+    this.log = deps.log.child({ server: config.name });
+    this.slots = new TokenSlots(config.name, deps, this.log);
+    this.clients = new ClientBook(auth, {
+      fetch: deps.fetch,
+      credentials: deps.credentials,
+      box: deps.box,
+      ...(deps.gateway.clientMetadataUrl ? { cimdUrl: deps.gateway.clientMetadataUrl } : {}),
+      clientName: deps.gateway.clientName,
+      now: () => deps.now(),
+    });
+  }
+
+  private async metadata(issuer: string): Promise<AsMetadata> {
+    let p = this.metadataCache.get(issuer);
+    if (!p) {
+      p = discoverAuthorizationServer(this.deps.fetch, issuer);
+      this.metadataCache.set(issuer, p);
+      p.catch(() => this.metadataCache.delete(issuer));
+    }
+    return p;
+  }
+
+  private expiring(t: TokenSet): boolean {
+    return (
+      t.expiresAt !== undefined &&
+      t.expiresAt - this.deps.gateway.refreshSkewSeconds * 1000 <= this.deps.now()
+    );
+  }
+
+  async authorize(subject: SubjectKey): Promise<Record<string, string>> {
+    await this.slots.load(subject);
+    const s = this.slots.slot(subject);
+    if (!s.token && this.auth.grant === 'client_credentials') await this.renew(subject, s);
+    else if (s.token && this.expiring(s.token)) await this.renew(subject, s);
+    const t = s.token;
+    // An access token past its expiry is still sent when renewal failed: the server decides.
+    return t ? { authorization: `Bearer ${t.accessToken}` } : {};
+  }
+
+  /** Refresh, or a new client_credentials token: one at a time per subject in this process. */
+  private renew(subject: SubjectKey, s: Slot, scopes?: string[]): Promise<boolean> {
+    s.flight ??= this.doRenew(subject, s, scopes).finally(() => {
+      s.flight = undefined;
+    });
+    return s.flight;
+  }
+
+  private async doRenew(subject: SubjectKey, s: Slot, scopes?: string[]): Promise<boolean> {
+    const before = s.version;
+    try {
+      if (this.auth.grant === 'client_credentials') {
+        const prm = await discoverResource(this.deps.fetch, this.url, s.challenge);
+        const issuer = this.auth.issuer ?? prm.authorizationServers[0];
+        if (!issuer)
+          throw new OAuthError('no-as-metadata', 'the resource metadata names no authorization server');
+        const as = await this.metadata(issuer);
+        const client = await this.clients.get(this.server, as, this.deps.gateway.redirectUri);
+        const asked = scopes ?? selectScopes(s.challenge, prm, as, s.requested, this.auth.scopes);
+        const t = await clientCredentials(this.deps.fetch, as, client, prm.resource, asked, this.deps.now());
+        s.requested = asked ?? [];
+        await this.slots.write(subject, s, t);
+        this.log.info('oauth.token', { grant: 'client_credentials', issuer: hostOf(issuer) });
+        return s.token !== undefined;
+      }
+      const t = s.token;
+      if (!t?.refreshToken) return false;
+      const as = await this.metadata(t.issuer);
+      const client = await this.clients.forToken(this.server, as, this.deps.gateway.redirectUri);
+      if (!client) throw new OAuthError('refresh-failed', 'no client registration for the token');
+      const next = await refresh(this.deps.fetch, as, client, t, this.deps.now());
+      await this.slots.write(subject, s, next);
+      this.log.info('oauth.refresh', { issuer: hostOf(t.issuer) });
+      return s.token !== undefined;
+    } catch (e) {
+      // Only the AS's own refusal ends a token; an unreachable AS leaves it for the next attempt.
+      const rule = e instanceof OAuthError ? e.rule : undefined;
+      // Another instance may have rotated the refresh token first: theirs is good.
+      await this.slots.read(subject, s).catch(() => {});
+      if (s.version !== before && s.token) return true;
+      if (this.auth.grant !== 'client_credentials' && rule === 'refresh-failed' && s.version === before) {
+        await this.deps.credentials.deleteToken(this.server, subject);
+        s.token = undefined;
+        s.version = undefined;
+      }
+      if (!s.token || this.auth.grant === 'client_credentials') need(s, 'login-required');
+      this.log.warn('oauth.refused', { rule: rule ?? 'as-unreachable' });
+      return false;
+    }
+  }
+
+  async onRefused(
+    subject: SubjectKey,
+    status: 401 | 403,
+    wwwAuthenticate: string | null,
+    sent?: string | null,
+  ): Promise<'retry' | 'stop'> {
+    const s = this.slots.slot(subject);
+    const c = bearerChallenge(wwwAuthenticate);
+    if (status === 401) {
+      if (c) s.challenge = c;
+      const before = s.version;
+      const had = s.token?.accessToken;
+      await this.slots.read(subject, s);
+      // Another instance (or the CLI) stored a newer token meanwhile.
+      if (s.token && (s.version !== before || s.token.accessToken !== had)) return 'retry';
+      // The refused request carried no token or an older one (a login landed while it was in
+      // flight): the current token was never refused, so it is neither deleted nor given up on.
+      if (s.token && sent !== undefined && sent !== `Bearer ${s.token.accessToken}`) return 'retry';
+      if (s.token?.refreshToken || this.auth.grant === 'client_credentials') {
+        if (await this.renew(subject, s)) return 'retry';
+        return 'stop';
+      }
+      if (s.token && s.version !== undefined) {
+        // Refused and not renewable: the token is of no more use; a login replaces it.
+        await this.deps.credentials.deleteToken(this.server, subject);
+        s.token = undefined;
+        s.version = undefined;
+      }
+      need(s, 'login-required');
+      this.log.info('oauth.refused', { rule: 'login-required', status });
+      return 'stop';
+    }
+    if (c?.error !== 'insufficient_scope') return 'stop';
+    s.challenge = c;
+    const challenged = c.scope ?? [];
+    const key = [...challenged].sort().join(' ');
+    const n = (s.stepUps.get(key) ?? 0) + 1;
+    s.stepUps.set(key, n);
+    s.pendingScopes = union(s.token?.scope ?? s.requested, challenged);
+    if (n > this.auth.maxStepUps || (this.auth.grant === 'client_credentials' && n > 1)) {
+      need(s, 'step-up-exhausted', 'refused');
+      this.log.warn('oauth.refused', { rule: 'step-up-exhausted', status });
+      return 'stop';
+    }
+    if (this.auth.grant === 'client_credentials') {
+      return (await this.renew(subject, s, s.pendingScopes)) ? 'retry' : 'stop';
+    }
+    need(s, 'login-required');
+    this.log.info('oauth.step_up', { scopes: s.pendingScopes.length });
+    return 'stop';
+  }
+
+  state(subject: SubjectKey): ReturnType<UpstreamAuth['state']> {
+    const s = this.slots.peek(subject);
+    if (!s) return { state: 'needs-login', rule: 'login-required' };
+    const t = s.token;
+    return {
+      state: s.state,
+      ...(s.rule ? { rule: s.rule } : {}),
+      ...(t ? { issuer: t.issuer, scopes: t.scope } : {}),
+      ...(t?.expiresAt !== undefined ? { expiresAt: t.expiresAt } : {}),
+    };
+  }
+
+  /** Reads the stored token of a subject (the deployment's, at start) so its state is known. */
+  async preload(subject: SubjectKey = ''): Promise<void> {
+    await this.slots
+      .load(subject)
+      .catch((e) => this.log.warn('oauth.store_unreadable', { error: String(e).slice(0, 200) }));
+  }
+
+  /** Whether a subject has a stored token now (read from the store, so another instance's login counts). */
+  async hasToken(subject: SubjectKey): Promise<boolean> {
+    const s = this.slots.slot(subject);
+    await this.slots.read(subject, s);
+    return s.token !== undefined;
+  }
+
+  async beginLogin(subject: SubjectKey, redirectUri?: string): Promise<{ url: string; expiresAt: number }> {
+    const s = this.slots.slot(subject);
+    if (s.state === 'refused')
+      throw new OAuthError(s.rule ?? 'step-up-exhausted', 'the server refused every authorization so far');
+    if (this.auth.grant === 'client_credentials')
+      throw new OAuthError('login-required', 'this server uses client_credentials: no browser login');
+    const redirect = redirectUri ?? this.deps.gateway.redirectUri;
+    const key = redirect === this.deps.gateway.redirectUri ? this.server : `${this.server}#cli`;
+    try {
+      const prm = await discoverResource(this.deps.fetch, this.url, s.challenge);
+      const issuer = prm.authorizationServers[0];
+      if (!issuer)
+        throw new OAuthError('no-as-metadata', 'the resource metadata names no authorization server');
+      if (this.auth.issuer && this.auth.issuer !== issuer) {
+        throw new OAuthError(
+          'issuer-not-configured',
+          `the server now names another authorization server (${hostOf(issuer)})`,
+        );
+      }
+      await this.rebind(subject, s, issuer);
+      const as = await this.metadata(issuer);
+      const client = await this.clients.get(key, as, redirect);
+      const scopes =
+        selectScopes(s.challenge, prm, as, s.pendingScopes ?? s.requested, this.auth.scopes) ?? [];
+      const r = await startAuthorization(
+        as,
+        client,
+        { server: this.server, subject, issuer, resource: prm.resource, scopes },
+        this.deps.box,
+        this.deps.gateway.flowTtlSeconds * 1000,
+        this.deps.now(),
+      );
+      s.requested = scopes;
+      this.log.info('oauth.login_started', { issuer: hostOf(issuer) });
+      return { url: r.url, expiresAt: r.exp };
+    } catch (e) {
+      if (e instanceof OAuthError) this.log.warn('oauth.refused', { rule: e.rule });
+      throw e;
+    }
+  }
+
+  /** SEP-2352: a new issuer drops the registrations and the subject's token of the old one. */
+  private async rebind(subject: SubjectKey, s: Slot, issuer: string): Promise<void> {
+    await this.clients.rebind(this.server, issuer);
+    await this.slots.load(subject);
+    if (s.token && s.token.issuer !== issuer) {
+      await this.deps.credentials.deleteToken(this.server, subject);
+      s.token = undefined;
+      s.version = undefined;
+      this.log.info('oauth.issuer_changed', { issuer: hostOf(issuer) });
+    }
+  }
+
+  /** The callback's second half, once the state is opened and claimed: redeem and store. */
+  async finish(pending: PendingFlow, code: string): Promise<void> {
+    const s = this.slots.slot(pending.subject);
+    const key = pending.redirectUri === this.deps.gateway.redirectUri ? this.server : `${this.server}#cli`;
+    const as = await this.metadata(pending.issuer);
+    const client = await this.clients.get(key, as, pending.redirectUri);
+    if (client.clientId !== pending.clientId)
+      throw new OAuthError('state-invalid', 'the sign-in was started with another client');
+    const t = await redeemCode(this.deps.fetch, as, client, pending, code, this.deps.now());
+    await this.slots.load(pending.subject);
+    await this.slots.write(pending.subject, s, t);
+    if (!s.token) throw new OAuthError('token-failed', 'the token could not be stored');
+    s.state = 'ready';
+    s.rule = undefined;
+    s.pendingScopes = undefined;
+    s.requested = t.scope;
+    this.log.info('oauth.login', { issuer: hostOf(pending.issuer) });
+    this.emit(pending.subject);
+  }
+
+  async logout(subject?: SubjectKey): Promise<void> {
+    const subjects =
+      subject !== undefined
+        ? [subject]
+        : (await this.deps.credentials.listTokens(this.server)).map((r) => r.subject);
+    for (const sub of subjects) {
+      const s = this.slots.slot(sub);
+      await this.slots.read(sub, s).catch(() => {});
+      const t = s.token;
+      if (t) {
+        try {
+          const as = await this.metadata(t.issuer);
+          const client = as.revocationEndpoint
+            ? await this.clients.forToken(this.server, as, this.deps.gateway.redirectUri)
+            : undefined;
+          if (client) await revoke(this.deps.fetch, as, client, t);
+        } catch (e) {
+          this.log.warn('oauth.revoke_failed', { rule: e instanceof OAuthError ? e.rule : 'error' });
+        }
+      }
+      await this.deps.credentials.deleteToken(this.server, sub);
+      this.slots.reset(sub, {
+        state: 'needs-login',
+        rule: 'login-required',
+        requested: [],
+        stepUps: new Map(),
+        loaded: Promise.resolve(),
+      });
+      this.log.info('oauth.logout', {});
+      this.emit(sub);
+    }
+    if (subject === undefined) await this.deps.credentials.deleteToken(this.server);
+  }
+
+  onChange(listener: (subject: SubjectKey) => void): void {
+    this.listeners.push(listener);
+  }
+
+  private emit(subject: SubjectKey): void {
+    for (const l of this.listeners) l(subject);
+  }
+}
+
+/**
+ * Completes a login for whichever server the state names (the callback route and the CLI): the
+ * state is opened and checked (RFC 9207 iss table, `error`), claimed once in the store so a replay
+ * is refused on any instance, then the code is redeemed.
+ */
+export async function completeLogin(
+  registry: ReadonlyMap<string, UpstreamAuth>,
+  query: URLSearchParams,
+): Promise<{ server: string; subject: SubjectKey }> {
+  const any = [...registry.values()].find((a): a is OAuthManager => a instanceof OAuthManager);
+  if (!any) throw new OAuthError('state-invalid', 'no server signs in with OAuth here');
+  const now = any.deps.now();
+  const { pending, code } = await openCallback(query, any.deps.box, now);
+  const m = registry.get(pending.server);
+  if (!(m instanceof OAuthManager))
+    throw new OAuthError('state-invalid', 'the sign-in names no OAuth server');
+  const state = query.get('state') ?? '';
+  const first = await m.deps.claims.claim(
+    `oauth-state:${await sha256Hex(state)}`,
+    pending.exp + CLAIM_GRACE_MS,
+    now,
+  );
+  if (!first) throw new OAuthError('state-invalid', 'this sign-in link was already used');
+  await m.finish(pending, code);
+  return { server: pending.server, subject: pending.subject };
+}

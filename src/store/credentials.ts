@@ -1,0 +1,244 @@
+/**
+ * Upstream OAuth credentials at rest (#19): the `CredentialStore` of credentials-types.ts over the
+ * same `SqlExec` seam as the state store (a SQLite file on Node, a Durable Object on Workers), and
+ * in memory for a gateway without a store. Columns `secret` and `sealed` are SecretBox output, so
+ * nothing read or written here is a token or a client secret in the clear.
+ *
+ * Every row is checked column by column when read (parseClient, parseToken, shared with the
+ * Postgres store): a row that does not parse is treated as absent, which sends the manager back
+ * to a login rather than into a crash.
+ */
+import type { TokenAuthMethod } from '../oauth/types.js';
+import type { CredentialStore, StoredClient, StoredToken } from './credentials-types.js';
+import type { SqlExec, SqlValue } from './sql.js';
+
+export type { CredentialStore, StoredClient, StoredToken } from './credentials-types.js';
+
+/** One token as listed for status and logout: never the sealed column. */
+export type ListedToken = Awaited<ReturnType<CredentialStore['listTokens']>>[number];
+
+const METHODS: readonly TokenAuthMethod[] = ['none', 'client_secret_basic', 'client_secret_post'];
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const int = (v: unknown): number | undefined =>
+  typeof v === 'number' && Number.isSafeInteger(v) ? v : undefined;
+
+/** Scopes are stored space-separated, as OAuth writes them (RFC 6749 §3.3: a scope has no space). */
+export const scopeText = (scope: readonly string[]): string => scope.join(' ');
+const scopeList = (text: string): string[] => text.split(' ').filter((s) => s.length > 0);
+
+/** A client row as stored; undefined when any column is not what a Manifold writes. */
+export function parseClient(row: Record<string, unknown>): StoredClient | undefined {
+  const clientId = str(row.client_id);
+  const authMethod = METHODS.find((m) => m === row.auth_method);
+  const source = row.source === 'dcr' || row.source === 'cimd' ? row.source : undefined;
+  const redirectUri = str(row.redirect_uri);
+  const secret = row.secret === null || row.secret === undefined ? undefined : str(row.secret);
+  if (!clientId || !authMethod || !source || redirectUri === undefined) return undefined;
+  if (row.secret !== null && row.secret !== undefined && secret === undefined) return undefined;
+  return { clientId, ...(secret !== undefined ? { secret } : {}), authMethod, source, redirectUri };
+}
+
+/** A token row as stored; undefined when any column is not what a Manifold writes. */
+export function parseToken(row: Record<string, unknown>): StoredToken | undefined {
+  const issuer = str(row.issuer);
+  const resource = str(row.resource);
+  const sealed = str(row.sealed);
+  const scope = str(row.scope);
+  const version = int(row.version);
+  const expiresAt = row.expires_at === null ? undefined : int(row.expires_at);
+  if (issuer === undefined || resource === undefined || !sealed || scope === undefined) return undefined;
+  if (version === undefined || (row.expires_at !== null && expiresAt === undefined)) return undefined;
+  return {
+    issuer,
+    resource,
+    sealed,
+    scope: scopeList(scope),
+    ...(expiresAt !== undefined ? { expiresAt } : {}),
+    version,
+  };
+}
+
+/** A listed token row; undefined when it does not parse. */
+export function parseListed(row: Record<string, unknown>): ListedToken | undefined {
+  const subject = str(row.subject);
+  const issuer = str(row.issuer);
+  const scope = str(row.scope);
+  const expiresAt = row.expires_at === null ? undefined : int(row.expires_at);
+  if (subject === undefined || issuer === undefined || scope === undefined) return undefined;
+  if (row.expires_at !== null && expiresAt === undefined) return undefined;
+  return { subject, issuer, scope: scopeList(scope), ...(expiresAt !== undefined ? { expiresAt } : {}) };
+}
+
+const CLIENT_COLUMNS = 'client_id, secret, auth_method, source, redirect_uri';
+const TOKEN_COLUMNS = 'issuer, resource, sealed, scope, expires_at, version';
+
+const PUT_CLIENT = `INSERT INTO oauth_clients (server, issuer, ${CLIENT_COLUMNS}, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (server, issuer) DO UPDATE SET client_id = excluded.client_id, secret = excluded.secret,
+    auth_method = excluded.auth_method, source = excluded.source, redirect_uri = excluded.redirect_uri,
+    created_at = excluded.created_at`;
+// Compare-and-set, each one statement whose WHERE is the rule: a first write only when no row
+// exists, a later one only over the version its writer read. Whoever loses gets no row back.
+const INSERT_TOKEN = `INSERT INTO oauth_tokens (server, subject, ${TOKEN_COLUMNS}, updated_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
+  ON CONFLICT (server, subject) DO NOTHING RETURNING version`;
+const UPDATE_TOKEN = `UPDATE oauth_tokens SET issuer = ?, resource = ?, sealed = ?, scope = ?, expires_at = ?,
+    version = version + 1, updated_at = ?
+  WHERE server = ? AND subject = ? AND version = ? RETURNING version`;
+
+/** The store over any `SqlExec`; the schema is the state store's (schema.ts v3, v4), migrated by it. */
+export class SqlCredentialStore implements CredentialStore {
+  constructor(private readonly sql: SqlExec) {}
+
+  async getClient(key: string, issuer: string): Promise<StoredClient | undefined> {
+    const row = this.sql.exec(
+      `SELECT ${CLIENT_COLUMNS} FROM oauth_clients WHERE server = ? AND issuer = ?`,
+      key,
+      issuer,
+    )[0];
+    return row ? parseClient(row) : undefined;
+  }
+
+  async putClient(key: string, issuer: string, c: StoredClient, now: number): Promise<void> {
+    this.sql.exec(
+      PUT_CLIENT,
+      key,
+      issuer,
+      c.clientId,
+      c.secret ?? null,
+      c.authMethod,
+      c.source,
+      c.redirectUri,
+      now,
+    );
+  }
+
+  async dropClientsExcept(key: string, issuer: string): Promise<number> {
+    return this.sql.exec(
+      'DELETE FROM oauth_clients WHERE server = ? AND issuer <> ? RETURNING issuer',
+      key,
+      issuer,
+    ).length;
+  }
+
+  async getToken(server: string, subject: string): Promise<StoredToken | undefined> {
+    const row = this.sql.exec(
+      `SELECT ${TOKEN_COLUMNS} FROM oauth_tokens WHERE server = ? AND subject = ?`,
+      server,
+      subject,
+    )[0];
+    return row ? parseToken(row) : undefined;
+  }
+
+  async putToken(
+    server: string,
+    subject: string,
+    t: Omit<StoredToken, 'version'>,
+    expect: number | undefined,
+    now: number,
+  ): Promise<boolean> {
+    const values: SqlValue[] = [t.issuer, t.resource, t.sealed, scopeText(t.scope), t.expiresAt ?? null];
+    const rows =
+      expect === undefined
+        ? this.sql.exec(INSERT_TOKEN, server, subject, ...values, now)
+        : this.sql.exec(UPDATE_TOKEN, ...values, now, server, subject, expect);
+    return rows.length > 0;
+  }
+
+  async deleteToken(server: string, subject?: string): Promise<number> {
+    const rows =
+      subject === undefined
+        ? this.sql.exec('DELETE FROM oauth_tokens WHERE server = ? RETURNING subject', server)
+        : this.sql.exec(
+            'DELETE FROM oauth_tokens WHERE server = ? AND subject = ? RETURNING subject',
+            server,
+            subject,
+          );
+    return rows.length;
+  }
+
+  async listTokens(server: string): Promise<ListedToken[]> {
+    const rows = this.sql.exec(
+      'SELECT subject, issuer, scope, expires_at FROM oauth_tokens WHERE server = ? ORDER BY subject',
+      server,
+    );
+    return rows.map(parseListed).filter((r): r is ListedToken => r !== undefined);
+  }
+}
+
+/**
+ * A process's own credentials, lost on restart: for a gateway without a configured store (the
+ * manager warns when a server in mode gateway or user runs on it). The same rules as the SQL store.
+ */
+export class MemoryCredentialStore implements CredentialStore {
+  private readonly clients = new Map<string, Map<string, StoredClient>>();
+  private readonly tokens = new Map<string, Map<string, StoredToken>>();
+
+  async getClient(key: string, issuer: string): Promise<StoredClient | undefined> {
+    const c = this.clients.get(key)?.get(issuer);
+    return c ? { ...c } : undefined;
+  }
+
+  async putClient(key: string, issuer: string, c: StoredClient): Promise<void> {
+    const byIssuer = this.clients.get(key) ?? new Map<string, StoredClient>();
+    this.clients.set(key, byIssuer);
+    byIssuer.set(issuer, { ...c });
+  }
+
+  async dropClientsExcept(key: string, issuer: string): Promise<number> {
+    const byIssuer = this.clients.get(key);
+    if (!byIssuer) return 0;
+    let dropped = 0;
+    for (const other of [...byIssuer.keys()]) {
+      if (other !== issuer && byIssuer.delete(other)) dropped++;
+    }
+    return dropped;
+  }
+
+  async getToken(server: string, subject: string): Promise<StoredToken | undefined> {
+    const t = this.tokens.get(server)?.get(subject);
+    return t ? { ...t, scope: [...t.scope] } : undefined;
+  }
+
+  async putToken(
+    server: string,
+    subject: string,
+    t: Omit<StoredToken, 'version'>,
+    expect: number | undefined,
+  ): Promise<boolean> {
+    const bySubject = this.tokens.get(server) ?? new Map<string, StoredToken>();
+    this.tokens.set(server, bySubject);
+    const current = bySubject.get(subject);
+    if (current?.version !== expect) return false;
+    const { expiresAt, ...rest } = t;
+    bySubject.set(subject, {
+      ...rest,
+      scope: [...t.scope],
+      ...(expiresAt !== undefined ? { expiresAt } : {}),
+      version: (current?.version ?? 0) + 1,
+    });
+    return true;
+  }
+
+  async deleteToken(server: string, subject?: string): Promise<number> {
+    const bySubject = this.tokens.get(server);
+    if (!bySubject) return 0;
+    if (subject !== undefined) return bySubject.delete(subject) ? 1 : 0;
+    const n = bySubject.size;
+    bySubject.clear();
+    return n;
+  }
+
+  async listTokens(server: string): Promise<ListedToken[]> {
+    const bySubject = this.tokens.get(server);
+    if (!bySubject) return [];
+    return [...bySubject.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([subject, t]) => ({
+        subject,
+        issuer: t.issuer,
+        scope: [...t.scope],
+        ...(t.expiresAt !== undefined ? { expiresAt: t.expiresAt } : {}),
+      }));
+  }
+}

@@ -1,0 +1,305 @@
+/**
+ * The CredentialStore contract (#19, src/store/credentials-types.ts), one suite run against the
+ * memory store, SQLite (real better-sqlite3, the Node file and, through the same SqlExec, the
+ * Durable Object) and a real Postgres (test/helpers/postgres.ts). Also: a database written by the
+ * previous schema gains the credentials tables on open and keeps what it held.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { PG_MIGRATIONS } from '../../deploy/node/postgres-schema.js';
+import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/postgres-store.js';
+import { openSqliteStore } from '../../deploy/node/sqlite-store.js';
+import {
+  type CredentialStore,
+  MemoryCredentialStore,
+  type StoredToken,
+} from '../../src/store/credentials.js';
+import { MIGRATIONS } from '../../src/store/schema.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { ID, TOOLS } from '../shared/store-contract.js';
+
+interface Opened {
+  store: CredentialStore;
+  /** Writes a column of a token row behind the store's back (undefined: the store has no rows to corrupt). */
+  corrupt?(column: string, value: string | number | null): Promise<void>;
+  /** Column, a value no Manifold writes, the value it had. */
+  corruptions?: [string, string | number | null, string | number | null][];
+  close(): Promise<void>;
+}
+
+const ISSUER = 'https://as.example.com';
+const token = (extra: Partial<Omit<StoredToken, 'version'>> = {}): Omit<StoredToken, 'version'> => ({
+  issuer: ISSUER,
+  resource: 'https://mcp.example.com/mcp',
+  sealed: 'v1.aXY.Y2lwaGVy',
+  scope: ['repo', 'offline_access'],
+  expiresAt: 1_700_000_000_000,
+  ...extra,
+});
+
+function credentialContract(name: string, open: () => Promise<Opened>, sql = true): void {
+  describe(`${name}: the credential store contract`, () => {
+    let opened: Opened;
+    let store: CredentialStore;
+    beforeEach(async () => {
+      opened = await open();
+      store = opened.store;
+    });
+    afterEach(async () => {
+      await opened.close();
+    });
+
+    it('stores a client per key and issuer, replaces it, and drops every other issuer', async () => {
+      expect(await store.getClient('github', ISSUER)).toBeUndefined();
+      const dcr = {
+        clientId: 'c1',
+        secret: 'v1.sealed',
+        authMethod: 'client_secret_basic',
+        source: 'dcr',
+        redirectUri: 'https://gw.example.com/oauth/callback',
+      } as const;
+      await store.putClient('github', ISSUER, dcr, 1000);
+      expect(await store.getClient('github', ISSUER)).toEqual(dcr);
+      // The CLI's own registration is another key; a public client has no secret.
+      const cli = {
+        clientId: 'c2',
+        authMethod: 'none',
+        source: 'dcr',
+        redirectUri: 'http://127.0.0.1:5000/oauth/callback',
+      } as const;
+      await store.putClient('github#cli', ISSUER, cli, 1000);
+      expect(await store.getClient('github#cli', ISSUER)).toEqual(cli);
+      const cimd = {
+        clientId: 'https://gw.example.com/oauth/client-metadata.json',
+        authMethod: 'none',
+        source: 'cimd',
+        redirectUri: dcr.redirectUri,
+      } as const;
+      await store.putClient('github', ISSUER, cimd, 2000);
+      expect(await store.getClient('github', ISSUER)).toEqual(cimd);
+      await store.putClient('github', 'https://other.example.com', dcr, 2000);
+      await store.putClient('github', 'https://third.example.com', dcr, 2000);
+      expect(await store.dropClientsExcept('github', ISSUER)).toBe(2);
+      expect(await store.getClient('github', 'https://other.example.com')).toBeUndefined();
+      expect(await store.getClient('github', ISSUER)).toEqual(cimd);
+      expect(await store.getClient('github#cli', ISSUER)).toEqual(cli);
+      expect(await store.dropClientsExcept('nothing', ISSUER)).toBe(0);
+    });
+
+    it('writes a token once when there is none, then only over the version read (compare-and-set)', async () => {
+      expect(await store.getToken('github', '')).toBeUndefined();
+      expect(await store.putToken('github', '', token(), undefined, 1000)).toBe(true);
+      const first = await store.getToken('github', '');
+      expect(first).toEqual({ ...token(), version: 1 });
+      // A second first write (another instance that also saw no row) loses.
+      expect(await store.putToken('github', '', token({ sealed: 'v1.other' }), undefined, 1000)).toBe(false);
+      // Two refreshes raced from version 1: exactly one is written.
+      const a = token({ sealed: 'v1.a', expiresAt: 2_000 });
+      const b = token({ sealed: 'v1.b', expiresAt: 3_000 });
+      const won = await Promise.all([
+        store.putToken('github', '', a, 1, 2000),
+        store.putToken('github', '', b, 1, 2000),
+      ]);
+      expect(won.filter(Boolean)).toHaveLength(1);
+      const now = await store.getToken('github', '');
+      expect(now).toEqual({ ...(won[0] ? a : b), version: 2 });
+      expect(await store.putToken('github', '', a, 5, 3000)).toBe(false);
+      // No expiry and no scope survive as such.
+      const { expiresAt: _, ...bare } = token({ scope: [] });
+      expect(await store.putToken('github', '', bare, 2, 3000)).toBe(true);
+      expect(await store.getToken('github', '')).toEqual({ ...bare, version: 3 });
+    });
+
+    it('keeps subjects and servers apart, lists without the sealed column, deletes one or all', async () => {
+      await store.putToken('github', '["t","alice"]', token({ sealed: 'v1.alice' }), undefined, 1000);
+      await store.putToken(
+        'github',
+        '["t","bob"]',
+        token({ sealed: 'v1.bob', scope: ['read'] }),
+        undefined,
+        1000,
+      );
+      await store.putToken('github', '', token({ sealed: 'v1.gw' }), undefined, 1000);
+      await store.putToken('linear', '["t","alice"]', token({ sealed: 'v1.linear' }), undefined, 1000);
+      expect((await store.getToken('github', '["t","alice"]'))?.sealed).toBe('v1.alice');
+      expect((await store.getToken('linear', '["t","alice"]'))?.sealed).toBe('v1.linear');
+      const listed = await store.listTokens('github');
+      expect(listed).toEqual([
+        { subject: '', issuer: ISSUER, scope: ['repo', 'offline_access'], expiresAt: 1_700_000_000_000 },
+        {
+          subject: '["t","alice"]',
+          issuer: ISSUER,
+          scope: ['repo', 'offline_access'],
+          expiresAt: 1_700_000_000_000,
+        },
+        { subject: '["t","bob"]', issuer: ISSUER, scope: ['read'], expiresAt: 1_700_000_000_000 },
+      ]);
+      expect(JSON.stringify(listed)).not.toContain('v1.');
+      expect(await store.deleteToken('github', '["t","bob"]')).toBe(1);
+      expect(await store.deleteToken('github', '["t","bob"]')).toBe(0);
+      expect(await store.deleteToken('github')).toBe(2);
+      expect(await store.listTokens('github')).toEqual([]);
+      expect((await store.getToken('linear', '["t","alice"]'))?.sealed).toBe('v1.linear');
+      // After a delete, a first write is a first write again.
+      expect(await store.putToken('github', '', token(), undefined, 4000)).toBe(true);
+      expect((await store.getToken('github', ''))?.version).toBe(1);
+    });
+
+    // Only a SQL store has columns that something else could have written.
+    if (!sql) return;
+    it('reads a row whose columns are not what a Manifold writes as absent, never a crash', async () => {
+      await store.putToken('github', '', token(), undefined, 1000);
+      for (const [column, bad, good] of opened.corruptions ?? []) {
+        await opened.corrupt?.(column, bad);
+        expect(await store.getToken('github', '')).toBeUndefined();
+        await opened.corrupt?.(column, good);
+        expect(await store.getToken('github', '')).toEqual({ ...token(), version: 1 });
+      }
+    });
+  });
+}
+
+credentialContract(
+  'MemoryCredentialStore',
+  async () => ({ store: new MemoryCredentialStore(), close: async () => {} }),
+  false,
+);
+
+let dir: string;
+let files = 0;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'manifold-credentials-'));
+});
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+const freshFile = () => join(dir, `state-${++files}.db`);
+
+credentialContract('SqlCredentialStore (SQLite)', async () => {
+  const path = freshFile();
+  const opened = openSqliteStore(path);
+  return {
+    store: opened.credentials,
+    async corrupt(column, value) {
+      const db = new Database(path);
+      db.prepare(`UPDATE oauth_tokens SET ${column} = ?`).run(value);
+      db.close();
+    },
+    // SQLite keeps a text in an integer column (a number in a text one becomes text).
+    corruptions: [
+      ['sealed', '', token().sealed],
+      ['version', 'one', 1],
+      ['expires_at', 'soon', token().expiresAt ?? null],
+    ],
+    close: async () => opened.close(),
+  };
+});
+
+describe('SQLite: a database of the previous schema', () => {
+  it('gains the credentials tables on open and keeps its rows', async () => {
+    const path = freshFile();
+    const db = new Database(path);
+    db.exec('CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)');
+    for (const statement of MIGRATIONS.slice(0, -2)) db.exec(statement);
+    db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?)").run(MIGRATIONS.length - 2);
+    db.prepare(
+      "INSERT INTO servers (name, transport, target, catalog, catalog_at, created_at) VALUES ('github', ?, ?, ?, 1, 1)",
+    ).run(ID.transport, ID.target, JSON.stringify(TOOLS));
+    db.close();
+    const opened = openSqliteStore(path);
+    try {
+      expect((await opened.get('github'))?.catalog).toEqual(TOOLS);
+      expect(await opened.credentials.putToken('github', '', token(), undefined, 1000)).toBe(true);
+      expect((await opened.credentials.getToken('github', ''))?.version).toBe(1);
+    } finally {
+      opened.close();
+    }
+    const check = new Database(path);
+    expect(check.prepare("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get()).toBe(
+      MIGRATIONS.length,
+    );
+    check.close();
+    expect(MIGRATIONS.slice(-2).join()).toMatch(/oauth_clients[\s\S]*oauth_tokens/);
+  });
+});
+
+// A real Postgres, started for this file; a fresh database per store.
+let server: TestPostgres;
+let databases = 0;
+const freshUrl = () => server.database(`credentials_${++databases}`);
+
+describe('Postgres', () => {
+  beforeAll(async () => {
+    server = await startPostgres();
+  }, 600_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  credentialContract('PostgresCredentialStore', async () => {
+    const opened = await openPostgresStore(await freshUrl());
+    return {
+      store: opened.credentials,
+      async corrupt(column, value) {
+        await opened.pool.query(`UPDATE manifold_oauth_tokens SET ${column} = $1`, [value]);
+      },
+      corruptions: [['sealed', '', token().sealed]],
+      close: async () => opened.close(),
+    };
+  });
+
+  it('two instances racing a refresh on one database: one write wins, both read it', async () => {
+    const url = await freshUrl();
+    const [a, b] = await Promise.all([openPostgresStore(url), openPostgresStore(url)]);
+    try {
+      expect(await a.credentials.putToken('github', '', token(), undefined, 1000)).toBe(true);
+      const tries = Array.from({ length: 6 }, (_, i) =>
+        (i % 2 ? a : b).credentials.putToken('github', '', token({ sealed: `v1.${i}` }), 1, 2000),
+      );
+      expect((await Promise.all(tries)).filter(Boolean)).toHaveLength(1);
+      const [ra, rb] = await Promise.all([
+        a.credentials.getToken('github', ''),
+        b.credentials.getToken('github', ''),
+      ]);
+      expect(ra?.version).toBe(2);
+      expect(rb).toEqual(ra);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('a database of the previous schema gains the credentials tables on open and keeps its rows', async () => {
+    const url = await freshUrl();
+    const pool = new pg.Pool({ connectionString: url });
+    try {
+      await pool.query('CREATE TABLE manifold_meta (key TEXT PRIMARY KEY NOT NULL, value BIGINT NOT NULL)');
+      for (const statement of PG_MIGRATIONS.slice(0, -2)) await pool.query(statement);
+      await pool.query("INSERT INTO manifold_meta (key, value) VALUES ('schema_version', $1)", [
+        PG_MIGRATIONS.length - 2,
+      ]);
+      await pool.query(
+        "INSERT INTO manifold_servers (name, transport, target, catalog, catalog_at, created_at) VALUES ('github', $1, $2, $3, 1, 1)",
+        [ID.transport, ID.target, JSON.stringify(TOOLS)],
+      );
+    } finally {
+      await pool.end();
+    }
+    const opened: PostgresStateStore = await openPostgresStore(url);
+    try {
+      expect((await opened.get('github'))?.catalog).toEqual(TOOLS);
+      expect(await opened.credentials.putToken('github', '', token(), undefined, 1000)).toBe(true);
+      expect(await opened.credentials.getToken('github', '')).toEqual({ ...token(), version: 1 });
+      const { rows } = await opened.pool.query(
+        "SELECT value FROM manifold_meta WHERE key = 'schema_version'",
+      );
+      expect(rows[0].value).toBe(PG_MIGRATIONS.length);
+      expect(PG_MIGRATIONS.slice(-2).join()).toMatch(/manifold_oauth_clients[\s\S]*manifold_oauth_tokens/);
+    } finally {
+      await opened.close();
+    }
+  });
+});
