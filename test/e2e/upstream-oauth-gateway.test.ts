@@ -9,7 +9,6 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAuthServer } from '../fixtures/oauth-as.mjs';
-// @ts-expect-error: a plain .mjs fixture without declarations
 import { startProtectedServer } from '../fixtures/protected-server.mjs';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
