@@ -23,12 +23,14 @@ Usage:
   manifold check [--config manifold.json]
   manifold drift [SERVER ...] [--config manifold.json]
   manifold retrust SERVER [--tool NAME] [--yes] [--config manifold.json]
+  manifold login SERVER [--config manifold.json] [--no-open] [--subject KEY]
+  manifold logout SERVER [--config manifold.json] [--subject KEY | --all]
   manifold keys --out DIR [--alg ES256] [--force]
   manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub TENANT
                  --grant PATTERN [--grant PATTERN ...] [--ttl 1h] [--tenant T] [--admin]
   manifold --version
 
-See docs/configuration.md for the config file and docs/auth.md for keys and tokens.`;
+See docs/configuration.md for the config file and docs/auth.md for keys, tokens and upstream sign-in.`;
 
 const LEVELS = ['debug', 'info', 'warn', 'error'];
 /** How often a gateway run by npm checks that the shell npm started it in is still its parent. */
@@ -58,6 +60,11 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'retrust') {
     return runRetrust(argv.slice(1), io, nodeLogger('warn'), packageVersion());
   }
+  // Loaded only for these commands: `serve` does not pay for the loopback listener's code.
+  if (argv[0] === 'login')
+    return (await import('./cli-login.js')).runLogin(argv.slice(1), io, nodeLogger('warn'));
+  if (argv[0] === 'logout')
+    return (await import('./cli-login.js')).runLogout(argv.slice(1), io, nodeLogger('warn'));
   if (argv[0] === 'drift') return runDrift(argv.slice(1), io, nodeLogger('warn'), packageVersion());
   const { values, positionals } = parseArgs({
     args: argv,

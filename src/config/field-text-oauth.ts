@@ -79,6 +79,7 @@ export const OAUTH_TEXT: Record<string, FieldText> = {
 };
 
 export const OAUTH_SHAPE_TEXT: FieldText = {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
   expected: 'an object such as {"secret": "${MANIFOLD_OAUTH_SECRET}"}',
   fix: OAUTH_SECRET_FIX,
 };

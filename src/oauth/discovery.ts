@@ -57,7 +57,12 @@ export async function discoverResource(
   serverUrl: string,
   c?: Challenge,
 ): Promise<ResourceMetadata> {
-  const server = new URL(serverUrl);
+  let server: URL;
+  try {
+    server = new URL(serverUrl);
+  } catch {
+    throw new OAuthError('no-resource-metadata', 'the server URL is not valid');
+  }
   const candidates: string[] = [];
   if (c?.resourceMetadata) {
     const url = c.resourceMetadata;

@@ -2,6 +2,7 @@
  * The protocol core's HTTP helpers: capped JSON bodies, and the text that may go into an
  * OAuthError message (a host, an OAuth error code), never a token or a URL with its query.
  */
+import { ManifoldError } from '../errors.js';
 import { readTextCapped } from '../read-capped.js';
 import { type Fetch, OAuthError, type OAuthRule } from './types.js';
 
@@ -60,8 +61,11 @@ export async function request(
 ): Promise<Response> {
   try {
     return await f(url, init);
-  } catch {
-    throw new OAuthError(rule, `${what} at ${hostOf(url)} could not be reached`);
+  } catch (e) {
+    // The operator's egress allowlist is the usual reason an AS cannot be reached: say so.
+    const denied = e instanceof ManifoldError && e.code === 'ERR_EGRESS_DENIED';
+    const why = denied ? 'is not allowed by the egress policy' : 'could not be reached';
+    throw new OAuthError(rule, `${what} at ${hostOf(url)} ${why}`);
   }
 }
 

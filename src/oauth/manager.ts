@@ -152,7 +152,8 @@ export class OAuthManager implements UpstreamAuth {
       this.log.info('oauth.refresh', { issuer: hostOf(t.issuer) });
       return s.token !== undefined;
     } catch (e) {
-      const rule = e instanceof OAuthError ? e.rule : 'refresh-failed';
+      // Only the AS's own refusal ends a token; an unreachable AS leaves it for the next attempt.
+      const rule = e instanceof OAuthError ? e.rule : undefined;
       // Another instance may have rotated the refresh token first: theirs is good.
       await this.slots.read(subject, s).catch(() => {});
       if (s.version !== before && s.token) return true;
@@ -162,7 +163,7 @@ export class OAuthManager implements UpstreamAuth {
         s.version = undefined;
       }
       if (!s.token || this.auth.grant === 'client_credentials') need(s, 'login-required');
-      this.log.warn('oauth.refused', { rule });
+      this.log.warn('oauth.refused', { rule: rule ?? 'as-unreachable' });
       return false;
     }
   }

@@ -133,9 +133,11 @@ export async function clientCredentials(
   scopes: string[] | undefined,
   now: number,
 ): Promise<TokenSet> {
+  // offline_access asks for a refresh token, which this grant does not get.
+  const asked = (scopes ?? []).filter((s) => s !== 'offline_access');
   const params: Record<string, string> = { grant_type: 'client_credentials', resource };
-  if (scopes && scopes.length > 0) params.scope = scopes.join(' ');
-  const t = await tokenRequest(f, as, client, params, 'token-failed', now, { resource, scope: scopes ?? [] });
+  if (asked.length > 0) params.scope = asked.join(' ');
+  const t = await tokenRequest(f, as, client, params, 'token-failed', now, { resource, scope: asked });
   delete t.refreshToken;
   return t;
 }

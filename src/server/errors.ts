@@ -98,6 +98,11 @@ export function toRpcError(e: unknown, era: Era = 'legacy'): RpcError {
     }
     const data: RpcError['data'] = { manifold: e.code };
     if (e.data) for (const k of PUBLIC_DATA) if (e.data[k] !== undefined) data[k] = e.data[k];
+    // #19: why an upstream wants a sign-in (login-required, step-up-exhausted…) is the caller's to know.
+    if (e.code === 'ERR_UPSTREAM_AUTH' && typeof e.data?.rule === 'string') {
+      data.rule = e.data.rule;
+      if (typeof e.data.server === 'string') data.server = e.data.server;
+    }
     const status = era === 'modern' && e.code === 'ERR_METHOD_NOT_FOUND' ? 404 : m.status;
     if (e.code === 'ERR_RESOURCE_UNKNOWN' && era === 'modern') code = RpcCode.InvalidParams;
     return { status, code, message: e.publicMessage, data };

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { egressPolicy } from '../../src/guards/egress.js';
 import {
   discoverAuthorizationServer,
   discoverResource,
@@ -8,6 +9,7 @@ import {
   resourceMatches,
 } from '../../src/oauth/discovery.js';
 import { OAuthError, type OAuthRule } from '../../src/oauth/types.js';
+import { guardedFetch } from '../../src/upstream/egress-fetch.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
 
 // A tiny server of fixed JSON documents that records the paths asked for, in order.
@@ -172,6 +174,10 @@ describe('discoverResource', () => {
     expect(js.seen).toEqual(['/.well-known/oauth-protected-resource/mcp']);
   });
 
+  it('refuses an invalid server URL as an OAuthError', async () => {
+    expect(await rule(discoverResource(fetch, 'not a url'))).toBe('no-resource-metadata');
+  });
+
   it('asks only the root for a server at the root', async () => {
     expect(await rule(discoverResource(fetch, `${js.origin}/`))).toBe('no-resource-metadata');
     expect(js.seen).toEqual(['/.well-known/oauth-protected-resource']);
@@ -210,6 +216,22 @@ describe('discoverResource', () => {
     )) as OAuthError;
     expect(e2.rule).toBe('no-resource-metadata');
     expect(e2.message).not.toContain('hunter2');
+  });
+});
+
+describe('through the gateway egress guard', () => {
+  it('says when the egress policy refused a host, and sends nothing there', async () => {
+    const guarded = guardedFetch(fetch, {
+      policy: egressPolicy({ allowedHosts: [js.origin.replace('http://', '')] }),
+      maxBodyBytes: 1 << 20,
+    });
+    js.routes.set('/.well-known/oauth-authorization-server', { body: asDoc(js.origin) });
+    expect((await discoverAuthorizationServer(guarded, js.origin)).issuer).toBe(js.origin);
+    const err = (await discoverAuthorizationServer(guarded, 'https://as.example.com').catch(
+      (e: unknown) => e,
+    )) as OAuthError;
+    expect(err.rule).toBe('no-as-metadata');
+    expect(err.message).toMatch(/egress policy/);
   });
 });
 
@@ -333,6 +355,7 @@ describe('discovery against oidc-provider', () => {
       resource: 'http://127.0.0.1:1/mcp',
       pathPrefix: '/tenant1',
       offlineAccess: false,
+      registration: false,
     });
   });
   afterAll(async () => {
@@ -357,5 +380,6 @@ describe('discovery against oidc-provider', () => {
     expect(as.authorizationEndpoint).toBe(`${tenant.url}/tenant1/auth`);
     expect(as.cimdSupported).toBe(false);
     expect(as.scopesSupported).not.toContain('offline_access');
+    expect(as.registrationEndpoint).toBeUndefined();
   });
 });

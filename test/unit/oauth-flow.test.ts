@@ -42,12 +42,14 @@ async function rule(p: Promise<unknown>): Promise<OAuthRule> {
 }
 
 /** The user's browser: follows redirects with a cookie jar until the client's redirect URI. */
-async function browse(start: string, user = 'alice'): Promise<URLSearchParams> {
+async function browse(start: string, user: string | null = 'alice'): Promise<URLSearchParams> {
   const jar = new Map<string, string>();
   let url = start;
   for (let i = 0; i < 12; i++) {
     const cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
-    const res = await fetch(url, { redirect: 'manual', headers: { cookie, 'x-test-user': user } });
+    const headers: Record<string, string> = { cookie };
+    if (user) headers['x-test-user'] = user;
+    const res = await fetch(url, { redirect: 'manual', headers });
     for (const c of res.headers.getSetCookie()) {
       const [kv = ''] = c.split(';');
       const at = kv.indexOf('=');
@@ -418,7 +420,7 @@ describe('against oidc-provider', () => {
 
   it('gets a client_credentials token for the resource, with no refresh token', async () => {
     const client = preClient('client_secret_basic');
-    const t = await clientCredentials(fetch, meta, client, RESOURCE, ['repo:read'], NOW());
+    const t = await clientCredentials(fetch, meta, client, RESOURCE, ['repo:read', 'offline_access'], NOW());
     expect(t.refreshToken).toBeUndefined();
     expect(t.scope).toEqual(['repo:read']);
     expect(decodeJwt(t.accessToken)).toMatchObject({ aud: RESOURCE, client_id: client.clientId });
@@ -453,6 +455,39 @@ describe('against oidc-provider', () => {
     const t = await login(preClient('none'), []);
     expect(as.events.lastAuthorization?.scope).toBeUndefined();
     expect(decodeJwt(t.accessToken)).toMatchObject({ aud: RESOURCE, scope: 'repo:read' });
+  });
+
+  it('fixture: chooses the user by test_user in the query, else the default; revokeAll drops every grant', async () => {
+    const client = preClient('none');
+    const started = await startAuthorization(
+      meta,
+      client,
+      { server: 'gh', subject: 'carol', issuer: meta.issuer, resource: RESOURCE, scopes: ['repo:read'] },
+      box,
+      60_000,
+      NOW(),
+    );
+    const viaQuery = await openCallback(await browse(`${started.url}&test_user=carol`, null), box, NOW());
+    const t = await redeemCode(fetch, meta, client, viaQuery.pending, viaQuery.code, NOW());
+    expect(decodeJwt(t.accessToken).sub).toBe('carol');
+    const byDefault = await startAuthorization(
+      meta,
+      client,
+      { server: 'gh', subject: '', issuer: meta.issuer, resource: RESOURCE, scopes: ['repo:read'] },
+      box,
+      60_000,
+      NOW(),
+    );
+    const cb = await openCallback(await browse(byDefault.url, null), box, NOW());
+    const t2 = await redeemCode(fetch, meta, client, cb.pending, cb.code, NOW());
+    expect(decodeJwt(t2.accessToken).sub).toBe('alice');
+    await as.revokeAll();
+    for (const old of [t, t2]) {
+      const err = (await refresh(fetch, meta, client, old, NOW()).catch(
+        (e: unknown) => e,
+      )) as TokenEndpointError;
+      expect(err.error).toBe('invalid_grant');
+    }
   });
 
   it('uses a Client ID Metadata Document when the AS supports it, with no registration', async () => {
