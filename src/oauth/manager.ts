@@ -186,6 +186,14 @@ export class OAuthManager implements UpstreamAuth {
       // The refused request carried no token or an older one (a login landed while it was in
       // flight): the current token was never refused, so it is neither deleted nor given up on.
       if (s.token && sent !== undefined && sent !== `Bearer ${s.token.accessToken}`) return 'retry';
+      // SEP-2352: the resource may name another AS now; a refresh at the old one would not help.
+      const moved = s.token?.refreshToken
+        ? await discoverResource(this.deps.fetch, this.url, s.challenge).then(
+            (p) => p.authorizationServers[0],
+            () => undefined,
+          )
+        : undefined;
+      if (s.token && moved && moved !== s.token.issuer) await this.rebind(subject, s, moved);
       if (s.token?.refreshToken || this.auth.grant === 'client_credentials') {
         if (await this.renew(subject, s)) return 'retry';
         return 'stop';
