@@ -47,14 +47,6 @@ let raw: { mcpServers: Record<string, unknown>; gateway: Record<string, unknown>
 let configFile: string;
 const storePath = () => join(dir, 'state.db');
 
-/** The protected server fixture (plain JS, without a declaration file): the part used here. */
-interface ProtectedFixture {
-  startProtectedServer(o: {
-    port: number;
-    issuer: string;
-  }): Promise<{ port: number; close(): Promise<void> }>;
-}
-const PROTECTED_SERVER = '../fixtures/protected-server.mjs';
 
 /**
  * A CLI run to its end (the commands that need no browser). Never spawnSync: the authorization
