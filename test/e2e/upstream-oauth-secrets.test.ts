@@ -57,21 +57,11 @@ async function client(gw: TestGateway, era: 'v1' | 'v2'): Promise<AnyClient> {
 const textOf = (r: unknown) =>
   ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
 
-/** The parsed result of a call; a call not sent while the upstream reconnects is tried again. */
+/** The parsed result of a whoami call; an error or an isError result throws. */
 async function whoami(c: AnyClient): Promise<Obj> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const r = await c.callTool({ name: 'gh__whoami', arguments: {} });
-      if (r.isError) throw new Error(`isError: ${textOf(r)}`);
-      return JSON.parse(textOf(r)) as Obj;
-    } catch (e) {
-      if (attempt < 20 && /not connected right now/.test(String((e as Error).message))) {
-        await new Promise((r) => setTimeout(r, 100));
-        continue;
-      }
-      throw e;
-    }
-  }
+  const r = await c.callTool({ name: 'gh__whoami', arguments: {} });
+  if (r.isError) throw new Error(`isError: ${textOf(r)}`);
+  return JSON.parse(textOf(r)) as Obj;
 }
 
 async function upstreamOf(gw: TestGateway, server: string): Promise<Obj> {

@@ -119,29 +119,17 @@ async function client(gw: TestGateway, era: 'v1' | 'v2'): Promise<AnyClient> {
 const textOf = (r: unknown) =>
   ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
 
-/**
- * A tool call's outcome: the parsed JSON text of a result, or the JSON-RPC error. A call the
- * gateway did not send because the upstream is reconnecting right then ("not connected right now
- * ... the call was not sent", e.g. the reopen that follows a login) is tried again: the tests are
- * about what the upstream decides, not about that moment.
- */
+/** A tool call's outcome: the parsed JSON text of a result, or the JSON-RPC error. */
 async function call(
   c: AnyClient,
   name: string,
 ): Promise<{ ok?: Obj; isError?: string; error?: { code?: number; data?: Obj; message?: string } }> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const r = await c.callTool({ name, arguments: {} });
-      if (r.isError) return { isError: textOf(r) };
-      return { ok: JSON.parse(textOf(r)) as Obj };
-    } catch (e) {
-      const error = e as { code?: number; data?: Obj; message?: string };
-      if (attempt < 20 && /not connected right now/.test(String(error.message))) {
-        await new Promise((r) => setTimeout(r, 100));
-        continue;
-      }
-      return { error };
-    }
+  try {
+    const r = await c.callTool({ name, arguments: {} });
+    if (r.isError) return { isError: textOf(r) };
+    return { ok: JSON.parse(textOf(r)) as Obj };
+  } catch (e) {
+    return { error: e as { code?: number; data?: Obj; message?: string } };
   }
 }
 
