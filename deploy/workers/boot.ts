@@ -69,13 +69,13 @@ export function readConfig(env: Env): Booted | Response {
       'gateway.store.postgres is for Node instances; on Workers the state lives in Durable Objects: remove "store" from MANIFOLD_CONFIG',
     );
   }
-  // #19: delegated upstream credentials need the token store in each upstream's object and a read
-  // path for isolates, not built yet. Refused rather than calling the server without its token.
-  const delegated = config.servers.find((s) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user');
-  if (delegated) {
+  // #19: mode gateway keeps the deployment's token in the server's object (oauth.ts); per-user
+  // tokens (mode user) need a URL elicitation per caller there, not built on Workers.
+  const perUser = config.servers.find((s) => s.auth?.mode === 'user');
+  if (perUser) {
     return configError(
       500,
-      `mcpServers.${delegated.name}.auth: mode ${delegated.auth?.mode} is not available on Workers yet; run it on Node, or use "static"`,
+      `mcpServers.${perUser.name}.auth: mode user is not available on Workers (Workers support "static" and "gateway"); run it on Node, or use "gateway"`,
     );
   }
   if (auth && auth.jwksFile !== undefined) {
