@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,6 +24,14 @@ const SECRET = 'an-oauth-secret-of-at-least-32-characters!!';
 
 const textOf = (r: unknown) =>
   ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+
+const subOf = (r: unknown) => {
+  try {
+    return (JSON.parse(textOf(r)) as { sub?: string }).sub;
+  } catch {
+    return undefined;
+  }
+};
 
 describe('workers: upstream OAuth, mode gateway (#19)', () => {
   let ps: Awaited<ReturnType<typeof startProtectedServer>>;
@@ -68,13 +76,6 @@ describe('workers: upstream OAuth, mode gateway (#19)', () => {
       return await c.client.callTool({ name: 'gh__whoami', arguments: {} });
     } finally {
       await c.close();
-    }
-  };
-  const subOf = (r: unknown) => {
-    try {
-      return (JSON.parse(textOf(r)) as { sub?: string }).sub;
-    } catch {
-      return undefined;
     }
   };
 
@@ -165,6 +166,37 @@ describe('workers: upstream OAuth, mode gateway (#19)', () => {
     );
   });
 
+  it('a refused token that cannot be renewed: ERR_UPSTREAM_AUTH login-required for both eras, never a 500', async () => {
+    await as.revokeAll();
+    ps.rejectAll(true);
+    try {
+      const modern = await modernWhoami().then(
+        () => undefined,
+        (e: unknown) => e as { code?: number; data?: Obj },
+      );
+      expect(modern?.data).toMatchObject({
+        manifold: 'ERR_UPSTREAM_AUTH',
+        rule: 'login-required',
+        server: 'gh',
+      });
+      const legacy = await legacyWhoami().then(
+        () => undefined,
+        (e: unknown) => e as { code?: number; data?: Obj },
+      );
+      expect(legacy?.code).toBe(-32015);
+      expect(legacy?.data).toMatchObject({ manifold: 'ERR_UPSTREAM_AUTH', rule: 'login-required' });
+      expect(await healthAuth()).toMatchObject({ state: 'needs-login' });
+    } finally {
+      ps.rejectAll(false);
+    }
+    // A new login brings the calls back (the logout test below starts from it).
+    await signIn();
+    await eventually(
+      async () => subOf(await modernWhoami().catch(() => undefined)) === 'alice',
+      'alice again',
+    );
+  });
+
   it('the client metadata route is the object’s (404 without clientMetadataUrl)', async () => {
     const res = await fetch(`${base}/oauth/client-metadata.json`);
     expect(res.status).toBe(404);
@@ -180,5 +212,90 @@ describe('workers: upstream OAuth, mode gateway (#19)', () => {
       'a v2 call without the token',
     );
     expect(subOf(await legacyWhoami().catch(() => undefined))).not.toBe('alice');
+  });
+});
+
+describe('workers: upstream auth modes at boot, and static re-read (#19)', () => {
+  const made: string[] = [];
+  afterAll(() => {
+    for (const d of made) rmSync(d, { recursive: true, force: true });
+  });
+
+  it('mode user is refused at boot with a config error naming the server', async () => {
+    const worker = await startWorker({
+      config: {
+        mcpServers: { mine: { url: 'http://127.0.0.1:9/mcp', auth: 'user' } },
+        gateway: {
+          auth: {
+            issuer: 'https://issuer.example',
+            audience: 'manifold',
+            jwksUrl: 'https://issuer.example/jwks',
+          },
+          logLevel: 'error',
+          oauth: { secret: SECRET },
+        },
+      },
+    });
+    made.push(worker.persist);
+    try {
+      const res = await fetch(worker.url.replace(/\/mcp$/, '/healthz'));
+      expect(res.status).toBe(500);
+      const body = (await res.json()) as { error: string };
+      expect(body.error).toContain('mcpServers.mine.auth');
+      expect(body.error).toContain('Workers support "static" and "gateway"');
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('static: a 401 reads the binding again (same value: the refusal stands, cleanly); a new deployment with the rotated secret calls again', async () => {
+    const keyDir = mkdtempSync(join(tmpdir(), 'static-key-'));
+    made.push(keyDir);
+    const keyFile = join(keyDir, 'key');
+    writeFileSync(keyFile, 'key-one\n');
+    const ps = await startProtectedServer({ port: 0, staticKeyFile: keyFile });
+    const config = {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a config `${VAR}`, read by the gateway
+      mcpServers: { st: { url: ps.url, headers: { 'x-api-key': '${API_KEY}' } } },
+      gateway: { auth: false, logLevel: 'error', allowedHosts: [new URL(ps.url).host] },
+    };
+    const persist = mkdtempSync(join(tmpdir(), 'manifold-do-static-'));
+    made.push(persist);
+    const call = async (url: string) => {
+      const c = await connectModern(url, undefined, { name: 'static-v2' });
+      try {
+        return await c.client.callTool({ name: 'st__whoami', arguments: {} });
+      } finally {
+        await c.close();
+      }
+    };
+    let worker = await startWorker({ config, vars: { API_KEY: 'key-one' }, persist });
+    try {
+      let first: unknown;
+      await eventually(async () => {
+        first = await call(worker.url).catch(() => undefined);
+        return subOf(first) === 'static-key';
+      }, 'a call with the static key');
+      // The key is rotated at the server; the binding still holds the old one.
+      writeFileSync(keyFile, 'key-two\n');
+      const refused = await call(worker.url).then(
+        (r) => ({ r, e: undefined }),
+        (e: unknown) => ({ r: undefined, e: e as { code?: number; message?: string } }),
+      );
+      expect(subOf(refused.r)).toBeUndefined();
+      if (refused.e) expect(refused.e.code).not.toBe(-32603);
+      else expect((refused.r as { isError?: boolean }).isError).toBe(true);
+      expect(JSON.stringify(refused)).not.toContain('key-one');
+      await worker.stop();
+      // `wrangler secret put API_KEY` is a new deployment: same objects' storage, the new binding.
+      worker = await startWorker({ config, vars: { API_KEY: 'key-two' }, persist });
+      await eventually(
+        async () => subOf(await call(worker.url).catch(() => undefined)) === 'static-key',
+        'a call with the rotated key',
+      );
+    } finally {
+      await worker.stop();
+      await ps.close();
+    }
   });
 });
