@@ -9,7 +9,6 @@
  * token, a secret or a URL with its query.
  */
 import type { GatewayOAuthConfig, ServerAuthConfig, ServerConfig } from '../config/types.js';
-import { sha256Hex } from '../guards/canonical-json.js';
 import type { Logger } from '../log.js';
 import type { CredentialStore } from '../store/credentials-types.js';
 import type { StateStore } from '../store/state.js';
@@ -18,15 +17,8 @@ import type { SecretBox } from './box.js';
 import { bearerChallenge } from './challenge.js';
 import { ClientBook } from './clients.js';
 import { discoverAuthorizationServer, discoverResource } from './discovery.js';
-import {
-  clientCredentials,
-  openCallback,
-  redeemCode,
-  refresh,
-  revoke,
-  selectScopes,
-  startAuthorization,
-} from './flow.js';
+import { clientCredentials, redeemCode, refresh, revoke, selectScopes, startAuthorization } from './flow.js';
+import { probeChallenge } from './login.js';
 import { createStaticAuth } from './static-auth.js';
 import { hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
 import {
@@ -39,6 +31,7 @@ import {
 } from './types.js';
 
 export type { UpstreamAuth } from './auth-fetch.js';
+export { completeLogin } from './login.js';
 
 export interface OAuthDeps {
   /** The unwrapped, egress-guarded fetch: discovery, registration and tokens never carry the bearer. */
@@ -55,7 +48,6 @@ export interface OAuthDeps {
 }
 
 /** A claim on a state outlives the state by this much (clock skew between instances). */
-const CLAIM_GRACE_MS = 10 * 60_000;
 
 export function createUpstreamAuth(config: ServerConfig, deps: OAuthDeps): UpstreamAuth {
   const auth = config.auth;
@@ -100,18 +92,22 @@ export class OAuthManager implements UpstreamAuth {
     return p;
   }
 
-  private expiring(t: TokenSet): boolean {
-    return (
-      t.expiresAt !== undefined &&
-      t.expiresAt - this.deps.gateway.refreshSkewSeconds * 1000 <= this.deps.now()
-    );
+  /**
+   * Due for renewal: within the skew of its expiry, but never earlier than half its life (a token
+   * that lives less than the skew would otherwise be renewed before every request).
+   */
+  private expiring(t: TokenSet, s: Slot): boolean {
+    if (t.expiresAt === undefined) return false;
+    let skew = this.deps.gateway.refreshSkewSeconds * 1000;
+    if (s.obtainedAt !== undefined) skew = Math.min(skew, (t.expiresAt - s.obtainedAt) / 2);
+    return t.expiresAt - skew <= this.deps.now();
   }
 
   async authorize(subject: SubjectKey): Promise<Record<string, string>> {
     await this.slots.load(subject);
     const s = this.slots.slot(subject);
     if (!s.token && this.auth.grant === 'client_credentials') await this.renew(subject, s);
-    else if (s.token && this.expiring(s.token)) await this.renew(subject, s);
+    else if (s.token && this.expiring(s.token, s)) await this.renew(subject, s);
     const t = s.token;
     // An access token past its expiry is still sent when renewal failed: the server decides.
     return t ? { authorization: `Bearer ${t.accessToken}` } : {};
@@ -186,9 +182,16 @@ export class OAuthManager implements UpstreamAuth {
       // The refused request carried no token or an older one (a login landed while it was in
       // flight): the current token was never refused, so it is neither deleted nor given up on.
       if (s.token && sent !== undefined && sent !== `Bearer ${s.token.accessToken}`) return 'retry';
-      if (s.token?.refreshToken || this.auth.grant === 'client_credentials') {
-        if (await this.renew(subject, s)) return 'retry';
-        return 'stop';
+      const cc = this.auth.grant === 'client_credentials';
+      // The token this gateway just renewed for a 401 was refused too: renewing again would loop.
+      const renewedRefused = s.token !== undefined && s.token.accessToken === s.renewed;
+      if (cc && renewedRefused) return 'stop';
+      // SEP-2352: the resource now names another AS; its tokens are not ours to refresh.
+      const moved = !renewedRefused && s.token !== undefined && (await this.issuerMoved(s, s.token.issuer));
+      if (!renewedRefused && !moved && (s.token?.refreshToken || cc)) {
+        if (!(await this.renew(subject, s))) return 'stop';
+        s.renewed = s.token?.accessToken;
+        return 'retry';
       }
       if (s.token && s.version !== undefined) {
         // Refused and not renewable: the token is of no more use; a login replaces it.
@@ -218,6 +221,17 @@ export class OAuthManager implements UpstreamAuth {
     need(s, 'login-required');
     this.log.info('oauth.step_up', { scopes: s.pendingScopes.length });
     return 'stop';
+  }
+
+  /** Whether the resource's metadata now names another authorization server than `issuer`. */
+  private async issuerMoved(s: Slot, issuer: string): Promise<boolean> {
+    try {
+      const prm = await discoverResource(this.deps.fetch, this.url, s.challenge);
+      const now = prm.authorizationServers[0];
+      return now !== undefined && now !== issuer;
+    } catch {
+      return false;
+    }
   }
 
   state(subject: SubjectKey): ReturnType<UpstreamAuth['state']> {
@@ -255,6 +269,7 @@ export class OAuthManager implements UpstreamAuth {
     const redirect = redirectUri ?? this.deps.gateway.redirectUri;
     const key = redirect === this.deps.gateway.redirectUri ? this.server : `${this.server}#cli`;
     try {
+      s.challenge ??= await probeChallenge(this.deps.fetch, this.url);
       const prm = await discoverResource(this.deps.fetch, this.url, s.challenge);
       const issuer = prm.authorizationServers[0];
       if (!issuer)
@@ -360,31 +375,4 @@ export class OAuthManager implements UpstreamAuth {
   private emit(subject: SubjectKey): void {
     for (const l of this.listeners) l(subject);
   }
-}
-
-/**
- * Completes a login for whichever server the state names (the callback route and the CLI): the
- * state is opened and checked (RFC 9207 iss table, `error`), claimed once in the store so a replay
- * is refused on any instance, then the code is redeemed.
- */
-export async function completeLogin(
-  registry: ReadonlyMap<string, UpstreamAuth>,
-  query: URLSearchParams,
-): Promise<{ server: string; subject: SubjectKey }> {
-  const any = [...registry.values()].find((a): a is OAuthManager => a instanceof OAuthManager);
-  if (!any) throw new OAuthError('state-invalid', 'no server signs in with OAuth here');
-  const now = any.deps.now();
-  const { pending, code } = await openCallback(query, any.deps.box, now);
-  const m = registry.get(pending.server);
-  if (!(m instanceof OAuthManager))
-    throw new OAuthError('state-invalid', 'the sign-in names no OAuth server');
-  const state = query.get('state') ?? '';
-  const first = await m.deps.claims.claim(
-    `oauth-state:${await sha256Hex(state)}`,
-    pending.exp + CLAIM_GRACE_MS,
-    now,
-  );
-  if (!first) throw new OAuthError('state-invalid', 'this sign-in link was already used');
-  await m.finish(pending, code);
-  return { server: pending.server, subject: pending.subject };
 }

@@ -23,6 +23,10 @@ export interface Slot {
   /** Re-authorizations per challenged scope set. */
   stepUps: Map<string, number>;
   flight?: Promise<boolean>;
+  /** The access token a 401 made this gateway renew: refused again, it is not renewed again. */
+  renewed?: string;
+  /** When this process stored the current token (its lifetime bounds the refresh skew). */
+  obtainedAt?: number;
 }
 
 export const hostOf = (url: string) => {
@@ -124,6 +128,7 @@ export class TokenSlots {
     };
     const ok = await this.deps.credentials.putToken(this.server, subject, row, s.version, this.deps.now());
     await this.read(subject, s);
+    if (ok) s.obtainedAt = this.deps.now();
     if (!ok) this.log.info('oauth.token_superseded', { issuer: hostOf(t.issuer) });
   }
 }

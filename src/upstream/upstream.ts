@@ -357,6 +357,7 @@ export class Upstream {
 
   /** Opens again through the runtime's opener (a fresher snapshot), keeping the listing meanwhile. */
   reopen(): Promise<void> {
+    if (this.state !== 'ready') this.retry.cancel(); // this attempt replaces a pending retry
     const attempt = this.connect(this.state === 'ready');
     // Not serving meanwhile (a login just completed, #19): callers wait for this attempt.
     if (this.state === 'connecting') this.firstAttempt = attempt;
