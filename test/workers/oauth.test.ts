@@ -33,187 +33,200 @@ const subOf = (r: unknown) => {
   }
 };
 
-describe('workers: upstream OAuth, mode gateway (#19)', () => {
-  let ps: Awaited<ReturnType<typeof startProtectedServer>>;
-  let as: Awaited<ReturnType<typeof startAuthServer>>;
-  let worker: RunningWorker;
-  let dir: string;
-  let base: string;
+/**
+ * `route`: the default layout (isolates and owner-sharded objects), or `MANIFOLD_ROUTE=object`
+ * (the whole gateway in one object, which owns every server's credentials itself).
+ */
+function gatewayMode(route: 'isolate' | 'object') {
+  describe(`workers (${route}): upstream OAuth, mode gateway (#19)`, () => {
+    let ps: Awaited<ReturnType<typeof startProtectedServer>>;
+    let as: Awaited<ReturnType<typeof startAuthServer>>;
+    let worker: RunningWorker;
+    let dir: string;
+    let base: string;
 
-  const healthAuth = async () => {
-    const h = (await (await fetch(`${base}/healthz`)).json()) as { upstreams: Obj[] };
-    return (h.upstreams.find((u) => u.name === 'gh')?.auth ?? {}) as Obj;
-  };
-  const admin = async (action: 'login' | 'logout', server = 'gh') => {
-    const res = await fetch(`${base}/admin/servers/${server}/${action}`, { method: 'POST' });
-    return { status: res.status, body: (await res.json()) as Obj };
-  };
-  const signIn = async () => {
-    const begun = await admin('login');
-    expect(begun.status).toBe(200);
-    expect(begun.body.expiresAt).toBeGreaterThan(Date.now());
-    const done = await browse(begun.body.authorizationUrl as string, {
-      callback: `${base}/oauth/callback`,
-      user: 'alice',
-    });
-    expect(done.status).toBe(200);
-    expect(done.body).toContain('Signed in to gh');
-    expect(done.body).not.toMatch(/eyJ/);
-    return done;
-  };
-  /** A v2 client's whoami (the isolate's direct path), once the isolate's snapshot lists the tool. */
-  const modernWhoami = async () => {
-    const c = await connectModern(worker.url, undefined, { name: 'oauth-v2' });
-    try {
-      return await c.client.callTool({ name: 'gh__whoami', arguments: {} });
-    } finally {
-      await c.close();
-    }
-  };
-  const legacyWhoami = async () => {
-    const c = await connectLegacy(worker.url, undefined, 'oauth-v1');
-    try {
-      return await c.client.callTool({ name: 'gh__whoami', arguments: {} });
-    } finally {
-      await c.close();
-    }
-  };
+    const healthAuth = async () => {
+      const h = (await (await fetch(`${base}/healthz`)).json()) as { upstreams: Obj[] };
+      return (h.upstreams.find((u) => u.name === 'gh')?.auth ?? {}) as Obj;
+    };
+    const admin = async (action: 'login' | 'logout', server = 'gh') => {
+      const res = await fetch(`${base}/admin/servers/${server}/${action}`, { method: 'POST' });
+      return { status: res.status, body: (await res.json()) as Obj };
+    };
+    const signIn = async () => {
+      const begun = await admin('login');
+      expect(begun.status).toBe(200);
+      expect(begun.body.expiresAt).toBeGreaterThan(Date.now());
+      const done = await browse(begun.body.authorizationUrl as string, {
+        callback: `${base}/oauth/callback`,
+        user: 'alice',
+      });
+      expect(done.status).toBe(200);
+      expect(done.body).toContain('Signed in to gh');
+      expect(done.body).not.toMatch(/eyJ/);
+      return done;
+    };
+    /** A v2 client's whoami (the isolate's direct path), once the isolate's snapshot lists the tool. */
+    const modernWhoami = async () => {
+      const c = await connectModern(worker.url, undefined, { name: 'oauth-v2' });
+      try {
+        return await c.client.callTool({ name: 'gh__whoami', arguments: {} });
+      } finally {
+        await c.close();
+      }
+    };
+    const legacyWhoami = async () => {
+      const c = await connectLegacy(worker.url, undefined, 'oauth-v1');
+      try {
+        return await c.client.callTool({ name: 'gh__whoami', arguments: {} });
+      } finally {
+        await c.close();
+      }
+    };
 
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'manifold-do-oauth-'));
-    ps = await startProtectedServer({ port: 0 });
-    as = await startAuthServer({ port: 0, resource: ps.resource, accessTokenTtl: 4 });
-    ps.setIssuer(as.issuer);
-    worker = await startWorker({
-      config: {
-        mcpServers: { gh: { url: ps.url, auth: 'gateway' } },
-        gateway: {
-          auth: false,
-          logLevel: 'error',
-          allowedHosts: [new URL(ps.url).host, new URL(as.issuer).host],
-          oauth: { secret: SECRET, refreshSkewSeconds: 0 },
+    beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), 'manifold-do-oauth-'));
+      ps = await startProtectedServer({ port: 0 });
+      as = await startAuthServer({ port: 0, resource: ps.resource, accessTokenTtl: 4 });
+      ps.setIssuer(as.issuer);
+      worker = await startWorker({
+        config: {
+          mcpServers: { gh: { url: ps.url, auth: 'gateway' } },
+          gateway: {
+            auth: false,
+            logLevel: 'error',
+            allowedHosts: [new URL(ps.url).host, new URL(as.issuer).host],
+            oauth: { secret: SECRET, refreshSkewSeconds: 0 },
+          },
         },
-      },
-      vars: { MANIFOLD_SNAPSHOT_TTL_MS: '1000' },
-      persist: dir,
+        vars: {
+          MANIFOLD_SNAPSHOT_TTL_MS: '1000',
+          ...(route === 'object' ? { MANIFOLD_ROUTE: 'object' } : {}),
+        },
+        persist: dir,
+      });
+      base = new URL(worker.url).origin;
     });
-    base = new URL(worker.url).origin;
-  });
 
-  afterAll(async () => {
-    await worker?.stop();
-    await ps?.close();
-    await as?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+    afterAll(async () => {
+      await worker?.stop();
+      await ps?.close();
+      await as?.close();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    });
 
-  it('boots (mode gateway is no longer refused) and needs a login first', async () => {
-    await eventually(async () => (await healthAuth()).state === 'needs-login', 'needs-login on /healthz');
-    expect((await admin('login', 'nope')).status).toBe(404);
-  });
+    it('boots (mode gateway is no longer refused) and needs a login first', async () => {
+      await eventually(async () => (await healthAuth()).state === 'needs-login', 'needs-login on /healthz');
+      expect((await admin('login', 'nope')).status).toBe(404);
+    });
 
-  it('a forged or missing state at the callback is 400 state-invalid, nothing echoed', async () => {
-    const forged = await fetch(`${base}/oauth/callback?code=abc&state=v1.forged.state`);
-    expect(forged.status).toBe(400);
-    expect(await forged.text()).toBe('state-invalid\n');
-    const none = await fetch(`${base}/oauth/callback?code=abc`);
-    expect(none.status).toBe(400);
-  });
+    it('a forged or missing state at the callback is 400 state-invalid, nothing echoed', async () => {
+      const forged = await fetch(`${base}/oauth/callback?code=abc&state=v1.forged.state`);
+      expect(forged.status).toBe(400);
+      expect(await forged.text()).toBe('state-invalid\n');
+      const none = await fetch(`${base}/oauth/callback?code=abc`);
+      expect(none.status).toBe(400);
+    });
 
-  it('the operator signs in on the Worker; a v2 call (isolate) and a v1 call (objects) run as alice', async () => {
-    const done = await signIn();
-    expect(done.request.get('resource')).toBe(ps.resource);
-    expect(done.request.get('code_challenge_method')).toBe('S256');
-    expect(done.request.get('redirect_uri')).toBe(`${base}/oauth/callback`);
+    it('the operator signs in on the Worker; a v2 call (isolate) and a v1 call (objects) run as alice', async () => {
+      const done = await signIn();
+      expect(done.request.get('resource')).toBe(ps.resource);
+      expect(done.request.get('code_challenge_method')).toBe('S256');
+      expect(done.request.get('redirect_uri')).toBe(`${base}/oauth/callback`);
 
-    // The same callback again is a replay: the object claimed its state once.
-    const replay = await fetch(done.callbackUrl.href);
-    expect(replay.status).toBe(400);
-    expect(await replay.text()).toContain('state-invalid');
+      // The same callback again is a replay: the object claimed its state once.
+      const replay = await fetch(done.callbackUrl.href);
+      expect(replay.status).toBe(400);
+      expect(await replay.text()).toContain('state-invalid');
 
-    let modern: unknown;
-    await eventually(async () => {
-      modern = await modernWhoami().catch(() => undefined);
-      return subOf(modern) === 'alice';
-    }, 'a v2 call as alice');
-    expect(subOf(await legacyWhoami())).toBe('alice');
-    // gh is a modern upstream in its object's snapshot, so a v2 client's call is the isolate's own
-    // (route.ts): the token it carried came from the object's credential RPC.
-    await eventually(async () => {
-      const snap = await worker.objectFetch('UPSTREAMS', 'gh', '/__manifold/snapshot', {
-        'x-manifold-server': 'gh',
-      });
-      return ((await snap.json()) as Obj).era === 'modern';
-    }, 'gh is modern in its snapshot');
-    expect(ps.log.events.filter((e) => e.kind === 'ok' && e.sub === 'alice').length).toBeGreaterThan(0);
-    const auth = await healthAuth();
-    expect(auth).toMatchObject({ state: 'ready', issuer: as.issuer });
-    expect(JSON.stringify(auth)).not.toMatch(/eyJ/);
-  });
+      let modern: unknown;
+      await eventually(async () => {
+        modern = await modernWhoami().catch(() => undefined);
+        return subOf(modern) === 'alice';
+      }, 'a v2 call as alice');
+      expect(subOf(await legacyWhoami())).toBe('alice');
+      // gh is a modern upstream in its object's snapshot, so a v2 client's call is the isolate's own
+      // (route.ts): the token it carried came from the object's credential RPC.
+      if (route === 'isolate')
+        await eventually(async () => {
+          const snap = await worker.objectFetch('UPSTREAMS', 'gh', '/__manifold/snapshot', {
+            'x-manifold-server': 'gh',
+          });
+          return ((await snap.json()) as Obj).era === 'modern';
+        }, 'gh is modern in its snapshot');
+      expect(ps.log.events.filter((e) => e.kind === 'ok' && e.sub === 'alice').length).toBeGreaterThan(0);
+      const auth = await healthAuth();
+      expect(auth).toMatchObject({ state: 'ready', issuer: as.issuer });
+      expect(JSON.stringify(auth)).not.toMatch(/eyJ/);
+    });
 
-  it('an expired access token is refreshed (in the object) before the next call of either era', async () => {
-    const before = as.events.counts.refresh_token;
-    const exp = Number((await healthAuth()).expiresAt);
-    expect(exp).toBeGreaterThan(0);
-    await eventually(() => Date.now() > exp + 50, 'the access token expired');
-    expect(subOf(await modernWhoami())).toBe('alice');
-    expect(subOf(await legacyWhoami())).toBe('alice');
-    // One refresh token rotation served both places (single-flight in the object).
-    expect(as.events.counts.refresh_token - before).toBe(1);
-    await eventually(
-      async () => Number((await healthAuth()).expiresAt) > exp,
-      'the isolate sees the new expiry',
-    );
-  });
-
-  it('a refused token that cannot be renewed: ERR_UPSTREAM_AUTH login-required for both eras, never a 500', async () => {
-    await as.revokeAll();
-    ps.rejectAll(true);
-    try {
-      const modern = await modernWhoami().then(
-        () => undefined,
-        (e: unknown) => e as { code?: number; data?: Obj },
+    it('an expired access token is refreshed (in the object) before the next call of either era', async () => {
+      const before = as.events.counts.refresh_token;
+      const exp = Number((await healthAuth()).expiresAt);
+      expect(exp).toBeGreaterThan(0);
+      await eventually(() => Date.now() > exp + 50, 'the access token expired');
+      expect(subOf(await modernWhoami())).toBe('alice');
+      expect(subOf(await legacyWhoami())).toBe('alice');
+      // One refresh token rotation served both places (single-flight in the object).
+      expect(as.events.counts.refresh_token - before).toBe(1);
+      await eventually(
+        async () => Number((await healthAuth()).expiresAt) > exp,
+        'the isolate sees the new expiry',
       );
-      expect(modern?.data).toMatchObject({
-        manifold: 'ERR_UPSTREAM_AUTH',
-        rule: 'login-required',
-        server: 'gh',
-      });
-      const legacy = await legacyWhoami().then(
-        () => undefined,
-        (e: unknown) => e as { code?: number; data?: Obj },
+    });
+
+    it('a refused token that cannot be renewed: ERR_UPSTREAM_AUTH login-required for both eras, never a 500', async () => {
+      await as.revokeAll();
+      ps.rejectAll(true);
+      try {
+        const modern = await modernWhoami().then(
+          () => undefined,
+          (e: unknown) => e as { code?: number; data?: Obj },
+        );
+        expect(modern?.data).toMatchObject({
+          manifold: 'ERR_UPSTREAM_AUTH',
+          rule: 'login-required',
+          server: 'gh',
+        });
+        const legacy = await legacyWhoami().then(
+          () => undefined,
+          (e: unknown) => e as { code?: number; data?: Obj },
+        );
+        expect(legacy?.code).toBe(-32015);
+        expect(legacy?.data).toMatchObject({ manifold: 'ERR_UPSTREAM_AUTH', rule: 'login-required' });
+        expect(await healthAuth()).toMatchObject({ state: 'needs-login' });
+      } finally {
+        ps.rejectAll(false);
+      }
+      // A new login brings the calls back (the logout test below starts from it).
+      await signIn();
+      await eventually(
+        async () => subOf(await modernWhoami().catch(() => undefined)) === 'alice',
+        'alice again',
       );
-      expect(legacy?.code).toBe(-32015);
-      expect(legacy?.data).toMatchObject({ manifold: 'ERR_UPSTREAM_AUTH', rule: 'login-required' });
-      expect(await healthAuth()).toMatchObject({ state: 'needs-login' });
-    } finally {
-      ps.rejectAll(false);
-    }
-    // A new login brings the calls back (the logout test below starts from it).
-    await signIn();
-    await eventually(
-      async () => subOf(await modernWhoami().catch(() => undefined)) === 'alice',
-      'alice again',
-    );
-  });
+    });
 
-  it('the client metadata route is the object’s (404 without clientMetadataUrl)', async () => {
-    const res = await fetch(`${base}/oauth/client-metadata.json`);
-    expect(res.status).toBe(404);
-  });
+    it('the client metadata route is the object’s (404 without clientMetadataUrl)', async () => {
+      const res = await fetch(`${base}/oauth/client-metadata.json`);
+      expect(res.status).toBe(404);
+    });
 
-  it('logout forgets the token: calls no longer run as alice, and /healthz says needs-login', async () => {
-    const out = await admin('logout');
-    expect(out.status).toBe(200);
-    expect(out.body).toMatchObject({ loggedOut: 'gh' });
-    await eventually(async () => (await healthAuth()).state === 'needs-login', 'needs-login again');
-    await eventually(
-      async () => subOf(await modernWhoami().catch(() => undefined)) !== 'alice',
-      'a v2 call without the token',
-    );
-    expect(subOf(await legacyWhoami().catch(() => undefined))).not.toBe('alice');
+    it('logout forgets the token: calls no longer run as alice, and /healthz says needs-login', async () => {
+      const out = await admin('logout');
+      expect(out.status).toBe(200);
+      expect(out.body).toMatchObject({ loggedOut: 'gh' });
+      await eventually(async () => (await healthAuth()).state === 'needs-login', 'needs-login again');
+      await eventually(
+        async () => subOf(await modernWhoami().catch(() => undefined)) !== 'alice',
+        'a v2 call without the token',
+      );
+      expect(subOf(await legacyWhoami().catch(() => undefined))).not.toBe('alice');
+    });
   });
-});
+}
+
+gatewayMode('isolate');
+gatewayMode('object');
 
 describe('workers: upstream auth modes at boot, and static re-read (#19)', () => {
   const made: string[] = [];
