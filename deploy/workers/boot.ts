@@ -69,15 +69,6 @@ export function readConfig(env: Env): Booted | Response {
       'gateway.store.postgres is for Node instances; on Workers the state lives in Durable Objects: remove "store" from MANIFOLD_CONFIG',
     );
   }
-  // #19: mode gateway keeps the deployment's token in the server's object (oauth.ts); per-user
-  // tokens (mode user) need a URL elicitation per caller there, not built on Workers.
-  const perUser = config.servers.find((s) => s.auth?.mode === 'user');
-  if (perUser) {
-    return configError(
-      500,
-      `mcpServers.${perUser.name}.auth: mode user is not available on Workers (Workers support "static" and "gateway"); run it on Node, or use "gateway"`,
-    );
-  }
   if (auth && auth.jwksFile !== undefined) {
     if (!env.MANIFOLD_JWKS) {
       return configError(500, 'gateway.auth.jwksFile needs the MANIFOLD_JWKS variable on Workers');

@@ -1,5 +1,6 @@
 /**
- * Upstream OAuth on Workers (#19, design §4.6), mode `gateway`: one identity for the deployment.
+ * Upstream OAuth on Workers (#19, design §4.6): mode `gateway` (one identity for the deployment)
+ * and mode `user` (a token per caller, keyed by the principal's key).
  *
  * - The server's `ManifoldUpstream` object owns its credentials: the real `OAuthManager` over the
  *   object's own SQLite (`durableObjectCredentials`, the same tables as Node's store), so the
@@ -28,7 +29,7 @@ import {
   OAUTH_DEFAULTS,
 } from '../../src/oauth/registry.js';
 import { createStaticAuth } from '../../src/oauth/static-auth.js';
-import { OAuthError, type SubjectKey } from '../../src/oauth/types.js';
+import { OAuthError, type OAuthRule, type SubjectKey } from '../../src/oauth/types.js';
 import type { StateStore } from '../../src/store/state.js';
 import { type Booted, type Env, INTERNAL, INTERNAL_ORIGIN, SERVER_HEADER } from './boot.js';
 import { durableObjectCredentials } from './do-store.js';
@@ -40,6 +41,9 @@ type AuthView = ReturnType<UpstreamAuth['state']>;
 /** The object routes of the credential RPC (the Worker answers 404 for them from outside). */
 export const CREDENTIAL_PATH = `${INTERNAL}credential`;
 export const REFUSED_PATH = `${INTERNAL}refused`;
+export const HAS_TOKEN_PATH = `${INTERNAL}has-token`;
+export const LOGIN_PATH = `${INTERNAL}begin-login`;
+const RPC_PATHS = new Set([CREDENTIAL_PATH, REFUSED_PATH, HAS_TOKEN_PATH, LOGIN_PATH]);
 
 const delegated = (s: ServerConfig) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user';
 
@@ -125,14 +129,18 @@ interface CredentialAnswer {
 }
 
 /**
- * A server's credentials as seen from a place that does not own them: the current headers from
- * the server's object, kept until the token is within the refresh skew of its expiry (a token
- * without an expiry is asked for again after a minute); nothing is kept while a login is needed.
+ * A server's credentials as seen from a place that does not own them, per subject ('' = the
+ * deployment's identity; a principal key in mode `user`): the current headers from the server's
+ * object, kept until the token is within the refresh skew of its expiry (a token without an expiry
+ * is asked for again after a minute); nothing is kept while a login is needed.
  */
 export class RemoteAuth implements UpstreamAuth {
-  private cached: { headers: Record<string, string>; until: number; expiresAt?: number } | undefined;
-  private flight: Promise<Record<string, string>> | undefined;
-  private last: AuthView = { state: 'needs-login', rule: 'login-required' };
+  private readonly cached = new Map<
+    SubjectKey,
+    { headers: Record<string, string>; until: number; expiresAt?: number }
+  >();
+  private readonly flights = new Map<SubjectKey, Promise<Record<string, string>>>();
+  private readonly last = new Map<SubjectKey, AuthView>();
 
   constructor(
     readonly server: string,
@@ -141,40 +149,44 @@ export class RemoteAuth implements UpstreamAuth {
     private readonly now: () => number,
   ) {}
 
-  private ask(path: string, init?: RequestInit): Promise<Response> {
+  private async ask<T>(path: string, subject: SubjectKey, body?: unknown): Promise<T | undefined> {
     const stub = this.upstreams.get(this.upstreams.idFromName(this.server));
-    const headers = new Headers(init?.headers);
-    headers.set(SERVER_HEADER, this.server);
-    return stub.fetch(`${INTERNAL_ORIGIN}${path}`, { ...init, headers });
-  }
-
-  async authorize(subject: SubjectKey): Promise<Record<string, string>> {
-    // Mode gateway only: no other subject has credentials on Workers (boot refuses mode user).
-    if (subject !== '') return {};
-    const c = this.cached;
-    if (c && this.now() < c.until) return c.headers;
-    this.flight ??= this.fetchCredential().finally(() => {
-      this.flight = undefined;
+    const res = await stub.fetch(`${INTERNAL_ORIGIN}${path}`, {
+      method: 'POST',
+      headers: { [SERVER_HEADER]: this.server, 'content-type': 'application/json' },
+      body: JSON.stringify({ subject, ...(body as object) }),
     });
-    return this.flight;
-  }
-
-  private async fetchCredential(): Promise<Record<string, string>> {
-    const res = await this.ask(CREDENTIAL_PATH);
     if (!res.ok) {
       await res.body?.cancel();
-      return {};
+      return undefined;
     }
-    const a = (await res.json()) as CredentialAnswer;
-    this.last = a.state;
+    const a = (await res.json()) as T & { state?: AuthView };
+    if (a.state) this.last.set(subject, a.state);
+    return a;
+  }
+
+  authorize(subject: SubjectKey): Promise<Record<string, string>> {
+    const c = this.cached.get(subject);
+    if (c && this.now() < c.until) return Promise.resolve(c.headers);
+    let f = this.flights.get(subject);
+    if (!f) {
+      f = this.fetchCredential(subject).finally(() => this.flights.delete(subject));
+      this.flights.set(subject, f);
+    }
+    return f;
+  }
+
+  private async fetchCredential(subject: SubjectKey): Promise<Record<string, string>> {
+    const a = await this.ask<CredentialAnswer>(CREDENTIAL_PATH, subject);
+    if (!a) return {};
     if (a.headers.authorization) {
-      const until = a.state.expiresAt !== undefined ? a.state.expiresAt - this.skewMs : this.now() + 60_000;
-      this.cached = {
+      const exp = a.state.expiresAt;
+      this.cached.set(subject, {
         headers: a.headers,
-        until,
-        ...(a.state.expiresAt !== undefined ? { expiresAt: a.state.expiresAt } : {}),
-      };
-    } else this.cached = undefined;
+        until: exp !== undefined ? exp - this.skewMs : this.now() + 60_000,
+        ...(exp !== undefined ? { expiresAt: exp } : {}),
+      });
+    } else this.cached.delete(subject);
     return a.headers;
   }
 
@@ -184,42 +196,44 @@ export class RemoteAuth implements UpstreamAuth {
     wwwAuthenticate: string | null,
     sent?: string | null,
   ): Promise<'retry' | 'stop'> {
-    if (subject !== '') return 'stop';
-    this.cached = undefined;
-    const res = await this.ask(REFUSED_PATH, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ status, wwwAuthenticate, sent: sent ?? null }),
+    this.cached.delete(subject);
+    const a = await this.ask<{ decision: string }>(REFUSED_PATH, subject, {
+      status,
+      wwwAuthenticate,
+      sent: sent ?? null,
     });
-    if (!res.ok) {
-      await res.body?.cancel();
-      return 'stop';
-    }
-    const a = (await res.json()) as { decision: 'retry' | 'stop'; state: AuthView };
-    this.last = a.state;
-    return a.decision === 'retry' ? 'retry' : 'stop';
+    return a?.decision === 'retry' ? 'retry' : 'stop';
   }
 
-  state(_subject: SubjectKey): AuthView {
-    return this.last;
+  state(subject: SubjectKey): AuthView {
+    return this.last.get(subject) ?? { state: 'needs-login', rule: 'login-required' };
   }
 
-  /** What the object's snapshot said of the server's credentials (no token in it). */
+  /** What the object's snapshot said of the deployment identity's credentials (no token in it). */
   observe(view: AuthView | undefined): void {
     if (!view) return;
-    this.last = view;
+    this.last.set('', view);
     // A logout, a refusal or a newer token in the object: the kept headers are not the current ones.
-    if (view.state !== 'ready' || view.expiresAt !== this.cached?.expiresAt) this.cached = undefined;
+    if (view.state !== 'ready' || view.expiresAt !== this.cached.get('')?.expiresAt) this.cached.delete('');
   }
 
-  beginLogin(): Promise<{ url: string; expiresAt: number }> {
-    return Promise.reject(
-      new OAuthError('login-required', `server ${this.server} signs in through its own object`),
-    );
+  /** Whether the object holds a token for the subject now (its state comes back with the answer). */
+  async hasToken(subject: SubjectKey): Promise<boolean> {
+    const a = await this.ask<{ has: boolean }>(HAS_TOKEN_PATH, subject);
+    if (!a?.has) this.cached.delete(subject);
+    return a?.has === true;
   }
 
-  async logout(): Promise<void> {
-    this.cached = undefined;
+  /** A caller's own login link (mode user), begun in the object that will take the callback. */
+  async beginLogin(subject: SubjectKey): Promise<{ url: string; expiresAt: number }> {
+    const a = await this.ask<{ url?: string; expiresAt?: number; rule?: OAuthRule }>(LOGIN_PATH, subject);
+    if (a?.url && a.expiresAt !== undefined) return { url: a.url, expiresAt: a.expiresAt };
+    throw new OAuthError(a?.rule ?? 'login-required', `server ${this.server} could not begin a sign-in`);
+  }
+
+  async logout(subject?: SubjectKey): Promise<void> {
+    if (subject === undefined) this.cached.clear();
+    else this.cached.delete(subject);
   }
 
   onChange(): void {}
@@ -238,24 +252,43 @@ export async function answerCredential(
   server: string,
 ): Promise<Response | undefined> {
   const path = new URL(request.url).pathname;
-  if (path !== CREDENTIAL_PATH && path !== REFUSED_PATH) return undefined;
+  if (!RPC_PATHS.has(path)) return undefined;
   const auth = auths.get(server);
   if (!auth) return json({ error: `server ${server} has no credentials` }, 404);
-  if (path === CREDENTIAL_PATH) {
-    const headers = await auth.authorize('');
-    return json({ headers, state: auth.state('') } satisfies CredentialAnswer);
-  }
-  let body: { status?: unknown; wwwAuthenticate?: unknown; sent?: unknown };
+  let body: { subject?: unknown; status?: unknown; wwwAuthenticate?: unknown; sent?: unknown };
   try {
     body = (await request.json()) as typeof body;
   } catch {
     return json({ error: 'bad request' }, 400);
   }
-  const status = body.status === 403 ? 403 : 401;
-  const www = typeof body.wwwAuthenticate === 'string' ? body.wwwAuthenticate : null;
-  const sent = typeof body.sent === 'string' ? body.sent : null;
-  const decision = await auth.onRefused('', status, www, sent);
-  return json({ decision, state: auth.state('') });
+  const subject = typeof body.subject === 'string' ? body.subject : '';
+  switch (path) {
+    case CREDENTIAL_PATH: {
+      const headers = await auth.authorize(subject);
+      return json({ headers, state: auth.state(subject) } satisfies CredentialAnswer);
+    }
+    case HAS_TOKEN_PATH: {
+      const has = (await auth.hasToken?.(subject)) ?? false;
+      return json({ has, state: auth.state(subject) });
+    }
+    case LOGIN_PATH:
+      try {
+        const begun = await auth.beginLogin(subject);
+        return json({ ...begun, state: auth.state(subject) });
+      } catch (e) {
+        return json({
+          rule: e instanceof OAuthError ? e.rule : 'login-required',
+          state: auth.state(subject),
+        });
+      }
+    default: {
+      const status = body.status === 403 ? 403 : 401;
+      const www = typeof body.wwwAuthenticate === 'string' ? body.wwwAuthenticate : null;
+      const sent = typeof body.sent === 'string' ? body.sent : null;
+      const decision = await auth.onRefused(subject, status, www, sent);
+      return json({ decision, state: auth.state(subject) });
+    }
+  }
 }
 
 /** The OAuth servers of a config (those whose callback and metadata the objects serve). */

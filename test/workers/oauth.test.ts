@@ -1,12 +1,15 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAuthServer } from '../fixtures/oauth-as.mjs';
 import { startProtectedServer } from '../fixtures/protected-server.mjs';
 import { connectLegacy, connectModern } from '../helpers/clients.js';
 import { eventually } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
+import { testIssuer } from '../helpers/tokens.js';
 import { type RunningWorker, startWorker } from '../helpers/workerd.js';
 
 /**
@@ -23,7 +26,7 @@ type Obj = Record<string, unknown>;
 const SECRET = 'an-oauth-secret-of-at-least-32-characters!!';
 
 const textOf = (r: unknown) =>
-  ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+  ((r as { content?: { text?: string }[] } | undefined)?.content ?? []).map((c) => c.text ?? '').join('');
 
 const subOf = (r: unknown) => {
   try {
@@ -228,37 +231,120 @@ function gatewayMode(route: 'isolate' | 'object') {
 gatewayMode('isolate');
 gatewayMode('object');
 
-describe('workers: upstream auth modes at boot, and static re-read (#19)', () => {
-  const made: string[] = [];
-  afterAll(() => {
-    for (const d of made) rmSync(d, { recursive: true, force: true });
-  });
+/**
+ * Mode `user` on Workers: each caller's token is kept in the server's object under their principal
+ * key; the catalog is listed with the deployment's identity (the operator signs in once). A call
+ * of a `user` server goes to the caller's tenant object (its own instance there), which asks the
+ * server's object whether the caller has a token and, if not, for the caller's own login link.
+ */
+describe('workers: upstream OAuth, mode user (#19)', () => {
+  let ps: Awaited<ReturnType<typeof startProtectedServer>>;
+  let as: Awaited<ReturnType<typeof startAuthServer>>;
+  let worker: RunningWorker;
+  let dir: string;
+  let base: string;
+  const tokens: Record<string, string> = {};
+  const ISS = 'https://idp.test';
+  const AUD = 'manifold-test';
 
-  it('mode user is refused at boot with a config error naming the server', async () => {
-    const worker = await startWorker({
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'manifold-do-oauth-user-'));
+    ps = await startProtectedServer({ port: 0 });
+    as = await startAuthServer({ port: 0, resource: ps.resource, accessTokenTtl: 60 });
+    ps.setIssuer(as.issuer);
+    const issuer = await testIssuer(ISS, AUD);
+    tokens.ops = await issuer.mint({ scope: 'manifold:admin tools:*' }, 'ops');
+    tokens.alice = await issuer.mint({ scope: 'tools:*' }, 'alice');
+    tokens.carol = await issuer.mint({ scope: 'tools:*' }, 'carol');
+    worker = await startWorker({
       config: {
-        mcpServers: { mine: { url: 'http://127.0.0.1:9/mcp', auth: 'user' } },
+        mcpServers: { gh: { url: ps.url, auth: 'user' } },
         gateway: {
-          auth: {
-            issuer: 'https://issuer.example',
-            audience: 'manifold',
-            jwksUrl: 'https://issuer.example/jwks',
-          },
+          auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
           logLevel: 'error',
+          allowedHosts: [new URL(ps.url).host, new URL(as.issuer).host],
           oauth: { secret: SECRET },
         },
       },
+      vars: { MANIFOLD_SNAPSHOT_TTL_MS: '1000' },
+      persist: dir,
     });
-    made.push(worker.persist);
+    base = new URL(worker.url).origin;
+    const begun = await fetch(`${base}/admin/servers/gh/login`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens.ops}` },
+    });
+    expect(begun.status).toBe(200);
+    const { authorizationUrl } = (await begun.json()) as { authorizationUrl: string };
+    const done = await browse(authorizationUrl, { callback: `${base}/oauth/callback`, user: 'ops' });
+    expect(done.status).toBe(200);
+  });
+
+  afterAll(async () => {
+    await worker?.stop();
+    await ps?.close();
+    await as?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const modernCall = async (token: string) => {
+    const c = await connectModern(worker.url, token, { name: 'user-v2' });
     try {
-      const res = await fetch(worker.url.replace(/\/mcp$/, '/healthz'));
-      expect(res.status).toBe(500);
-      const body = (await res.json()) as { error: string };
-      expect(body.error).toContain('mcpServers.mine.auth');
-      expect(body.error).toContain('Workers support "static" and "gateway"');
+      return await c.client.callTool({ name: 'gh__whoami', arguments: {} });
     } finally {
-      await worker.stop();
+      await c.close();
     }
+  };
+
+  it('a v2 caller without a token gets their own link (isError text); after signing in, calls are theirs', async () => {
+    let first: unknown;
+    await eventually(async () => {
+      first = await modernCall(tokens.alice!).catch(() => undefined);
+      return /needs you to sign in/.test(textOf(first));
+    }, 'the login text for alice');
+    expect((first as { isError?: boolean }).isError).toBe(true);
+    const url = /sign in: (\S+) \(open it/.exec(textOf(first))?.[1];
+    expect(url).toBeDefined();
+    const done = await browse(url!, { callback: `${base}/oauth/callback`, user: 'alice' });
+    expect(done.status).toBe(200);
+    expect(subOf(await modernCall(tokens.alice!))).toBe('alice');
+  });
+
+  it('a v1 caller with URL elicitation gets -32042 with its own link, never alice’s token', async () => {
+    const client = new LegacyClient(
+      { name: 'v1-carol', version: '1.0.0' },
+      {
+        capabilities: { elicitation: { url: {} } } as never,
+      },
+    );
+    await client.connect(
+      new LegacyTransport(new URL(worker.url), {
+        requestInit: { headers: { authorization: `Bearer ${tokens.carol}` } },
+      }),
+    );
+    try {
+      const err = await client.callTool({ name: 'gh__whoami', arguments: {} }).then(
+        () => undefined,
+        (e: unknown) => e as { code?: number; data?: { elicitations?: Obj[] } },
+      );
+      expect(err?.code).toBe(-32042);
+      const url = err?.data?.elicitations?.[0]?.url as string;
+      const done = await browse(url, { callback: `${base}/oauth/callback`, user: 'carol' });
+      expect(done.status).toBe(200);
+      const r = await client.callTool({ name: 'gh__whoami', arguments: {} });
+      expect(subOf(r)).toBe('carol');
+    } finally {
+      await client.close();
+    }
+    // Alice's calls are still alice's.
+    expect(subOf(await modernCall(tokens.alice!))).toBe('alice');
+  });
+});
+
+describe('workers: static re-read (#19)', () => {
+  const made: string[] = [];
+  afterAll(() => {
+    for (const d of made) rmSync(d, { recursive: true, force: true });
   });
 
   it('static: a 401 reads the binding again (same value: the refusal stands, cleanly); a new deployment with the rotated secret calls again', async () => {
