@@ -183,7 +183,8 @@ export class RemoteAuth implements UpstreamAuth {
       const exp = a.state.expiresAt;
       this.cached.set(subject, {
         headers: a.headers,
-        until: exp !== undefined ? exp - this.skewMs : this.now() + 60_000,
+        // As the manager does, never more than half of the token's remaining life early.
+        until: exp !== undefined ? exp - Math.min(this.skewMs, (exp - this.now()) / 2) : this.now() + 60_000,
         ...(exp !== undefined ? { expiresAt: exp } : {}),
       });
     } else this.cached.delete(subject);
