@@ -1,6 +1,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernTransport,
+} from '@modelcontextprotocol/client';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -256,6 +260,7 @@ describe('workers: upstream OAuth, mode user (#19)', () => {
     tokens.ops = await issuer.mint({ scope: 'manifold:admin tools:*' }, 'ops');
     tokens.alice = await issuer.mint({ scope: 'tools:*' }, 'alice');
     tokens.carol = await issuer.mint({ scope: 'tools:*' }, 'carol');
+    tokens.bob = await issuer.mint({ scope: 'tools:*' }, 'bob');
     worker = await startWorker({
       config: {
         mcpServers: { gh: { url: ps.url, auth: 'user' } },
@@ -308,6 +313,37 @@ describe('workers: upstream OAuth, mode user (#19)', () => {
     const done = await browse(url!, { callback: `${base}/oauth/callback`, user: 'alice' });
     expect(done.status).toBe(200);
     expect(subOf(await modernCall(tokens.alice!))).toBe('alice');
+  });
+
+  it('a v2 caller with URL elicitation gets an MRTR input_required; the SDK retries once bob signed in', async () => {
+    const asked: Obj[] = [];
+    const client = new ModernClient(
+      { name: 'v2-bob', version: '1.0.0' },
+      {
+        capabilities: { elicitation: { url: {} } } as never,
+        versionNegotiation: { mode: { pin: '2026-07-28' } },
+      },
+    );
+    client.setRequestHandler('elicitation/create', async (r) => {
+      const params = r.params as Obj;
+      asked.push(params);
+      const done = await browse(params.url as string, { callback: `${base}/oauth/callback`, user: 'bob' });
+      expect(done.status).toBe(200);
+      return { action: 'accept' } as never;
+    });
+    await client.connect(
+      new ModernTransport(new URL(worker.url), {
+        requestInit: { headers: { authorization: `Bearer ${tokens.bob}` } },
+      }),
+    );
+    try {
+      const r = await client.callTool({ name: 'gh__whoami', arguments: {} });
+      expect(asked).toHaveLength(1);
+      expect(asked[0]).toMatchObject({ mode: 'url' });
+      expect(subOf(r)).toBe('bob');
+    } finally {
+      await client.close();
+    }
   });
 
   it('a v1 caller with URL elicitation gets -32042 with its own link, never alice’s token', async () => {
