@@ -51,8 +51,14 @@ const delegated = (s: ServerConfig) => s.auth?.mode === 'gateway' || s.auth?.mod
 export class SeenOrigin {
   private origin: string | undefined;
   note(request: Request): void {
-    const o = new URL(request.url).origin;
-    if (o !== INTERNAL_ORIGIN) this.origin = o;
+    this.noteOrigin(new URL(request.url).origin);
+  }
+  /** An origin another place saw (a tenant object beginning a caller's login). */
+  noteOrigin(o: unknown): void {
+    if (typeof o === 'string' && o !== INTERNAL_ORIGIN && /^https?:\/\/[^/]+$/.test(o)) this.origin = o;
+  }
+  get current(): string | undefined {
+    return this.origin;
   }
   /** The callback URL: configured (`oauth.redirectUri`, `advertiseUrl`), else the origin clients use. */
   redirectUri(config: Config): string {
@@ -83,7 +89,7 @@ export async function objectAuths(
 }
 
 /** In an isolate or a tenant object: static auths here, OAuth servers' tokens from their objects. */
-export function remoteAuths(booted: Booted, env: Env): Map<string, UpstreamAuth> {
+export function remoteAuths(booted: Booted, env: Env, origin: SeenOrigin): Map<string, UpstreamAuth> {
   const { config } = booted;
   const platform = workersPlatform(booted.log, config.gateway, booted.env);
   const out = new Map<string, UpstreamAuth>();
@@ -91,7 +97,7 @@ export function remoteAuths(booted: Booted, env: Env): Map<string, UpstreamAuth>
   for (const s of config.servers) {
     if (!isProtected(s, platform)) continue;
     if (delegated(s)) {
-      out.set(s.name, new RemoteAuth(s.name, env.UPSTREAMS, skewMs, () => Date.now()));
+      out.set(s.name, new RemoteAuth(s.name, env.UPSTREAMS, skewMs, () => Date.now(), origin));
       continue;
     }
     const readSecret = platform.readSecret;
@@ -147,6 +153,8 @@ export class RemoteAuth implements UpstreamAuth {
     private readonly upstreams: DurableObjectNamespace,
     private readonly skewMs: number,
     private readonly now: () => number,
+    /** Where this place's clients come from: the callback URL of a login begun for one of them. */
+    private readonly origin?: SeenOrigin,
   ) {}
 
   private async ask<T>(path: string, subject: SubjectKey, body?: unknown): Promise<T | undefined> {
@@ -227,7 +235,9 @@ export class RemoteAuth implements UpstreamAuth {
 
   /** A caller's own login link (mode user), begun in the object that will take the callback. */
   async beginLogin(subject: SubjectKey): Promise<{ url: string; expiresAt: number }> {
-    const a = await this.ask<{ url?: string; expiresAt?: number; rule?: OAuthRule }>(LOGIN_PATH, subject);
+    const a = await this.ask<{ url?: string; expiresAt?: number; rule?: OAuthRule }>(LOGIN_PATH, subject, {
+      origin: this.origin?.current,
+    });
     if (a?.url && a.expiresAt !== undefined) return { url: a.url, expiresAt: a.expiresAt };
     throw new OAuthError(a?.rule ?? 'login-required', `server ${this.server} could not begin a sign-in`);
   }
@@ -251,12 +261,19 @@ export async function answerCredential(
   request: Request,
   auths: ReadonlyMap<string, UpstreamAuth>,
   server: string,
+  origin: SeenOrigin,
 ): Promise<Response | undefined> {
   const path = new URL(request.url).pathname;
   if (!RPC_PATHS.has(path)) return undefined;
   const auth = auths.get(server);
   if (!auth) return json({ error: `server ${server} has no credentials` }, 404);
-  let body: { subject?: unknown; status?: unknown; wwwAuthenticate?: unknown; sent?: unknown };
+  let body: {
+    subject?: unknown;
+    status?: unknown;
+    wwwAuthenticate?: unknown;
+    sent?: unknown;
+    origin?: unknown;
+  };
   try {
     body = (await request.json()) as typeof body;
   } catch {
@@ -273,6 +290,7 @@ export async function answerCredential(
       return json({ has, state: auth.state(subject) });
     }
     case LOGIN_PATH:
+      origin.noteOrigin(body.origin);
       try {
         const begun = await auth.beginLogin(subject);
         return json({ ...begun, state: auth.state(subject) });

@@ -61,7 +61,7 @@ export class ManifoldUpstream extends DurableObject<Env> {
       return json(await takeSnapshot(place.gateway, server, snapshotTtl(this.env.MANIFOLD_SNAPSHOT_TTL_MS)));
     }
     // The current token for isolates and tenant objects, and their refusals (#19, oauth.ts).
-    const rpc = await answerCredential(request, place.gateway.upstreamAuth, server);
+    const rpc = await answerCredential(request, place.gateway.upstreamAuth, server, this.origin);
     if (rpc) return rpc;
     return place.app.fetch(request);
   }
@@ -97,6 +97,8 @@ export class ManifoldTenant extends DurableObject<Env> {
   private armed = false;
   /** Whose object this is (the Worker names it on every request it forwards here). */
   private tenant: string | undefined;
+  /** Where its clients come from: the callback URL of a caller's login (#19, mode user). */
+  private readonly origin = new SeenOrigin();
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
@@ -105,6 +107,7 @@ export class ManifoldTenant extends DurableObject<Env> {
     // Isolates' and upstream objects' leases of this tenant's rate limit (tenant-limit.ts).
     if (isLeaseRequest(request)) return answerLease(this.ctx.storage as never, request);
     this.tenant ??= request.headers.get(TENANT_HEADER) ?? undefined;
+    this.origin.note(request);
     this.place ??= settle(
       () => this.boot(),
       () => {
@@ -143,7 +146,7 @@ export class ManifoldTenant extends DurableObject<Env> {
   private async boot(): Promise<Place | Response> {
     const booted = readConfig(this.env);
     if (booted instanceof Response) return booted;
-    const upstreamAuth = remoteAuths(booted, this.env);
+    const upstreamAuth = remoteAuths(booted, this.env, this.origin);
     this.opener = snapshotOpener(this.env.UPSTREAMS, () => Date.now(), true, observeAuth(upstreamAuth));
     const place = buildPlace(booted, {
       store: durableObjectStore(this.ctx.storage as never),

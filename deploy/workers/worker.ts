@@ -11,7 +11,7 @@ import { readBodyCapped } from '../../src/server/http-guards.js';
 import { errorMessage } from '../../src/server/jsonrpc.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
-import { callbackServer, oauthServers, observeAuth, plain, remoteAuths } from './oauth.js';
+import { callbackServer, oauthServers, observeAuth, plain, remoteAuths, SeenOrigin } from './oauth.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
 import { buildPlace, deploymentSecret, type Place } from './place.js';
 import { workersPlatform } from './platform.js';
@@ -27,6 +27,9 @@ interface Isolate extends Place {
   auth: boolean;
 }
 
+/** Where this isolate's clients come from (#19: the callback URL of a login begun here). */
+const origin = new SeenOrigin();
+
 /** This isolate's gateway, built by the first request (and again if that failed). */
 let isolate: Promise<Isolate | Response> | undefined;
 
@@ -40,7 +43,7 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
     ? createAuthenticator(auth, workersPlatform(booted.log, config.gateway).fetch)
     : noAuth;
   // Protected upstreams (#19): an OAuth server's token comes from its object (oauth.ts).
-  const upstreamAuth = remoteAuths(booted, env);
+  const upstreamAuth = remoteAuths(booted, env, origin);
   const opener = snapshotOpener(env.UPSTREAMS, () => Date.now(), false, observeAuth(upstreamAuth));
   const place = buildPlace(booted, {
     secret: await deploymentSecret(env, config),
@@ -77,6 +80,7 @@ export default {
       isolate = undefined;
       return configError(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
     });
+    origin.note(request);
     const iso = await isolate;
     if (iso instanceof Response) return iso.clone();
     await refreshStale(iso.gateway, iso.opener, Date.now());

@@ -248,6 +248,7 @@ describe('workers: upstream OAuth, mode user (#19)', () => {
   let dir: string;
   let base: string;
   const tokens: Record<string, string> = {};
+  let config: Record<string, unknown>;
   const ISS = 'https://idp.test';
   const AUD = 'manifold-test';
 
@@ -261,19 +262,17 @@ describe('workers: upstream OAuth, mode user (#19)', () => {
     tokens.alice = await issuer.mint({ scope: 'tools:*' }, 'alice');
     tokens.carol = await issuer.mint({ scope: 'tools:*' }, 'carol');
     tokens.bob = await issuer.mint({ scope: 'tools:*' }, 'bob');
-    worker = await startWorker({
-      config: {
-        mcpServers: { gh: { url: ps.url, auth: 'user' } },
-        gateway: {
-          auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
-          logLevel: 'error',
-          allowedHosts: [new URL(ps.url).host, new URL(as.issuer).host],
-          oauth: { secret: SECRET },
-        },
+    tokens.dave = await issuer.mint({ scope: 'tools:*' }, 'dave');
+    config = {
+      mcpServers: { gh: { url: ps.url, auth: 'user' } },
+      gateway: {
+        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+        logLevel: 'error',
+        allowedHosts: [new URL(ps.url).host, new URL(as.issuer).host],
+        oauth: { secret: SECRET },
       },
-      vars: { MANIFOLD_SNAPSHOT_TTL_MS: '1000' },
-      persist: dir,
-    });
+    };
+    worker = await startWorker({ config, vars: { MANIFOLD_SNAPSHOT_TTL_MS: '1000' }, persist: dir });
     base = new URL(worker.url).origin;
     const begun = await fetch(`${base}/admin/servers/gh/login`, {
       method: 'POST',
@@ -374,6 +373,23 @@ describe('workers: upstream OAuth, mode user (#19)', () => {
     }
     // Alice's calls are still alice's.
     expect(subOf(await modernCall(tokens.alice!))).toBe('alice');
+  });
+
+  it('after a restart (new objects, same storage) the tokens are still there, and a new caller’s link names the public origin', async () => {
+    await worker.stop();
+    worker = await startWorker({ config, vars: { MANIFOLD_SNAPSHOT_TTL_MS: '1000' }, persist: dir });
+    base = new URL(worker.url).origin;
+    await eventually(
+      async () => subOf(await modernCall(tokens.alice!).catch(() => undefined)) === 'alice',
+      'alice’s stored token after the restart',
+    );
+    // dave's login is begun from his tenant object: the server's object saw no public request yet.
+    const first = await modernCall(tokens.dave!);
+    const url = /sign in: (\S+) \(open it/.exec(textOf(first))?.[1];
+    expect(new URL(url!).searchParams.get('redirect_uri')).toBe(`${base}/oauth/callback`);
+    const done = await browse(url!, { callback: `${base}/oauth/callback`, user: 'dave' });
+    expect(done.status).toBe(200);
+    expect(subOf(await modernCall(tokens.dave!))).toBe('dave');
   });
 });
 
