@@ -61,6 +61,8 @@ export const RESTART_KEYS = [
   'statusPath',
   // The tracer is built before the gateway, from the config and OTEL_* variables.
   'tracing',
+  // The key for upstream credentials and each server's OAuth manager are built at start (#19).
+  'oauth',
 ] as const satisfies readonly (keyof GatewayConfig)[];
 
 export interface ReloadPlan {
@@ -140,6 +142,12 @@ export function planReload(old: Config, next: Config): ReloadPlan {
     }
   }
   if (!sameValue(old.profiles, next.profiles)) plan.live.push('profiles');
+  // A server's credentials manager is built at start (#19): a new or changed `auth` waits for it.
+  const authOf = (a: ServerConfig['auth']) => (!a || a.mode === 'static' ? 'static' : a);
+  for (const s of next.servers) {
+    if (!sameValue(authOf(before.get(s.name)?.auth), authOf(s.auth)))
+      plan.restart.push(`mcpServers.${s.name}.auth`);
+  }
   return plan;
 }
 

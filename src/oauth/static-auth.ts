@@ -21,8 +21,16 @@ export function createStaticAuth(
     const templates = config.headerTemplates;
     if (!read || !templates) return undefined;
     // A Proxy env reads each name only when the template names it, and afresh every time.
+    // interpolateString asks Object.hasOwn first: answer it too, or every name reads as unset.
+    const value = (name: string | symbol) => (typeof name === 'string' ? read(name) : undefined);
     const env = new Proxy({} as Record<string, string | undefined>, {
-      get: (_t, name) => (typeof name === 'string' ? read(name) : undefined),
+      get: (_t, name) => value(name),
+      getOwnPropertyDescriptor: (_t, name) => {
+        const v = value(name);
+        return v === undefined
+          ? undefined
+          : { value: v, writable: false, enumerable: true, configurable: true };
+      },
     });
     const out: Record<string, string> = {};
     for (const [k, tpl] of Object.entries(templates)) {

@@ -10,8 +10,9 @@
  * - `POST /admin/servers/<n>/login` (manifold:admin): 200 `{authorizationUrl, expiresAt}`, 404 for
  *   a server that does not sign in with OAuth, 409 `{rule}` when a login cannot help now, 502
  *   `{rule}` when discovery or registration failed;
- * - `POST /admin/servers/<n>/logout` (manifold:admin), `?all=1` for every subject: revokes at the
- *   AS when it can, then forgets the tokens.
+ * - `POST /admin/servers/<n>/logout` (manifold:admin), `?subject=<key>` for one user's sign-in,
+ *   `?all=1` for every subject: revokes at the AS when it can, then forgets the tokens;
+ * - `GET /admin/servers/<n>/auth` (manifold:admin): the state, and who is signed in (no token).
  */
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Authenticator } from '../auth/principal.js';
@@ -120,14 +121,18 @@ export function mountOAuth(app: Hono, gateway: Gateway, routes: OAuthRoutes): vo
     const { name, m } = managerOf(c);
     if (!m) return c.json({ error: `no server named ${name} signs in with OAuth` }, 404);
     const all = c.req.query('all') === '1' || c.req.query('all') === 'true';
-    await m.logout(all ? undefined : '');
-    return c.json({ loggedOut: name, ...(all ? { all: true } : {}) });
+    // A user's own sign-in (mode user) by their principal key, as GET …/auth lists them.
+    const subject = c.req.query('subject') ?? '';
+    await m.logout(all ? undefined : subject);
+    return c.json({ loggedOut: name, ...(all ? { all: true } : subject ? { subject } : {}) });
   });
 
   app.get('/admin/servers/:server/auth', async (c) => {
     await admitted(c);
     const { name, m } = managerOf(c);
     if (!m) return c.json({ error: `no server named ${name} signs in with OAuth` }, 404);
-    return c.json({ server: name, mode: m.auth.mode, ...m.state('') });
+    // Who is signed in (principal keys, issuers, scopes, expiries): never a token.
+    const subjects = await m.deps.credentials.listTokens(name);
+    return c.json({ server: name, mode: m.auth.mode, ...m.state(''), subjects });
   });
 }

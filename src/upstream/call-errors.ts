@@ -344,11 +344,14 @@ export class UpstreamAuthRequired extends ManifoldError {
     readonly rule: OAuthRule,
     readonly loginUrl?: string,
   ) {
+    // With the caller's own link (mode user), resources/read and prompts/get show it as it is.
     super(
       'ERR_UPSTREAM_AUTH',
       rule === 'step-up-exhausted'
         ? `server ${server} keeps asking for more scopes than the sign-ins granted; an operator must look at it`
-        : `server ${server} needs a sign-in before it can be used${rule === 'login-required' ? '' : ` (${rule})`}`,
+        : loginUrl
+          ? `server ${server} needs you to sign in: ${loginUrl}`
+          : `server ${server} needs a sign-in before it can be used${rule === 'login-required' ? '' : ` (${rule})`}`,
       { data: { rule, server } },
     );
   }

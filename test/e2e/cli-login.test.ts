@@ -13,6 +13,7 @@ import { join, relative, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../deploy/node/sqlite-store.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
+import { type ProtectedServer, startProtectedServer } from '../fixtures/protected-server.mjs';
 import { connectClient, freePort, ROOT, startTestGateway } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
 
@@ -40,7 +41,7 @@ interface Run {
 
 let dir: string;
 let as: AuthServer;
-let protectedServer: { port: number; close(): Promise<void> };
+let protectedServer: ProtectedServer;
 let mcpUrl: string;
 let raw: { mcpServers: Record<string, unknown>; gateway: Record<string, unknown> };
 let configFile: string;
@@ -113,8 +114,7 @@ beforeAll(async () => {
   const port = await freePort();
   mcpUrl = `http://127.0.0.1:${port}/mcp`;
   as = await startAuthServer({ resource: mcpUrl, registration: true });
-  const fixture = (await import(PROTECTED_SERVER)) as ProtectedFixture;
-  protectedServer = await fixture.startProtectedServer({ port, issuer: as.issuer });
+  protectedServer = await startProtectedServer({ port, issuer: as.issuer });
   raw = {
     mcpServers: { prot: { url: mcpUrl, auth: 'gateway' } },
     gateway: {

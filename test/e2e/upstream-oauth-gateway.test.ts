@@ -391,6 +391,52 @@ describe('upstream OAuth, mode user (#19)', () => {
     }
   });
 
+  it("an admin signs bob out (by his key); alice's calls go on with her own token", async () => {
+    const admin = { authorization: `Bearer ${tokens.admin}` };
+    const listed = (await (
+      await fetch(new URL('/admin/servers/gh/auth', gw.url), { headers: admin })
+    ).json()) as {
+      subjects: { subject: string }[];
+    };
+    expect(JSON.stringify(listed)).not.toMatch(/eyJ/);
+    const bob = listed.subjects.find((s) => s.subject.includes('bob'))?.subject;
+    expect(bob).toBeDefined();
+    const out = await fetch(
+      new URL(`/admin/servers/gh/logout?subject=${encodeURIComponent(bob ?? '')}`, gw.url),
+      {
+        method: 'POST',
+        headers: admin,
+      },
+    );
+    expect(out.status).toBe(200);
+    const alice = new ModernClient(
+      { name: 'v2-alice', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    await alice.connect(
+      new ModernTransport(new URL(gw.url), {
+        requestInit: { headers: { authorization: `Bearer ${tokens.alice}` } },
+      }),
+    );
+    const bobClient = new LegacyClient({ name: 'v1-bob', version: '1.0.0' });
+    await bobClient.connect(
+      new LegacyTransport(new URL(gw.url), {
+        requestInit: { headers: { authorization: `Bearer ${tokens.bob}` } },
+      }),
+    );
+    try {
+      expect(JSON.parse(textOf(await alice.callTool({ name: 'gh__whoami', arguments: {} }))).sub).toBe(
+        'alice',
+      );
+      const r = await bobClient.callTool({ name: 'gh__whoami', arguments: {} });
+      expect(r.isError).toBe(true);
+      expect(textOf(r)).toMatch(/needs you to sign in/);
+    } finally {
+      await alice.close();
+      await bobClient.close();
+    }
+  });
+
   it('a client without URL elicitation gets an isError result naming the link', async () => {
     const client = new LegacyClient({ name: 'v1-carol', version: '1.0.0' });
     await client.connect(

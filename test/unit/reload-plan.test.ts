@@ -33,6 +33,24 @@ describe('planReload: what a reload changes', () => {
     });
   });
 
+  it('#19: a new or changed upstream auth waits for a restart; a plain static server does not', () => {
+    const oauth = { secret: 'an-oauth-secret-of-at-least-32-characters!!' };
+    const old = config({ mcpServers: { a, b }, gateway: { oauth } });
+    const next = config({
+      mcpServers: {
+        a,
+        b: { ...b, auth: 'gateway' },
+        c,
+        d: { url: 'https://d.example.com/mcp', auth: 'static' },
+      },
+      gateway: { oauth: { ...oauth, flowTtlSeconds: 120 } },
+    });
+    const plan = planReload(old, next);
+    expect(plan.restart).toEqual(expect.arrayContaining(['oauth', 'mcpServers.b.auth']));
+    expect(plan.restart).not.toContain('mcpServers.c.auth');
+    expect(plan.restart).not.toContain('mcpServers.d.auth');
+  });
+
   it('sorts servers into added, removed, replaced (connection) and retuned (view only)', () => {
     const old = config({ mcpServers: { a, b, c } });
     const next = config({
