@@ -34,7 +34,7 @@ import type { StateStore } from '../../src/store/state.js';
 import { type Booted, type Env, INTERNAL, INTERNAL_ORIGIN, SERVER_HEADER } from './boot.js';
 import { durableObjectCredentials } from './do-store.js';
 import { workersPlatform } from './platform.js';
-import type { Snapshot } from './snapshot.js';
+import { type Snapshot, snapshotTtl } from './snapshot.js';
 
 type AuthView = ReturnType<UpstreamAuth['state']>;
 
@@ -94,10 +94,11 @@ export function remoteAuths(booted: Booted, env: Env, origin: SeenOrigin): Map<s
   const platform = workersPlatform(booted.log, config.gateway, booted.env);
   const out = new Map<string, UpstreamAuth>();
   const skewMs = { ...OAUTH_DEFAULTS, ...config.gateway.oauth }.refreshSkewSeconds * 1000;
+  const keepMs = snapshotTtl(env.MANIFOLD_SNAPSHOT_TTL_MS);
   for (const s of config.servers) {
     if (!isProtected(s, platform)) continue;
     if (delegated(s)) {
-      out.set(s.name, new RemoteAuth(s.name, env.UPSTREAMS, skewMs, () => Date.now(), origin));
+      out.set(s.name, new RemoteAuth(s.name, env.UPSTREAMS, skewMs, keepMs, () => Date.now(), origin));
       continue;
     }
     const readSecret = platform.readSecret;
@@ -137,8 +138,8 @@ interface CredentialAnswer {
 /**
  * A server's credentials as seen from a place that does not own them, per subject ('' = the
  * deployment's identity; a principal key in mode `user`): the current headers from the server's
- * object, kept until the token is within the refresh skew of its expiry (a token without an expiry
- * is asked for again after a minute); nothing is kept while a login is needed.
+ * object, kept until the token is within the refresh skew of its expiry, and never longer than the
+ * snapshot ttl; nothing is kept while a login is needed.
  */
 export class RemoteAuth implements UpstreamAuth {
   private readonly cached = new Map<
@@ -152,6 +153,8 @@ export class RemoteAuth implements UpstreamAuth {
     readonly server: string,
     private readonly upstreams: DurableObjectNamespace,
     private readonly skewMs: number,
+    /** At most this long between two reads of the token from the object (the snapshot ttl). */
+    private readonly keepMs: number,
     private readonly now: () => number,
     /** Where this place's clients come from: the callback URL of a login begun for one of them. */
     private readonly origin?: SeenOrigin,
@@ -192,7 +195,12 @@ export class RemoteAuth implements UpstreamAuth {
       this.cached.set(subject, {
         headers: a.headers,
         // As the manager does, never more than half of the token's remaining life early.
-        until: exp !== undefined ? exp - Math.min(this.skewMs, (exp - this.now()) / 2) : this.now() + 60_000,
+        // and never longer than a snapshot is kept: a logout in the object (of any subject) reaches
+        // every place within that bound, as a re-trust does.
+        until: Math.min(
+          exp !== undefined ? exp - Math.min(this.skewMs, (exp - this.now()) / 2) : Number.POSITIVE_INFINITY,
+          this.now() + this.keepMs,
+        ),
         ...(exp !== undefined ? { expiresAt: exp } : {}),
       });
     } else this.cached.delete(subject);

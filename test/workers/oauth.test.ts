@@ -375,6 +375,39 @@ describe('workers: upstream OAuth, mode user (#19)', () => {
     expect(subOf(await modernCall(tokens.alice!))).toBe('alice');
   });
 
+  it('the admin listing (served by the server’s object) names who is signed in and carries no token; logout ?subject= signs one caller out', async () => {
+    const get = async () => {
+      const res = await fetch(`${base}/admin/servers/gh/auth`, {
+        headers: { authorization: `Bearer ${tokens.ops}` },
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()) as { mode?: string; subjects: { subject: string }[] };
+    };
+    const listed = await get();
+    expect(listed.mode).toBe('user');
+    const keys = listed.subjects.map((x) => x.subject);
+    expect(keys.length).toBeGreaterThanOrEqual(4); // ops (''), alice, bob, carol
+    expect(JSON.stringify(listed)).not.toMatch(/eyJ/);
+    const carol = keys.find((k) => k.includes('carol'));
+    expect(carol).toBeDefined();
+    const out = await fetch(`${base}/admin/servers/gh/logout?subject=${encodeURIComponent(carol!)}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens.ops}` },
+    });
+    expect(out.status).toBe(200);
+    expect((await get()).subjects.map((x) => x.subject)).not.toContain(carol);
+    // Her tenant object keeps her token no longer than a snapshot: her next calls ask her to sign in.
+    await eventually(
+      async () => /needs you to sign in/.test(textOf(await modernCall(tokens.carol!).catch(() => undefined))),
+      'carol signed out everywhere',
+    );
+    // A non-admin caller is refused.
+    const refused = await fetch(`${base}/admin/servers/gh/auth`, {
+      headers: { authorization: `Bearer ${tokens.alice}` },
+    });
+    expect(refused.status).toBe(403);
+  });
+
   it('after a restart (new objects, same storage) the tokens are still there, and a new caller’s link names the public origin', async () => {
     await worker.stop();
     worker = await startWorker({ config, vars: { MANIFOLD_SNAPSHOT_TTL_MS: '1000' }, persist: dir });
