@@ -69,15 +69,6 @@ export function readConfig(env: Env): Booted | Response {
       'gateway.store.postgres is for Node instances; on Workers the state lives in Durable Objects: remove "store" from MANIFOLD_CONFIG',
     );
   }
-  // #19: delegated upstream credentials need the token store in each upstream's object and a read
-  // path for isolates, not built yet. Refused rather than calling the server without its token.
-  const delegated = config.servers.find((s) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user');
-  if (delegated) {
-    return configError(
-      500,
-      `mcpServers.${delegated.name}.auth: mode ${delegated.auth?.mode} is not available on Workers yet; run it on Node, or use "static"`,
-    );
-  }
   if (auth && auth.jwksFile !== undefined) {
     if (!env.MANIFOLD_JWKS) {
       return configError(500, 'gateway.auth.jwksFile needs the MANIFOLD_JWKS variable on Workers');

@@ -14,6 +14,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { type Env, INTERNAL, RequestCount, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { durableObjectStore } from './do-store.js';
 import { refreshStale } from './fresh.js';
+import { answerCredential, objectAuths, observeAuth, remoteAuths, SeenOrigin } from './oauth.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
 import { buildPlace, deploymentSecret, keptSecret, type Place } from './place.js';
 import { snapshotTtl, takeSnapshot } from './snapshot.js';
@@ -36,6 +37,8 @@ export class ManifoldUpstream extends DurableObject<Env> {
   private place: Promise<Place | Response> | undefined;
   private server: string | undefined;
   private readonly counts = new RequestCount();
+  /** Where clients reach the deployment: the callback URL of a login begun here (#19). */
+  private readonly origin = new SeenOrigin();
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
@@ -45,6 +48,7 @@ export class ManifoldUpstream extends DurableObject<Env> {
     if (!server) return json({ error: 'an upstream object is reached through the Worker' }, 400);
     this.server ??= server;
     if (server !== this.server) return json({ error: 'this object serves another server' }, 409);
+    this.origin.note(request);
     this.place ??= settle(
       () => this.boot(server),
       () => {
@@ -56,6 +60,9 @@ export class ManifoldUpstream extends DurableObject<Env> {
     if (new URL(request.url).pathname === `${INTERNAL}snapshot`) {
       return json(await takeSnapshot(place.gateway, server, snapshotTtl(this.env.MANIFOLD_SNAPSHOT_TTL_MS)));
     }
+    // The current token for isolates and tenant objects, and their refusals (#19, oauth.ts).
+    const rpc = await answerCredential(request, place.gateway.upstreamAuth, server, this.origin);
+    if (rpc) return rpc;
     return place.app.fetch(request);
   }
 
@@ -66,9 +73,12 @@ export class ManifoldUpstream extends DurableObject<Env> {
     const servers = booted.config.servers.filter((s) => s.name === server);
     if (servers.length === 0) return json({ error: `no server named ${server}` }, 404);
     const config = { ...booted.config, servers };
+    const store = durableObjectStore(this.ctx.storage as never);
     const place = buildPlace(booted, {
       config,
-      store: durableObjectStore(this.ctx.storage as never),
+      store,
+      // This server's credentials (#19) live here, in the object's own SQLite.
+      upstreamAuth: await objectAuths(booted, config, this.ctx.storage, store, this.origin),
       secret: await deploymentSecret(this.env, booted.config),
       // A call forwarded here is counted where the isolates count it: in the tenant's object.
       callLimiter: tenantLimiter(this.env.TENANTS, { log: booted.log }),
@@ -87,6 +97,8 @@ export class ManifoldTenant extends DurableObject<Env> {
   private armed = false;
   /** Whose object this is (the Worker names it on every request it forwards here). */
   private tenant: string | undefined;
+  /** Where its clients come from: the callback URL of a caller's login (#19, mode user). */
+  private readonly origin = new SeenOrigin();
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
@@ -95,6 +107,7 @@ export class ManifoldTenant extends DurableObject<Env> {
     // Isolates' and upstream objects' leases of this tenant's rate limit (tenant-limit.ts).
     if (isLeaseRequest(request)) return answerLease(this.ctx.storage as never, request);
     this.tenant ??= request.headers.get(TENANT_HEADER) ?? undefined;
+    this.origin.note(request);
     this.place ??= settle(
       () => this.boot(),
       () => {
@@ -133,9 +146,11 @@ export class ManifoldTenant extends DurableObject<Env> {
   private async boot(): Promise<Place | Response> {
     const booted = readConfig(this.env);
     if (booted instanceof Response) return booted;
-    this.opener = snapshotOpener(this.env.UPSTREAMS, () => Date.now(), true);
+    const upstreamAuth = remoteAuths(booted, this.env, this.origin);
+    this.opener = snapshotOpener(this.env.UPSTREAMS, () => Date.now(), true, observeAuth(upstreamAuth));
     const place = buildPlace(booted, {
       store: durableObjectStore(this.ctx.storage as never),
+      upstreamAuth,
       secret: await deploymentSecret(this.env, booted.config),
       openSession: this.opener.open,
       // Its own tenant's calls lease from its storage directly, not by a request to itself.
@@ -156,17 +171,21 @@ export class ManifoldTenant extends DurableObject<Env> {
 export class ManifoldGateway extends DurableObject<Env> {
   private place: Promise<Place | Response> | undefined;
   private readonly counts = new RequestCount();
+  private readonly origin = new SeenOrigin();
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
     if (counted) return counted;
+    this.origin.note(request);
     this.place ??= settle(
       async () => {
         const booted = readConfig(this.env);
         if (booted instanceof Response) return booted;
         const { cursorSecret } = booted.config.gateway;
+        const store = durableObjectStore(this.ctx.storage as never);
         const place = buildPlace(booted, {
-          store: durableObjectStore(this.ctx.storage as never),
+          store,
+          upstreamAuth: await objectAuths(booted, booted.config, this.ctx.storage, store, this.origin),
           ...(cursorSecret ? { secret: new TextEncoder().encode(cursorSecret) } : {}),
         });
         void place.gateway.start();

@@ -42,6 +42,8 @@ export function snapshotOpener(
   upstreams: DurableObjectNamespace,
   now: () => number,
   legacyCalls: boolean,
+  /** Sees every snapshot read (a protected server's credentials state, #19). */
+  onSnapshot?: (snap: Snapshot) => void,
 ): SnapshotOpener {
   const fresh = new Map<string, Freshness>();
   /** One legacy session per server for every snapshot of it (a new snapshot is not a new session). */
@@ -63,6 +65,7 @@ export function snapshotOpener(
       throw new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', 'the upstream object did not answer', { cause: e });
     }
     fresh.set(name, { at, ttlMs: snap.ttlMs, names: snap.names, ...(snap.era ? { era: snap.era } : {}) });
+    onSnapshot?.(snap);
     if (snap.state !== 'ready' || !snap.verified || !snap.era) {
       if (snap.rule) {
         throw new ManifoldError(

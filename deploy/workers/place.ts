@@ -8,6 +8,7 @@ import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway.js';
 import { textExporter } from '../../src/metrics/text.js';
+import type { UpstreamAuth } from '../../src/oauth/auth-fetch.js';
 import { type AppOptions, createApp } from '../../src/server/app.js';
 import type { StateStore } from '../../src/store/state.js';
 import type { SessionOpener } from '../../src/upstream/session.js';
@@ -28,6 +29,8 @@ export function buildPlace(
     openSession?: SessionOpener;
     /** Counts tenants' calls: the tenant objects' leases (tenant-limit.ts); the local bucket when absent. */
     callLimiter?: CallLimiterFactory;
+    /** Protected upstreams' credentials (#19): the owner's managers, or remote ones (oauth.ts). */
+    upstreamAuth?: ReadonlyMap<string, UpstreamAuth>;
     app?: AppOptions;
   },
 ): Place {
@@ -41,6 +44,7 @@ export function buildPlace(
     ...(options.secret ? { cursorSecret: options.secret } : {}),
     ...(options.openSession ? { openSession: options.openSession } : {}),
     ...(options.callLimiter ? { callLimiter: options.callLimiter } : {}),
+    ...(options.upstreamAuth?.size ? { upstreamAuth: options.upstreamAuth } : {}),
   });
   // Host names on Workers are the route's; check them only when the config lists some. No
   // prom-client here (it needs Node): the metrics are written by the core's own text exporter.

@@ -39,6 +39,8 @@ export interface Snapshot {
   ttlMs: number;
   /** Upstream tool name -> the name the object's own catalog exposes it under. */
   names: Record<string, string>;
+  /** A protected server's credentials state for the deployment identity (#19): no token in it. */
+  auth?: { state: string; rule?: string; issuer?: string; scopes?: string[]; expiresAt?: number };
 }
 
 /** The object's side: its one upstream as it is now. */
@@ -66,6 +68,8 @@ export async function takeSnapshot(
     names,
   };
   if (u.lastError) snap.lastError = u.lastError;
+  const auth = gateway.upstreamAuth.get(server);
+  if (auth) snap.auth = auth.state('');
   if (u.rule) snap.rule = u.rule;
   if (u.state === 'ready') {
     if (u.era) snap.era = u.era;

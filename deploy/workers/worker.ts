@@ -11,6 +11,7 @@ import { readBodyCapped } from '../../src/server/http-guards.js';
 import { errorMessage } from '../../src/server/jsonrpc.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
+import { callbackServer, oauthServers, observeAuth, plain, remoteAuths, SeenOrigin } from './oauth.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
 import { buildPlace, deploymentSecret, type Place } from './place.js';
 import { workersPlatform } from './platform.js';
@@ -26,6 +27,9 @@ interface Isolate extends Place {
   auth: boolean;
 }
 
+/** Where this isolate's clients come from (#19: the callback URL of a login begun here). */
+const origin = new SeenOrigin();
+
 /** This isolate's gateway, built by the first request (and again if that failed). */
 let isolate: Promise<Isolate | Response> | undefined;
 
@@ -38,9 +42,12 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
   const authenticate = auth
     ? createAuthenticator(auth, workersPlatform(booted.log, config.gateway).fetch)
     : noAuth;
-  const opener = snapshotOpener(env.UPSTREAMS, () => Date.now(), false);
+  // Protected upstreams (#19): an OAuth server's token comes from its object (oauth.ts).
+  const upstreamAuth = remoteAuths(booted, env, origin);
+  const opener = snapshotOpener(env.UPSTREAMS, () => Date.now(), false, observeAuth(upstreamAuth));
   const place = buildPlace(booted, {
     secret: await deploymentSecret(env, config),
+    upstreamAuth,
     openSession: opener.open,
     // Every isolate spends a tenant's budget from the tenant's object, a block at a time.
     callLimiter: tenantLimiter(env.TENANTS, { log: booted.log }),
@@ -73,6 +80,7 @@ export default {
       isolate = undefined;
       return configError(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
     });
+    origin.note(request);
     const iso = await isolate;
     if (iso instanceof Response) return iso.clone();
     await refreshStale(iso.gateway, iso.opener, Date.now());
@@ -81,6 +89,10 @@ export default {
 } satisfies ExportedHandler<Env>;
 
 async function serve(iso: Isolate, env: Env, request: Request, path: string): Promise<Response> {
+  if (path === '/oauth/callback' || path === '/oauth/client-metadata.json') {
+    const oauth = await toOAuthObject(iso, env, request, path);
+    if (oauth) return oauth;
+  }
   const admin = ADMIN.exec(path);
   if (admin) {
     let server: string;
@@ -149,6 +161,30 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
   const tenant = iso.auth ? principal.tenant : 'default';
   forwarded.headers.set(TENANT_HEADER, tenant);
   return env.TENANTS.get(env.TENANTS.idFromName(tenantObjectName(tenant))).fetch(forwarded);
+}
+
+/**
+ * Upstream OAuth's public routes (#19) are served by the object that owns the server's token: the
+ * callback by the server its sealed state names, the client metadata document by any OAuth
+ * server's object (they all describe the same client). undefined: the isolate's app answers.
+ */
+async function toOAuthObject(
+  iso: Isolate,
+  env: Env,
+  request: Request,
+  path: string,
+): Promise<Response | undefined> {
+  const config = iso.gateway.config;
+  const servers = oauthServers(config);
+  if (servers.length === 0) return undefined;
+  if (path === '/oauth/client-metadata.json') return toUpstream(env, servers[0]!.name, request);
+  if (request.method !== 'GET') return undefined;
+  const server = await callbackServer(config, new URL(request.url).searchParams);
+  if (server === undefined || !servers.some((s) => s.name === server)) {
+    iso.gateway.log.warn('oauth.callback_refused', { rule: 'state-invalid' });
+    return plain(400, 'state-invalid');
+  }
+  return toUpstream(env, server, request);
 }
 
 function toUpstream(env: Env, server: string, request: Request): Promise<Response> {
