@@ -30,7 +30,12 @@ const PROBE_ID = 'manifold:probe';
 /** A stdio server that says nothing to the probe within this is taken as legacy. */
 const STDIO_PROBE_MS = 3000;
 
-type Verdict = { era: 'modern'; info: DiscoverInfo } | { era: 'legacy'; reason: string };
+/**
+ * `retry`: the server refused our version with UnsupportedProtocolVersion and named one we share;
+ * the probe is sent again with it (SEP-2575: a client retries with a supported version), since the
+ * error alone says nothing of the server's capabilities.
+ */
+type Verdict = { era: 'modern'; info: DiscoverInfo; retry?: true } | { era: 'legacy'; reason: string };
 
 /** The era a server setting asks for, or undefined for `auto`. */
 function pinned(deps: SessionDeps): Era | undefined {
@@ -48,7 +53,7 @@ function judge(message: Record<string, unknown> | undefined): Verdict {
   const error = message.error as { code?: unknown; data?: { supported?: unknown } } | undefined;
   if (error?.code === McpCode.UnsupportedProtocolVersion) {
     const shared = readDiscover({ supportedVersions: error.data?.supported }, MODERN_VERSIONS);
-    if (shared) return { era: 'modern', info: shared };
+    if (shared) return { era: 'modern', info: shared, retry: true };
     return { era: 'legacy', reason: 'server/discover: no modern version in common' };
   }
   if (error?.code === McpCode.HeaderMismatch || error?.code === McpCode.MissingRequiredClientCapability) {
@@ -60,12 +65,22 @@ function judge(message: Record<string, unknown> | undefined): Verdict {
   };
 }
 
-function discoverMessage(deps: SessionDeps) {
-  const stamp = modernStamp(MODERN_VERSIONS[0], deps.clientVersion);
+function discoverMessage(deps: SessionDeps, version: string = MODERN_VERSIONS[0]) {
+  const stamp = modernStamp(version, deps.clientVersion);
   return { jsonrpc: '2.0' as const, id: PROBE_ID, method: 'server/discover', params: stamp({}) };
 }
 
-async function probeHttp(deps: SessionDeps): Promise<Verdict> {
+/**
+ * The probe's verdict after at most one retry with the version a refusal named. A retry that
+ * fails again keeps the first verdict: the server did say it speaks that version.
+ */
+async function withRetry(first: Verdict, again: (version: string) => Promise<Verdict>): Promise<Verdict> {
+  if (first.era !== 'modern' || !first.retry) return first;
+  const second = await again(first.info.version);
+  return second.era === 'modern' && !second.retry ? second : { era: 'modern', info: first.info };
+}
+
+async function probeHttp(deps: SessionDeps, version: string = MODERN_VERSIONS[0]): Promise<Verdict> {
   let answer: Record<string, unknown> | undefined;
   const controller = new AbortController();
   const timer = setTimeout(
@@ -77,14 +92,14 @@ async function probeHttp(deps: SessionDeps): Promise<Verdict> {
       {
         url: deps.config.url ?? '',
         fetch: deps.platform.fetch,
-        wire: modernWire(deps.config.headers, MODERN_VERSIONS[0], () => new Map()),
+        wire: modernWire(deps.config.headers, version, () => new Map()),
         log: deps.log,
         receive: (m) => {
           const msg = m as Record<string, unknown>;
           if (msg.id === PROBE_ID) answer = msg;
         },
       },
-      discoverMessage(deps),
+      discoverMessage(deps, version),
       controller.signal,
     );
   } catch (e) {
@@ -146,8 +161,11 @@ export async function openSession(
     try {
       let verdict: Verdict | undefined;
       if (pin !== 'legacy') {
-        transport.send(discoverMessage(deps) as JSONRPCMessage).catch(() => {});
-        verdict = await probeStdio(transport);
+        const ask = (version?: string) => {
+          transport.send(discoverMessage(deps, version) as JSONRPCMessage).catch(() => {});
+          return probeStdio(transport);
+        };
+        verdict = await withRetry(await ask(), ask);
         if (pin === 'modern' && verdict.era === 'legacy') throw notModern(deps, verdict.reason);
       }
       if (verdict?.era === 'modern') return ModernSession.stdio(deps, transport, verdict.info, events);
@@ -163,7 +181,7 @@ export async function openSession(
   if (deps.config.type === 'streamable-http' && pin !== 'legacy') {
     // A statically denied URL fails here, with its reason logged under the server's name.
     upstreamUrl(deps.config, deps.platform, deps.log);
-    const verdict = await probeHttp(deps);
+    const verdict = await withRetry(await probeHttp(deps), (version) => probeHttp(deps, version));
     if (verdict.era === 'modern') return ModernSession.http(deps, verdict.info, events);
     if (pin === 'modern') throw notModern(deps, verdict.reason);
     deps.log.debug('upstream.legacy', { reason: verdict.reason });
