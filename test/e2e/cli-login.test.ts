@@ -47,7 +47,6 @@ let raw: { mcpServers: Record<string, unknown>; gateway: Record<string, unknown>
 let configFile: string;
 const storePath = () => join(dir, 'state.db');
 
-
 /**
  * A CLI run to its end (the commands that need no browser). Never spawnSync: the authorization
  * server runs in this process and must answer the CLI's revocation meanwhile.
