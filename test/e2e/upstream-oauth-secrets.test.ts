@@ -2,16 +2,11 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  Client as ModernClient,
-  StreamableHTTPClientTransport as ModernTransport,
-} from '@modelcontextprotocol/client';
-import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
 import { type ProtectedServer, startProtectedServer } from '../fixtures/protected-server.mjs';
+import { connectLegacy, connectModern, type LegacyHandle, type ModernHandle } from '../helpers/clients.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
 
@@ -36,22 +31,13 @@ function tempDir(): string {
   return dir;
 }
 
-type AnyClient = LegacyClient | ModernClient;
+type AnyClient = LegacyHandle['client'] | ModernHandle['client'];
 
+/** A v1 (2025-11-25) or v2 (2026-07-28) SDK client of the gateway, closed after the test. */
 async function client(gw: TestGateway, era: 'v1' | 'v2'): Promise<AnyClient> {
-  let c: AnyClient;
-  if (era === 'v1') {
-    c = new LegacyClient({ name: 'v1', version: '1.0.0' });
-    await c.connect(new LegacyTransport(new URL(gw.url)));
-  } else {
-    c = new ModernClient(
-      { name: 'v2', version: '1.0.0' },
-      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
-    );
-    await c.connect(new ModernTransport(new URL(gw.url)));
-  }
-  cleanups.push(() => c.close());
-  return c;
+  const h = era === 'v1' ? await connectLegacy(gw.url) : await connectModern(gw.url);
+  cleanups.push(() => h.close());
+  return h.client;
 }
 
 const textOf = (r: unknown) =>

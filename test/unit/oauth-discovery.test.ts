@@ -8,9 +8,10 @@ import {
   isAllowedEndpoint,
   resourceMatches,
 } from '../../src/oauth/discovery.js';
-import { OAuthError, type OAuthRule } from '../../src/oauth/types.js';
+import { OAuthError } from '../../src/oauth/types.js';
 import { guardedFetch } from '../../src/upstream/egress-fetch.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
+import { rule } from '../helpers/oauth-rule.js';
 
 // A tiny server of fixed JSON documents that records the paths asked for, in order.
 interface JsonServer {
@@ -38,16 +39,6 @@ async function jsonServer(): Promise<JsonServer> {
   await new Promise<void>((r) => s.server.listen(0, '127.0.0.1', r));
   s.origin = `http://127.0.0.1:${(s.server.address() as AddressInfo).port}`;
   return s;
-}
-
-async function rule(p: Promise<unknown>): Promise<OAuthRule> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof OAuthError) return e.rule;
-    throw e;
-  }
-  throw new Error('expected an OAuthError');
 }
 
 let js: JsonServer;

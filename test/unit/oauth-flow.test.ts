@@ -20,26 +20,16 @@ import {
   type AsMetadata,
   type OAuthClient,
   OAuthError,
-  type OAuthRule,
   type PendingFlow,
   type ResourceMetadata,
 } from '../../src/oauth/types.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
+import { rule } from '../helpers/oauth-rule.js';
 
 const RESOURCE = 'http://127.0.0.1:7/mcp';
 const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
 const CIMD_URL = 'https://manifold.test/oauth/client-metadata.json';
 const NOW = () => Date.now();
-
-async function rule(p: Promise<unknown>): Promise<OAuthRule> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof OAuthError) return e.rule;
-    throw e;
-  }
-  throw new Error('expected an OAuthError');
-}
 
 /** The user's browser: follows redirects with a cookie jar until the client's redirect URI. */
 async function browse(start: string, user: string | null = 'alice'): Promise<URLSearchParams> {
