@@ -106,7 +106,8 @@ export class IsolatedInstances {
     this.instances.set(key, inst);
     const { upstream } = inst;
     if (upstream.state === 'connecting') await upstream.firstAttempt;
-    await this.authorizeInstance(config, upstream);
+    // Only a `user` server's instance has credentials of its own to check: no await for the others.
+    if (config.auth?.mode === 'user') await this.authorizeInstance(config, upstream);
     if (upstream.state !== 'ready') {
       throw new ManifoldError(
         'ERR_UPSTREAM_UNAVAILABLE',
