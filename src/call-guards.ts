@@ -254,9 +254,25 @@ function serialize(result: Result, framing: ResultFraming | undefined): string {
  */
 function responseFraming(id: string | number): ResultFraming {
   const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`;
-  return {
-    wrap: (result) => ({ jsonrpc: '2.0', id, result }),
-    chars: head.length + 1,
-    bytes: utf8Bytes(head) + 1,
-  };
+  // A number's JSON is ASCII: its bytes are its characters (no scan on the common path, #18).
+  return new Framing(id, head.length + 1, typeof id === 'number' ? head.length + 1 : undefined, head);
+}
+
+class Framing implements ResultFraming {
+  constructor(
+    private readonly id: string | number,
+    readonly chars: number,
+    private counted: number | undefined,
+    private readonly head: string,
+  ) {}
+
+  wrap(result: Result): unknown {
+    return { jsonrpc: '2.0', id: this.id, result };
+  }
+
+  /** Counted when first asked for (most results fit the cap by their length alone). */
+  get bytes(): number {
+    this.counted ??= utf8Bytes(this.head) + 1;
+    return this.counted;
+  }
 }

@@ -8,7 +8,7 @@
  */
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
-import { checkInputRequests, explainMissing, relayedCapabilities } from '../guards/client-features.js';
+import { checkInputRequests, relayedCapabilities } from '../guards/client-features.js';
 import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -26,6 +26,7 @@ import type { MessageBody, Reply } from './http-in.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { logNote, progressNote, severe } from './log-relay.js';
 import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
+import { explainFailure, plainEligible, plainRelay } from './plain-relay.js';
 
 type Result = Record<string, unknown>;
 
@@ -65,6 +66,8 @@ export function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
     return edge.gateway.states.then((sealer) =>
       askApprovalModern(edge, ex, { method: t.method, target: t.target }, t.approval!, sealer),
     );
+  // Nothing can reach the client before the result: one upstream request, one answer (#18).
+  if (plainEligible(ex, t)) return plainRelay(edge, ex, t);
   return start(edge, ex, t, t.params, t.approval);
 }
 
@@ -303,7 +306,7 @@ function start(
       w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
       return;
     }
-    if (w) finishError(w, explain(e));
+    if (w) finishError(w, explainFailure(server, ex, e));
   };
   // One promise reaction per call answers the result or the failure and ends its bookkeeping
   // (#18: a then/catch/finally chain and an async wrapper cost as much as the relay below them).
@@ -367,20 +370,6 @@ function start(
     });
   }
   return first.response;
-
-  /** An upstream's MissingRequiredClientCapability, said from where the gateway stands. */
-  function explain(e: unknown): unknown {
-    if (!(e instanceof ManifoldError) || e.code !== 'ERR_MISSING_CAPABILITY') return e;
-    const required = e.data?.requiredCapabilities;
-    const why = explainMissing(server.name, server.clientFeatures, ex.clientCapabilities, required);
-    if (!why) return e;
-    return why.why === 'off'
-      ? new ManifoldError('ERR_CLIENT_FEATURE', why.reason, { cause: e })
-      : new ManifoldError('ERR_MISSING_CAPABILITY', why.reason, {
-          cause: e,
-          data: { requiredCapabilities: { [why.feature]: {} } },
-        });
-  }
 
   function finishError(w: Waiting, e: unknown): void {
     trace?.fail(e);

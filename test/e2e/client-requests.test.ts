@@ -261,6 +261,32 @@ describe('server-to-client requests through the gateway, every era pair', () => 
         await c.close();
       }
     });
+
+    // A client that declared nothing takes the plain relay (plain-relay.ts, #18): the questions are
+    // refused there with the same answers as on the streamed path above.
+    it(`${era} client without capabilities: every question is refused, and the upstream is unharmed`, async () => {
+      const c = await CLIENTS[era](gw.url, {});
+      try {
+        await expect(c.call('ref__test_input_required_result_sampling')).rejects.toThrow(
+          /server ref needs sampling, but this client did not declare the sampling capability/,
+        );
+        await expect(c.call('ref__test_input_required_result_elicitation')).rejects.toThrow(
+          /server ref needs elicitation, but this client did not declare the elicitation capability/,
+        );
+        await expect(c.call('ev__trigger-sampling-request', { prompt: 'hi', maxTokens: 5 })).rejects.toThrow(
+          /server ev asked for sampling \(sampling\/createMessage\), but this client did not declare/,
+        );
+        await expect(c.call('ev__trigger-elicitation-request')).rejects.toThrow(
+          /server ev asked for elicitation \(elicitation\/create\), but this client did not declare/,
+        );
+        expect(c.asked).toEqual({ sampling: [], elicitation: [], roots: 0 });
+        // Both upstreams go on serving.
+        expect((await c.call('ev__echo', { message: 'still here' })).text).toContain('still here');
+        expect((await c.call('ref__test_simple_text')).isError).toBe(false);
+      } finally {
+        await c.close();
+      }
+    });
   }
 
   it('a modern client gets the gateway own requestState; an altered one is refused with -32602', async () => {
