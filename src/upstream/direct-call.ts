@@ -14,18 +14,14 @@
  */
 
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  ErrorCode,
-  type JSONRPCMessage,
-  McpError,
-  type MessageExtraInfo,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import type { Cancellation } from '../cancellation.js';
 import { admitMessage } from '../guards/depth.js';
 import type { Logger } from '../log.js';
 import { withMeta, withMetaField } from '../protocol/versions.js';
 import { IdTable } from '../tables.js';
-import { UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
+import { UpstreamProtocolError } from './call-errors.js';
+import { type CallHost, DirectCall, type Pending } from './direct-pending.js';
 import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http-wire.js';
 import type { InputHandler, LogMessage } from './session.js';
 
@@ -62,14 +58,6 @@ export interface DirectCallOptions {
 }
 
 type Result = Record<string, unknown>;
-
-interface Pending {
-  answer(message: Record<string, unknown>): void;
-  progress(params: Record<string, unknown>): void;
-  log?: ((m: LogMessage) => void) | undefined;
-  input?: InputHandler | undefined;
-  fail(error: unknown): void;
-}
 
 const PREFIX = 'manifold:';
 /** Unused request signals kept for reuse (see `signals`). */
@@ -109,7 +97,7 @@ export function routeMessages(
   return direct;
 }
 
-export class DirectCaller {
+export class DirectCaller implements CallHost {
   /** Calls in flight by the number in their id (not a Map: see tables.ts). */
   private readonly pending = new IdTable<Pending>();
   private seq = 0;
@@ -199,128 +187,124 @@ export class DirectCaller {
       );
     }
     const message = { jsonrpc: '2.0' as const, id, method, params: callParams };
-    return new Promise<Result>((resolve, reject) => {
-      if (cancellation?.aborted) {
-        reject(cancellation.reason);
-        return;
-      }
-      // Only a POST needs a signal (stdio requests have no connection of their own to free).
-      const http = this.o.http;
-      const controller = http
-        ? ((http.perRequest ? undefined : this.signals.pop()) ?? new AbortController())
-        : undefined;
-      const used = controller ? (this.uses.get(controller) ?? 0) + 1 : 0;
-      if (controller) this.uses.set(controller, used);
-      const started = this.o.now();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      let settled = false;
-      let off: (() => void) | undefined;
-      const finish = (): boolean => {
-        if (settled) return false;
-        settled = true;
-        if (timer !== undefined) clearTimeout(timer);
-        this.pending.delete(n);
-        off?.();
-        return true;
-      };
-      // Abandoned calls are cancelled upstream too (spec: utilities/cancellation), and their
-      // request is aborted so its connection is freed.
-      const abandon = (error: unknown, reason: string) => {
-        if (!finish()) return;
-        this.o.cancel(id, reason);
-        controller?.abort(error);
-        reject(error);
-      };
-      // Which deadline the timer runs for is decided when it is armed: timers may fire a
-      // millisecond early by the wall clock, so the elapsed time cannot tell them apart later.
-      let forTotal = false;
-      const arm = () => {
-        if (timer !== undefined) clearTimeout(timer);
-        const left = options.maxTotalMs - (this.o.now() - started);
-        forTotal = left < options.timeoutMs;
-        timer = setTimeout(onTimeout, Math.max(0, forTotal ? left : options.timeoutMs));
-      };
-      const onTimeout = () => {
-        const elapsed = this.o.now() - started;
-        const error = forTotal
-          ? new McpError(ErrorCode.RequestTimeout, 'Maximum total timeout exceeded', {
-              maxTotalTimeout: options.maxTotalMs,
-              totalElapsed: elapsed,
-            })
-          : new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout: options.timeoutMs });
-        abandon(error, String(error.message));
-      };
-      off = cancellation?.onAbort((reason) => abandon(reason, 'cancelled by the client'));
-      this.pending.set(n, {
-        answer: (m) => {
-          if (!finish()) return;
-          const error = m.error as { code?: unknown; message?: unknown; data?: unknown } | undefined;
-          if (error && typeof error === 'object') {
-            const code = typeof error.code === 'number' ? error.code : ErrorCode.InternalError;
-            reject(new UpstreamRpcError(code, String(error.message ?? 'error'), error.data));
-          } else if (typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result)) {
-            resolve(m.result as Result);
-          } else {
-            reject(new UpstreamProtocolError('the answer has no result object'));
-          }
-        },
-        progress: (p) => {
-          if (settled || typeof p.progress !== 'number') return;
-          arm();
-          const { progressToken: _token, ...rest } = p;
-          onprogress?.(rest as { progress: number });
-        },
-        log: options.onlog,
-        input: options.onInput,
-        fail: (error) => {
-          if (!finish()) return;
-          controller?.abort(error);
-          reject(error);
-        },
-      });
-      arm();
-      // The request is over and the call answered: a signal that never fired serves the next
-      // call. (A call still waiting, after a 202 or on a resumed stream, keeps its signal, since
-      // a timeout may yet abort it.) Runs as soon as the answer is read, before the caller
-      // resumes, so back-to-back calls share one signal.
-      let over = false;
-      const requestOver = () => {
-        if (over) return;
-        over = true;
-        if (
-          controller &&
-          settled &&
-          !controller.signal.aborted &&
-          used < MAX_SIGNAL_USES &&
-          !http?.perRequest &&
-          this.signals.length < SPARE_SIGNALS
-        ) {
-          this.signals.push(controller);
-        }
-      };
-      this.post(message, controller?.signal, requestOver).then(
-        (end) => {
-          // Answered, or a 202 (the answer comes on another stream; the timeout bounds the wait).
-          const resume = this.o.http?.wire.resume;
-          if (settled || end?.lastEventId === undefined || !resume) return;
-          // The server ended a resumable stream before answering: the SDK resumes it (GET with
-          // Last-Event-ID) after the delay the server asked for with `retry:` (spec 2025-11-25:
-          // transports, resumability), and the answer reaches route() from there.
-          const from = end.lastEventId;
-          const again = () => {
-            if (settled) return;
-            resume(message, from).catch((e: unknown) => {
-              if (finish()) reject(e);
-            });
-          };
-          if (end.retryMs && end.retryMs > 0) setTimeout(again, Math.min(end.retryMs, options.maxTotalMs));
-          else again();
-        },
-        (e: unknown) => {
-          if (finish()) reject(e);
-        },
-      );
+    if (cancellation?.aborted) return Promise.reject(cancellation.reason);
+    // Only a POST needs a signal (stdio requests have no connection of their own to free).
+    const http = this.o.http;
+    const controller = http
+      ? ((http.perRequest ? undefined : this.signals.pop()) ?? new AbortController())
+      : undefined;
+    const used = controller ? (this.uses.get(controller) ?? 0) + 1 : 0;
+    if (controller) this.uses.set(controller, used);
+    const call = new DirectCall(this, n, id, options, this.o.now(), controller);
+    const answered = new Promise<Result>((resolve, reject) => {
+      call.resolve = resolve;
+      call.reject = reject;
     });
+    // Abandoned calls are cancelled upstream too (spec: utilities/cancellation), and their
+    // request is aborted so its connection is freed.
+    if (cancellation)
+      call.off = cancellation.onAbort((reason) => call.abandon(reason, 'cancelled by the client'));
+    this.pending.set(n, call);
+    call.arm();
+    if (!http || !controller) {
+      // stdio: the line is written (its answer reaches `route`); a failed write fails the call.
+      this.o.send!(message as JSONRPCMessage).then(undefined, (e: unknown) => {
+        if (call.finish()) call.reject(e);
+      });
+      return answered;
+    }
+    // The request is over and the call answered: a signal that never fired serves the next
+    // call. (A call still waiting, after a 202 or on a resumed stream, keeps its signal, since
+    // a timeout may yet abort it.) Runs as soon as the answer is read, before the caller
+    // resumes, so back-to-back calls share one signal.
+    let over = false;
+    const requestOver = () => {
+      if (over) return;
+      over = true;
+      if (
+        call.settled &&
+        !controller.signal.aborted &&
+        used < MAX_SIGNAL_USES &&
+        !http.perRequest &&
+        this.signals.length < SPARE_SIGNALS
+      ) {
+        this.signals.push(controller);
+      }
+    };
+    this.post(message, controller.signal, requestOver).then(
+      (end) => {
+        // Answered, or a 202 (the answer comes on another stream; the timeout bounds the wait).
+        const resume = http.wire.resume;
+        if (call.settled || end?.lastEventId === undefined || !resume) return;
+        // The server ended a resumable stream before answering: the SDK resumes it (GET with
+        // Last-Event-ID) after the delay the server asked for with `retry:` (spec 2025-11-25:
+        // transports, resumability), and the answer reaches route() from there.
+        const from = end.lastEventId;
+        const again = () => {
+          if (call.settled) return;
+          resume(message, from).catch((e: unknown) => {
+            if (call.finish()) call.reject(e);
+          });
+        };
+        if (end.retryMs && end.retryMs > 0) setTimeout(again, Math.min(end.retryMs, options.maxTotalMs));
+        else again();
+      },
+      (e: unknown) => {
+        if (call.finish()) call.reject(e);
+      },
+    );
+    return answered;
+  }
+
+  /**
+   * The calls' deadlines share one timer, armed for the earliest (#18): a call whose deadline is
+   * later than the armed one (almost every call, since they share a timeout) arms nothing, and a
+   * finished call clears nothing. When it fires, the calls past their deadline time out and it is
+   * armed again for the earliest left.
+   */
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private timerAt = Number.POSITIVE_INFINITY;
+
+  /** A call's deadline (ms since the epoch): its `expire` runs once that has passed. */
+  schedule(at: number): void {
+    if (at >= this.timerAt) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => this.sweep(), Math.max(0, at - this.o.now()));
+  }
+
+  /** A call ended; with none left, the timer goes too (it would hold the process). */
+  ended(n: number): void {
+    this.pending.delete(n);
+    if (this.pending.size === 0 && this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Number.POSITIVE_INFINITY;
+    }
+  }
+
+  private sweep(): void {
+    // The timer fired for `timerAt`: that deadline has passed even if the wall clock, read now,
+    // says a millisecond less (timers may fire that early by it).
+    const now = Math.max(this.o.now(), this.timerAt);
+    this.timer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
+    let next = Number.POSITIVE_INFINITY;
+    for (const call of this.pending.list()) {
+      if (!(call instanceof DirectCall)) continue;
+      if (call.deadline <= now) call.expire();
+      else if (call.deadline < next) next = call.deadline;
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.schedule(next);
+  }
+
+  /** Tells the upstream a call was abandoned (notifications/cancelled). */
+  cancelUpstream(id: string, reason: string): void {
+    this.o.cancel(id, reason);
+  }
+
+  now(): number {
+    return this.o.now();
   }
 
   /** The POST options, built once: per-call state travels as arguments. */

@@ -71,20 +71,62 @@ export class Recovery {
    * A resend waits for that connection at most the connect timeout, and never happens after the
    * client cancelled. Anything else whose outcome is unknown is said to be so.
    */
-  async request(
+  request(
     method: string,
     params: Record<string, unknown>,
     options: CallOptions = {},
+  ): Promise<Record<string, unknown>> {
+    const up = this.up;
+    const session = up.session;
+    // The common request (a ready session, no renewal, no progress to filter, no debug summary)
+    // is sent at once, with no async step of its own; only a failure enters the loop (#18).
+    if (this.renewal || !session || up.state !== 'ready' || options.onprogress || up.log.debugEnabled) {
+      return this.attempts(method, params, options);
+    }
+    const timeout = up.config.timeoutMs;
+    const sent: SessionCallOptions = spreadUnder(options, {
+      timeoutMs: timeout,
+      maxTotalMs: Math.max(timeout, up.deps.gateway.maxCallTimeoutMs),
+    });
+    this.inflight++;
+    this.hold(session);
+    let first: Promise<Record<string, unknown>>;
+    try {
+      first = session.request(method, params, sent);
+    } catch (e) {
+      first = Promise.reject(e);
+    }
+    return first.then(
+      (result) => {
+        this.release(session);
+        this.inflight--;
+        return result;
+      },
+      (error: unknown) => {
+        this.release(session);
+        this.inflight--;
+        return this.attempts(method, params, options, { session, error });
+      },
+    );
+  }
+
+  /** The request's attempts: all of them, or those after a `failed` first one. */
+  private async attempts(
+    method: string,
+    params: Record<string, unknown>,
+    options: CallOptions,
+    failed?: { session: UpstreamSession; error: unknown },
   ): Promise<Record<string, unknown>> {
     const up = this.up;
     this.inflight++;
     // `--log-level debug`: one summary line per upstream request (#16), never its arguments.
     const started = up.log.debugEnabled ? up.deps.platform.now() : -1;
     let resends = 0;
+    let first = failed;
     try {
-      if (this.renewal) await this.renewal;
-      let session = up.session;
-      if (!session || up.state !== 'ready') {
+      if (!first && this.renewal) await this.renewal;
+      let session = first ? first.session : up.session;
+      if (!session || (!first && up.state !== 'ready')) {
         throw new ManifoldError(
           'ERR_UPSTREAM_UNAVAILABLE',
           `server ${up.name} is not connected right now (${up.state}); the call was not sent`,
@@ -112,15 +154,21 @@ export class Recovery {
       for (;;) {
         const on = session;
         let e: unknown;
-        this.hold(on);
-        try {
-          const result = await on.request(method, params, sent);
-          if (started >= 0) this.summary(method, params, started, 'ok', resends, result);
-          return result;
-        } catch (failure) {
-          e = failure;
-        } finally {
-          this.release(on);
+        if (first) {
+          // The failure of the attempt `request` made.
+          e = first.error;
+          first = undefined;
+        } else {
+          this.hold(on);
+          try {
+            const result = await on.request(method, params, sent);
+            if (started >= 0) this.summary(method, params, started, 'ok', resends, result);
+            return result;
+          } catch (failure) {
+            e = failure;
+          } finally {
+            this.release(on);
+          }
         }
         const expired = sessionExpired(e);
         const cancelled = cancellation?.aborted === true;

@@ -133,3 +133,70 @@ describe('direct calls: deadlines', () => {
     expect(cancelled).toEqual(['manifold:1']);
   });
 });
+
+describe('direct calls: one timer for every deadline', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** A stdio-like caller: lines are "written" and answered only when the test says so. */
+  function stdioCaller() {
+    const cancelled: string[] = [];
+    const sent: string[] = [];
+    const direct = new DirectCaller({
+      send: async (message) => {
+        sent.push(String((message as { id: string }).id));
+      },
+      deliver: () => {},
+      cancel: (id) => cancelled.push(id),
+      now: () => Date.now(),
+      log: silentLogger,
+    });
+    const call = (timeoutMs: number) =>
+      direct.call({ name: 'x', arguments: {} }, { timeoutMs, maxTotalMs: 60_000 }).then(
+        () => 'answered',
+        (e: McpError) => `timed out after ${(e.data as { timeout?: number }).timeout}`,
+      );
+    const answer = (id: string) =>
+      direct.route({ jsonrpc: '2.0', id, result: { content: [] } } as Parameters<typeof direct.route>[0]);
+    return { direct, call, answer, cancelled, sent };
+  }
+
+  it('a later call with an earlier deadline times out first; each call times out at its own deadline', async () => {
+    vi.useFakeTimers();
+    const { call, cancelled } = stdioCaller();
+    const slow = call(300);
+    const quick = call(100);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await quick).toBe('timed out after 100');
+    expect(cancelled).toEqual(['manifold:2']);
+    await vi.advanceTimersByTimeAsync(199);
+    expect(cancelled).toEqual(['manifold:2']);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await slow).toBe('timed out after 300');
+    expect(cancelled).toEqual(['manifold:2', 'manifold:1']);
+  });
+
+  it('an answered call is never timed out, and the calls after it keep their deadlines', async () => {
+    vi.useFakeTimers();
+    const { call, answer, cancelled } = stdioCaller();
+    const first = call(100);
+    const second = call(250);
+    await vi.advanceTimersByTimeAsync(50);
+    expect(answer('manifold:1')).toBe(true);
+    expect(await first).toBe('answered');
+    // The timer armed for the first call's deadline fires and finds nothing due.
+    await vi.advanceTimersByTimeAsync(100);
+    expect(cancelled).toEqual([]);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await second).toBe('timed out after 250');
+    // With nothing in flight, no timer is left to hold the process.
+    expect(vi.getTimerCount()).toBe(0);
+    // A new call arms it again.
+    const third = call(100);
+    expect(vi.getTimerCount()).toBe(1);
+    expect(answer('manifold:3')).toBe(true);
+    expect(await third).toBe('answered');
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
