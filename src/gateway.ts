@@ -83,6 +83,8 @@ export class Gateway {
   readonly views = new SurfaceViews(() => this.surface);
   /** Settles when every upstream's first attempt has settled. */
   ready: Promise<void> = Promise.resolve();
+  /** `ready` has settled (a call then awaits nothing before it is relayed, #18). */
+  isReady = true;
   private started = false;
   private stopping = false;
   private inflight = 0;
@@ -179,11 +181,13 @@ export class Gateway {
       .finally(() => this.endColdDiscovery(false));
     this.live = live;
     const { coldStartMs } = this.config.gateway;
+    this.isReady = false;
     this.ready = warmed
       .then((count) =>
         count > 0 ? undefined : coldDeadline(coldStartMs, live, () => this.endColdDiscovery(true)),
       )
       .then(() => {
+        this.isReady = true;
         this.log.info('gateway.catalog', {
           tools: this.catalog.entries.length,
           version: this.catalog.version,

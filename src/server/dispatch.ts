@@ -127,7 +127,23 @@ export function dispatchCommon(edge: Edge, ex: Exchange): Promise<Reply> {
   );
 }
 
-async function serveCommon(edge: Edge, ex: Exchange): Promise<Reply> {
+function serveCommon(edge: Edge, ex: Exchange): Promise<Reply> {
+  // The relayed methods return their own promise: no async wrapper of this one around it (#18).
+  switch (ex.request.method) {
+    case 'tools/call':
+      return toolsCall(edge, ex);
+    case 'prompts/get':
+      return promptsGet(edge, ex);
+    case 'resources/read':
+      return resourcesRead(edge, ex);
+    case 'completion/complete':
+      return completionComplete(edge, ex);
+    default:
+      return serveListsAndTasks(edge, ex);
+  }
+}
+
+async function serveListsAndTasks(edge: Edge, ex: Exchange): Promise<Reply> {
   const { principal, request } = ex;
   const { gateway } = edge;
   switch (request.method) {
@@ -137,8 +153,6 @@ async function serveCommon(edge: Edge, ex: Exchange): Promise<Reply> {
         `{"jsonrpc":"2.0","id":${JSON.stringify(request.id)},"result":${ex.resultJson(page, edge.listCache)}}`,
       );
     }
-    case 'tools/call':
-      return toolsCall(edge, ex);
     case 'prompts/list':
     case 'resources/list':
     case 'resources/templates/list': {
@@ -153,12 +167,6 @@ async function serveCommon(edge: Edge, ex: Exchange): Promise<Reply> {
         `{"jsonrpc":"2.0","id":${JSON.stringify(request.id)},"result":${ex.resultJson(page, edge.listCache)}}`,
       );
     }
-    case 'prompts/get':
-      return promptsGet(edge, ex);
-    case 'resources/read':
-      return resourcesRead(edge, ex);
-    case 'completion/complete':
-      return completionComplete(edge, ex);
     case 'tasks/get':
     case 'tasks/update':
     case 'tasks/cancel':

@@ -56,7 +56,7 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
   try {
     // A client may call a tool it already knows without listing first: wait for the first
     // catalog like tools/list does, and for the owning upstream's first connection attempt.
-    await gateway.ready;
+    if (!gateway.isReady) await gateway.ready;
     entry = gateway.resolve(principal, params.name);
     if (entry.meta === 'call_tool') {
       // Search mode's way to call a found tool: the call it names, exactly as if made directly.
