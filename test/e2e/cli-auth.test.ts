@@ -1,32 +1,13 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/harness.js';
+import { CLI, ensureDist } from '../helpers/dist.js';
 
-// The built CLI, run the way docs/auth.md tells a new user to run it.
-const CLI = resolve(ROOT, 'dist/manifold.js');
 const ISS = 'https://issuer.example';
 const AUD = 'manifold-test';
-
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const path = join(dir, e.name);
-    if (e.isDirectory()) return sources(path);
-    return e.name.endsWith('.ts') ? [path] : [];
-  });
-}
-
-/** True when some source under src/ or deploy/node/ is newer than its compiled file. */
-function distIsStale(): boolean {
-  const files = [...sources(resolve(ROOT, 'src')), ...sources(resolve(ROOT, 'deploy/node'))];
-  return files.some((ts) => {
-    const js = resolve(ROOT, 'dist', relative(ROOT, ts)).replace(/\.ts$/, '.js');
-    return !existsSync(js) || statSync(js).mtimeMs < statSync(ts).mtimeMs;
-  });
-}
 
 interface Run {
   code: number | null;
@@ -45,10 +26,7 @@ const mode = (path: string) => statSync(join(dir, path)).mode & 0o777;
 const readJson = (path: string) => JSON.parse(readFileSync(join(dir, path), 'utf8'));
 
 beforeAll(() => {
-  if (distIsStale()) {
-    const build = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
-    if (build.status !== 0) throw new Error(`npm run build failed:\n${build.stdout}\n${build.stderr}`);
-  }
+  ensureDist();
   dir = mkdtempSync(join(tmpdir(), 'manifold-cli-auth-'));
 }, 150_000);
 afterAll(() => {

@@ -6,32 +6,17 @@
  * loopback listener. The token lands in the configured SQLite store, and a gateway started on
  * that store afterwards calls the server as the signed-in user.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../deploy/node/sqlite-store.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
 import { type ProtectedServer, startProtectedServer } from '../fixtures/protected-server.mjs';
-import { connectClient, freePort, ROOT, startTestGateway } from '../helpers/harness.js';
+import { CLI, ensureDist } from '../helpers/dist.js';
+import { connectClient, freePort, startTestGateway } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
-
-const CLI = resolve(ROOT, 'dist/manifold.js');
-
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
-  );
-}
-
-function distIsStale(): boolean {
-  const files = [...sources(resolve(ROOT, 'src')), ...sources(resolve(ROOT, 'deploy/node'))];
-  return files.some((ts) => {
-    const js = resolve(ROOT, 'dist', relative(ROOT, ts)).replace(/\.ts$/, '.js');
-    return !existsSync(js) || statSync(js).mtimeMs < statSync(ts).mtimeMs;
-  });
-}
 
 interface Run {
   code: number | null;
@@ -97,10 +82,7 @@ function writeConfig(servers: Record<string, unknown>, gateway: Record<string, u
 }
 
 beforeAll(async () => {
-  if (distIsStale()) {
-    const build = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8', timeout: 180_000 });
-    if (build.status !== 0) throw new Error(`npm run build failed:\n${build.stdout}\n${build.stderr}`);
-  }
+  ensureDist();
   dir = mkdtempSync(join(tmpdir(), 'manifold-cli-login-'));
   const port = await freePort();
   mcpUrl = `http://127.0.0.1:${port}/mcp`;

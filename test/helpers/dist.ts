@@ -1,0 +1,35 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { ROOT } from './harness.js';
+
+/** The built CLI, run the way the docs tell a new user to run it. */
+export const CLI = resolve(ROOT, 'dist/manifold.js');
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) return sources(path);
+    return e.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** True when some source under src/ or deploy/node/ is newer than its compiled file. */
+function distIsStale(): boolean {
+  const files = [...sources(resolve(ROOT, 'src')), ...sources(resolve(ROOT, 'deploy/node'))];
+  return files.some((ts) => {
+    const js = resolve(ROOT, 'dist', relative(ROOT, ts)).replace(/\.ts$/, '.js');
+    return !existsSync(js) || statSync(js).mtimeMs < statSync(ts).mtimeMs;
+  });
+}
+
+/**
+ * Builds `dist` (`npm run build`) when a source is newer than what was built from it, so a test
+ * of the built CLI never runs yesterday's code. `npm test` builds first, so there this does
+ * nothing; it is for running one test file on its own after an edit.
+ */
+export function ensureDist(timeoutMs = 180_000): void {
+  if (!distIsStale()) return;
+  const build = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8', timeout: timeoutMs });
+  if (build.status !== 0) throw new Error(`npm run build failed:\n${build.stdout}\n${build.stderr}`);
+}
