@@ -10,6 +10,7 @@ import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextp
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAuthServer } from '../fixtures/oauth-as.mjs';
 import { startProtectedServer } from '../fixtures/protected-server.mjs';
+import { resultText } from '../helpers/clients.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
 import { testIssuer } from '../helpers/tokens.js';
@@ -51,8 +52,7 @@ async function protectedUpstream(o: { ttl?: number } = {}): Promise<Upstream> {
   return { as, ps };
 }
 
-const textOf = (r: unknown) =>
-  ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+const textOf = resultText;
 
 async function healthOf(gw: TestGateway, token?: string): Promise<Obj> {
   const res = await fetch(

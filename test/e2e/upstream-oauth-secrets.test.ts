@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
 import { type ProtectedServer, startProtectedServer } from '../fixtures/protected-server.mjs';
-import { connectLegacy, connectModern, type LegacyHandle, type ModernHandle } from '../helpers/clients.js';
+import { type AnyHandle, connectEra, resultText } from '../helpers/clients.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
 
@@ -31,17 +31,16 @@ function tempDir(): string {
   return dir;
 }
 
-type AnyClient = LegacyHandle['client'] | ModernHandle['client'];
+type AnyClient = AnyHandle['client'];
 
 /** A v1 (2025-11-25) or v2 (2026-07-28) SDK client of the gateway, closed after the test. */
 async function client(gw: TestGateway, era: 'v1' | 'v2'): Promise<AnyClient> {
-  const h = era === 'v1' ? await connectLegacy(gw.url) : await connectModern(gw.url);
+  const h = await connectEra(gw.url, era);
   cleanups.push(() => h.close());
   return h.client;
 }
 
-const textOf = (r: unknown) =>
-  ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+const textOf = resultText;
 
 /** The parsed result of a whoami call; an error or an isError result throws. */
 async function whoami(c: AnyClient): Promise<Obj> {

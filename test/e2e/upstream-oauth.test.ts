@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AuthServer, type AuthServerOptions, startAuthServer } from '../fixtures/oauth-as.mjs';
 import { type ProtectedServer, startProtectedServer } from '../fixtures/protected-server.mjs';
-import { connectLegacy, connectModern, type LegacyHandle, type ModernHandle } from '../helpers/clients.js';
+import { type AnyHandle, connectEra, resultText } from '../helpers/clients.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
 
@@ -93,17 +93,16 @@ async function login(gw: TestGateway, server: string, user = 'alice') {
   return done;
 }
 
-type AnyClient = LegacyHandle['client'] | ModernHandle['client'];
+type AnyClient = AnyHandle['client'];
 
 /** A v1 (2025-11-25) or v2 (2026-07-28) SDK client of the gateway, closed after the test. */
 async function client(gw: TestGateway, era: 'v1' | 'v2'): Promise<AnyClient> {
-  const h = era === 'v1' ? await connectLegacy(gw.url) : await connectModern(gw.url);
+  const h = await connectEra(gw.url, era);
   cleanups.push(() => h.close());
   return h.client;
 }
 
-const textOf = (r: unknown) =>
-  ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+const textOf = resultText;
 
 /** A tool call's outcome: the parsed JSON text of a result, or the JSON-RPC error. */
 async function call(

@@ -80,6 +80,15 @@ export interface ModernHandle {
 
 export type AnyHandle = LegacyHandle | ModernHandle;
 
+/** A v1 (2025-11-25) or a v2 (2026-07-28) SDK client of the gateway at `url`. */
+export function connectEra(url: string, era: 'v1' | 'v2'): Promise<AnyHandle> {
+  return era === 'v1' ? connectLegacy(url) : connectModern(url);
+}
+
+/** The text blocks of a tool result, joined. */
+export const resultText = (r: unknown): string =>
+  ((r as { content?: { text?: string }[] } | undefined)?.content ?? []).map((c) => c.text ?? '').join('');
+
 const bearer = (token: string | undefined): Record<string, string> =>
   token ? { authorization: `Bearer ${token}` } : {};
 

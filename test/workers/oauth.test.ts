@@ -10,7 +10,7 @@ import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextp
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAuthServer } from '../fixtures/oauth-as.mjs';
 import { startProtectedServer } from '../fixtures/protected-server.mjs';
-import { connectLegacy, connectModern } from '../helpers/clients.js';
+import { connectLegacy, connectModern, resultText } from '../helpers/clients.js';
 import { eventually } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
 import { testIssuer } from '../helpers/tokens.js';
@@ -29,8 +29,7 @@ import { type RunningWorker, startWorker } from '../helpers/workerd.js';
 type Obj = Record<string, unknown>;
 const SECRET = 'an-oauth-secret-of-at-least-32-characters!!';
 
-const textOf = (r: unknown) =>
-  ((r as { content?: { text?: string }[] } | undefined)?.content ?? []).map((c) => c.text ?? '').join('');
+const textOf = resultText;
 
 const subOf = (r: unknown) => {
   try {
