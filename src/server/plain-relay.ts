@@ -77,7 +77,6 @@ export function plainRelay(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
     clientCapabilities: NO_CAPABILITIES,
   };
   const fail = (e: unknown): Reply => {
-    ex.trace?.fail(e);
     const f = t.onError(e, id);
     return json(f.body, ex.era === 'modern' ? f.status : 200);
   };
