@@ -3,7 +3,7 @@ import type { AuthConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { extractBearer, principalFromClaims } from './grants.js';
 import { createVerifier, type JWTPayload } from './jwt.js';
-import type { Authenticator, Principal } from './principal.js';
+import type { Authenticator, HeaderBag, Principal } from './principal.js';
 
 /** A verified token is re-checked at most this often; a key removed from the JWKS stops working within it. */
 const VERIFIED_TTL_MS = 60_000;
@@ -30,15 +30,20 @@ export function createAuthenticator(
   // skips the header pattern, the padding strip and the LRU's bookkeeping (#18). Filled only from
   // a verified token, bounded, and checked against the same expiry.
   const byHeader = new Map<string, { principal: Principal; until: number }>();
-  return async function authenticate(request) {
+  const known = (request: { readonly headers: HeaderBag }): Principal | undefined => {
     const header = request.headers.get('authorization');
-    if (header !== null) {
-      const seen = byHeader.get(header);
-      if (seen !== undefined) {
-        if (seen.until > Date.now()) return seen.principal;
-        byHeader.delete(header);
-      }
-    }
+    if (header === null) return undefined;
+    const seen = byHeader.get(header);
+    if (seen === undefined) return undefined;
+    if (seen.until > Date.now()) return seen.principal;
+    byHeader.delete(header);
+    return undefined;
+  };
+  return Object.assign(authenticate, { known });
+  async function authenticate(request: { readonly headers: HeaderBag }): Promise<Principal> {
+    const seen = known(request);
+    if (seen !== undefined) return seen;
+    const header = request.headers.get('authorization');
     const { token: given, presented } = extractBearer(request);
     // A compact JWS has no base64 padding; `abc==` is the same token as `abc` to the decoder, so
     // it is cached (and rate-keyed) under one string (#13.16).
@@ -64,7 +69,7 @@ export function createAuthenticator(
       remember(header as string, entry);
     }
     return principal;
-  };
+  }
   function remember(header: string, entry: { principal: Principal; until: number }): void {
     if (byHeader.size >= HEADERS_REMEMBERED) byHeader.clear();
     byHeader.set(header, entry);

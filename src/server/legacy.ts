@@ -101,15 +101,28 @@ export async function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequ
   return json(resultMessage(request.id, result), 200, { [SESSION_HEADER]: session.id });
 }
 
-/** One legacy message that is not an initialize: it needs its session. */
-export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Reply> {
+/**
+ * One legacy message that is not an initialize: it needs its session. No async wrapper (#18): a
+ * local session is found at once and the message goes on in the same turn.
+ */
+export function legacyPost(edge: Edge, p: LegacyPost): Reply | Promise<Reply> {
   const incoming = classify(p.message);
   if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
     return initialize(edge, p, incoming.message);
   }
   const found = requireSession(edge, p.c, p.principal);
   // A local hit stays synchronous: the hot path pays no extra await for the shared store.
-  const session = found instanceof Promise ? await found : found;
+  return found instanceof Promise
+    ? found.then((session) => inSession(edge, p, incoming, session))
+    : inSession(edge, p, incoming, found);
+}
+
+function inSession(
+  edge: Edge,
+  p: LegacyPost,
+  incoming: ReturnType<typeof classify>,
+  session: Session,
+): Reply | Promise<Reply> {
   if (incoming.kind === 'response') {
     onResponse(session, incoming.message);
     return new PlainReply(202, null, {});
@@ -119,10 +132,11 @@ export async function legacyPost(edge: Edge, p: LegacyPost): Promise<Reply> {
     return new PlainReply(202, null, {});
   }
   const request = incoming.message;
+  const fail = (e: unknown) => json(failBody(edge, request.id, e, 'legacy').body);
   try {
-    return await dispatch(edge, exchange(edge, p, session, request), session);
+    return dispatch(edge, exchange(edge, p, session, request), session).then(undefined, fail);
   } catch (e) {
-    return json(failBody(edge, request.id, e, 'legacy').body);
+    return fail(e);
   }
 }
 

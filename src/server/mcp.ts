@@ -28,8 +28,11 @@ function idOf(body: unknown): JsonRpcId | null {
  * path, and no McpServer is ever built per request.
  */
 export function createMcpHandlers(edge: Edge) {
-  async function post(c: HttpIn): Promise<Reply> {
-    const { principal } = c;
+  /**
+   * No async wrapper (#18): once the body is read, a message is handled in the same turn down to
+   * its upstream request, and only a promise that can still fail gets an error handler here.
+   */
+  function post(c: HttpIn): Promise<Reply> {
     const canStream = accepts(c, 'text/event-stream');
     if (!accepts(c, 'application/json') && !canStream) {
       throw new ManifoldError(
@@ -37,8 +40,17 @@ export function createMcpHandlers(edge: Edge) {
         'Accept must include application/json and text/event-stream',
       );
     }
-    const versionHeader = c.header('mcp-protocol-version');
-    const text = await c.text(edge.gateway.config.gateway.maxBodyBytes);
+    return c
+      .text(edge.gateway.config.gateway.maxBodyBytes)
+      .then((text) => message(c, text, c.header('mcp-protocol-version'), canStream));
+  }
+
+  function message(
+    c: HttpIn,
+    text: string,
+    versionHeader: string | undefined,
+    canStream: boolean,
+  ): Reply | Promise<Reply> {
     let body: unknown;
     try {
       body = JSON.parse(text);
@@ -46,42 +58,55 @@ export function createMcpHandlers(edge: Edge) {
       throw new ManifoldError('ERR_PARSE', 'parse error: the body is not valid JSON');
     }
     const modernHeader = isModernVersion(versionHeader);
+    const fail = (e: unknown) => failResponse(edge, idOf(body), e, modernHeader ? 'modern' : 'legacy');
     try {
       // A retry of a call held on another instance is answered by that instance (#15).
       const routed = routeRetry(edge, c, isObject(body) ? body : {}, text, modernHeader);
-      const elsewhere = routed && (await routed);
-      if (elsewhere) return elsewhere;
-      if (Array.isArray(body)) {
-        if (modernHeader)
-          throw new ManifoldError(
-            'ERR_BATCH',
-            `JSON-RPC batches are not part of ${versionHeader}: send one message per POST`,
-          );
-        if (versionHeader !== undefined && !SUPPORTED_VERSIONS.includes(versionHeader))
-          throw unsupportedVersion(versionHeader);
-        return await legacyBatch(edge, { c, principal, bytesIn: text.length, canStream }, body);
-      }
-      if (!isObject(body)) throw new ManifoldError('ERR_BAD_REQUEST', 'expected one JSON-RPC 2.0 message');
-      const decision = decideEra({
-        versionHeader,
-        sessionHeader: c.header('mcp-session-id'),
-        message: body,
-      });
-      if (decision.era === 'modern') {
-        return await modernPost(edge, {
-          c,
-          principal,
-          message: body,
-          meta: decision.meta,
-          bytesIn: text.length,
-          canStream,
-          onDisconnect: (listener) => c.onDisconnect(listener),
-        });
-      }
-      return await legacyPost(edge, { c, principal, message: body, bytesIn: text.length, canStream });
+      const served = routed
+        ? routed.then((elsewhere) => elsewhere ?? serve(c, text, body, versionHeader, canStream))
+        : serve(c, text, body, versionHeader, canStream);
+      return served instanceof Promise ? served.then(undefined, fail) : served;
     } catch (e) {
-      return failResponse(edge, idOf(body), e, modernHeader ? 'modern' : 'legacy');
+      return fail(e);
     }
+  }
+
+  function serve(
+    c: HttpIn,
+    text: string,
+    body: unknown,
+    versionHeader: string | undefined,
+    canStream: boolean,
+  ): Reply | Promise<Reply> {
+    const { principal } = c;
+    if (Array.isArray(body)) {
+      if (isModernVersion(versionHeader))
+        throw new ManifoldError(
+          'ERR_BATCH',
+          `JSON-RPC batches are not part of ${versionHeader}: send one message per POST`,
+        );
+      if (versionHeader !== undefined && !SUPPORTED_VERSIONS.includes(versionHeader))
+        throw unsupportedVersion(versionHeader);
+      return legacyBatch(edge, { c, principal, bytesIn: text.length, canStream }, body);
+    }
+    if (!isObject(body)) throw new ManifoldError('ERR_BAD_REQUEST', 'expected one JSON-RPC 2.0 message');
+    const decision = decideEra({
+      versionHeader,
+      sessionHeader: c.header('mcp-session-id'),
+      message: body,
+    });
+    if (decision.era === 'modern') {
+      return modernPost(edge, {
+        c,
+        principal,
+        message: body,
+        meta: decision.meta,
+        bytesIn: text.length,
+        canStream,
+        onDisconnect: (listener) => c.onDisconnect(listener),
+      });
+    }
+    return legacyPost(edge, { c, principal, message: body, bytesIn: text.length, canStream });
   }
 
   /** GET and DELETE belong to the legacy era; a 2026-07-28 server answers them 405 (streamable-http). */

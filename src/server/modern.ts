@@ -49,17 +49,19 @@ function dresserOf(edge: Edge): ReturnType<typeof modernResult> {
   return d;
 }
 
-export async function modernPost(edge: Edge, p: ModernPost): Promise<Reply> {
+/** No async wrapper (#18): the request goes on in the same turn, and a failure is its answer. */
+export function modernPost(edge: Edge, p: ModernPost): Reply | Promise<Reply> {
   const incoming = classify(p.message);
   // No client notification is defined on streamable HTTP in 2026-07-28; accepting one is harmless.
   if (incoming.kind !== 'request') return new PlainReply(202, null, {});
   const request = incoming.message;
+  const fail = (e: unknown) => failResponse(edge, request.id, e, 'modern');
   try {
     checkStandardHeaders(p.c, request);
     if (request.method === 'tools/call') checkParamHeaders(edge, p, request);
-    return await dispatch(edge, exchange(edge, p, request), p);
+    return dispatch(edge, exchange(edge, p, request), p).then(undefined, fail);
   } catch (e) {
-    return failResponse(edge, request.id, e, 'modern');
+    return fail(e);
   }
 }
 
@@ -164,18 +166,20 @@ function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange 
   };
 }
 
-async function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Reply> {
+function dispatch(edge: Edge, ex: Exchange, p: ModernPost): Promise<Reply> {
   switch (ex.request.method) {
     case 'server/discover':
-      return json(
-        `{"jsonrpc":"2.0","id":${JSON.stringify(ex.request.id)},"result":${ex.resultJson(
-          JSON.stringify({
-            supportedVersions: SUPPORTED_VERSIONS,
-            capabilities: serverCapabilities(edge.gateway, 'modern'),
-            // Upstream `instructions` are never forwarded (SECURITY C5); the gateway has none.
-          }),
-          { ttlMs: edge.listCache.ttlMs, cacheScope: 'public' },
-        )}}`,
+      return Promise.resolve(
+        json(
+          `{"jsonrpc":"2.0","id":${JSON.stringify(ex.request.id)},"result":${ex.resultJson(
+            JSON.stringify({
+              supportedVersions: SUPPORTED_VERSIONS,
+              capabilities: serverCapabilities(edge.gateway, 'modern'),
+              // Upstream `instructions` are never forwarded (SECURITY C5); the gateway has none.
+            }),
+            { ttlMs: edge.listCache.ttlMs, cacheScope: 'public' },
+          )}}`,
+        ),
       );
     case 'subscriptions/listen':
       return listen(edge, ex, p);
