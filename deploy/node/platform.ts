@@ -46,26 +46,53 @@ function batchedStderr(): (line: string) => void {
   process.stderr.on('error', () => {
     gone = true;
   });
-  let pending: string[] = [];
-  let bytes = 0;
+  const batched = batchedLines((chunk) => {
+    if (!gone) process.stderr.write(chunk);
+  });
+  process.once('exit', batched.flush);
+  return batched.write;
+}
+
+/**
+ * Lines batched for `sink`: written together every `LOG_FLUSH_MS` (at once after a quiet spell),
+ * or when `LOG_FLUSH_BYTES` are pending, or on `flush`. Pending lines are encoded into a buffer
+ * outside the JavaScript heap as they come: held as strings for up to 20 ms, they outlived the
+ * young generation's collections and were copied with everything else (#18). A line too long for
+ * the buffer is written on its own, after what is pending.
+ */
+export function batchedLines(
+  sink: (chunk: Uint8Array | string) => void,
+  bytesPerWrite = LOG_FLUSH_BYTES,
+): { write: (line: string) => void; flush: () => void } {
+  let buffer = Buffer.allocUnsafe(bytesPerWrite);
+  let used = 0;
   let last = Number.NEGATIVE_INFINITY;
   let cancel: (() => void) | undefined;
   const flush = () => {
     cancel?.();
     cancel = undefined;
-    if (pending.length === 0) return;
-    const text = `${pending.join('\n')}\n`;
-    pending = [];
-    bytes = 0;
+    if (used === 0) return;
+    const bytes = buffer.subarray(0, used);
+    // The written bytes stay with the sink (a write may complete later): the next lines go to a new buffer.
+    buffer = Buffer.allocUnsafe(bytesPerWrite);
+    used = 0;
     last = performance.now();
-    if (!gone) process.stderr.write(text);
+    sink(bytes);
   };
-  process.once('exit', flush);
-  return (line) => {
-    pending.push(line);
-    bytes += line.length + 1;
-    if (bytes >= LOG_FLUSH_BYTES) flush();
-    else if (!cancel) {
+  const write = (line: string) => {
+    // A line's UTF-8 is at most three bytes per UTF-16 unit, and one more for the newline.
+    const most = line.length * 3 + 1;
+    if (used + most > bytesPerWrite) {
+      flush();
+      if (most > bytesPerWrite) {
+        last = performance.now();
+        sink(`${line}\n`);
+        return;
+      }
+    }
+    used += buffer.write(line, used, 'utf8');
+    buffer[used++] = 10;
+    if (!cancel) {
       const wait = LOG_FLUSH_MS - (performance.now() - last);
       if (wait <= 0) {
         const soon = setImmediate(flush);
@@ -77,6 +104,7 @@ function batchedStderr(): (line: string) => void {
       }
     }
   };
+  return { write, flush };
 }
 
 /**
