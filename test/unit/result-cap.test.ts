@@ -29,7 +29,13 @@ describe('resultCap', () => {
     const r = frozen({ content: [text('hello')], isError: false });
     const out = cap(r);
     expect(out.result).toBe(r);
-    expect(out).toEqual({ result: r, truncated: false, originalBytes: size(r), json: JSON.stringify(r) });
+    const { result, truncated, originalBytes, json } = out;
+    expect({ result, truncated, originalBytes, json }).toEqual({
+      result: r,
+      truncated: false,
+      originalBytes: size(r),
+      json: JSON.stringify(r),
+    });
     // Exactly at the cap still fits; multibyte text is measured in bytes.
     const exact = { content: [text('é'.repeat(100))] };
     expect(resultCap(size(exact))(exact).truncated).toBe(false);
