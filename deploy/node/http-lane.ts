@@ -85,7 +85,8 @@ class NodeIn implements HttpIn {
     const onClose = () => {
       if (!res.writableFinished) listener();
     };
-    res.once('close', onClose);
+    // `on`, not `once`: a response closes once, and `once` wraps every listener in another (#18).
+    res.on('close', onClose);
     return () => res.off('close', onClose);
   }
 }

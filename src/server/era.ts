@@ -104,13 +104,15 @@ export function decideEra(input: EraInput): EraDecision {
 function readMeta(message: Record<string, unknown>, header: string): RequestMeta {
   const params = message.params;
   const meta = isObject(params) ? params._meta : undefined;
-  const need = `every ${header} request carries params._meta with "${META.protocolVersion}" and "${META.clientCapabilities}"`;
-  if (!isObject(meta)) throw new ManifoldError('ERR_BAD_META', `Invalid params: _meta is missing; ${need}`);
+  // Said only in a refusal: not built for every request (#18).
+  const need = () =>
+    `every ${header} request carries params._meta with "${META.protocolVersion}" and "${META.clientCapabilities}"`;
+  if (!isObject(meta)) throw new ManifoldError('ERR_BAD_META', `Invalid params: _meta is missing; ${need()}`);
   const version = meta[META.protocolVersion];
   if (version === undefined) {
     throw new ManifoldError(
       'ERR_BAD_META',
-      `Invalid params: _meta has no "${META.protocolVersion}"; ${need}`,
+      `Invalid params: _meta has no "${META.protocolVersion}"; ${need()}`,
     );
   }
   if (version !== header) {
@@ -123,7 +125,7 @@ function readMeta(message: Record<string, unknown>, header: string): RequestMeta
   if (!isObject(caps)) {
     throw new ManifoldError(
       'ERR_BAD_META',
-      `Invalid params: "${META.clientCapabilities}" ${caps === undefined ? 'is missing' : 'must be an object'}; ${need}`,
+      `Invalid params: "${META.clientCapabilities}" ${caps === undefined ? 'is missing' : 'must be an object'}; ${need()}`,
     );
   }
   const out: RequestMeta = { version: header, clientCapabilities: caps };

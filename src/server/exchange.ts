@@ -76,8 +76,15 @@ export const legacyResult = {
 export function modernResult(serverInfo: { name: string; version: string }) {
   const infoJson = JSON.stringify(serverInfo);
   const head = `{"resultType":"complete","_meta":{"${META.serverInfo}":${infoJson}}`;
+  // The `_meta` of every result that brings none of its own, built once: nothing changes a result's
+  // `_meta` after it is dressed (a cut result gets a new one), and it is frozen to keep it so.
+  const ownMeta: Result = Object.freeze({ [META.serverInfo]: serverInfo });
   return {
     result(r: Result): Result {
+      // The common result (#18): the same keys in the same order as below, without the copies.
+      if (!Object.hasOwn(r, '_meta') && !Object.hasOwn(r, 'resultType')) {
+        return { resultType: 'complete', _meta: ownMeta, ...r };
+      }
       const meta = r._meta && typeof r._meta === 'object' ? (r._meta as Result) : undefined;
       return spreadUnder(r, {
         resultType: 'complete',
