@@ -9,13 +9,14 @@ import {
 import { quarantineDescription } from './guards/drift.js';
 import { materialize } from './guards/raw-text.js';
 import {
+  byteLength,
   type CappedResult,
   errorInstead,
   fitsCap,
   type ResultFraming,
   resultCap,
 } from './guards/result-cap.js';
-import { type MessageBody, splitResult } from './guards/split-result.js';
+import { type MessageBody, splitBlock, splitResult } from './guards/split-result.js';
 import { contentsCap, promptResultCap } from './guards/surface-caps.js';
 import { utf8Bytes } from './guards/text.js';
 import type { Logger } from './log.js';
@@ -132,11 +133,29 @@ export class CallGuards {
    * `rawResultMessage(id, capResult(entry, result))`, serialized in one piece, so a big result
    * is never copied into the message after being serialized (#18). A result with one big text
    * block that fits the cap, from a tool whose answers need no output check, comes back split
-   * around that text (`SplitMessage`: the same text, never built whole).
+   * around that text (`SplitMessage`: the same text, never built whole). `raw` is the result as
+   * relayed; `dress` makes it the client's (its era's `resultType` and `_meta`, exchange.ts).
    */
-  resultMessage(entry: CatalogEntry, result: Result, id: string | number): MessageBody {
+  resultMessage(
+    entry: CatalogEntry,
+    raw: Result,
+    id: string | number,
+    dress: ResultDress = asItIs,
+  ): MessageBody {
+    const unchecked = entry.full.outputSchema === undefined || raw.isError === true;
+    // The common answer (#18): no output check, no big text, within the cap. Its dressed JSON is
+    // built from its own, in one piece: the message is that text framed, with no object made
+    // around the result to serialize it again.
+    if (unchecked && splitBlock(raw) === undefined) {
+      const json = dress.json(raw);
+      const max = this.held(entry.server).max;
+      if (json !== undefined && fitsCap(json.length, () => byteLength(json), max)) {
+        return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${json}}`;
+      }
+    }
+    const result = dress.result(raw);
     const framing = responseFraming(id);
-    if (entry.full.outputSchema === undefined || result.isError === true) {
+    if (unchecked) {
       const split = splitResult(result, framing);
       if (split && fitsCap(split.chars, split.bytes, this.held(entry.server).max)) return split.message;
     }
@@ -243,6 +262,17 @@ export class CallGuards {
     return null;
   }
 }
+
+/**
+ * How a result is dressed for its client (server/exchange.ts): as an object, and as JSON built
+ * from the result's own JSON when that gives the same text (undefined when it cannot).
+ */
+export interface ResultDress {
+  result(result: Result): Result;
+  json(result: Result): string | undefined;
+}
+
+const asItIs: ResultDress = { result: (r) => r, json: (r) => JSON.stringify(r) };
 
 function serialize(result: Result, framing: ResultFraming | undefined): string {
   return framing ? JSON.stringify(framing.wrap(result)) : JSON.stringify(result);

@@ -65,13 +65,7 @@ export function splitResult(
   result: Record<string, unknown>,
   framing: ResultFraming,
 ): { message: SplitMessage; chars: number; bytes: () => number } | undefined {
-  const content = result.content;
-  if (!Array.isArray(content)) return undefined;
-  const block = content.find((b) => {
-    if (typeof b !== 'object' || b === null || (b as { type?: unknown }).type !== 'text') return false;
-    const t = (b as { text?: unknown }).text;
-    return t instanceof RawJsonString || (typeof t === 'string' && t.length >= SPLIT_TEXT_CHARS);
-  }) as { text: string | RawJsonString } | undefined;
+  const block = splitBlock(result);
   if (!block) return undefined;
   const text = block.text;
   // The replacer sees every value before it is serialized: this block becomes a copy with the
@@ -115,6 +109,20 @@ export function splitResult(
     bytes: () =>
       middle.reduce((n, part) => n + byteLength(part), byteLength(head) + byteLength(tail)) - framing.bytes,
   };
+}
+
+/**
+ * The text block `splitResult` splits around: the first in `content` whose text is an upstream's
+ * raw JSON text or at least SPLIT_TEXT_CHARS characters; undefined for most results.
+ */
+export function splitBlock(result: Record<string, unknown>): { text: string | RawJsonString } | undefined {
+  const content = result.content;
+  if (!Array.isArray(content)) return undefined;
+  return content.find((b) => {
+    if (typeof b !== 'object' || b === null || (b as { type?: unknown }).type !== 'text') return false;
+    const t = (b as { text?: unknown }).text;
+    return t instanceof RawJsonString || (typeof t === 'string' && t.length >= SPLIT_TEXT_CHARS);
+  }) as { text: string | RawJsonString } | undefined;
 }
 
 /** The end of the step from `at`: never between the halves of a surrogate pair. */

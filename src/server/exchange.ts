@@ -40,6 +40,11 @@ export interface Exchange {
   /** The same for a result that is already serialized (a JSON object). */
   resultJson(json: string, cache?: CacheHint): string;
   /**
+   * `JSON.stringify(result(r))`, built from r's own JSON where that gives the same text; undefined
+   * where it cannot (a result with its own `_meta` or `resultType`).
+   */
+  json(r: Result): string | undefined;
+  /**
    * Legacy clients only: sends a request to the client ahead of the result, on this request's
    * stream, and resolves with its answer (sampling, elicitation, roots).
    */
@@ -67,6 +72,7 @@ export interface CacheHint {
 export const legacyResult = {
   result: (r: Result) => r,
   resultJson: (json: string) => json,
+  json: (r: Result): string | undefined => JSON.stringify(r),
 };
 
 /**
@@ -79,10 +85,16 @@ export function modernResult(serverInfo: { name: string; version: string }) {
   // The `_meta` of every result that brings none of its own, built once: nothing changes a result's
   // `_meta` after it is dressed (a cut result gets a new one), and it is frozen to keep it so.
   const ownMeta: Result = Object.freeze({ [META.serverInfo]: serverInfo });
+  const common = (r: Result) => !Object.hasOwn(r, '_meta') && !Object.hasOwn(r, 'resultType');
+  const resultJson = (json: string, cache?: CacheHint): string => {
+    const hint = cache ? `,"ttlMs":${cache.ttlMs},"cacheScope":"${cache.cacheScope}"` : '';
+    const rest = json.length > 2 ? `,${json.slice(1)}` : '}';
+    return `${head}${hint}${rest}`;
+  };
   return {
     result(r: Result): Result {
       // The common result (#18): the same keys in the same order as below, without the copies.
-      if (!Object.hasOwn(r, '_meta') && !Object.hasOwn(r, 'resultType')) {
+      if (common(r)) {
         return { resultType: 'complete', _meta: ownMeta, ...r };
       }
       const meta = r._meta && typeof r._meta === 'object' ? (r._meta as Result) : undefined;
@@ -91,10 +103,9 @@ export function modernResult(serverInfo: { name: string; version: string }) {
         _meta: withMeta(meta, { [META.serverInfo]: serverInfo }),
       });
     },
-    resultJson(json: string, cache?: CacheHint): string {
-      const hint = cache ? `,"ttlMs":${cache.ttlMs},"cacheScope":"${cache.cacheScope}"` : '';
-      const rest = json.length > 2 ? `,${json.slice(1)}` : '}';
-      return `${head}${hint}${rest}`;
-    },
+    resultJson,
+    // The common result's JSON is `head` around its own members (#18): `_meta` is not serialized
+    // per call. The same text as `result(r)` serialized.
+    json: (r: Result): string | undefined => (common(r) ? resultJson(JSON.stringify(r)) : undefined),
   };
 }

@@ -158,6 +158,7 @@ function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcR
     bytesIn: p.bytesIn,
     result: legacyResult.result,
     resultJson: legacyResult.resultJson,
+    json: legacyResult.json,
     ask: (answer, method, params, cancellation) => askClient(session, answer, method, params, cancellation),
     track: (id, cancellation) => {
       const entry = session.inflight.add(inflightKey(id), cancellation);

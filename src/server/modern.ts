@@ -111,15 +111,17 @@ function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest): void {
 function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest): void {
   const name = request.params?.name;
   const entry = typeof name === 'string' ? edge.gateway.catalog.byName.get(name) : undefined;
-  // A tool the caller cannot see is left to fail like an unknown one (SECURITY A13): checking its
-  // headers would tell the caller it exists and which arguments it mirrors.
-  if (!entry || !edge.gateway.isVisible(p.principal, entry.name)) return;
+  if (!entry) return;
   let plan = plans.get(entry);
   if (!plan) {
     plan = paramHeaderPlan(entry.tool.inputSchema);
     plans.set(entry, plan);
   }
+  // Most tools mirror no argument: nothing to check, so nothing said (#18: no visibility lookup).
   if (!plan.ok || plan.params.length === 0) return;
+  // A tool the caller cannot see is left to fail like an unknown one (SECURITY A13): checking its
+  // headers would tell the caller it exists and which arguments it mirrors.
+  if (!edge.gateway.isVisible(p.principal, entry.name)) return;
   const args = request.params?.arguments;
   const values =
     typeof args === 'object' && args !== null && !Array.isArray(args)
@@ -160,6 +162,7 @@ function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange 
     bytesIn: p.bytesIn,
     result: dresser.result,
     resultJson: dresser.resultJson,
+    json: dresser.json,
     // Closing the response is the cancellation on streamable HTTP (patterns/cancellation).
     track: (_id, cancellation: Cancellation) =>
       p.onDisconnect(() => cancellation.abort(new Error('the client closed the request'))),

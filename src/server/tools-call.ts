@@ -294,7 +294,7 @@ function send(
     repeatable: entry.risk === 'read',
     progressToken: validToken ? progressToken : undefined,
     onResult: (result, id) => {
-      const body = gateway.guards.resultMessage(entry, ex.result(result), id);
+      const body = gateway.guards.resultMessage(entry, result, id, ex);
       call.audit('allowed', body.length, approvalAudit());
       return body;
     },

@@ -8,6 +8,7 @@ import { parseConfigObject } from '../../src/config/index.js';
 import { resultCap } from '../../src/guards/result-cap.js';
 import * as text from '../../src/guards/text.js';
 import { createJsonLogger } from '../../src/log.js';
+import { legacyResult, modernResult } from '../../src/server/exchange.js';
 import { rawResultMessage } from '../../src/server/jsonrpc.js';
 
 // #18, "Big results": a result is serialized once, inside its JSON-RPC response; a result that
@@ -62,15 +63,66 @@ describe('CallGuards.resultMessage', () => {
       schema,
     ],
   ];
+  cases.push(
+    ['an empty result', {}, undefined],
+    [
+      'a result with its own _meta and resultType',
+      { resultType: 'complete', _meta: { 'x/y': 1 }, content: [{ type: 'text', text: 'hi' }] },
+      undefined,
+    ],
+    ['a result with its own _meta', { content: [], _meta: { progressToken: 3 } }, undefined],
+    // Fits as relayed, not once dressed for a 2026-07-28 client: the cap counts the dress.
+    [
+      'a result the dress takes over the cap',
+      { content: [{ type: 'text', text: 'a'.repeat(2000) }] },
+      undefined,
+    ],
+    [
+      'an error result with an output schema',
+      { content: [{ type: 'text', text: 'no' }], isError: true },
+      schema,
+    ],
+  );
+  // The dress of each era (#18: the common result's message is built from its own JSON).
+  const dresses = {
+    'as relayed': undefined,
+    legacy: legacyResult,
+    modern: modernResult({ name: 'manifold', version: '9.9.9' }),
+  };
   for (const [what, result, outputSchema] of cases) {
-    it(`is the response rawResultMessage makes of capResult: ${what}`, () => {
-      for (const id of [7, 'manifold:12', 'ïd "quoted" \u0000']) {
-        const g = guards();
-        const e = entry(outputSchema);
-        expect(g.resultMessage(e, result, id)).toBe(rawResultMessage(id, g.capResult(e, result)));
-      }
-    });
+    for (const [era, dress] of Object.entries(dresses)) {
+      it(`is the response rawResultMessage makes of capResult: ${what}, ${era}`, () => {
+        for (const id of [7, 'manifold:12', 'ïd "quoted" \u0000']) {
+          const g = guards();
+          const e = entry(outputSchema);
+          const dressed = dress ? dress.result(result) : result;
+          expect(g.resultMessage(e, result, id, dress)).toBe(rawResultMessage(id, g.capResult(e, dressed)));
+        }
+      });
+    }
   }
+
+  it('counts the dress against the cap', () => {
+    const g = guards();
+    const result = { content: [{ type: 'text', text: 'a'.repeat(2000) }] };
+    expect(String(g.resultMessage(entry(), result, 1))).not.toContain('truncated');
+    const modern = String(g.resultMessage(entry(), result, 1, dresses.modern));
+    expect(modern).toContain('"manifold/truncated":true');
+    expect(modern).toContain('"io.modelcontextprotocol/serverInfo"');
+  });
+
+  it('dresses a common result with the same text as serializing the dressed object', () => {
+    const dress = dresses.modern;
+    for (const r of [
+      {},
+      { content: [] },
+      { content: [{ type: 'text', text: 'x' }], isError: false, extra: { a: [1] } },
+    ]) {
+      expect(dress.json(r)).toBe(JSON.stringify(dress.result(r)));
+    }
+    expect(dress.json({ _meta: {} })).toBeUndefined();
+    expect(dress.json({ resultType: 'complete' })).toBeUndefined();
+  });
 });
 
 describe('resultCap with a framing', () => {
