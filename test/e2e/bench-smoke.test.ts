@@ -70,6 +70,20 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       expect(json.throughputC16[k].non2xx).toBe(0);
       expect(json.cpuPerCallUs[k]).toBeGreaterThan(0);
     }
+    // #18: the paired rotation ran every path of both groups, without errors, and its ratios
+    // (with their intervals) are what the floor and era targets read.
+    expect(json.paired.stdio.names).toEqual(['S1', 'S2', 'S3']);
+    expect(json.paired.http.names).toEqual(['B1', 'B2', 'B3', 'B4']);
+    for (const g of [json.paired.stdio, json.paired.http]) {
+      expect(g.errors).toBe(0);
+      expect(g.perRound).toHaveLength(1);
+      for (const v of Object.values(g.cpuPerCallUs)) expect(v).toBeGreaterThan(0);
+    }
+    const s3 = json.targets.modernStdio.stdio;
+    expect(s3.ratio).toBeCloseTo(json.paired.stdio.perRound[0][2] / json.paired.stdio.perRound[0][1], 1);
+    expect(json.targets.floorCpu.intervals.S2.low).toBeLessThanOrEqual(
+      json.targets.floorCpu.intervals.S2.high,
+    );
     expect(json.load.start).toHaveLength(3);
     // #18: start to listening, the default and the JWT-auth config, against Node's own start.
     expect(json.startup.floorMs).toBeGreaterThan(0);
