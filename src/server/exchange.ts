@@ -41,7 +41,7 @@ export interface Exchange {
   resultJson(json: string, cache?: CacheHint): string;
   /**
    * `JSON.stringify(result(r))`, built from r's own JSON where that gives the same text; undefined
-   * where it cannot (a result with its own `_meta` or `resultType`).
+   * where it cannot (a result with a `_meta` or `resultType` of its own).
    */
   json(r: Result): string | undefined;
   /**
@@ -105,7 +105,9 @@ export function modernResult(serverInfo: { name: string; version: string }) {
     },
     resultJson,
     // The common result's JSON is `head` around its own members (#18): `_meta` is not serialized
-    // per call. The same text as `result(r)` serialized.
-    json: (r: Result): string | undefined => (common(r) ? resultJson(JSON.stringify(r)) : undefined),
+    // per call. The same text as `result(r)` serialized. A field a modern upstream's edge cleared
+    // (set undefined, not deleted: modern-session.ts `complete`) is not in either.
+    json: (r: Result): string | undefined =>
+      r._meta === undefined && r.resultType === undefined ? resultJson(JSON.stringify(r)) : undefined,
   };
 }

@@ -71,6 +71,11 @@ describe('CallGuards.resultMessage', () => {
       undefined,
     ],
     ['a result with its own _meta', { content: [], _meta: { progressToken: 3 } }, undefined],
+    [
+      "a modern upstream's result, its protocol fields cleared",
+      { resultType: undefined, content: [{ type: 'text', text: 'z' }], _meta: undefined },
+      undefined,
+    ],
     // Fits as relayed, not once dressed for a 2026-07-28 client: the cap counts the dress.
     [
       'a result the dress takes over the cap',
@@ -120,6 +125,10 @@ describe('CallGuards.resultMessage', () => {
     ]) {
       expect(dress.json(r)).toBe(JSON.stringify(dress.result(r)));
     }
+    // As a 2026-07-28 upstream's edge leaves a result: its own protocol fields cleared in place.
+    const cleared = { resultType: undefined, content: [{ type: 'text', text: 'y' }], _meta: undefined };
+    expect(dress.json(cleared)).toBe(JSON.stringify(dress.result(cleared)));
+    expect(dress.json(cleared)).toContain('"_meta":{"io.modelcontextprotocol/serverInfo"');
     expect(dress.json({ _meta: {} })).toBeUndefined();
     expect(dress.json({ resultType: 'complete' })).toBeUndefined();
   });
