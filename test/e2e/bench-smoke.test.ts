@@ -73,7 +73,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     // #18: the paired rotation ran every path of both groups, without errors, and its ratios
     // (with their intervals) are what the floor and era targets read.
     expect(json.paired.stdio.names).toEqual(['S1', 'S2', 'S3']);
-    expect(json.paired.http.names).toEqual(['B1', 'B2', 'B3', 'B4']);
+    expect(json.paired.http.names).toEqual(['B1', 'B2', 'B3', 'B4', 'B5', 'B6']);
     for (const g of [json.paired.stdio, json.paired.http]) {
       expect(g.errors).toBe(0);
       expect(g.perRound).toHaveLength(1);
