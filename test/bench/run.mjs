@@ -99,46 +99,33 @@ function rssMb(pid) {
   return Number(m[1]) / 1024;
 }
 
-function load(options) {
+/** Runs a load script of this folder with `options`, within `limitMs`; resolves with its JSON line. */
+function loadScript(script, options, limitMs) {
   return new Promise((res, rej) => {
-    const child = spawn(process.execPath, [join(HERE, 'load.mjs'), JSON.stringify(options)], {
+    const child = spawn(process.execPath, [join(HERE, script), JSON.stringify(options)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
     child.stdout.on('data', (d) => {
       out += d;
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), (options.duration ?? 60) * 1000 + 120_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
     child.once('exit', (code) => {
       clearTimeout(timer);
-      if (code !== 0) rej(new Error(`load generator exited ${code}`));
+      if (code !== 0) rej(new Error(`${script} exited ${code}`));
       else res(JSON.parse(out));
     });
   });
 }
+
+const load = (options) => loadScript('load.mjs', options, (options.duration ?? 60) * 1000 + 120_000);
 
 /** Paired CPU (#18): rounds, and tools/call requests per path in each round. */
 const PAIRED_ROUNDS = smoke ? 1 : 16;
 const PAIRED_AMOUNT = smoke ? 300 : 15_000;
 
 /** Runs rotate.mjs: the targets' CPU per call, in rotation, round by round. */
-function rotate(options) {
-  return new Promise((res, rej) => {
-    const child = spawn(process.execPath, [join(HERE, 'rotate.mjs'), JSON.stringify(options)], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 600_000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) rej(new Error(`rotate.mjs exited ${code}`));
-      else res(JSON.parse(out));
-    });
-  });
-}
+const rotate = (options) => loadScript('rotate.mjs', options, 600_000);
 
 /**
  * `a`'s CPU per call over `b`'s in one paired group: the median of the per-round ratios, and a
