@@ -143,21 +143,21 @@ export class CallGuards {
     dress: ResultDress = asItIs,
   ): MessageBody {
     const unchecked = entry.full.outputSchema === undefined || raw.isError === true;
+    const { max } = this.held(entry.server);
     // The common answer (#18): no output check, no big text, within the cap. Its dressed JSON is
     // built from its own, in one piece: the message is that text framed, with no object made
     // around the result to serialize it again.
     if (unchecked && splitBlock(raw) === undefined) {
       const json = dress.json(raw);
-      const max = this.held(entry.server).max;
       if (json !== undefined && fitsCap(json.length, () => byteLength(json), max)) {
-        return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${json}}`;
+        return `${envelopeHead(id)}${json}}`;
       }
     }
     const result = dress.result(raw);
     const framing = responseFraming(id);
     if (unchecked) {
       const split = splitResult(result, framing);
-      if (split && fitsCap(split.chars, split.bytes, this.held(entry.server).max)) return split.message;
+      if (split && fitsCap(split.chars, split.bytes, max)) return split.message;
     }
     return this.capped(entry, result, framing);
   }
@@ -278,12 +278,17 @@ function serialize(result: Result, framing: ResultFraming | undefined): string {
   return framing ? JSON.stringify(framing.wrap(result)) : JSON.stringify(result);
 }
 
+/** What a result's JSON follows in its JSON-RPC response (and a `}` closes). */
+function envelopeHead(id: string | number): string {
+  return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`;
+}
+
 /**
  * A result inside its JSON-RPC response: `{"jsonrpc":"2.0","id":…,"result":…}`, exactly what
  * `rawResultMessage` makes of the result's JSON (same keys, same order, no whitespace).
  */
 function responseFraming(id: string | number): ResultFraming {
-  const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`;
+  const head = envelopeHead(id);
   // A number's JSON is ASCII: its bytes are its characters (no scan on the common path, #18).
   return new Framing(id, head.length + 1, typeof id === 'number' ? head.length + 1 : undefined, head);
 }
