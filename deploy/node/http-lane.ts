@@ -82,12 +82,17 @@ class NodeIn implements HttpIn {
 
   onDisconnect(listener: () => void): () => void {
     const res = this.res;
-    const onClose = () => {
-      if (!res.writableFinished) listener();
+    let live = true;
+    // `on`, not `once`: a response closes once, and `once` wraps every listener in another. The
+    // undo clears a flag rather than calling `off`, whose search and delete on the response's
+    // listener table cost more than the listener (#18); the response, listener and all, goes
+    // with its request.
+    res.on('close', () => {
+      if (live && !res.writableFinished) listener();
+    });
+    return () => {
+      live = false;
     };
-    // `on`, not `once`: a response closes once, and `once` wraps every listener in another (#18).
-    res.on('close', onClose);
-    return () => res.off('close', onClose);
   }
 }
 

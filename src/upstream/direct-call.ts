@@ -23,6 +23,7 @@ import { IdTable } from '../tables.js';
 import { UpstreamProtocolError } from './call-errors.js';
 import { type CallHost, DirectCall, type Pending } from './direct-pending.js';
 import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http-wire.js';
+import type { StampOptions } from './modern-wire.js';
 import type { InputHandler, LogMessage } from './session.js';
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -35,7 +36,7 @@ export interface DirectCallerOptions {
   /** stdio: each request is written to the child (its answers reach `route`). */
   send?: (message: JSONRPCMessage) => Promise<void>;
   /** The params as sent (modern upstreams: the gateway's own per-request `_meta`). */
-  stamp?: (params: Record<string, unknown>) => Record<string, unknown>;
+  stamp?: (params: Record<string, unknown>, options: StampOptions) => Record<string, unknown>;
   /** Where every message that is not an answer to a direct call goes (the SDK client, or a listener). */
   deliver: Deliver;
   /** A server request arrived on the stream of call `callId` (legacy: the SDK client answers it). */
@@ -46,7 +47,7 @@ export interface DirectCallerOptions {
   log: Logger;
 }
 
-export interface DirectCallOptions {
+export interface DirectCallOptions extends StampOptions {
   cancellation?: Cancellation | undefined;
   onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
   onlog?: ((m: LogMessage) => void) | undefined;
@@ -177,7 +178,7 @@ export class DirectCaller implements CallHost {
     const n = ++this.seq;
     const id = `${PREFIX}${n}`;
     const { cancellation, onprogress } = options;
-    let callParams = this.o.stamp ? this.o.stamp(params) : params;
+    let callParams = this.o.stamp ? this.o.stamp(params, options) : params;
     if (onprogress) {
       const given = callParams._meta;
       const meta = typeof given === 'object' && given !== null && !Array.isArray(given) ? given : {};

@@ -11,7 +11,7 @@ import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { admitMessage } from '../guards/depth.js';
 import type { ParamHeader } from '../protocol/headers.js';
-import { META, withMeta, withMetaField } from '../protocol/versions.js';
+import { META } from '../protocol/versions.js';
 import { backoffDelay } from './backoff.js';
 import { brief, logReason, UpstreamProtocolError } from './call-errors.js';
 import { DirectCaller } from './direct-call.js';
@@ -47,7 +47,7 @@ export class ModernSession implements UpstreamSession {
   readonly era = 'modern' as const;
   private plans: ReadonlyMap<string, readonly ParamHeader[]> = new Map();
   private readonly caller: DirectCaller;
-  private readonly stamp: (p: Result) => Result;
+  private readonly stamp: ReturnType<typeof modernStamp>;
   private closed = false;
   private stopListening: (() => void) | undefined;
   /** URIs to receive `notifications/resources/updated` for. */
@@ -162,7 +162,7 @@ export class ModernSession implements UpstreamSession {
   }
 
   async request(method: string, params: Result, options: SessionCallOptions): Promise<Result> {
-    let sent = withRequestMeta(params, options);
+    let sent = params;
     for (let round = 1; ; round++) {
       const r = this.complete(await this.caller.request(method, sent, options));
       if (r.resultType !== 'input_required' || options.inputMode !== 'ask' || !options.onInput) return r;
@@ -367,17 +367,6 @@ export class ModernSession implements UpstreamSession {
       }
     }
   }
-}
-
-/** The per-request `_meta` the gateway adds for one relayed request: its log level, its client capabilities. */
-function withRequestMeta(params: Result, options: SessionCallOptions): Result {
-  if (options.logLevel === undefined && options.clientCapabilities === undefined) return params;
-  const given = params._meta;
-  const meta = typeof given === 'object' && given !== null && !Array.isArray(given) ? (given as Result) : {};
-  const own: Result = {};
-  if (options.logLevel !== undefined) own[META.logLevel] = options.logLevel;
-  if (options.clientCapabilities !== undefined) own[META.clientCapabilities] = options.clientCapabilities;
-  return withMetaField(params, withMeta(meta, own));
 }
 
 /** Reads a DiscoverResult; undefined when it is not one (then the server is not modern). */

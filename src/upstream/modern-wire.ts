@@ -23,27 +23,53 @@ import type { Wire } from './http-wire.js';
  */
 export const GATEWAY_CLIENT_CAPABILITIES: Record<string, unknown> = Object.freeze({});
 
+/** What one request adds to the stamp: the client's log level and the capabilities it may use. */
+export interface StampOptions {
+  logLevel?: string | undefined;
+  clientCapabilities?: Record<string, unknown> | undefined;
+}
+
 /**
- * Stamps the gateway's own `_meta` on a request's params, keeping the caller's other keys. The
- * client capabilities are the gateway's for this request when the session set them (the relayed
- * client features), none otherwise; a downstream client's own reserved keys never get this far.
+ * Stamps the gateway's own `_meta` on a request's params, keeping the caller's other keys, in one
+ * copy: the protocol version, the gateway's identity, the client capabilities (the request's own,
+ * which the session set from the relayed client features; else a `_meta` given; else none) and
+ * the log level the client asked for. A downstream client's own reserved keys never get this far.
+ *
+ * The `_meta` of a request that brings none of its own is built once per capabilities object and
+ * frozen (#18): the relay's requests all pass the same one, and a per-call `_meta` and params copy
+ * (two of each, before) cost half a microsecond a call.
  */
 export function modernStamp(version: string, clientVersion: string) {
   const info = { name: 'manifold', version: clientVersion };
-  return (params: Record<string, unknown>): Record<string, unknown> => {
+  let lastCapabilities: Record<string, unknown> | undefined;
+  let lastMeta: Record<string, unknown> | undefined;
+  const build = (
+    given: Record<string, unknown> | undefined,
+    capabilities: Record<string, unknown> | undefined,
+    logLevel: string | undefined,
+  ): Record<string, unknown> => {
+    const own: Record<string, unknown> = {
+      [META.protocolVersion]: version,
+      [META.clientInfo]: info,
+      [META.clientCapabilities]:
+        capabilities ?? given?.[META.clientCapabilities] ?? GATEWAY_CLIENT_CAPABILITIES,
+    };
+    if (logLevel !== undefined) own[META.logLevel] = logLevel;
+    return withMeta(given, own);
+  };
+  return (params: Record<string, unknown>, o?: StampOptions): Record<string, unknown> => {
     const given = params._meta;
-    const meta =
-      typeof given === 'object' && given !== null && !Array.isArray(given)
-        ? (given as Record<string, unknown>)
-        : {};
-    return withMetaField(
-      params,
-      withMeta(meta, {
-        [META.protocolVersion]: version,
-        [META.clientInfo]: info,
-        [META.clientCapabilities]: meta[META.clientCapabilities] ?? GATEWAY_CLIENT_CAPABILITIES,
-      }),
-    );
+    const capabilities = o?.clientCapabilities;
+    const logLevel = o?.logLevel;
+    if (typeof given === 'object' && given !== null && !Array.isArray(given)) {
+      return withMetaField(params, build(given as Record<string, unknown>, capabilities, logLevel));
+    }
+    if (logLevel !== undefined) return withMetaField(params, build(undefined, capabilities, logLevel));
+    if (lastMeta === undefined || capabilities !== lastCapabilities) {
+      lastCapabilities = capabilities;
+      lastMeta = Object.freeze(build(undefined, capabilities, undefined));
+    }
+    return withMetaField(params, lastMeta);
   };
 }
 
@@ -69,12 +95,39 @@ export function modernWire(
   version: string,
   plans: () => ReadonlyMap<string, readonly ParamHeader[]>,
 ): Wire {
-  const cache = new Map<string, Record<string, string>>();
+  // By method, then by name (#18: no key string is built per request); `cached` counts both levels.
+  const unnamed = new Map<string, Record<string, string>>();
+  const named = new Map<string, Map<string, Record<string, string>>>();
+  let cached = 0;
   const base = {
     ...configured,
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',
     'mcp-protocol-version': version,
+  };
+  const remember = <K>(map: Map<K, Record<string, string>>, key: K, headers: Record<string, string>) => {
+    if (cached >= MAX_CACHED) {
+      unnamed.clear();
+      named.clear();
+      cached = 0;
+    }
+    map.set(key, headers);
+    cached++;
+    return headers;
+  };
+  const headersOf = (method: string, name: unknown): Record<string, string> => {
+    if (typeof name !== 'string') {
+      return unnamed.get(method) ?? remember(unnamed, method, { ...base, 'mcp-method': method });
+    }
+    let byName = named.get(method);
+    if (!byName) {
+      byName = new Map();
+      named.set(method, byName);
+    }
+    return (
+      byName.get(name) ??
+      remember(byName, name, { ...base, 'mcp-method': method, 'mcp-name': encodeHeaderValue(name) })
+    );
   };
   return {
     readErrorBodies: true,
@@ -85,14 +138,7 @@ export function modernWire(
       if (field === 'taskId' && typeof name === 'string') {
         return { ...base, 'mcp-method': method, 'mcp-name': encodeHeaderValue(name) };
       }
-      const key = typeof name === 'string' ? `${method}\n${name}` : method;
-      let headers = cache.get(key);
-      if (!headers) {
-        headers = { ...base, 'mcp-method': method };
-        if (typeof name === 'string') headers['mcp-name'] = encodeHeaderValue(name);
-        if (cache.size >= MAX_CACHED) cache.clear();
-        cache.set(key, headers);
-      }
+      const headers = headersOf(method, name);
       const plan = method === 'tools/call' && typeof name === 'string' ? plans().get(name) : undefined;
       if (!plan) return headers;
       const args = params.arguments;
