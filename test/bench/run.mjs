@@ -120,9 +120,14 @@ function loadScript(script, options, limitMs) {
 
 const load = (options) => loadScript('load.mjs', options, (options.duration ?? 60) * 1000 + 120_000);
 
-/** Paired CPU (#18): rounds, and tools/call requests per path in each round. */
-const PAIRED_ROUNDS = smoke ? 1 : 16;
-const PAIRED_AMOUNT = smoke ? 300 : 15_000;
+/**
+ * Paired CPU (#18): rounds, and tools/call requests per path in each round, by group. A stdio
+ * segment has twice the calls of an HTTP one, about a second each: the stdio paths run twice as
+ * fast, and half-second segments left the stdio ratios twice as spread (docs/design.md, "Eighth
+ * round of #18").
+ */
+const PAIRED_ROUNDS = smoke ? 1 : 24;
+const PAIRED_AMOUNT = smoke ? { stdio: 300, http: 300 } : { stdio: 30_000, http: 15_000 };
 
 /** Runs rotate.mjs: the targets' CPU per call, in rotation, round by round. */
 const rotate = (options) => loadScript('rotate.mjs', options, 600_000);
@@ -130,7 +135,7 @@ const rotate = (options) => loadScript('rotate.mjs', options, 600_000);
 /**
  * `a`'s CPU per call over `b`'s in one paired group: the median of the per-round ratios, and a
  * 95% interval for it from the order statistics (at least 95% coverage whatever the noise's shape;
- * for 16 rounds the 4th and 13th ratios). The VM's noise comes in bursts that hit a few segments
+ * for 24 rounds the 7th and 18th ratios). The VM's noise comes in bursts that hit a few segments
  * hard: a median is not moved by them, a mean is (docs/design.md, "Seventh round of #18").
  */
 function paired(group, a, b) {
@@ -461,12 +466,12 @@ async function main() {
     const r = await rotate({
       targets: names.map((k) => targets[k]),
       rounds: PAIRED_ROUNDS,
-      amount: PAIRED_AMOUNT,
+      amount: PAIRED_AMOUNT[group],
       connections: 16,
     });
     results.paired[group] = {
       rounds: PAIRED_ROUNDS,
-      callsPerSegment: PAIRED_AMOUNT,
+      callsPerSegment: PAIRED_AMOUNT[group],
       errors: r.errors,
       cpuPerCallUs: Object.fromEntries(
         names.map((k, i) => [
@@ -1080,7 +1085,7 @@ B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http +
 | --- | --- | --- | --- | --- |
 ${rows.join('\n')}
 
-Paired phase (rotate.mjs: the paths of a group back to back, ${r.paired.stdio.rounds} rounds of ${r.paired.stdio.callsPerSegment} calls each after a warm-up; the CPU ratios below are the medians of the per-round ratios, with 95% intervals), mean CPU per call: ${[
+Paired phase (rotate.mjs: the paths of a group back to back, ${r.paired.stdio.rounds} rounds after a warm-up, ${r.paired.stdio.callsPerSegment} calls per stdio segment and ${r.paired.http.callsPerSegment} per HTTP one; the CPU ratios below are the medians of the per-round ratios, with 95% intervals), mean CPU per call: ${[
     'stdio',
     'http',
   ]
