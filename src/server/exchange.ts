@@ -85,7 +85,6 @@ export function modernResult(serverInfo: { name: string; version: string }) {
   // The `_meta` of every result that brings none of its own, built once: nothing changes a result's
   // `_meta` after it is dressed (a cut result gets a new one), and it is frozen to keep it so.
   const ownMeta: Result = Object.freeze({ [META.serverInfo]: serverInfo });
-  const common = (r: Result) => !Object.hasOwn(r, '_meta') && !Object.hasOwn(r, 'resultType');
   const resultJson = (json: string, cache?: CacheHint): string => {
     const hint = cache ? `,"ttlMs":${cache.ttlMs},"cacheScope":"${cache.cacheScope}"` : '';
     const rest = json.length > 2 ? `,${json.slice(1)}` : '}';
@@ -94,7 +93,7 @@ export function modernResult(serverInfo: { name: string; version: string }) {
   return {
     result(r: Result): Result {
       // The common result (#18): the same keys in the same order as below, without the copies.
-      if (common(r)) {
+      if (!Object.hasOwn(r, '_meta') && !Object.hasOwn(r, 'resultType')) {
         return { resultType: 'complete', _meta: ownMeta, ...r };
       }
       const meta = r._meta && typeof r._meta === 'object' ? (r._meta as Result) : undefined;

@@ -55,7 +55,7 @@ export function modernStamp(version: string, clientVersion: string) {
         capabilities ?? given?.[META.clientCapabilities] ?? GATEWAY_CLIENT_CAPABILITIES,
     };
     if (logLevel !== undefined) own[META.logLevel] = logLevel;
-    return withMeta(given, own);
+    return given ? withMeta(given, own) : own;
   };
   return (params: Record<string, unknown>, o?: StampOptions): Record<string, unknown> => {
     const given = params._meta;
@@ -105,29 +105,39 @@ export function modernWire(
     accept: 'application/json, text/event-stream',
     'mcp-protocol-version': version,
   };
-  const remember = <K>(map: Map<K, Record<string, string>>, key: K, headers: Record<string, string>) => {
+  const withName = (method: string, name: string) => ({
+    ...base,
+    'mcp-method': method,
+    'mcp-name': encodeHeaderValue(name),
+  });
+  const headersOf = (method: string, name: unknown): Record<string, string> => {
+    // Past the bound it starts over, before any lookup: nothing is added to a map already dropped.
     if (cached >= MAX_CACHED) {
       unnamed.clear();
       named.clear();
       cached = 0;
     }
-    map.set(key, headers);
-    cached++;
-    return headers;
-  };
-  const headersOf = (method: string, name: unknown): Record<string, string> => {
     if (typeof name !== 'string') {
-      return unnamed.get(method) ?? remember(unnamed, method, { ...base, 'mcp-method': method });
+      let headers = unnamed.get(method);
+      if (!headers) {
+        headers = { ...base, 'mcp-method': method };
+        unnamed.set(method, headers);
+        cached++;
+      }
+      return headers;
     }
     let byName = named.get(method);
     if (!byName) {
       byName = new Map();
       named.set(method, byName);
     }
-    return (
-      byName.get(name) ??
-      remember(byName, name, { ...base, 'mcp-method': method, 'mcp-name': encodeHeaderValue(name) })
-    );
+    let headers = byName.get(name);
+    if (!headers) {
+      headers = withName(method, name);
+      byName.set(name, headers);
+      cached++;
+    }
+    return headers;
   };
   return {
     readErrorBodies: true,
@@ -135,9 +145,7 @@ export function modernWire(
       const field = NAME_FIELD[method];
       const name = field ? params[field] : undefined;
       // Task ids are each used a few times only: they would just churn the cache.
-      if (field === 'taskId' && typeof name === 'string') {
-        return { ...base, 'mcp-method': method, 'mcp-name': encodeHeaderValue(name) };
-      }
+      if (field === 'taskId' && typeof name === 'string') return withName(method, name);
       const headers = headersOf(method, name);
       const plan = method === 'tools/call' && typeof name === 'string' ? plans().get(name) : undefined;
       if (!plan) return headers;
