@@ -80,6 +80,14 @@ export function mapCallError(
     }
     return upstreamError(server, e, e.code);
   }
+  if (e instanceof UpstreamInvalidAnswer) {
+    // The server answered: the connection is fine, and the same request would get the same answer.
+    return new ManifoldError(
+      'ERR_UPSTREAM_ERROR',
+      `server ${server} answered the ${method} with an invalid result: ${sanitizeUpstreamText(e.message, 200)}. The outcome is unknown: the tool may have run. It was not retried; ${CHECK}.`,
+      { cause: e },
+    );
+  }
   return outcomeUnknown(server, e);
 }
 
@@ -332,6 +340,9 @@ export class UpstreamProtocolError extends Error {
     this.name = 'UpstreamProtocolError';
   }
 }
+
+/** An answer to the request that is not a valid one (no connection failed: nothing is resent). */
+export class UpstreamInvalidAnswer extends UpstreamProtocolError {}
 
 /**
  * The server needs a login (or refused every authorization) before it serves this identity

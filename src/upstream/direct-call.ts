@@ -37,6 +37,8 @@ export interface DirectCallerOptions {
   send?: (message: JSONRPCMessage) => Promise<void>;
   /** The params as sent (modern upstreams: the gateway's own per-request `_meta`). */
   stamp?: (params: Record<string, unknown>, options: StampOptions) => Record<string, unknown>;
+  /** A result as the call resolves with it (modern: undressed); throwing fails the call instead. */
+  complete?: (result: Record<string, unknown>) => Record<string, unknown>;
   /** Where every message that is not an answer to a direct call goes (the SDK client, or a listener). */
   deliver: Deliver;
   /** A server request arrived on the stream of call `callId` (legacy: the SDK client answers it). */
@@ -306,6 +308,10 @@ export class DirectCaller implements CallHost {
 
   now(): number {
     return this.o.now();
+  }
+
+  complete(result: Record<string, unknown>): Record<string, unknown> {
+    return this.o.complete ? this.o.complete(result) : result;
   }
 
   /** The POST options, built once: per-call state travels as arguments. */

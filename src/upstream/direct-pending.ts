@@ -1,6 +1,6 @@
 /** The bookkeeping of one call relayed by `DirectCaller` (direct-call.ts). */
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { UpstreamProtocolError, UpstreamRpcError } from './call-errors.js';
+import { UpstreamInvalidAnswer, UpstreamRpcError } from './call-errors.js';
 import type { DirectCallOptions } from './direct-call.js';
 import type { InputHandler, LogMessage } from './session.js';
 
@@ -24,6 +24,8 @@ export interface CallHost {
   /** Tells the upstream call `id` was abandoned. */
   cancelUpstream(id: string, reason: string): void;
   now(): number;
+  /** The result a call resolves with (the caller's `complete`); may throw. */
+  complete(result: Result): Result;
 }
 
 /**
@@ -102,9 +104,16 @@ export class DirectCall implements Pending {
       const code = typeof error.code === 'number' ? error.code : ErrorCode.InternalError;
       this.reject(new UpstreamRpcError(code, String(error.message ?? 'error'), error.data));
     } else if (typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result)) {
-      this.resolve(m.result as Result);
+      let result: Result;
+      try {
+        result = this.caller.complete(m.result as Result);
+      } catch (e) {
+        this.reject(e);
+        return;
+      }
+      this.resolve(result);
     } else {
-      this.reject(new UpstreamProtocolError('the answer has no result object'));
+      this.reject(new UpstreamInvalidAnswer('the answer has no result object'));
     }
   }
 

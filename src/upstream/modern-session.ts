@@ -13,12 +13,13 @@ import { admitMessage } from '../guards/depth.js';
 import type { ParamHeader } from '../protocol/headers.js';
 import { META } from '../protocol/versions.js';
 import { backoffDelay } from './backoff.js';
-import { brief, logReason, UpstreamProtocolError } from './call-errors.js';
+import { brief, logReason, UpstreamInvalidAnswer, UpstreamProtocolError } from './call-errors.js';
 import { DirectCaller } from './direct-call.js';
 import { postMessage } from './http-wire.js';
 import { headerPlans, modernStamp, modernWire } from './modern-wire.js';
 import {
   declaresTools,
+  type InputHandler,
   type InputRequests,
   type ItemsPage,
   LISTS,
@@ -65,6 +66,7 @@ export class ModernSession implements UpstreamSession {
     this.stamp = modernStamp(info.version, deps.clientVersion);
     const common = {
       stamp: this.stamp,
+      complete: (r: Result) => this.complete(r),
       deliver: (m: JSONRPCMessage) => this.onMessage(m),
       now: () => deps.platform.now(),
       log: deps.log,
@@ -161,26 +163,39 @@ export class ModernSession implements UpstreamSession {
     return page;
   }
 
-  async request(method: string, params: Result, options: SessionCallOptions): Promise<Result> {
-    let sent = params;
-    for (let round = 1; ; round++) {
-      const r = this.complete(await this.caller.request(method, sent, options));
-      if (r.resultType !== 'input_required' || options.inputMode !== 'ask' || !options.onInput) return r;
+  /**
+   * No async wrapper (#18): the caller resolves with the result already undressed (`complete`),
+   * so a call no question can follow is the caller's own promise, and any other one reaction more.
+   */
+  request(method: string, params: Result, options: SessionCallOptions): Promise<Result> {
+    const first = this.caller.request(method, params, options);
+    const ask = options.inputMode === 'ask' ? options.onInput : undefined;
+    if (!ask) return first;
+    return first.then((r) =>
+      r.resultType === 'input_required' ? this.rounds(method, params, options, ask, r) : r,
+    );
+  }
+
+  /** Answers the server's questions and sends the request again until it completes (patterns/mrtr). */
+  private async rounds(method: string, sent: Result, o: SessionCallOptions, ask: InputHandler, r: Result) {
+    for (let round = 1; r.resultType === 'input_required'; round++) {
       if (round > MAX_INPUT_ROUNDS) {
         throw new ManifoldError(
           'ERR_UPSTREAM_ERROR',
           `server ${this.deps.config.name} kept asking for input after ${MAX_INPUT_ROUNDS} rounds; the call was stopped`,
         );
       }
-      // The retry carries the answers and the server's own state, exactly (patterns/mrtr).
-      const answers = await options.onInput((r.inputRequests as InputRequests | undefined) ?? {});
+      // The retry carries the answers and the server's own state, exactly.
+      const answers = await ask((r.inputRequests as InputRequests | undefined) ?? {});
       const { requestState: _old, inputResponses: _prev, ...rest } = sent;
       sent = {
         ...rest,
         inputResponses: answers,
         ...(typeof r.requestState === 'string' ? { requestState: r.requestState } : {}),
       };
+      r = await this.caller.request(method, sent, o);
     }
+    return r;
   }
 
   async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
@@ -231,7 +246,7 @@ export class ModernSession implements UpstreamSession {
     // A question for the client, or a task handle (SEP-2663): the downstream edge answers them.
     if (type === 'input_required' || type === 'task') return r;
     if (type !== undefined && type !== 'complete') {
-      throw new UpstreamProtocolError(
+      throw new UpstreamInvalidAnswer(
         `the result has an unknown resultType ${JSON.stringify(String(type).slice(0, 40))}`,
       );
     }

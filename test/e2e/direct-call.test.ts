@@ -218,8 +218,21 @@ describe('direct tools/call: answers of a scripted streamable-HTTP upstream', ()
     await stillConnected();
   });
 
+  it('not_object: a result that is not an object is said to be an invalid answer, not a failed connection', async () => {
+    const e = await callError(client.callTool({ name: 's__not_object', arguments: { tag: 'not_object-1' } }));
+    expect(e.message).toContain(
+      'server s answered the tools/call with an invalid result: the answer has no result object',
+    );
+    expect(e.message).toContain('outcome is unknown');
+    expect(e.message).not.toContain('connection');
+    // Sent once: the same request would get the same answer.
+    expect(fixture.events.filter((ev) => ev.event === 'call' && ev.tag === 'not_object-1')).toHaveLength(1);
+    await stillConnected();
+    const res = await client.callTool({ name: 's__echo', arguments: { tag: 'after-not_object' } });
+    expect(text(res)).toContain('echo:after-not_object');
+  });
+
   it.each([
-    ['not_object', 'a result that is not an object'],
     ['bad_type', 'an unexpected content type'],
     ['http_500', 'HTTP 500'],
   ])('%s: %s is outcome unknown; the upstream answers the probe ping and stays ready', async (tool) => {
