@@ -219,6 +219,14 @@ const callBodyB2 = JSON.stringify({
   method: 'tools/call',
   params: { name: 'fast__echo', arguments: { message: 'hello' } },
 });
+// B7: the same legacy session to the 2026-07-28 upstream (B3's), so each upstream era has its
+// client-era pair: B4 vs B2 (legacy upstream) and B3 vs B7 (modern upstream), as S3 vs S2 on stdio.
+const callBodyB7 = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 7,
+  method: 'tools/call',
+  params: { name: 'fastm__echo', arguments: { message: 'hello' } },
+});
 // The rest of the surface on the same B2 path: a prompt and a resource of the legacy upstream.
 const promptBody = JSON.stringify({
   jsonrpc: '2.0',
@@ -329,6 +337,7 @@ async function main() {
   for (const [what, url, body, headers] of [
     ['S1', s1Url, callBody, s1Headers],
     ['S2', b2.url, callBodyS2, b2Headers],
+    ['B7', b2.url, callBodyB7, b2Headers],
   ]) {
     const r = await rpc(url, JSON.parse(body), headers);
     if (!r.text.includes('hello')) throw new Error(`${what} echo failed: ${r.text.slice(0, 300)}`);
@@ -357,6 +366,8 @@ async function main() {
     // The same legacy session as B2: prompts/get and resources/read instead of tools/call.
     B5: { url: b2.url, headers: b2Headers, body: promptBody, pid: b2.child.pid },
     B6: { url: b2.url, headers: b2Headers, body: readBody, pid: b2.child.pid },
+    // B2's legacy session to B3's modern upstream: the era of the upstream alone changes.
+    B7: { url: b2.url, headers: b2Headers, body: callBodyB7, pid: b2.child.pid },
     // #18: the stdio floor, and the same gateway (auth and the audit line on) to the same stdio
     // server, with a 2025-11-25 session client (S2) and a 2026-07-28 client (S3).
     S1: { url: s1Url, headers: s1Headers, body: callBody, pid: s1.child.pid },
@@ -460,7 +471,7 @@ async function main() {
   results.paired = {};
   for (const [group, names] of [
     ['stdio', ['S1', 'S2', 'S3']],
-    ['http', ['B1', 'B2', 'B3', 'B4', 'B5', 'B6']],
+    ['http', ['B1', 'B2', 'B3', 'B4', 'B5', 'B6', 'B7']],
   ]) {
     log('paired', group);
     const r = await rotate({
@@ -551,15 +562,22 @@ async function main() {
   };
   // "No more": not measurably more (the 95% interval reaches 1), and the estimate within 5%.
   const noMore = (r) => r.low <= 1 && r.ratio <= 1.05;
+  // A client's call in each era, to the same upstream (docs/design.md, "Ninth round of #18"): the
+  // stdio server (S3 vs S2), the legacy HTTP one (B4 vs B2) and the modern HTTP one (B3 vs B7).
+  // B3 vs B2 (both legs modern) and B7 vs B2 (the upstream's era alone) are reported beside them.
   const modernStdio = paired(results.paired.stdio, 'S3', 'S2');
-  const modernHttp = paired(results.paired.http, 'B3', 'B2');
+  const modernLegacyUp = paired(results.paired.http, 'B4', 'B2');
+  const modernModernUp = paired(results.paired.http, 'B3', 'B7');
   results.targets.modernStdio = {
-    rule: 'a 2026-07-28 tools/call costs no more than a 2025-11-25 one (S3 vs S2, B3 vs B2, paired): the 95% interval of the median ratio reaches 1 and the median is at most 1.05',
+    rule: "a 2026-07-28 client's tools/call costs no more than a 2025-11-25 client's to the same upstream (S3 vs S2, B4 vs B2, B3 vs B7, paired): the 95% interval of the median ratio reaches 1 and the median is at most 1.05",
     ratio: modernStdio.ratio,
     stdio: modernStdio,
-    http: modernHttp,
-    roundRobin: { S3: cpu.S3 / cpu.S2, B3: cpu.B3 / cpu.B2 },
-    pass: noMore(modernStdio) && noMore(modernHttp),
+    httpLegacyUpstream: modernLegacyUp,
+    httpModernUpstream: modernModernUp,
+    bothLegs: paired(results.paired.http, 'B3', 'B2'),
+    upstreamEra: paired(results.paired.http, 'B7', 'B2'),
+    roundRobin: { S3: cpu.S3 / cpu.S2, B4: cpu.B4 / cpu.B2, B3: cpu.B3 / cpu.B7 },
+    pass: noMore(modernStdio) && noMore(modernLegacyUp) && noMore(modernModernUp),
   };
   results.load.afterLoad = loadAverage();
 
@@ -1065,7 +1083,7 @@ function directStdioColdMs(n) {
 
 function markdown(r) {
   const f = (n) => (typeof n === 'number' ? (Number.isInteger(n) ? String(n) : n.toFixed(2)) : String(n));
-  const rows = ['B0', 'B1', 'B2', 'B3', 'B4', 'B5', 'B6', 'S1', 'S2', 'S3'].map(
+  const rows = ['B0', 'B1', 'B2', 'B3', 'B4', 'B5', 'B6', 'B7', 'S1', 'S2', 'S3'].map(
     (k) =>
       `| ${k} | ${f(r.latencyC1[k].p50Us)} | ${f(r.latencyC1[k].p99Us)} | ${f(Math.round(r.throughputC16[k].rps))} | ${f(r.cpuPerCallUs[k])} |`,
   );
@@ -1079,7 +1097,7 @@ ${r.date}${r.smoke ? ' (smoke run: durations too short to judge)' : ''}. Machine
 
 Load average (1, 5, 15 min) at the start: ${r.load.start.join(', ')}; after the load phases: ${r.load.afterLoad.join(', ')}.
 
-B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). S1: the stdio floor (node:http, one JSON line per request to the same upstream over stdio). S2 and S3: the B2 gateway to that stdio upstream, a 2025-11-25 session client and a 2026-07-28 client. B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on, a 2025-11-25 client and upstream. B3: the same gateway, a 2026-07-28 client to a 2026-07-28 upstream. B4: a 2026-07-28 client bridged to the 2025-11-25 upstream. B5 and B6: B2's session and upstream, prompts/get and resources/read instead of tools/call.
+B0: client straight to the upstream. B1: 30-line pass-through proxy (node:http + undici Pool). S1: the stdio floor (node:http, one JSON line per request to the same upstream over stdio). S2 and S3: the B2 gateway to that stdio upstream, a 2025-11-25 session client and a 2026-07-28 client. B2: Manifold with JWT auth, egress guard, argument validation, result cap and drift (SQLite) on, a 2025-11-25 client and upstream. B3: the same gateway, a 2026-07-28 client to a 2026-07-28 upstream. B4: a 2026-07-28 client bridged to the 2025-11-25 upstream. B5 and B6: B2's session and upstream, prompts/get and resources/read instead of tools/call. B7: B2's session to B3's 2026-07-28 upstream.
 
 | Path | p50 c=1 (µs) | p99 c=1 (µs) | rps c=16 | proxy CPU per call (µs) |
 | --- | --- | --- | --- | --- |
@@ -1106,7 +1124,7 @@ Paired phase (rotate.mjs: the paths of a group back to back, ${r.paired.stdio.ro
 | #18: CPU per call ≤ 1.3 × the floor (HTTP vs B1, stdio vs S1), paired | ${['B2', 'B3', 'S2', 'S3'].map((k) => `${k} ${span(t.floorCpu.intervals[k])}`).join(', ')} of the floor (round robin: ${['B2', 'B3', 'S2', 'S3'].map((k) => `${k} ${pct(t.floorCpu.roundRobin[k])}`).join(', ')}) | ${t.floorCpu.pass ? 'yes' : 'no'} |
 | #18: throughput c=16 ≥ 80% of the floor | B2 ${pct(t.floorThroughput.ratios.B2)}, S2 ${pct(t.floorThroughput.ratios.S2)} | ${t.floorThroughput.pass ? 'yes' : 'no'} |
 | #18: added p50 c=1 ≤ 1.5 × the floor's | ${pct(t.floorLatency.ratio)} | ${t.floorLatency.pass ? 'yes' : 'no'} |
-| #18: modern tools/call ≤ legacy, paired (S3 vs S2, B3 vs B2: the 95% interval reaches 100%, the ratio ≤ 105%) | S3 ${span(t.modernStdio.stdio)} of S2, B3 ${span(t.modernStdio.http)} of B2 (round robin: ${pct(t.modernStdio.roundRobin.S3)}, ${pct(t.modernStdio.roundRobin.B3)}) | ${t.modernStdio.pass ? 'yes' : 'no'} |
+| #18: a modern client's tools/call ≤ a legacy one's to the same upstream, paired (S3 vs S2, B4 vs B2, B3 vs B7: the 95% interval reaches 100%, the ratio ≤ 105%) | S3 ${span(t.modernStdio.stdio)} of S2, B4 ${span(t.modernStdio.httpLegacyUpstream)} of B2, B3 ${span(t.modernStdio.httpModernUpstream)} of B7 (round robin: ${pct(t.modernStdio.roundRobin.S3)}, ${pct(t.modernStdio.roundRobin.B4)}, ${pct(t.modernStdio.roundRobin.B3)}). Beside them: both legs modern, B3 ${span(t.modernStdio.bothLegs)} of B2; the upstream's era alone, B7 ${span(t.modernStdio.upstreamEra)} of B2 | ${t.modernStdio.pass ? 'yes' : 'no'} |
 | #18: tools/list, ${r.toolsList5k.tools} tools / 10 upstreams, auth on: p50 < 5 ms cached, first per principal < 50 ms | ${f(r.toolsList5k.cachedP50Us)} µs cached; first ${r.toolsList5k.firstPerPrincipalMs.p50} ms (p50), ${r.toolsList5k.firstPerPrincipalMs.max} ms (max) | ${t.toolsList5k.pass ? 'yes' : 'no'} |
 | #18: 10,000 idle legacy sessions < 20 MB | ${r.memory.idleSessionsMb} MB (${r.memory.idleSessionBytes} B each, ${r.memory.sessions} open at once) | ${t.idleSessions.pass ? 'yes' : 'no'} |
 | Cold start, 10 stdio upstreams: ≤ the slowest of 10 started together + 200 ms | ${r.coldStart.gateway[1].discoveryMs} ms (10 started together without the gateway: slowest ${r.coldStart.gateway[1].slowestTogetherMs} ms; one alone ${r.coldStart.slowestSingleMs} ms) | ${t.coldStart.pass ? 'yes' : 'no'} |

@@ -19,13 +19,13 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     });
     expect(r.status, r.stderr.slice(-3000)).toBe(0);
     const json = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'));
-    for (const k of ['B0', 'B1', 'B2', 'B3', 'B4', 'B5', 'B6']) {
+    for (const k of ['B0', 'B1', 'B2', 'B3', 'B4', 'B5', 'B6', 'B7']) {
       expect(json.latencyC1[k].p50Us).toBeGreaterThan(0);
       expect(json.latencyC1[k].errors).toBe(0);
       expect(json.throughputC16[k].requests).toBeGreaterThan(0);
       expect(json.throughputC16[k].non2xx).toBe(0);
     }
-    // B3 really reaches a 2026-07-28 upstream, and B4 a legacy one.
+    // B3 and B7 really reach a 2026-07-28 upstream, and B4 a legacy one.
     expect(json.upstreamEras).toEqual({ fast: 'legacy', fastm: 'modern', sfast: 'legacy' });
     // server-everything over stdio, through the gateway and directly.
     expect(json.stdioEverything.throughputC16.requests).toBeGreaterThan(0);
@@ -73,7 +73,7 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     // #18: the paired rotation ran every path of both groups, without errors, and its ratios
     // (with their intervals) are what the floor and era targets read.
     expect(json.paired.stdio.names).toEqual(['S1', 'S2', 'S3']);
-    expect(json.paired.http.names).toEqual(['B1', 'B2', 'B3', 'B4', 'B5', 'B6']);
+    expect(json.paired.http.names).toEqual(['B1', 'B2', 'B3', 'B4', 'B5', 'B6', 'B7']);
     for (const g of [json.paired.stdio, json.paired.http]) {
       expect(g.errors).toBe(0);
       expect(g.perRound).toHaveLength(1);
@@ -81,6 +81,12 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     }
     const s3 = json.targets.modernStdio.stdio;
     expect(s3.ratio).toBeCloseTo(json.paired.stdio.perRound[0][2] / json.paired.stdio.perRound[0][1], 1);
+    // Each client-era pair has the same upstream: B4 vs B2 (legacy), B3 vs B7 (modern).
+    const http = json.paired.http.perRound[0];
+    const at = (k: string) => json.paired.http.names.indexOf(k);
+    expect(json.targets.modernStdio.httpLegacyUpstream.ratio).toBeCloseTo(http[at('B4')] / http[at('B2')], 1);
+    expect(json.targets.modernStdio.httpModernUpstream.ratio).toBeCloseTo(http[at('B3')] / http[at('B7')], 1);
+    expect(json.targets.modernStdio.upstreamEra.ratio).toBeCloseTo(http[at('B7')] / http[at('B2')], 1);
     expect(json.targets.floorCpu.intervals.S2.low).toBeLessThanOrEqual(
       json.targets.floorCpu.intervals.S2.high,
     );
