@@ -4,7 +4,9 @@
 // later (A B C, B C A, C A B, ...), after one warm-up round that is not counted. Each segment's CPU
 // is its process's run time over all its threads from /proc/<pid>/task/*/schedstat (nanoseconds,
 // where /proc/<pid>/stat counts 10 ms ticks). Options as JSON in argv[2]; on stdout one JSON
-// object: `usPerCall[round][target]`, and the errors seen.
+// object: `usPerCall[round][target]`, `stealShare[round]` (the share of the machine's CPU time
+// the hypervisor gave to others during the round: /proc/stat's steal column, so that a slow round
+// can be told from a busy one), and the errors seen.
 //
 // Why: on this 2-core VM a process's speed drifts by ±20% from one second to the next. Paths
 // measured seconds apart (the round-robin phases) differ by that much in their ratio; paths
@@ -27,6 +29,12 @@ function cpuUs(pid) {
   return ns / 1000;
 }
 
+/** The machine's CPU time so far, in ticks: all of it, and the part stolen by the hypervisor. */
+function machineTicks() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+  return { all: f.reduce((a, b) => a + b, 0), steal: f[7] ?? 0 };
+}
+
 function segment(t) {
   return new Promise((res, rej) =>
     autocannon(
@@ -47,9 +55,11 @@ function segment(t) {
 
 const n = o.targets.length;
 const usPerCall = [];
+const stealShare = [];
 let errors = 0;
 for (let round = 0; round <= o.rounds; round++) {
   const row = new Array(n);
+  const start = machineTicks();
   for (let k = 0; k < n; k++) {
     const i = (k + round) % n;
     const t = o.targets[i];
@@ -58,6 +68,10 @@ for (let round = 0; round <= o.rounds; round++) {
     row[i] = (cpuUs(t.pid) - before) / Math.max(1, r.requests.total);
     errors += r.errors + r.non2xx + r.timeouts;
   }
-  if (round > 0) usPerCall.push(row);
+  const end = machineTicks();
+  if (round > 0) {
+    usPerCall.push(row);
+    stealShare.push((end.steal - start.steal) / Math.max(1, end.all - start.all));
+  }
 }
-process.stdout.write(`${JSON.stringify({ usPerCall, errors })}\n`);
+process.stdout.write(`${JSON.stringify({ usPerCall, stealShare, errors })}\n`);

@@ -491,6 +491,7 @@ async function main() {
         ]),
       ),
       perRound: r.usPerCall.map((row) => row.map((v) => +v.toFixed(1))),
+      stealShare: r.stealShare.map((v) => +v.toFixed(4)),
       names,
     };
   }
@@ -1089,6 +1090,7 @@ function markdown(r) {
   );
   const t = r.targets;
   const pct = (x) => `${(x * 100).toFixed(0)}%`;
+  const pct1 = (x) => `${(x * 100).toFixed(1)}%`;
   /** A paired ratio with its 95% interval. */
   const span = (v) => `${pct(v.ratio)} (${pct(v.low)}–${pct(v.high)})`;
   return `# Benchmark results
@@ -1112,6 +1114,17 @@ Paired phase (rotate.mjs: the paths of a group back to back, ${r.paired.stdio.ro
         .map(([k, v]) => `${k} ${v} µs`)
         .join(', '),
     )
+    .join(
+      '; ',
+    )}. Steal time (the share of the machine's CPU time the hypervisor gave to others) per round: ${[
+    'stdio',
+    'http',
+  ]
+    .map((g) => {
+      const steal = r.paired[g].stealShare ?? [];
+      const mean = steal.reduce((a, b) => a + b, 0) / Math.max(1, steal.length);
+      return `${g} up to ${pct1(Math.max(0, ...steal))} (mean ${pct1(mean)})`;
+    })
     .join('; ')}.
 
 | Target | Measured | Pass |

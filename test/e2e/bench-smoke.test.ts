@@ -77,6 +77,10 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     for (const g of [json.paired.stdio, json.paired.http]) {
       expect(g.errors).toBe(0);
       expect(g.perRound).toHaveLength(1);
+      // The hypervisor's share of the machine's CPU time in each round: a share, one per round.
+      expect(g.stealShare).toHaveLength(1);
+      expect(g.stealShare[0]).toBeGreaterThanOrEqual(0);
+      expect(g.stealShare[0]).toBeLessThanOrEqual(1);
       for (const v of Object.values(g.cpuPerCallUs)) expect(v).toBeGreaterThan(0);
     }
     const s3 = json.targets.modernStdio.stdio;
@@ -91,6 +95,9 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
       json.targets.floorCpu.intervals.S2.high,
     );
     expect(json.load.start).toHaveLength(3);
+    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toMatch(
+      /Steal time .* per round: stdio up to \d+\.\d%/,
+    );
     // #18: start to listening, the default and the JWT-auth config, against Node's own start.
     expect(json.startup.floorMs).toBeGreaterThan(0);
     expect(json.startup.configs.default.samplesMs).toHaveLength(3);
