@@ -44,6 +44,13 @@ function fill(params: ElicitParams, n: number): Record<string, string> {
   );
 }
 
+/** What a promise failed with, or `{ resolved }` when it did not fail (so the assertions say so). */
+const failureOf = (p: Promise<unknown>) =>
+  p.then(
+    (r) => ({ resolved: r }),
+    (e: unknown) => e,
+  );
+
 const textOf = (r: unknown) =>
   ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('\n');
 
@@ -130,10 +137,7 @@ describe('input rounds for a modern upstream', () => {
     try {
       const mark = (await upstreamCalls()).length;
       // The gateway answers with a JSON-RPC error (not an isError result), which the v1 SDK throws.
-      const failure = await client.callTool({ name: 'up__nag', arguments: {} }).then(
-        (r) => ({ resolved: r }),
-        (e: unknown) => e,
-      );
+      const failure = await failureOf(client.callTool({ name: 'up__nag', arguments: {} }));
       expect(failure).toBeInstanceOf(McpError);
       expect(failure).toMatchObject({ code: -32603, data: { manifold: 'ERR_UPSTREAM_ERROR' } });
       expect((failure as McpError).message).toContain(ROUNDS_MESSAGE);
@@ -190,10 +194,7 @@ describe('input rounds for a modern upstream', () => {
     // so (never a result passed on as complete), and the upstream serves the next call.
     const { client } = await legacyClient();
     try {
-      const failure = await client.callTool({ name: 'up__odd', arguments: {} }).then(
-        (r) => ({ resolved: r }),
-        (e: unknown) => e,
-      );
+      const failure = await failureOf(client.callTool({ name: 'up__odd', arguments: {} }));
       expect(failure).toBeInstanceOf(McpError);
       // Said as what it is: the server answered, with an invalid result (not a failed connection).
       expect((failure as McpError).message).toContain(
