@@ -52,7 +52,8 @@ export function httpLane(
 class NodeIn implements HttpIn {
   principal!: Principal;
   readonly headers: HeaderBag = this;
-  private joined: Map<string, string> | undefined;
+  /** Undefined until a header is read; null when Node's own `req.headers` is exact (no name repeats). */
+  private joined: Map<string, string> | null | undefined;
   private body: Promise<string> | undefined;
 
   constructor(
@@ -63,8 +64,13 @@ class NodeIn implements HttpIn {
 
   /** Any case, as Headers.get. */
   header(name: string): string | undefined {
-    this.joined ??= joinHeaders(this.req.rawHeaders);
-    return this.joined.get(name.toLowerCase());
+    const key = name.toLowerCase();
+    if (this.joined === undefined) this.joined = repeats(this.req) ? joinHeaders(this.req.rawHeaders) : null;
+    if (this.joined !== null) return this.joined.get(key);
+    // A plain object: a name such as `constructor` finds Object.prototype's, hence the checks.
+    const value: unknown = this.req.headers[key];
+    if (typeof value === 'string') return value;
+    return Array.isArray(value) ? value.join(', ') : undefined;
   }
 
   get(name: string): string | null {
@@ -94,6 +100,16 @@ class NodeIn implements HttpIn {
       live = false;
     };
   }
+}
+
+/**
+ * Whether a header name comes twice. Node has already built `req.headers` (its server reads Host
+ * from it), one key per distinct name, so fewer keys than raw pairs means a repeat. Without one,
+ * that table is exactly what `joinHeaders` would build, and the request reads it instead of
+ * building a second (#18: ~0.3 µs and 0.7-1.2 KB per call).
+ */
+function repeats(req: IncomingMessage): boolean {
+  return Object.keys(req.headers).length * 2 !== req.rawHeaders.length;
 }
 
 /**

@@ -47,6 +47,9 @@ export function originCheck(
       const sent = request.header('host');
       if (sent !== undefined && sent === allowedHost) return;
       const raw = (sent ?? '').trim().toLowerCase();
+      // Two Host headers arrive joined ("a, b"): a request may carry only one (RFC 9112, 3.2),
+      // and the name parsed from the first would let the second through unchecked.
+      if (raw.includes(',')) throw new ManifoldError('ERR_HOST', 'host not allowed');
       const host = hostnameOf(raw);
       // `hostnames` entries may carry a port (gw.example.com:8443) or not.
       const literal = options.ipLiterals === true && isIpLiteral(host);
@@ -78,6 +81,7 @@ function isIpLiteral(host: string): boolean {
 /** Whether a Host header names this gateway (loopback, or a configured host name). */
 export function hostAllowed(header: string | undefined, hostnames: readonly string[]): boolean {
   const raw = (header ?? '').trim().toLowerCase();
+  if (raw.includes(',')) return false;
   const host = hostnameOf(raw);
   const hosts = hostnames.map((h) => h.toLowerCase());
   return isLoopbackHost(host) || hosts.includes(host) || hosts.includes(raw);

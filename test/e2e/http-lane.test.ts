@@ -150,6 +150,49 @@ describe('the Node HTTP lane answers as the app does', () => {
       401,
     ],
     [
+      // Node's own header table keeps the first Host only; the lane joins both, as Headers does.
+      'two Host headers, the second one foreign',
+      () => ({
+        method: 'POST',
+        path: '/mcp',
+        headers: [...json([bearer()]), ['host', 'evil.example']],
+        body: initialize,
+      }),
+      403,
+    ],
+    [
+      'an Accept header sent twice, its halves joined',
+      () => ({
+        method: 'POST',
+        path: '/mcp',
+        headers: [
+          ...json([bearer(), ...modern]).filter(([k]) => k !== 'accept'),
+          ['Accept', 'application/json'],
+          ['accept', 'text/event-stream'],
+        ],
+        body: listModern,
+      }),
+      200,
+    ],
+    [
+      'header names in any case, one of them named like an Object method',
+      () => ({
+        method: 'POST',
+        path: '/mcp',
+        headers: [
+          ['Host', `127.0.0.1:${port}`],
+          ['Content-Type', 'application/json'],
+          ['ACCEPT', ACCEPT],
+          ['Authorization', `Bearer ${token}`],
+          ['MCP-Protocol-Version', '2026-07-28'],
+          ['Mcp-Method', 'tools/list'],
+          ['constructor', 'x'],
+        ],
+        body: listModern,
+      }),
+      200,
+    ],
+    [
       'a foreign Origin',
       () => ({
         method: 'POST',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManifoldError } from '../../src/errors.js';
-import { originCheck } from '../../src/server/http-guards.js';
+import { hostAllowed, originCheck } from '../../src/server/http-guards.js';
 
 const request = (headers: Record<string, string>) => ({
   header: (name: string) => headers[name],
@@ -30,5 +30,14 @@ describe('originCheck (DNS rebinding, SECURITY B3)', () => {
     expect(refusal(() => check(request({})))).toBe('ERR_HOST');
     expect(refusal(() => check(request({ host: 'gw.example.com.evil.example' })))).toBe('ERR_HOST');
     expect(refusal(() => check(request({ host: 'GW.example.com' })))).toBeUndefined();
+  });
+
+  it('two Host headers (joined "a, b") are refused even when the first is allowed', () => {
+    const check = originCheck({ allowedOrigins: [], hostnames: ['gw.example.com'], checkHost: true });
+    expect(refusal(() => check(request({ host: '127.0.0.1:8787, evil.example' })))).toBe('ERR_HOST');
+    expect(refusal(() => check(request({ host: 'gw.example.com, gw.example.com' })))).toBe('ERR_HOST');
+    expect(refusal(() => check(request({ host: 'gw.example.com' })))).toBeUndefined();
+    expect(hostAllowed('127.0.0.1:8787, evil.example', [])).toBe(false);
+    expect(hostAllowed('127.0.0.1:8787', [])).toBe(true);
   });
 });
