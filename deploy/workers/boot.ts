@@ -88,19 +88,22 @@ export const TENANT_HEADER = 'x-manifold-tenant';
 export const INTERNAL_ORIGIN = 'https://manifold.internal';
 
 /**
- * Counts the requests an object receives (in memory, per object instance), so the layout tests
- * can show which requests touched no object at all. `GET /__manifold/requests` reads it and is
- * not counted.
+ * Counts the requests an object receives (in memory, per object instance), in all and by path,
+ * so the layout tests can show which requests touched no object at all. `GET
+ * /__manifold/requests` reads it and is not counted.
  */
 export class RequestCount {
   private n = 0;
+  private readonly paths: Record<string, number> = {};
   count(request: Request): Response | undefined {
-    if (new URL(request.url).pathname === `${INTERNAL}requests`) {
-      return new Response(JSON.stringify({ requests: this.n }), {
+    const path = new URL(request.url).pathname;
+    if (path === `${INTERNAL}requests`) {
+      return new Response(JSON.stringify({ requests: this.n, paths: this.paths }), {
         headers: { 'content-type': 'application/json' },
       });
     }
     this.n++;
+    this.paths[path] = (this.paths[path] ?? 0) + 1;
     return undefined;
   }
 }

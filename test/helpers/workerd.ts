@@ -51,6 +51,8 @@ export interface RunningWorker {
   persist: string;
   /** Requests an object has received (not counting this read), by binding and name (#15 layout). */
   objectRequests(binding: ObjectBinding, name: string): Promise<number>;
+  /** The same, by path. */
+  objectPaths(binding: ObjectBinding, name: string): Promise<Record<string, number>>;
   /** A request straight to one object, as the Worker would send it (internal routes included). */
   objectFetch(
     binding: ObjectBinding,
@@ -101,13 +103,19 @@ export async function startWorker(options: {
     port: 0,
   });
   const base = await mf.ready;
+  const counts = async (binding: ObjectBinding, name: string) => {
+    const ns = await mf.getDurableObjectNamespace(binding, 'manifold');
+    const res = await ns.get(ns.idFromName(name)).fetch('https://manifold.internal/__manifold/requests');
+    return (await res.json()) as { requests: number; paths: Record<string, number> };
+  };
   return {
     url: new URL('/mcp', base).toString(),
     persist,
     async objectRequests(binding, name) {
-      const ns = await mf.getDurableObjectNamespace(binding, 'manifold');
-      const res = await ns.get(ns.idFromName(name)).fetch('https://manifold.internal/__manifold/requests');
-      return ((await res.json()) as { requests: number }).requests;
+      return (await counts(binding, name)).requests;
+    },
+    async objectPaths(binding, name) {
+      return (await counts(binding, name)).paths;
     },
     async objectFetch(binding, name, path, headers = {}) {
       const ns = await mf.getDurableObjectNamespace(binding, 'manifold');
