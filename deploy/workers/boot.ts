@@ -92,9 +92,12 @@ export const INTERNAL_ORIGIN = 'https://manifold.internal';
  * so the layout tests can show which requests touched no object at all. `GET
  * /__manifold/requests` reads it and is not counted.
  */
+/** Distinct paths an object counts one by one (RequestCount). */
+const MAX_COUNTED_PATHS = 64;
+
 export class RequestCount {
   private n = 0;
-  private readonly paths: Record<string, number> = {};
+  private readonly paths: Record<string, number> = Object.create(null);
   count(request: Request): Response | undefined {
     const path = new URL(request.url).pathname;
     if (path === `${INTERNAL}requests`) {
@@ -103,7 +106,9 @@ export class RequestCount {
       });
     }
     this.n++;
-    this.paths[path] = (this.paths[path] ?? 0) + 1;
+    // Bounded: paths can come from clients (forwarded requests); past the bound, one bucket.
+    const key = path in this.paths || Object.keys(this.paths).length < MAX_COUNTED_PATHS ? path : '(other)';
+    this.paths[key] = (this.paths[key] ?? 0) + 1;
     return undefined;
   }
 }
