@@ -86,29 +86,3 @@ export const SERVER_HEADER = 'x-manifold-server';
 export const TENANT_HEADER = 'x-manifold-tenant';
 /** Any origin will do for a Durable Object stub's fetch: only the path is read. */
 export const INTERNAL_ORIGIN = 'https://manifold.internal';
-
-/**
- * Counts the requests an object receives (in memory, per object instance), in all and by path,
- * so the layout tests can show which requests touched no object at all. `GET
- * /__manifold/requests` reads it and is not counted.
- */
-/** Distinct paths an object counts one by one (RequestCount). */
-const MAX_COUNTED_PATHS = 64;
-
-export class RequestCount {
-  private n = 0;
-  private readonly paths: Record<string, number> = Object.create(null);
-  count(request: Request): Response | undefined {
-    const path = new URL(request.url).pathname;
-    if (path === `${INTERNAL}requests`) {
-      return new Response(JSON.stringify({ requests: this.n, paths: this.paths }), {
-        headers: { 'content-type': 'application/json' },
-      });
-    }
-    this.n++;
-    // Bounded: paths can come from clients (forwarded requests); past the bound, one bucket.
-    const key = path in this.paths || Object.keys(this.paths).length < MAX_COUNTED_PATHS ? path : '(other)';
-    this.paths[key] = (this.paths[key] ?? 0) + 1;
-    return undefined;
-  }
-}

@@ -11,12 +11,13 @@
  * - `ManifoldGateway`, the single object of `MANIFOLD_ROUTE=object` (the layout before #15).
  */
 import { DurableObject } from 'cloudflare:workers';
-import { type Env, INTERNAL, RequestCount, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
+import { type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { durableObjectStore } from './do-store.js';
 import { refreshStale } from './fresh.js';
 import { answerCredential, objectAuths, observeAuth, remoteAuths, SeenOrigin } from './oauth.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
 import { buildPlace, deploymentSecret, keptSecret, type Place } from './place.js';
+import { RequestCount } from './request-count.js';
 import { snapshotTtl, takeSnapshot } from './snapshot.js';
 import { answerLease, isLeaseRequest, tenantLimiter } from './tenant-limit.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RequestCount } from '../../deploy/workers/boot.js';
+import { RequestCount } from '../../deploy/workers/request-count.js';
 
 // A Durable Object's request counter (#15 layout tests): by path, and bounded, since the paths of
 // forwarded requests come from clients.
