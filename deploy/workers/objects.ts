@@ -21,6 +21,9 @@ import { RequestCount } from './request-count.js';
 import { snapshotTtl, takeSnapshot } from './snapshot.js';
 import { answerLease, isLeaseRequest, tenantLimiter } from './tenant-limit.js';
 
+/** Where an object's request counts are read (RequestCount; the layout tests). */
+const COUNTS_PATH = `${INTERNAL}requests`;
+
 const json = (body: unknown, status = 200) =>
   new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
 
@@ -37,7 +40,7 @@ async function settle(boot: () => Promise<Place | Response>, reset: () => void):
 export class ManifoldUpstream extends DurableObject<Env> {
   private place: Promise<Place | Response> | undefined;
   private server: string | undefined;
-  private readonly counts = new RequestCount();
+  private readonly counts = new RequestCount(COUNTS_PATH);
   /** Where clients reach the deployment: the callback URL of a login begun here (#19). */
   private readonly origin = new SeenOrigin();
 
@@ -92,7 +95,7 @@ export class ManifoldUpstream extends DurableObject<Env> {
 export class ManifoldTenant extends DurableObject<Env> {
   private place: Promise<Place | Response> | undefined;
   private opener: SnapshotOpener | undefined;
-  private readonly counts = new RequestCount();
+  private readonly counts = new RequestCount(COUNTS_PATH);
   /** When a client last asked: the alarm keeps snapshots fresh while its sessions may be open. */
   private lastRequest = 0;
   private armed = false;
@@ -171,7 +174,7 @@ export class ManifoldTenant extends DurableObject<Env> {
  */
 export class ManifoldGateway extends DurableObject<Env> {
   private place: Promise<Place | Response> | undefined;
-  private readonly counts = new RequestCount();
+  private readonly counts = new RequestCount(COUNTS_PATH);
   private readonly origin = new SeenOrigin();
 
   override async fetch(request: Request): Promise<Response> {

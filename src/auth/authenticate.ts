@@ -33,18 +33,20 @@ export function createAuthenticator(
   // And in front of the map, the last header found in it: a map lookup hashes the whole header (a
   // fresh string per request, ~700 characters for an ES256 token), where comparing it with the
   // last one is a memory compare (#18). Same entry, same expiry check.
-  let last: { header: string; entry: { principal: Principal; until: number } } | undefined;
+  let lastHeader: string | undefined;
+  let lastEntry: { principal: Principal; until: number } | undefined;
   const known = (request: { readonly headers: HeaderBag }): Principal | undefined => {
     const header = request.headers.get('authorization');
     if (header === null) return undefined;
-    const seen = last !== undefined && last.header === header ? last.entry : byHeader.get(header);
+    const seen = header === lastHeader ? lastEntry : byHeader.get(header);
     if (seen === undefined) return undefined;
     if (seen.until > Date.now()) {
-      if (last?.entry !== seen) last = { header, entry: seen };
+      lastHeader = header;
+      lastEntry = seen;
       return seen.principal;
     }
     byHeader.delete(header);
-    last = undefined;
+    lastHeader = lastEntry = undefined;
     return undefined;
   };
   return Object.assign(authenticate, { known });
@@ -79,7 +81,7 @@ export function createAuthenticator(
     return principal;
   }
   function remember(header: string, entry: { principal: Principal; until: number }): void {
-    last = undefined;
+    lastHeader = lastEntry = undefined;
     if (byHeader.size >= HEADERS_REMEMBERED) byHeader.clear();
     byHeader.set(header, entry);
   }

@@ -13,7 +13,7 @@ async function read(counts: RequestCount): Promise<{ requests: number; paths: Re
 
 describe('RequestCount', () => {
   it('counts by path, not the read itself, and bounds the distinct paths', async () => {
-    const counts = new RequestCount();
+    const counts = new RequestCount('/__manifold/requests');
     expect(counts.count(get('/__manifold/snapshot'))).toBeUndefined();
     counts.count(get('/__manifold/snapshot'));
     counts.count(get('/mcp'));
