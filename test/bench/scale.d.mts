@@ -10,3 +10,6 @@ export function workerOptions(wranglerPath: string): {
   compatibilityDate: string;
   compatibilityFlags: string[];
 };
+
+/** Bundles the Worker as `npm run build:workers` does, renamed into place; skipped when younger than `maxAgeMs`. */
+export function buildWorkerBundle(root: string, maxAgeMs?: number): string;

@@ -1,40 +1,15 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, renameSync, statSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
-import { workerOptions } from '../bench/scale.mjs';
+import { buildWorkerBundle, workerOptions } from '../bench/scale.mjs';
 import { ROOT } from './harness.js';
 
 export const WORKER_BUNDLE = join(ROOT, 'dist-workers/worker.js');
 
-/**
- * Bundles the Worker (esbuild, exactly as `npm run build:workers` does) unless the bundle is fresh.
- * Test files run in parallel processes, and one may rebuild while another's Miniflare reads the
- * bundle: each build writes files of its own and renames them into place, so a reader sees the
- * old bundle or the new one, never half of one.
- */
+/** The Worker bundle (`npm run build:workers`, built unless a minute old; see `buildWorkerBundle`). */
 export function buildWorker(): string {
-  if (!existsSync(WORKER_BUNDLE) || statSync(WORKER_BUNDLE).mtimeMs < Date.now() - 60_000) {
-    const script = (
-      JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
-    ).scripts['build:workers']!;
-    const own = `${process.pid}-${Date.now()}`;
-    const command = script
-      .replace('--outfile=dist-workers/worker.js', `--outfile=dist-workers/worker.${own}.js`)
-      .replace('--metafile=dist-workers/meta.json', `--metafile=dist-workers/meta.${own}.json`);
-    if (command === script)
-      throw new Error('build:workers no longer names its outfile and metafile as expected');
-    const bin = join(ROOT, 'node_modules/.bin');
-    execFileSync('sh', ['-c', command], {
-      cwd: ROOT,
-      stdio: 'inherit',
-      env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` },
-    });
-    renameSync(join(ROOT, `dist-workers/meta.${own}.json`), join(ROOT, 'dist-workers/meta.json'));
-    renameSync(join(ROOT, `dist-workers/worker.${own}.js`), WORKER_BUNDLE);
-  }
-  return WORKER_BUNDLE;
+  return buildWorkerBundle(ROOT, 60_000);
 }
 
 /**
