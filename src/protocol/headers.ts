@@ -37,7 +37,13 @@ export function encodeHeaderValue(value: string): string {
  * sentinel; undefined when it is malformed (bad Base64, not UTF-8, or invalid characters).
  */
 export function decodeHeaderValue(raw: string): string | undefined {
-  if (raw.startsWith(SENTINEL_START) && raw.endsWith(SENTINEL_END) && raw.length >= 11) {
+  // The first character before the whole prefix: most values are plain (#18).
+  if (
+    raw.charCodeAt(0) === 0x3d &&
+    raw.startsWith(SENTINEL_START) &&
+    raw.endsWith(SENTINEL_END) &&
+    raw.length >= 11
+  ) {
     const b64 = raw.slice(SENTINEL_START.length, raw.length - SENTINEL_END.length);
     if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 !== 0) return undefined;
     try {

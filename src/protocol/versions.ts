@@ -46,12 +46,17 @@ export const META = {
 /** The tasks extension of 2026-07-28 (SEP-2663), negotiated under `capabilities.extensions`. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
+const KNOWN_RESERVED: ReadonlySet<string> = new Set([...Object.values(META), TASKS_EXTENSION]);
+
 /**
  * Every `_meta` key under a reserved MCP prefix: never relayed from one side to the other as-is.
  * The prefix's second label is `modelcontextprotocol` or `mcp` (`io.modelcontextprotocol/…`,
  * `dev.mcp/…`). Checked on every key of every relayed request, so without allocating.
  */
 export function isReservedMetaKey(key: string): boolean {
+  // The keys the revisions define come first: one hash lookup (#18). `startsWith` with a long
+  // literal is compiled to a character loop, which made this check cost a modern call 0.15 µs.
+  if (KNOWN_RESERVED.has(key)) return true;
   if (key.startsWith('io.modelcontextprotocol/')) return true;
   const slash = key.indexOf('/');
   if (slash === -1) return false;

@@ -1,6 +1,7 @@
 import { ManifoldError } from '../errors.js';
 import { isModernVersion, SUPPORTED_VERSIONS } from '../protocol/versions.js';
 import { type Edge, failResponse } from './dispatch.js';
+import { EnvelopeCache } from './envelope-cache.js';
 import { decideEra, unsupportedVersion } from './era.js';
 import { routeRetry } from './forward.js';
 import { type HttpIn, PlainReply, type Reply } from './http-in.js';
@@ -28,6 +29,7 @@ function idOf(body: unknown): JsonRpcId | null {
  * path, and no McpServer is ever built per request.
  */
 export function createMcpHandlers(edge: Edge) {
+  const envelopes = new EnvelopeCache();
   /**
    * No async wrapper (#18): once the body is read, a message is handled in the same turn down to
    * its upstream request, and only a promise that can still fail gets an error handler here.
@@ -51,13 +53,13 @@ export function createMcpHandlers(edge: Edge) {
     versionHeader: string | undefined,
     canStream: boolean,
   ): Reply | Promise<Reply> {
+    const modernHeader = isModernVersion(versionHeader);
     let body: unknown;
     try {
-      body = JSON.parse(text);
+      body = modernHeader ? envelopes.parse(text) : JSON.parse(text);
     } catch {
       throw new ManifoldError('ERR_PARSE', 'parse error: the body is not valid JSON');
     }
-    const modernHeader = isModernVersion(versionHeader);
     const fail = (e: unknown) => failResponse(edge, idOf(body), e, modernHeader ? 'modern' : 'legacy');
     try {
       // A retry of a call held on another instance is answered by that instance (#15).
