@@ -104,6 +104,20 @@ export function decideEra(input: EraInput): EraDecision {
 function readMeta(message: Record<string, unknown>, header: string): RequestMeta {
   const params = message.params;
   const meta = isObject(params) ? params._meta : undefined;
+  // An envelope the parse shares between requests (envelope-cache.ts, deep-frozen) is read once
+  // per version header (#18). A parsed one is the request's own and is read every time.
+  if (!isObject(meta)) return readEnvelope(meta, header);
+  const known = decided.get(meta);
+  if (known?.version === header) return known;
+  const read = readEnvelope(meta, header);
+  if (Object.isFrozen(meta)) decided.set(meta, Object.freeze(read));
+  return read;
+}
+
+/** What a shared envelope was read as (a weak map: the cache drops envelopes it no longer keeps). */
+const decided = new WeakMap<object, RequestMeta>();
+
+function readEnvelope(meta: unknown, header: string): RequestMeta {
   // Said only in a refusal: not built for every request (#18).
   const need = () =>
     `every ${header} request carries params._meta with "${META.protocolVersion}" and "${META.clientCapabilities}"`;

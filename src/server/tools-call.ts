@@ -338,18 +338,35 @@ function innerCall(ex: Exchange): Exchange {
   };
 }
 
+interface SplitMeta {
+  readonly progressToken: unknown;
+  readonly relayed: Readonly<Record<string, unknown>> | undefined;
+}
+
+const NO_META: SplitMeta = Object.freeze({ progressToken: undefined, relayed: undefined });
+/** Splits of the envelopes the parse shares between requests (envelope-cache.ts, deep-frozen). */
+const splits = new WeakMap<object, SplitMeta>();
+
 /**
  * The downstream `_meta`: its progress token is the gateway's to map, and keys under a reserved
  * MCP prefix describe the client's own request (version, capabilities, identity), so the upstream
- * edge writes its own instead. Everything else (trace context, vendor keys) is relayed.
+ * edge writes its own instead. Everything else (trace context, vendor keys) is relayed. A shared
+ * envelope is split once (#18), and its split is frozen like it.
  */
-function splitMeta(meta: unknown): { progressToken: unknown; relayed: Record<string, unknown> | undefined } {
-  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) {
-    return { progressToken: undefined, relayed: undefined };
-  }
+function splitMeta(meta: unknown): SplitMeta {
+  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) return NO_META;
+  const known = splits.get(meta);
+  if (known !== undefined) return known;
+  if (!Object.isFrozen(meta)) return split(meta as Record<string, unknown>);
+  const { progressToken, relayed } = split(meta as Record<string, unknown>);
+  const shared = Object.freeze({ progressToken, relayed: relayed && Object.freeze(relayed) });
+  splits.set(meta, shared);
+  return shared;
+}
+
+function split(m: Record<string, unknown>): SplitMeta {
   let progressToken: unknown;
   let relayed: Record<string, unknown> | undefined;
-  const m = meta as Record<string, unknown>;
   for (const key in m) {
     if (!Object.hasOwn(m, key)) continue;
     if (key === 'progressToken') progressToken = m[key];

@@ -315,6 +315,17 @@ describe('tracing off', () => {
     const meta = received('mod', 'tools/call', 'test_simple_text');
     expect(meta).toMatchObject({ traceparent: mine, tracestate: 'congo=t61rcWkgMzE', 'com.example/x': 1 });
     expect(received('leg', 'prompts/get', 'test_simple_prompt').traceparent).toBe(mine);
+    // The same envelope again and again: the gateway learns its text within 16 requests and then
+    // shares one parse of it (#18, envelope-cache.ts); what is relayed upstream stays the same.
+    for (let i = 0; i < 18; i++) {
+      await modernOff.client.callTool({
+        name: 'mod__test_simple_text',
+        arguments: {},
+        _meta: { traceparent: mine, 'com.example/x': i < 17 ? 1 : 2 },
+      });
+      const relayed = received('mod', 'tools/call', 'test_simple_text');
+      expect(relayed).toMatchObject({ traceparent: mine, 'com.example/x': i < 17 ? 1 : 2 });
+    }
     expect(exporter.getFinishedSpans()).toEqual([]);
     expect(off.gateway.platform.tracer).toBeUndefined();
   });

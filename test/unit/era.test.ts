@@ -143,6 +143,27 @@ describe('the era of a request (spec 2026-07-28: basic/versioning, streamable-ht
     expect(toRpcError(e, 'legacy')).toMatchObject({ status: 200, code: -32601 });
   });
 
+  it('an envelope the parse shares (frozen) is read once, to what its own copy reads as', () => {
+    const decide = (m: Record<string, unknown>, header = '2026-07-28') =>
+      decideEra({ versionHeader: header, sessionHeader: undefined, message: call(m) });
+    const envelope = meta({ [META.clientCapabilities]: { sampling: {} }, [META.logLevel]: 'debug' });
+    const shared = Object.freeze(structuredClone(envelope));
+    const first = decide(shared);
+    const second = decide(shared);
+    expect(first).toEqual(decide(structuredClone(envelope)));
+    expect(first.era === 'modern' && second.era === 'modern' && first.meta === second.meta).toBe(true);
+    expect(first.era === 'modern' && Object.isFrozen(first.meta)).toBe(true);
+    // A request's own envelope is read every time, never shared.
+    const own = structuredClone(envelope);
+    const a = decide(own);
+    const b = decide(own);
+    expect(a.era === 'modern' && b.era === 'modern' && a.meta !== b.meta).toBe(true);
+    // A shared envelope that is refused stays refused.
+    const bad = Object.freeze(meta({ [META.logLevel]: 'loud' }));
+    expect(refusal(() => decide(bad)).code).toBe('ERR_BAD_META');
+    expect(refusal(() => decide(bad)).code).toBe('ERR_BAD_META');
+  });
+
   it('never throws anything but a ManifoldError, whatever the headers and body (fuzz)', () => {
     fc.assert(
       fc.property(
