@@ -10,6 +10,7 @@
  * parses the same wherever it stands. Anything else (the text found elsewhere first, a repeated
  * key, a body that does not parse) is parsed in full, as it would be without the cache.
  */
+import { isObject } from '../config/json-parse.js';
 
 const KEY = '"_meta":';
 const KEY_TAIL = KEY.slice(1);
@@ -25,9 +26,6 @@ interface Slot {
   text: string;
   value: Record<string, unknown>;
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null) {

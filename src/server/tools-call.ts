@@ -358,9 +358,9 @@ function splitMeta(meta: unknown): SplitMeta {
   const known = splits.get(meta);
   if (known !== undefined) return known;
   if (!Object.isFrozen(meta)) return split(meta as Record<string, unknown>);
-  const { progressToken, relayed } = split(meta as Record<string, unknown>);
-  const shared = Object.freeze({ progressToken, relayed: relayed && Object.freeze(relayed) });
-  splits.set(meta, shared);
+  const shared = split(meta as Record<string, unknown>);
+  if (shared.relayed) Object.freeze(shared.relayed);
+  splits.set(meta, Object.freeze(shared));
   return shared;
 }
 
