@@ -55,8 +55,6 @@ export interface GatewayOptions {
 
 export type { Health } from './health.js';
 
-export type { ToolPage } from './list-pages.js';
-
 /**
  * The gateway's state: upstream pool, current catalog snapshot, sessions. The HTTP layer
  * (server/app.ts) is a thin translation on top; nothing here knows about HTTP.

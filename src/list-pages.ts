@@ -7,16 +7,35 @@ import type { Catalog, CatalogEntry } from './aggregate/catalog.js';
 import type { CursorSealer } from './aggregate/cursor.js';
 import type { Surface } from './aggregate/surface.js';
 import { mayNameServer } from './auth/grants.js';
-import type { Principal } from './auth/principal.js';
+import { type Principal, shareKeyOf } from './auth/principal.js';
 import type { Config } from './config/types.js';
 import { ManifoldError } from './errors.js';
 import type { SurfaceViews } from './surface-views.js';
 import type { ToolViews } from './tool-views.js';
 import type { UpstreamPool } from './upstream/pool.js';
 
-export interface ToolPage {
-  tools: CatalogEntry['tool'][];
+interface ToolPage {
+  entries: readonly CatalogEntry[];
   nextCursor?: string;
+}
+
+/** Each listed tool's JSON, serialized once per tool (#18): a page is the join of its tools'. */
+const toolJson = new WeakMap<object, string>();
+
+/** `JSON.stringify({ tools, nextCursor })` of a page, from its tools' own JSON. */
+function pageJson(page: ToolPage): string {
+  const parts = new Array<string>(page.entries.length);
+  for (let i = 0; i < parts.length; i++) {
+    const tool = page.entries[i]!.tool;
+    let text = toolJson.get(tool);
+    if (text === undefined) {
+      text = JSON.stringify(tool);
+      toolJson.set(tool, text);
+    }
+    parts[i] = text;
+  }
+  const next = page.nextCursor === undefined ? '' : `,"nextCursor":${JSON.stringify(page.nextCursor)}`;
+  return `{"tools":[${parts.join(',')}]${next}}`;
 }
 
 /** What the pages are cut from: the gateway's current state. */
@@ -38,7 +57,7 @@ export class ListPages {
     private readonly cursors: Promise<CursorSealer>,
   ) {}
 
-  async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {
+  private async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {
     await this.g.ready;
     const sealer = await this.cursors;
     const catalog = this.tools.catalogOf(principal);
@@ -48,8 +67,7 @@ export class ListPages {
     const visible = this.tools.entries(principal);
     if (visible.length === 0 && offset === 0) this.assertSomeUpstreamUp(principal);
     const pageSize = this.g.config.gateway.pageSize;
-    const page = visible.slice(offset, offset + pageSize);
-    const out: ToolPage = { tools: page.map((e) => e.tool) };
+    const out: ToolPage = { entries: visible.slice(offset, offset + pageSize) };
     if (offset + pageSize < visible.length) {
       out.nextCursor = await sealer.seal(catalog.digest, offset + pageSize, principal.viewKey);
     }
@@ -86,17 +104,27 @@ export class ListPages {
 
   /**
    * The serialized tools/list result for this principal and cursor. Pages are cached per catalog
-   * version and per view (grant set), so a repeated listing costs a lookup, not a serialization.
+   * version, so a repeated listing costs a lookup, not a serialization. A first page without a
+   * cursor is the same text for everyone who sees the same (its share key, #18); a page that ends
+   * in a cursor, and every later one, is the caller's own, since cursors are sealed to its view key.
    */
   async listToolsJson(principal: Principal, cursor: unknown): Promise<string> {
     await this.g.ready;
-    const key = `${principal.viewKey}\0${typeof cursor === 'string' ? cursor : ''}`;
+    const own = `${principal.viewKey}\0${typeof cursor === 'string' ? cursor : ''}`;
+    const shared = cursor === undefined ? `\u0001${shareKeyOf(principal)}` : undefined;
+    const cacheable = cursor === undefined || typeof cursor === 'string';
     const version = this.g.catalog.version;
-    const hit = cursor === undefined || typeof cursor === 'string' ? this.pageCache.get(key) : undefined;
+    const hit = cacheable
+      ? ((shared === undefined ? undefined : this.pageCache.get(shared)) ?? this.pageCache.get(own))
+      : undefined;
     if (hit && hit.version === version) return hit.json;
-    const json = JSON.stringify(await this.listTools(principal, cursor));
-    if (this.pageCache.size >= 1000) this.pageCache.clear();
-    this.pageCache.set(key, { version, json });
+    const page = await this.listTools(principal, cursor);
+    const json = pageJson(page);
+    if (cacheable) {
+      if (this.pageCache.size >= 1000) this.pageCache.clear();
+      const key = shared !== undefined && page.nextCursor === undefined ? shared : own;
+      this.pageCache.set(key, { version, json });
+    }
     return json;
   }
 

@@ -4,7 +4,7 @@
  * catalog settings (mode, pins, limits) in force for it.
  */
 import { buildCatalog, type Catalog, emptyCatalog, narrowCatalog } from './aggregate/catalog.js';
-import type { Principal } from './auth/principal.js';
+import { type Principal, shareKeyOf } from './auth/principal.js';
 import type { CatalogSettings, Config, ProfileConfig } from './config/types.js';
 import { ManifoldError } from './errors.js';
 import { compileGlobs } from './guards/glob.js';
@@ -105,6 +105,7 @@ export class ProfileSet {
         profile: name,
         key: `${principal.key}#${name}`,
         viewKey: `${principal.viewKey}#${name}`,
+        shareKey: `${shareKeyOf(principal)}#${name}`,
         ...(profile.servers ? { servers: new Set(profile.servers) } : {}),
       };
       mine.set(name, served);

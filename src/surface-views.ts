@@ -1,6 +1,6 @@
 /**
  * What one principal may see of the prompts, resources and templates, and where a request for
- * one of them goes. Views are computed after the shared surface snapshot and cached per view key
+ * one of them goes. Views are computed after the shared surface snapshot and cached per share key
  * (filter after the cache); anything a principal cannot see fails exactly like something that
  * does not exist (SECURITY A13).
  */
@@ -9,7 +9,7 @@ import { digestOf } from './aggregate/catalog.js';
 import type { PromptEntry, ResourceEntry, Surface, TemplateEntry } from './aggregate/surface.js';
 import { unrewriteUri } from './aggregate/uris.js';
 import { grantsMatcher } from './auth/grants.js';
-import type { Principal } from './auth/principal.js';
+import { type Principal, shareKeyOf } from './auth/principal.js';
 import { ManifoldError } from './errors.js';
 
 interface PromptView {
@@ -67,7 +67,7 @@ export class SurfaceViews {
 
   promptView(principal: Principal): PromptView {
     const surface = this.current();
-    const hit = this.prompts.get(principal.viewKey);
+    const hit = this.prompts.get(shareKeyOf(principal));
     if (hit && hit.surface === surface) return hit;
     const everything = principal.grants === '*' && !principal.cap && !principal.servers;
     const granted = grantsMatcher(principal, 'prompts');
@@ -77,13 +77,13 @@ export class SurfaceViews {
       : surface.prompts.filter((e) => shown(e.server) && granted(e.name));
     const view: PromptView = { surface, entries, names: new Set(entries.map((e) => e.name)) };
     if (this.prompts.size > 1000) this.prompts.clear();
-    this.prompts.set(principal.viewKey, view);
+    this.prompts.set(shareKeyOf(principal), view);
     return view;
   }
 
   resourceView(principal: Principal): ResourceView {
     const surface = this.current();
-    const hit = this.resources.get(principal.viewKey);
+    const hit = this.resources.get(shareKeyOf(principal));
     if (hit && hit.surface === surface) return hit;
     const everything = principal.grants === '*' && !principal.cap && !principal.servers;
     const granted = grantsMatcher(principal, 'resources');
@@ -96,7 +96,7 @@ export class SurfaceViews {
       : surface.templates.filter((e) => shown(e.server) && granted(e.grantKey));
     const view: ResourceView = { surface, resources, templates, uris: new Set(resources.map((e) => e.uri)) };
     if (this.resources.size > 1000) this.resources.clear();
-    this.resources.set(principal.viewKey, view);
+    this.resources.set(shareKeyOf(principal), view);
     return view;
   }
 

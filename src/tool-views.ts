@@ -1,12 +1,13 @@
 /**
  * Per-principal views of the tool catalog: what a principal's tools/list shows, which names it may
  * call, its search mode, and its digest for list_changed. Cut from the cached catalog snapshot
- * (the gateway's, or its profile's) once per catalog and view key, and filtered after the cache.
+ * (the gateway's, or its profile's) once per catalog and share key (what a principal sees, not who
+ * it is: the same grants share one view), and filtered after the cache.
  */
 import { type Catalog, type CatalogEntry, digestOf } from './aggregate/catalog.js';
 import { indexOf, searchMetaEntries } from './aggregate/search.js';
 import { grantsMatcher } from './auth/grants.js';
-import type { Principal } from './auth/principal.js';
+import { type Principal, shareKeyOf } from './auth/principal.js';
 import { ManifoldError } from './errors.js';
 import { compileGlobs } from './guards/glob.js';
 import type { ProfileSet } from './profiles.js';
@@ -97,7 +98,8 @@ export class ToolViews {
 
   private view(principal: Principal): View {
     const catalog = this.catalogOf(principal);
-    const hit = this.cache.get(principal.viewKey);
+    const key = shareKeyOf(principal);
+    const hit = this.cache.get(key);
     if (hit && hit.catalog === catalog) return hit;
     let entries: CatalogEntry[];
     if (principal.grants === '*' && !principal.cap) entries = catalog.entries as CatalogEntry[];
@@ -122,7 +124,7 @@ export class ToolViews {
       view.search = { metas: new Map(metas.map((m) => [m.name, m])), limit: settings.searchLimit };
     }
     if (this.cache.size > 1000) this.cache.clear();
-    this.cache.set(principal.viewKey, view);
+    this.cache.set(key, view);
     return view;
   }
 }

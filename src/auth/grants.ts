@@ -148,7 +148,9 @@ export function principalFromClaims(payload: JWTPayload, auth: AuthConfig): Prin
   // JSON arrays, not concatenation: no choice of tenant and subject can collide with another pair.
   const key = JSON.stringify([tenant, subject]);
   const viewKey = JSON.stringify([tenant, subject, grants, cap ?? null, admin]);
-  const principal: Principal = { subject, tenant, grants, key, viewKey, admin };
+  // What it sees does not depend on the subject: one view per tenant and grant set (#18).
+  const shareKey = JSON.stringify([tenant, grants, cap ?? null, admin]);
+  const principal: Principal = { subject, tenant, grants, key, viewKey, shareKey, admin };
   if (cap) principal.cap = cap;
   if (auth.profileClaim) {
     // A token that names no profile where one is expected is served no profile-specific view:

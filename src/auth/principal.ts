@@ -13,8 +13,13 @@ export interface Principal {
   admin?: boolean;
   /** Stable identity of the caller (tenant + subject): owns sessions. */
   key: string;
-  /** Identity of what the caller can see (key + grants + cap): caches and cursors bind to it. */
+  /** Identity of what the caller can see (key + grants + cap): cursors and later pages bind to it. */
   viewKey: string;
+  /**
+   * What the caller can see without who it is (tenant, grants, cap, admin, profile): principals
+   * with the same one share their views and first tools/list page. Absent: `viewKey`.
+   */
+  shareKey?: string;
   /** The profile its token is bound to (`auth.profileClaim`), if any. */
   boundProfile?: string;
   /**
@@ -25,6 +30,9 @@ export interface Principal {
   profile?: string;
   servers?: ReadonlySet<string>;
 }
+
+/** The key views are shared under: `shareKey`, or `viewKey` where there is none. */
+export const shareKeyOf = (principal: Principal): string => principal.shareKey ?? principal.viewKey;
 
 /** The principal of a gateway that runs without auth (loopback only, or `auth: false`). */
 export const anonymousPrincipal: Principal = Object.freeze({

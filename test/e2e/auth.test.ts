@@ -11,6 +11,7 @@ import {
   stopChild,
   type TestGateway,
 } from '../helpers/harness.js';
+import { modernRequest } from '../helpers/modern.js';
 
 const ISS = 'https://issuer.example';
 const AUD = 'manifold-test';
@@ -214,6 +215,38 @@ describe('per-tenant JWT grants, end to end', () => {
     expect(first.nextCursor).toBeDefined();
     const alice = await connect(tokens.alice);
     await expect(alice.listTools({ cursor: first.nextCursor })).rejects.toThrow(/cursor/);
+  });
+
+  it('#18: two subjects with the same grants share a view, but each pages with cursors of its own (both eras)', async () => {
+    // bob2 is bob's tenant and grants under another subject: the gateway lists both from one
+    // view, yet a first page that ends in a cursor is sealed to its caller, never shared.
+    const bob2Token = await mint({ sub: 'bob2', tid: 'globex', scope: ['tools:memory__*'] });
+    const bob = await connect(tokens.bob);
+    const bobFirst = await bob.listTools();
+    expect(bobFirst.nextCursor).toBeDefined();
+    type Page = { tools: { name: string }[]; nextCursor?: string };
+    const list2 = async (cursor?: string): Promise<Page> => {
+      const r = await modernRequest(gw.url, 'tools/list', cursor ? { cursor } : {}, {
+        headers: { authorization: `Bearer ${bob2Token}` },
+      });
+      if (!r.body.result) throw new Error(`tools/list: ${r.body.error?.message}`);
+      return r.body.result as Page;
+    };
+    const bob2First = await list2();
+    expect(bob2First.tools.map((t) => t.name)).toEqual(bobFirst.tools.map((t) => t.name));
+    expect(bob2First.nextCursor).toBeDefined();
+    expect(bob2First.nextCursor).not.toBe(bobFirst.nextCursor);
+    await expect(list2(bobFirst.nextCursor)).rejects.toThrow(/cursor/);
+    const all2: string[] = [...bob2First.tools.map((t) => t.name)];
+    for (let cursor = bob2First.nextCursor; cursor; ) {
+      const page = await list2(cursor);
+      all2.push(...page.tools.map((t) => t.name));
+      cursor = page.nextCursor;
+    }
+    expect(all2).toEqual(await names(bob));
+    expect(all2.every((n) => n.startsWith('memory__') || n.startsWith('manifold__'))).toBe(true);
+    // Bob's own cursor still serves him after bob2 listed.
+    expect((await bob.listTools({ cursor: bobFirst.nextCursor })).tools.length).toBeGreaterThan(0);
   });
 
   it('A12: the downstream Authorization header and cookies never reach an upstream', async () => {

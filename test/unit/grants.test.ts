@@ -216,6 +216,29 @@ describe('principalFromClaims', () => {
     );
     expect(capped.viewKey).not.toBe(p1.viewKey);
   });
+
+  it('shareKey (#18) is what the caller sees without who it is: the same for two subjects, not across tenants, grants, caps or admin', () => {
+    const auth = authConfig({ tenantClaim: 'org', tenants: { a: { grants: ['x'] } } });
+    const u1 = principalFromClaims({ sub: 'u1', org: 'a', scope: 'tools:b tools:a' }, auth);
+    const u2 = principalFromClaims({ sub: 'u2', org: 'a', scope: 'tools:a tools:b' }, auth);
+    expect(u1.viewKey).not.toBe(u2.viewKey);
+    expect(u1.shareKey).toBe(u2.shareKey);
+    for (const other of [
+      principalFromClaims({ sub: 'u1', org: 'b', scope: 'tools:a tools:b' }, auth),
+      principalFromClaims({ sub: 'u1', org: 'a', scope: 'tools:a' }, auth),
+      principalFromClaims({ sub: 'u1', org: 'a', scope: 'tools:a tools:b manifold:admin' }, auth),
+      principalFromClaims(
+        { sub: 'u1', org: 'a', scope: 'tools:a tools:b' },
+        authConfig({ tenantClaim: 'org', tenants: { a: { grants: ['y'] } } }),
+      ),
+    ]) {
+      expect(other.shareKey).not.toBe(u1.shareKey);
+    }
+    // "a" + "bc" vs "ab" + "c" in the tenant and a grant.
+    const q1 = principalFromClaims({ sub: 's', org: 'a', scope: 'tools:bc' }, auth);
+    const q2 = principalFromClaims({ sub: 's', org: 'ab', scope: 'tools:c' }, auth);
+    expect(q1.shareKey).not.toBe(q2.shareKey);
+  });
 });
 
 describe('grantsMatcher', () => {
