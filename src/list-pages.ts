@@ -19,6 +19,12 @@ interface ToolPage {
   nextCursor?: string;
 }
 
+/**
+ * The cached pages' text, at most: pages are per grant set, and a 10,000-tool page is 2.5 MB, so
+ * a count alone (1,000 pages) would not bound their memory.
+ */
+export const PAGE_CACHE_CHARS = 64 * 1024 * 1024;
+
 /** Each listed tool's JSON, serialized once per tool (#18): a page is the join of its tools'. */
 const toolJson = new WeakMap<object, string>();
 
@@ -50,11 +56,13 @@ export interface PageSource {
 
 export class ListPages {
   private readonly pageCache = new Map<string, { version: number; json: string }>();
+  private cachedChars = 0;
 
   constructor(
     private readonly g: PageSource,
     private readonly tools: ToolViews,
     private readonly cursors: Promise<CursorSealer>,
+    private readonly maxChars = PAGE_CACHE_CHARS,
   ) {}
 
   private async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {
@@ -120,12 +128,27 @@ export class ListPages {
     if (hit && hit.version === version) return hit.json;
     const page = await this.listTools(principal, cursor);
     const json = pageJson(page);
-    if (cacheable) {
-      if (this.pageCache.size >= 1000) this.pageCache.clear();
-      const key = shared !== undefined && page.nextCursor === undefined ? shared : own;
-      this.pageCache.set(key, { version, json });
-    }
+    if (cacheable)
+      this.keep(shared !== undefined && page.nextCursor === undefined ? shared : own, version, json);
     return json;
+  }
+
+  /** Caches a page; over 1,000 pages or `maxChars` of text, the cache starts again. */
+  private keep(key: string, version: number, json: string): void {
+    if (json.length > this.maxChars / 4) return;
+    const old = this.pageCache.get(key);
+    if (old) this.cachedChars -= old.json.length;
+    if (this.pageCache.size >= 1000 || this.cachedChars + json.length > this.maxChars) {
+      this.pageCache.clear();
+      this.cachedChars = 0;
+    }
+    this.pageCache.set(key, { version, json });
+    this.cachedChars += json.length;
+  }
+
+  /** Pages cached, and their text's length (for tests). */
+  cacheSize(): { pages: number; chars: number } {
+    return { pages: this.pageCache.size, chars: this.cachedChars };
   }
 
   /**

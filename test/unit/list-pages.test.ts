@@ -30,7 +30,7 @@ const auth = {
 } as unknown as AuthConfig;
 const who = (sub: string, org: string, scope: string) => principalFromClaims({ sub, org, scope }, auth);
 
-function setup(pageSize: number) {
+function setup(pageSize: number, maxChars?: number) {
   const parsed = parseConfigObject(
     { mcpServers: { a: { command: 'x' }, b: { command: 'x' } }, gateway: { pageSize } },
     {},
@@ -56,7 +56,7 @@ function setup(pageSize: number) {
     config,
     pool: { upstreams: [] },
   } as unknown as PageSource;
-  const pages = new ListPages(source, tools, CursorSealer.create());
+  const pages = new ListPages(source, tools, CursorSealer.create(), maxChars);
   return { catalog, tools, pages };
 }
 
@@ -129,5 +129,25 @@ describe('shared views and pages (#18)', () => {
         .sort();
     expect(own(a)).toEqual(['a__five', 'a__four', 'a__one', 'a__three', 'a__two']);
     expect(own(b)).toEqual(['b__seven', 'b__six']);
+  });
+
+  it('the page cache is bounded by its text, not only by its count: distinct grant sets cannot grow it past maxChars', async () => {
+    const one = (await setup(100).pages.listToolsJson(who('u', 'acme', 'tools:*'), undefined)).length;
+    const maxChars = one * 5;
+    const { pages } = setup(100, maxChars);
+    let most = 0;
+    for (let i = 0; i < 12; i++) {
+      const json = await pages.listToolsJson(who(`u${i}`, 'acme', `tools:* tools:none-${i}`), undefined);
+      expect(json.length).toBe(one);
+      const size = pages.cacheSize();
+      expect(size.chars).toBeLessThanOrEqual(maxChars);
+      expect(size.chars).toBe(size.pages * one);
+      most = Math.max(most, size.pages);
+    }
+    expect(most).toBe(5);
+    // A page over a quarter of the budget is served, not kept.
+    const small = setup(100, one * 3);
+    await small.pages.listToolsJson(who('u', 'acme', 'tools:*'), undefined);
+    expect(small.pages.cacheSize()).toEqual({ pages: 0, chars: 0 });
   });
 });
