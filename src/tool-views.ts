@@ -25,22 +25,36 @@ interface View {
   digest?: string;
 }
 
+/**
+ * The views' names, at most, summed over the cached views: each view keeps a Set of what it may
+ * call, and 1,000 views of a 10,000-tool catalog would otherwise hold ten million entries.
+ */
+export const VIEW_CACHE_NAMES = 1_000_000;
+
 export class ToolViews {
   private readonly cache = new Map<string, View>();
+  private cachedNames = 0;
 
   constructor(
     private readonly current: () => Catalog,
     private readonly profiles: ProfileSet,
+    private readonly maxNames = VIEW_CACHE_NAMES,
   ) {}
 
   /** Forgets every view (the catalog changed). */
   clear(): void {
     this.cache.clear();
+    this.cachedNames = 0;
   }
 
   /** The catalog a principal's requests are served from: its profile's, or the gateway's. */
   catalogOf(principal: Principal): Catalog {
     return principal.profile === undefined ? this.current() : this.profiles.catalogOf(principal.profile);
+  }
+
+  /** Views cached, and their names summed (for tests). */
+  cacheSize(): { views: number; names: number } {
+    return { views: this.cache.size, names: this.cachedNames };
   }
 
   /** What tools/list shows a principal. */
@@ -123,8 +137,11 @@ export class ToolViews {
       for (const m of metas) names.add(m.name);
       view.search = { metas: new Map(metas.map((m) => [m.name, m])), limit: settings.searchLimit };
     }
-    if (this.cache.size > 1000) this.cache.clear();
+    const old = this.cache.get(key);
+    if (old) this.cachedNames -= old.names.size;
+    if (this.cache.size > 1000 || this.cachedNames + names.size > this.maxNames) this.clear();
     this.cache.set(key, view);
+    this.cachedNames += names.size;
     return view;
   }
 }

@@ -30,7 +30,7 @@ const auth = {
 } as unknown as AuthConfig;
 const who = (sub: string, org: string, scope: string) => principalFromClaims({ sub, org, scope }, auth);
 
-function setup(pageSize: number, maxChars?: number) {
+function setup(pageSize: number, maxChars?: number, maxNames?: number) {
   const parsed = parseConfigObject(
     { mcpServers: { a: { command: 'x' }, b: { command: 'x' } }, gateway: { pageSize } },
     {},
@@ -49,7 +49,7 @@ function setup(pageSize: number, maxChars?: number) {
     ],
     1,
   );
-  const tools = new ToolViews(() => catalog, new ProfileSet(config, silentLogger));
+  const tools = new ToolViews(() => catalog, new ProfileSet(config, silentLogger), maxNames);
   const source = {
     ready: Promise.resolve(),
     catalog,
@@ -149,5 +149,22 @@ describe('shared views and pages (#18)', () => {
     const small = setup(100, one * 3);
     await small.pages.listToolsJson(who('u', 'acme', 'tools:*'), undefined);
     expect(small.pages.cacheSize()).toEqual({ pages: 0, chars: 0 });
+  });
+
+  it('the view cache is bounded by the names its views hold, not only by its count', () => {
+    const all = setup(100).tools.entries(who('u', 'acme', 'tools:*')).length;
+    const { tools } = setup(100, undefined, all * 3);
+    let most = 0;
+    for (let i = 0; i < 10; i++) {
+      expect(tools.entries(who(`u${i}`, 'acme', `tools:* tools:none-${i}`))).toHaveLength(all);
+      const size = tools.cacheSize();
+      expect(size.names).toBeLessThanOrEqual(all * 3);
+      expect(size.names).toBe(size.views * all);
+      most = Math.max(most, size.views);
+    }
+    expect(most).toBe(3);
+    // A view still in the cache is the same view.
+    const last = who('u9', 'acme', 'tools:* tools:none-9');
+    expect(tools.entries(last)).toBe(tools.entries(who('other', 'acme', 'tools:* tools:none-9')));
   });
 });
