@@ -3,6 +3,7 @@
  * and view) and the surface lists, behind cursors sealed to the list's content digest and the view,
  * so another instance serving the same catalog accepts them.
  */
+import { LRUCache } from 'lru-cache';
 import type { Catalog, CatalogEntry } from './aggregate/catalog.js';
 import type { CursorSealer } from './aggregate/cursor.js';
 import type { Surface } from './aggregate/surface.js';
@@ -55,15 +56,22 @@ export interface PageSource {
 }
 
 export class ListPages {
-  private readonly pageCache = new Map<string, { version: number; json: string }>();
-  private cachedChars = 0;
+  /** At most 1,000 pages and `maxChars` of text; a page over a quarter of that is served, not kept. */
+  private readonly pageCache: LRUCache<string, { version: number; json: string }>;
 
   constructor(
     private readonly g: PageSource,
     private readonly tools: ToolViews,
     private readonly cursors: Promise<CursorSealer>,
-    private readonly maxChars = PAGE_CACHE_CHARS,
-  ) {}
+    maxChars = PAGE_CACHE_CHARS,
+  ) {
+    this.pageCache = new LRUCache({
+      max: 1000,
+      maxSize: maxChars,
+      maxEntrySize: Math.floor(maxChars / 4),
+      sizeCalculation: (page) => page.json.length,
+    });
+  }
 
   private async listTools(principal: Principal, cursor: unknown): Promise<ToolPage> {
     await this.g.ready;
@@ -128,27 +136,16 @@ export class ListPages {
     if (hit && hit.version === version) return hit.json;
     const page = await this.listTools(principal, cursor);
     const json = pageJson(page);
-    if (cacheable)
-      this.keep(shared !== undefined && page.nextCursor === undefined ? shared : own, version, json);
-    return json;
-  }
-
-  /** Caches a page; over 1,000 pages or `maxChars` of text, the cache starts again. */
-  private keep(key: string, version: number, json: string): void {
-    if (json.length > this.maxChars / 4) return;
-    const old = this.pageCache.get(key);
-    if (old) this.cachedChars -= old.json.length;
-    if (this.pageCache.size >= 1000 || this.cachedChars + json.length > this.maxChars) {
-      this.pageCache.clear();
-      this.cachedChars = 0;
+    if (cacheable) {
+      const key = shared !== undefined && page.nextCursor === undefined ? shared : own;
+      this.pageCache.set(key, { version, json });
     }
-    this.pageCache.set(key, { version, json });
-    this.cachedChars += json.length;
+    return json;
   }
 
   /** Pages cached, and their text's length (for tests). */
   cacheSize(): { pages: number; chars: number } {
-    return { pages: this.pageCache.size, chars: this.cachedChars };
+    return { pages: this.pageCache.size, chars: this.pageCache.calculatedSize };
   }
 
   /**

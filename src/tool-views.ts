@@ -27,7 +27,8 @@ interface View {
 
 /**
  * The views' names, at most, summed over the cached views: each view keeps a Set of what it may
- * call, and 1,000 views of a 10,000-tool catalog would otherwise hold ten million entries.
+ * call, and 1,000 views of a 10,000-tool catalog would otherwise hold ten million entries. A plain
+ * Map, counted when a view is cut, not an LRUCache: every tools/call looks its view up.
  */
 export const VIEW_CACHE_NAMES = 1_000_000;
 
