@@ -62,9 +62,8 @@ class NodeIn implements HttpIn {
     readonly path: string,
   ) {}
 
-  /** Any case, as Headers.get. */
-  header(name: string): string | undefined {
-    const key = name.toLowerCase();
+  /** A lower-case name (HttpIn); `get` takes any case. */
+  header(key: string): string | undefined {
     if (this.joined === undefined) this.joined = repeats(this.req) ? joinHeaders(this.req.rawHeaders) : null;
     if (this.joined !== null) return this.joined.get(key);
     // A plain object: a name such as `constructor` finds Object.prototype's, hence the checks.
@@ -73,8 +72,9 @@ class NodeIn implements HttpIn {
     return Array.isArray(value) ? value.join(', ') : undefined;
   }
 
+  /** Any case, as Headers.get. */
   get(name: string): string | null {
-    return this.header(name) ?? null;
+    return this.header(name.toLowerCase()) ?? null;
   }
 
   url(): string {

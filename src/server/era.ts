@@ -107,15 +107,28 @@ function readMeta(message: Record<string, unknown>, header: string): RequestMeta
   // An envelope the parse shares between requests (envelope-cache.ts, deep-frozen) is read once
   // per version header (#18). A parsed one is the request's own and is read every time.
   if (!isObject(meta)) return readEnvelope(meta, header);
+  // The last shared envelope first: most of the time one client is calling.
+  if (meta === last.meta && last.read.version === header) return last.read;
   const known = decided.get(meta);
-  if (known?.version === header) return known;
+  if (known?.version === header) return remember(meta, known);
   const read = readEnvelope(meta, header);
-  if (Object.isFrozen(meta)) decided.set(meta, Object.freeze(read));
-  return read;
+  if (!Object.isFrozen(meta)) return read;
+  decided.set(meta, Object.freeze(read));
+  return remember(meta, read);
 }
 
 /** What a shared envelope was read as (a weak map: the cache drops envelopes it no longer keeps). */
 const decided = new WeakMap<object, RequestMeta>();
+/** The last of them, held strongly: one envelope, kept until another one is read. */
+let last: { meta: object | undefined; read: RequestMeta } = {
+  meta: undefined,
+  read: { version: '', clientCapabilities: {} },
+};
+
+function remember(meta: object, read: RequestMeta): RequestMeta {
+  last = { meta, read };
+  return read;
+}
 
 function readEnvelope(meta: unknown, header: string): RequestMeta {
   // Said only in a refusal: not built for every request (#18).

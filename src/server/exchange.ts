@@ -85,8 +85,11 @@ export function modernResult(serverInfo: { name: string; version: string }) {
   // The `_meta` of every result that brings none of its own, built once: nothing changes a result's
   // `_meta` after it is dressed (a cut result gets a new one), and it is frozen to keep it so.
   const ownMeta: Result = Object.freeze({ [META.serverInfo]: serverInfo });
+  // A call's result has no hint: two pieces to join, not four (#18).
+  const headComma = `${head},`;
   const resultJson = (json: string, cache?: CacheHint): string => {
-    const hint = cache ? `,"ttlMs":${cache.ttlMs},"cacheScope":"${cache.cacheScope}"` : '';
+    if (!cache) return json.length > 2 ? headComma + json.slice(1) : `${head}}`;
+    const hint = `,"ttlMs":${cache.ttlMs},"cacheScope":"${cache.cacheScope}"`;
     const rest = json.length > 2 ? `,${json.slice(1)}` : '}';
     return `${head}${hint}${rest}`;
   };

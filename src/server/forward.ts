@@ -201,5 +201,5 @@ function paramHeaders(edge: Edge, message: Record<string, unknown>): string[] {
   const entry = typeof name === 'string' ? edge.gateway.catalog.byName.get(name) : undefined;
   if (!entry) return [];
   const plan = paramHeaderPlan(entry.tool.inputSchema);
-  return plan.ok ? plan.params.map((p) => `mcp-param-${p.header}`) : [];
+  return plan.ok ? plan.params.map((p) => `mcp-param-${p.header.toLowerCase()}`) : [];
 }

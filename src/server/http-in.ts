@@ -7,9 +7,12 @@ import { type MessageBody, SplitMessage } from '../guards/split-result.js';
  * Nothing below the edge sees more of the request than this.
  */
 export interface HttpIn {
-  /** A header by its name in any case; repeated headers joined with ", " (as Headers.get does). */
+  /**
+   * A header by its name in lower case (every caller passes one: the Node lane does not lower it
+   * again, #18); repeated headers joined with ", " (as Headers.get does).
+   */
   header(name: string): string | undefined;
-  /** The same headers as a Headers-like bag (what authentication reads). */
+  /** The same headers as a Headers-like bag (what authentication reads); any case. */
   readonly headers: HeaderBag;
   /** The path, without the query. */
   readonly path: string;

@@ -10,8 +10,7 @@ import { legacyBatch, legacyDelete, legacyGet, legacyPost } from './legacy.js';
 import type { ChangeKind } from './listen.js';
 import { modernPost } from './modern.js';
 
-function accepts(c: HttpIn, type: string): boolean {
-  const accept = c.header('accept');
+function accepts(accept: string | undefined, type: string): boolean {
   return accept === undefined || accept.includes(type) || accept.includes('*/*');
 }
 
@@ -35,8 +34,9 @@ export function createMcpHandlers(edge: Edge) {
    * its upstream request, and only a promise that can still fail gets an error handler here.
    */
   function post(c: HttpIn): Promise<Reply> {
-    const canStream = accepts(c, 'text/event-stream');
-    if (!accepts(c, 'application/json') && !canStream) {
+    const accept = c.header('accept');
+    const canStream = accepts(accept, 'text/event-stream');
+    if (!accepts(accept, 'application/json') && !canStream) {
       throw new ManifoldError(
         'ERR_NOT_ACCEPTABLE',
         'Accept must include application/json and text/event-stream',

@@ -40,12 +40,18 @@ export interface ModernPost {
 const plans = new WeakMap<CatalogEntry, ParamHeaderPlan>();
 /** How each edge dresses a modern result, built once per edge rather than per request. */
 const dressers = new WeakMap<Edge, ReturnType<typeof modernResult>>();
+/** The last edge asked for and its dresser: a process serves one edge, so the weak map is rarely read (#18). */
+let lastEdge: Edge | undefined;
+let lastDresser: ReturnType<typeof modernResult> | undefined;
 function dresserOf(edge: Edge): ReturnType<typeof modernResult> {
+  if (edge === lastEdge) return lastDresser!;
   let d = dressers.get(edge);
   if (!d) {
     d = modernResult(edge.serverInfo);
     dressers.set(edge, d);
   }
+  lastEdge = edge;
+  lastDresser = d;
   return d;
 }
 
@@ -57,8 +63,14 @@ export function modernPost(edge: Edge, p: ModernPost): Reply | Promise<Reply> {
   const request = incoming.message;
   const fail = (e: unknown) => failResponse(edge, request.id, e, 'modern');
   try {
-    checkStandardHeaders(p.c, request);
-    if (request.method === 'tools/call') checkParamHeaders(edge, p, request);
+    if (request.method === 'tools/call') {
+      const name = request.params?.name;
+      const entry = typeof name === 'string' ? edge.gateway.catalog.byName.get(name) : undefined;
+      checkStandardHeaders(p.c, request, entry !== undefined);
+      if (entry) checkParamHeaders(edge, p, request, entry);
+    } else {
+      checkStandardHeaders(p.c, request, false);
+    }
     return dispatch(edge, exchange(edge, p, request), p).then(undefined, fail);
   } catch (e) {
     return fail(e);
@@ -68,8 +80,11 @@ export function modernPost(edge: Edge, p: ModernPost): Reply | Promise<Reply> {
 /**
  * `Mcp-Method` must be present and equal the body's method; `Mcp-Name` likewise for the named
  * methods, after decoding the Base64 sentinel (streamable-http, "Server Validation").
+ * `exposed`: the body's name is one of the catalog's tools. Every exposed name matches
+ * `[a-zA-Z0-9_-]{1,64}` (aggregate/names.ts `EXPOSED_NAME`), so a header equal to it decodes to
+ * itself and is not decoded again (#18).
  */
-function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest): void {
+function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest, exposed: boolean): void {
   const method = c.header('mcp-method');
   if (method === undefined) {
     throw new ManifoldError(
@@ -93,7 +108,7 @@ function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest): void {
       `Header mismatch: the Mcp-Name header is required for ${request.method}`,
     );
   }
-  const name = decodeHeaderValue(raw);
+  const name = exposed && raw === body ? raw : decodeHeaderValue(raw);
   if (name === undefined)
     throw new ManifoldError('ERR_HEADER_MISMATCH', 'Header mismatch: the Mcp-Name header value is malformed');
   if (name !== body) {
@@ -108,10 +123,7 @@ function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest): void {
  * `Mcp-Param-*` headers of a tool whose exposed schema marks arguments with `x-mcp-header` must
  * match the arguments ("Server Behavior for Custom Headers"). Unrecognised ones pass unread.
  */
-function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest): void {
-  const name = request.params?.name;
-  const entry = typeof name === 'string' ? edge.gateway.catalog.byName.get(name) : undefined;
-  if (!entry) return;
+function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest, entry: CatalogEntry): void {
   let plan = plans.get(entry);
   if (!plan) {
     plan = paramHeaderPlan(entry.tool.inputSchema);
@@ -129,7 +141,7 @@ function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest): 
       : {};
   for (const param of plan.params) {
     const expected = paramValue(values, param);
-    const raw = p.c.header(`mcp-param-${param.header}`);
+    const raw = p.c.header(`mcp-param-${param.header.toLowerCase()}`);
     if (expected === undefined) continue;
     if (raw === undefined) {
       throw new ManifoldError(

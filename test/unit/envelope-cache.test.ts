@@ -74,6 +74,34 @@ describe('EnvelopeCache', () => {
     expect((cache.parse(bodies[1]!) as Msg).params._meta).toBe((cache.parse(bodies[2]!) as Msg).params._meta);
   });
 
+  it('shares the envelope when it closes params and the message, and stays exact when it only seems to', () => {
+    const cache = warm();
+    const known = JSON.stringify(ENVELOPE);
+    // params last and `_meta` last in it: the body ends `}}` right after the envelope.
+    const closing = (id: number) =>
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: { name: 'e', arguments: { n: id }, _meta: ENVELOPE },
+      });
+    const a = parse(cache, closing(70));
+    const b = parse(cache, closing(71));
+    expect(a).toEqual(JSON.parse(closing(70)));
+    expect(b).toEqual(JSON.parse(closing(71)));
+    expect(a.params._meta).toBe(b.params._meta);
+    expect(Object.isFrozen(a.params._meta)).toBe(true);
+    // The same `}}` tail where the known text is not params._meta: parsed as JSON.parse does.
+    const bodies = [
+      `{"jsonrpc":"2.0","id":72,"method":"tools/call","other":{"_meta":${known}}}`,
+      `{"jsonrpc":"2.0","id":73,"method":"tools/call","params":{"_meta":"x"},"other":{"_meta":${known}}}`,
+      `{"jsonrpc":"2.0","id":74,"params":{"name":"e","arguments":{"_meta":${known}}}}`,
+      `{"jsonrpc":"2.0","id":75,"params":{"_meta":${known}}}}`,
+    ];
+    for (const body of bodies.slice(0, 3)) expect(cache.parse(body), body).toEqual(JSON.parse(body));
+    expect(() => cache.parse(bodies[3]!)).toThrow(SyntaxError);
+  });
+
   it('is exact when the known text stands somewhere other than params._meta', () => {
     const cache = warm();
     const known = JSON.stringify(ENVELOPE);
