@@ -11,6 +11,7 @@ import { createHttp } from '../../src/server/app.js';
 import { MemoryCredentialStore } from '../../src/store/credentials.js';
 import { MemoryStateStore } from '../../src/store/state.js';
 import type { BackoffOptions } from '../../src/upstream/backoff.js';
+import { FiledIncomingMessage } from './header-names.js';
 import { httpLane } from './http-lane.js';
 import { openConfiguredStore } from './open-store.js';
 import { nodePlatform } from './platform.js';
@@ -102,7 +103,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   });
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));
-  const server = createServer(httpLane(mcp, other, log));
+  const server = createServer({ IncomingMessage: FiledIncomingMessage }, httpLane(mcp, other, log));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.gateway.port, config.gateway.host, () => {

@@ -1,0 +1,122 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FiledIncomingMessage, filedNames, MAX_NAMES } from '../../deploy/node/header-names.js';
+
+// The gateway's request class files header names the way Node does, from what Node did the first
+// time (#18). Two real servers, one with Node's class and one with the gateway's, get the same raw
+// requests; their `req.headers` must be the same, repeats and case included.
+
+interface Seen {
+  headers: IncomingHttpHeaders;
+  raw: string[];
+}
+
+function listen(filed: boolean): Promise<{ server: Server; port: number; seen: Seen[] }> {
+  const seen: Seen[] = [];
+  const handler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
+    seen.push({ headers: { ...req.headers }, raw: [...req.rawHeaders] });
+    req.resume();
+    req.on('end', () => res.end('ok'));
+  };
+  const server = filed
+    ? createServer({ IncomingMessage: FiledIncomingMessage }, handler)
+    : createServer(handler);
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      resolve({ server, port: typeof address === 'object' && address ? address.port : 0, seen });
+    });
+  });
+}
+
+/** One raw HTTP/1.1 request with these header lines, answered before it resolves. */
+function send(port: number, lines: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(
+        `POST /mcp HTTP/1.1\r\n${lines.map((l) => `${l}\r\n`).join('')}content-length: 2\r\nconnection: close\r\n\r\n{}`,
+      );
+    });
+    socket.on('data', () => {});
+    socket.on('end', () => resolve());
+    socket.on('error', reject);
+  });
+}
+
+const REQUESTS: string[][] = [
+  ['Host: a', 'Content-Type: application/json', 'Accept: application/json, text/event-stream'],
+  ['host: a', 'mcp-method: tools/call', 'mcp-name: s__echo', 'Mcp-Protocol-Version: 2026-07-28'],
+  // repeats: joined, kept first, collected, and cookies joined with "; "
+  ['host: a', 'x-note: one', 'X-Note: two', 'x-note: three'],
+  ['host: a', 'authorization: Bearer one', 'Authorization: Bearer two', 'content-type: a', 'content-type: b'],
+  ['host: a', 'set-cookie: a=1', 'Set-Cookie: b=2', 'cookie: c=3', 'Cookie: d=4'],
+  ['host: a', 'user-agent: one', 'user-agent: two', 'accept: x', 'accept: y', 'mcp-session-id: s1'],
+  // the same names again, now remembered
+  ['host: a', 'mcp-method: tools/call', 'mcp-name: s__echo', 'Mcp-Protocol-Version: 2026-07-28'],
+  [
+    'host: a',
+    'x-note: one',
+    'X-Note: two',
+    'set-cookie: a=1',
+    'set-cookie: b=2',
+    'cookie: c=3',
+    'cookie: d=4',
+  ],
+  // names Node gives no special meaning, of many shapes
+  [
+    'host: a',
+    `x-${'long'.repeat(20)}: v`,
+    'x-empty:',
+    'x-spaces:   padded   ',
+    'constructor: c',
+    '__proto__: p',
+  ],
+];
+
+describe('FiledIncomingMessage', () => {
+  let plain: Awaited<ReturnType<typeof listen>>;
+  let filed: Awaited<ReturnType<typeof listen>>;
+  beforeAll(async () => {
+    plain = await listen(false);
+    filed = await listen(true);
+  });
+  afterAll(() => {
+    plain.server.close();
+    filed.server.close();
+  });
+
+  it('builds the same req.headers as Node, repeated names and case included', async () => {
+    for (const lines of REQUESTS) {
+      await send(plain.port, lines);
+      await send(filed.port, lines);
+    }
+    expect(filed.seen).toHaveLength(REQUESTS.length);
+    for (let i = 0; i < REQUESTS.length; i++) {
+      expect(filed.seen[i]!.raw).toEqual(plain.seen[i]!.raw);
+      expect(filed.seen[i]!.headers, REQUESTS[i]!.join(' | ')).toEqual(plain.seen[i]!.headers);
+    }
+    // What the gateway relies on, spelled out: repeats joined, or the first kept.
+    expect(filed.seen[2]!.headers['x-note']).toBe('one, two, three');
+    expect(filed.seen[3]!.headers.authorization).toBe('Bearer one');
+    expect(filed.seen[4]!.headers['set-cookie']).toEqual(['a=1', 'b=2']);
+    expect(filed.seen[4]!.headers.cookie).toBe('c=3; d=4');
+    expect(filed.seen[1]!.headers['mcp-protocol-version']).toBe('2026-07-28');
+  });
+
+  it('remembers a bounded number of names and files the rest as Node does', async () => {
+    const before = filedNames();
+    expect(before).toBeGreaterThan(0);
+    // More distinct names than it keeps: the first ones are remembered, the rest are not.
+    const names = Array.from({ length: MAX_NAMES + 20 }, (_, i) => `x-many-${i}`);
+    const batches: string[][] = [];
+    for (let i = 0; i < names.length; i += 50) batches.push(names.slice(i, i + 50));
+    for (const batch of batches) {
+      const lines = ['host: a', ...batch.map((n) => `${n}: v`), `${batch[0]}: again`];
+      await send(plain.port, lines);
+      await send(filed.port, lines);
+      expect(filed.seen.at(-1)!.headers).toEqual(plain.seen.at(-1)!.headers);
+    }
+    expect(filedNames()).toBe(MAX_NAMES);
+  });
+});
