@@ -57,11 +57,15 @@ function learn(message: IncomingMessage, field: string): Filing | undefined {
 /** The request class the gateway's server makes (`createServer({ IncomingMessage })`). */
 export class FiledIncomingMessage extends IncomingMessage {
   _addHeaderLine(field: string, value: string, dest: HeaderDest): void {
+    // `joinDuplicateHeaders` changes what a repeat does: such a server is left to Node (the
+    // gateway's never sets it), and what is remembered is what a server without it does.
+    if ((this as { joinDuplicateHeaders?: boolean }).joinDuplicateHeaders) {
+      nodeAdd.call(this, field, value, dest);
+      return;
+    }
     let filing = filings.get(field);
     if (filing === undefined) {
-      // `joinDuplicateHeaders` changes what a repeat does; the gateway's server never sets it.
-      const joins = (this as { joinDuplicateHeaders?: boolean }).joinDuplicateHeaders;
-      if (joins || filings.size >= MAX_NAMES || field.length > MAX_NAME_LENGTH) {
+      if (filings.size >= MAX_NAMES || field.length > MAX_NAME_LENGTH) {
         nodeAdd.call(this, field, value, dest);
         return;
       }

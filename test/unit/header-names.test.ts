@@ -12,7 +12,10 @@ interface Seen {
   raw: string[];
 }
 
-function listen(filed: boolean): Promise<{ server: Server; port: number; seen: Seen[] }> {
+function listen(
+  filed: boolean,
+  joinDuplicateHeaders = false,
+): Promise<{ server: Server; port: number; seen: Seen[] }> {
   const seen: Seen[] = [];
   const handler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
     seen.push({ headers: { ...req.headers }, raw: [...req.rawHeaders] });
@@ -20,8 +23,8 @@ function listen(filed: boolean): Promise<{ server: Server; port: number; seen: S
     req.on('end', () => res.end('ok'));
   };
   const server = filed
-    ? createServer({ IncomingMessage: FiledIncomingMessage }, handler)
-    : createServer(handler);
+    ? createServer({ IncomingMessage: FiledIncomingMessage, joinDuplicateHeaders }, handler)
+    : createServer({ joinDuplicateHeaders }, handler);
   return new Promise((resolve) => {
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
@@ -102,6 +105,24 @@ describe('FiledIncomingMessage', () => {
     expect(filed.seen[4]!.headers['set-cookie']).toEqual(['a=1', 'b=2']);
     expect(filed.seen[4]!.headers.cookie).toBe('c=3; d=4');
     expect(filed.seen[1]!.headers['mcp-protocol-version']).toBe('2026-07-28');
+  });
+
+  it('leaves a server that joins every repeat to Node, after names were remembered without it', async () => {
+    const plainJoin = await listen(false, true);
+    const filedJoin = await listen(true, true);
+    try {
+      for (const lines of REQUESTS) {
+        await send(plainJoin.port, lines);
+        await send(filedJoin.port, lines);
+      }
+      for (let i = 0; i < REQUESTS.length; i++) {
+        expect(filedJoin.seen[i]!.headers, REQUESTS[i]!.join(' | ')).toEqual(plainJoin.seen[i]!.headers);
+      }
+      expect(filedJoin.seen[3]!.headers.authorization).toBe('Bearer one, Bearer two');
+    } finally {
+      plainJoin.server.close();
+      filedJoin.server.close();
+    }
   });
 
   it('remembers a bounded number of names and files the rest as Node does', async () => {
