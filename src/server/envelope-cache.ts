@@ -50,8 +50,6 @@ export class EnvelopeCache {
   private readonly slots: Slot[] = [];
   /** What replaces a known envelope's text: `"_meta":"<random>"`. */
   private readonly replacement: string;
-  /** The same, closing `params` and the message: most clients send `_meta` last (#18: one piece fewer to join). */
-  private readonly replacementClosed: string;
   /** The sentinel string as the parse gives it back. */
   private readonly mark: string;
   private misses = 0;
@@ -62,7 +60,6 @@ export class EnvelopeCache {
     for (const b of crypto.getRandomValues(new Uint8Array(8))) mark += b.toString(16).padStart(2, '0');
     this.mark = mark;
     this.replacement = `${KEY}"${mark}"`;
-    this.replacementClosed = `${this.replacement}}}`;
   }
 
   /** `JSON.parse(body)`, the same value and the same errors; a known envelope is not parsed again. */
@@ -75,15 +72,7 @@ export class EnvelopeCache {
       if (body.slice(at, end) !== slot.text) continue;
       let message: unknown;
       try {
-        // The same text either way; when the body ends `}}` right after the envelope, that tail
-        // is part of the constant rather than a third piece of the join.
-        const closed =
-          end === body.length - 2 && body.charCodeAt(end) === 0x7d && body.charCodeAt(end + 1) === 0x7d;
-        message = JSON.parse(
-          closed
-            ? body.slice(0, at) + this.replacementClosed
-            : body.slice(0, at) + this.replacement + body.slice(end),
-        );
+        message = JSON.parse(body.slice(0, at) + this.replacement + body.slice(end));
       } catch {
         return JSON.parse(body);
       }

@@ -108,7 +108,7 @@ function readMeta(message: Record<string, unknown>, header: string): RequestMeta
   // per version header (#18). A parsed one is the request's own and is read every time.
   if (!isObject(meta)) return readEnvelope(meta, header);
   // The last shared envelope first: most of the time one client is calling.
-  if (meta === last.meta && last.read.version === header) return last.read;
+  if (meta === lastMeta && lastRead?.version === header) return lastRead;
   const known = decided.get(meta);
   if (known?.version === header) return remember(meta, known);
   const read = readEnvelope(meta, header);
@@ -120,13 +120,12 @@ function readMeta(message: Record<string, unknown>, header: string): RequestMeta
 /** What a shared envelope was read as (a weak map: the cache drops envelopes it no longer keeps). */
 const decided = new WeakMap<object, RequestMeta>();
 /** The last of them, held strongly: one envelope, kept until another one is read. */
-let last: { meta: object | undefined; read: RequestMeta } = {
-  meta: undefined,
-  read: { version: '', clientCapabilities: {} },
-};
+let lastMeta: object | undefined;
+let lastRead: RequestMeta | undefined;
 
 function remember(meta: object, read: RequestMeta): RequestMeta {
-  last = { meta, read };
+  lastMeta = meta;
+  lastRead = read;
   return read;
 }
 
