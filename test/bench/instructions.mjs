@@ -1,0 +1,234 @@
+#!/usr/bin/env node
+// Instructions per tools/call, by client era, counted by valgrind's callgrind (#18). Not part of
+// `npm run bench` or of the tests: it needs valgrind (Debian's `valgrind`) and takes minutes, as
+// the gateway runs some 50 times slower under it. CPU time on this VM moves by a fifth from one
+// second to the next; an instruction count does not, so this settles what the paired bench can
+// only bound (docs/design.md, "Fourteenth round of #18").
+//
+// The built gateway (`npm run build` first) runs under callgrind with JWT auth, the audit line
+// and SQLite drift on, in front of the bench's fast upstream over stdio, as the bench's S2 and
+// S3. After a warm-up, segments of `--calls` requests run in `--order`, each counted alone
+// (callgrind_control zeroes the counters before a segment and dumps them after):
+//   L  a 2025-11-25 session's call (S2)
+//   M  a 2026-07-28 call (S3)
+//   H  L's call with M's Mcp-Method and Mcp-Name headers added
+// Printed per segment and as medians: instructions per call on the main thread (JavaScript,
+// the parser, the scavenger) and on the others (concurrent compilation and marking, which come in
+// bursts). All traffic goes to 127.0.0.1; every loop is bounded.
+//   --calls N        requests per segment (default 2000)
+//   --warm N         requests of each kind before counting (default 4000)
+//   --order LMLMLM   the segments, in order
+//   --concurrency N  requests in flight at once (default 1; the paired bench runs 16)
+//   --keep           keep the dumps (callgrind_annotate reads them) and say where they are
+//   --perf-map       the gateway writes /tmp/perf-<pid>.map, to name its compiled functions
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { Pool } from 'undici';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const args = process.argv.slice(2);
+const option = (name, fallback) => {
+  const i = args.indexOf(`--${name}`);
+  return i === -1 ? fallback : args[i + 1];
+};
+const CALLS = Number(option('calls', 2000));
+const WARM = Number(option('warm', 4000));
+const ORDER = option('order', 'LMLMLM');
+const CONCURRENCY = Number(option('concurrency', 1));
+const KEEP = args.includes('--keep');
+if (!/^[LMH]+$/.test(ORDER)) throw new Error('--order: letters L, M and H only');
+if (!(CALLS > 0 && WARM >= 0 && CONCURRENCY > 0)) throw new Error('--calls, --warm, --concurrency: numbers');
+try {
+  execFileSync('valgrind', ['--version']);
+} catch {
+  throw new Error('valgrind is not installed (apt-get install valgrind)');
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'manifold-instructions-'));
+const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+const jwk = { ...(await exportJWK(publicKey)), kid: 'k', alg: 'ES256', use: 'sig' };
+writeFileSync(join(tmp, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
+const token = await new SignJWT({ scope: 'tools:* prompts:* resources:*' })
+  .setProtectedHeader({ alg: 'ES256', kid: 'k' })
+  .setIssuer('https://bench.issuer')
+  .setAudience('manifold-bench')
+  .setSubject('bench-tenant')
+  .setIssuedAt()
+  .setExpirationTime('2h')
+  .sign(privateKey);
+const config = {
+  mcpServers: {
+    sfast: { command: process.execPath, args: [join(ROOT, 'test/bench/fast-upstream.mjs'), '--stdio'] },
+  },
+  gateway: {
+    store: { path: join(tmp, 'state.db') },
+    auth: { issuer: 'https://bench.issuer', audience: 'manifold-bench', jwksFile: join(tmp, 'jwks.json') },
+  },
+};
+writeFileSync(join(tmp, 'config.json'), JSON.stringify(config));
+
+const gateway = spawn(
+  'valgrind',
+  [
+    '--tool=callgrind',
+    '--separate-threads=yes',
+    `--callgrind-out-file=${join(tmp, 'cg')}`,
+    process.execPath,
+    ...(args.includes('--perf-map') ? ['--perf-basic-prof'] : []),
+    join(ROOT, 'dist/manifold.js'),
+    'serve',
+    '--config',
+    join(tmp, 'config.json'),
+    '--port',
+    '0',
+    '--log-level',
+    'info',
+  ],
+  { stdio: ['ignore', 'pipe', 'pipe'] },
+);
+const stopAll = () => {
+  gateway.kill('SIGKILL');
+  if (KEEP) console.log(`dumps: ${tmp} (gateway pid ${gateway.pid})`);
+  else rmSync(tmp, { recursive: true, force: true });
+};
+process.on('exit', stopAll);
+const port = await new Promise((res, rej) => {
+  let seen = '';
+  const timer = setTimeout(() => rej(new Error(`no port after 300 s:\n${seen.slice(-2000)}`)), 300_000);
+  const onData = (d) => {
+    seen += d;
+    const m = seen.match(/"gateway\.listening"[^\n]*"url":"http:\/\/[^:/]+:(\d+)/);
+    if (m) {
+      clearTimeout(timer);
+      for (const s of [gateway.stdout, gateway.stderr]) {
+        s.removeAllListeners('data');
+        s.resume();
+      }
+      res(Number(m[1]));
+    }
+  };
+  gateway.stdout.on('data', onData);
+  gateway.stderr.on('data', onData);
+  gateway.once('exit', (code) => rej(new Error(`the gateway exited (${code}):\n${seen.slice(-2000)}`)));
+});
+
+const pool = new Pool(`http://127.0.0.1:${port}`, { connections: CONCURRENCY, pipelining: 1 });
+async function post(headers, body) {
+  const r = await pool.request({ method: 'POST', path: '/mcp', headers, body });
+  return { status: r.statusCode, headers: r.headers, text: await r.body.text() };
+}
+const base = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  authorization: `Bearer ${token}`,
+};
+const opened = await post(
+  base,
+  JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } },
+  }),
+);
+const session = {
+  ...base,
+  'mcp-session-id': opened.headers['mcp-session-id'],
+  'mcp-protocol-version': '2025-11-25',
+};
+await post(session, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+const name = 'sfast__echo';
+const legacyBody = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 7,
+  method: 'tools/call',
+  params: { name, arguments: { message: 'hello' } },
+});
+// The bench's modern call (run.mjs `modernCall`).
+const modernBody = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 7,
+  method: 'tools/call',
+  params: {
+    name,
+    arguments: { message: 'hello' },
+    _meta: {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': {},
+      'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1' },
+    },
+  },
+});
+const modernHeaders = { 'mcp-method': 'tools/call', 'mcp-name': name };
+const kinds = {
+  L: [session, legacyBody],
+  M: [{ ...base, 'mcp-protocol-version': '2026-07-28', ...modernHeaders }, modernBody],
+  H: [{ ...session, ...modernHeaders }, legacyBody],
+};
+// The upstream is spawned after the port opens: wait (bounded) until its tool is listed.
+for (let i = 0; ; i++) {
+  const r = await post(session, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }));
+  if (r.text.includes(name)) break;
+  if (i === 600) throw new Error(`${name} was never listed: ${r.text.slice(0, 300)}`);
+  await new Promise((r) => setTimeout(r, 500));
+}
+for (const kind of new Set(ORDER)) {
+  const r = await post(...kinds[kind]);
+  if (r.status !== 200 || !r.text.includes('hello'))
+    throw new Error(`${kind}: ${r.status} ${r.text.slice(0, 300)}`);
+}
+/** `n` requests of `kind`, `CONCURRENCY` at a time. */
+const run = (kind, n) =>
+  Promise.all(
+    Array.from({ length: CONCURRENCY }, async (_, lane) => {
+      for (let i = lane; i < n; i += CONCURRENCY) await post(...kinds[kind]);
+    }),
+  );
+for (const kind of new Set(ORDER)) await run(kind, WARM);
+
+/** Instructions by thread in dump `part` (one file per thread: cg.<part>-<thread>). */
+function counted(part) {
+  const threads = [];
+  for (const file of readdirSync(tmp)) {
+    const m = file.match(/^cg\.(\d+)-(\d+)$/);
+    if (!m || Number(m[1]) !== part) continue;
+    const text = readFileSync(join(tmp, file), 'utf8');
+    const total = text.match(/^(?:summary|totals): (\d+)/m);
+    threads.push({ thread: Number(m[2]), instructions: total ? Number(total[1]) : 0 });
+  }
+  if (threads.length === 0) throw new Error(`no dump ${part} in ${tmp}`);
+  threads.sort((a, b) => a.thread - b.thread);
+  const main = threads[0].instructions;
+  return { main, others: threads.slice(1).reduce((s, t) => s + t.instructions, 0) };
+}
+
+const perKind = {};
+let part = 0;
+for (const kind of ORDER) {
+  execFileSync('callgrind_control', ['--zero', String(gateway.pid)], { stdio: 'ignore' });
+  await run(kind, CALLS);
+  execFileSync('callgrind_control', ['--dump', String(gateway.pid)], { stdio: 'ignore' });
+  part++;
+  const c = counted(part);
+  const row = { main: c.main / CALLS, others: c.others / CALLS };
+  perKind[kind] ??= [];
+  perKind[kind].push(row);
+  console.log(
+    `${kind} segment ${part}: ${Math.round(row.main)} main-thread + ${Math.round(row.others)} other instructions per call`,
+  );
+}
+const median = (v) => {
+  const s = [...v].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+for (const [kind, rows] of Object.entries(perKind)) {
+  console.log(
+    `${kind} median: ${Math.round(median(rows.map((r) => r.main)))} main-thread, ${Math.round(median(rows.map((r) => r.others)))} other (${rows.length} segments of ${CALLS}, concurrency ${CONCURRENCY})`,
+  );
+}
+await pool.close();
+process.exit(0);
