@@ -28,6 +28,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { Pool } from 'undici';
+import { ACCEPT, modernCall } from './calls.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const args = process.argv.slice(2);
@@ -123,7 +124,7 @@ async function post(headers, body) {
 }
 const base = {
   'content-type': 'application/json',
-  accept: 'application/json, text/event-stream',
+  accept: ACCEPT,
   authorization: `Bearer ${token}`,
 };
 const opened = await post(
@@ -148,25 +149,11 @@ const legacyBody = JSON.stringify({
   method: 'tools/call',
   params: { name, arguments: { message: 'hello' } },
 });
-// The bench's modern call (run.mjs `modernCall`).
-const modernBody = JSON.stringify({
-  jsonrpc: '2.0',
-  id: 7,
-  method: 'tools/call',
-  params: {
-    name,
-    arguments: { message: 'hello' },
-    _meta: {
-      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-      'io.modelcontextprotocol/clientCapabilities': {},
-      'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1' },
-    },
-  },
-});
+const modern = modernCall(name);
 const modernHeaders = { 'mcp-method': 'tools/call', 'mcp-name': name };
 const kinds = {
   L: [session, legacyBody],
-  M: [{ ...base, 'mcp-protocol-version': '2026-07-28', ...modernHeaders }, modernBody],
+  M: [modern.headers(token), modern.body],
   H: [{ ...session, ...modernHeaders }, legacyBody],
 };
 // The upstream is spawned after the port opens: wait (bounded) until its tool is listed.
@@ -198,7 +185,8 @@ function counted(part) {
     if (!m || Number(m[1]) !== part) continue;
     const text = readFileSync(join(tmp, file), 'utf8');
     const total = text.match(/^(?:summary|totals): (\d+)/m);
-    threads.push({ thread: Number(m[2]), instructions: total ? Number(total[1]) : 0 });
+    if (!total) throw new Error(`${file}: no summary line (is the dump complete?)`);
+    threads.push({ thread: Number(m[2]), instructions: Number(total[1]) });
   }
   if (threads.length === 0) throw new Error(`no dump ${part} in ${tmp}`);
   threads.sort((a, b) => a.thread - b.thread);

@@ -13,6 +13,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { bigResultBench, bigResultMarkdown } from './big-result.mjs';
+import { ACCEPT, modernCall, modernMeta } from './calls.mjs';
 import { scaleMarkdown, scaleNodeBench, scaleWorkersBench } from './scale.mjs';
 import { startupBench } from './startup.mjs';
 
@@ -154,7 +155,6 @@ function paired(group, a, b) {
   return { ratio: median, low: r[k - 1], high: r[n - k] };
 }
 
-const ACCEPT = 'application/json, text/event-stream';
 async function rpc(url, body, headers = {}) {
   const r = await fetch(url, {
     method: 'POST',
@@ -241,28 +241,6 @@ const readBody = JSON.stringify({
   params: { uri: 'bench://doc' },
 });
 const listBody = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/list', params: {} });
-// A 2026-07-28 call: no session, its version, capabilities and identity in _meta and headers.
-const modernMeta = {
-  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientCapabilities': {},
-  'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1' },
-};
-const modernCall = (name) => ({
-  body: JSON.stringify({
-    jsonrpc: '2.0',
-    id: 7,
-    method: 'tools/call',
-    params: { name, arguments: { message: 'hello' }, _meta: modernMeta },
-  }),
-  headers: (token) => ({
-    'content-type': 'application/json',
-    accept: ACCEPT,
-    authorization: `Bearer ${token}`,
-    'mcp-protocol-version': '2026-07-28',
-    'mcp-method': 'tools/call',
-    'mcp-name': name,
-  }),
-});
 
 async function main() {
   const results = {

@@ -1,0 +1,29 @@
+// The bench's requests that more than one bench script sends, so that each measures the same
+// bytes: the paired bench's S3/B3/B4 call (run.mjs) and the instruction count's M (instructions.mjs).
+
+export const ACCEPT = 'application/json, text/event-stream';
+
+/** A 2026-07-28 request's own `_meta`: its version, capabilities and identity. */
+export const modernMeta = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientCapabilities': {},
+  'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1' },
+};
+
+/** A 2026-07-28 `tools/call` of `name` (echo's arguments): no session, `_meta` and headers. */
+export const modernCall = (name) => ({
+  body: JSON.stringify({
+    jsonrpc: '2.0',
+    id: 7,
+    method: 'tools/call',
+    params: { name, arguments: { message: 'hello' }, _meta: modernMeta },
+  }),
+  headers: (token) => ({
+    'content-type': 'application/json',
+    accept: ACCEPT,
+    authorization: `Bearer ${token}`,
+    'mcp-protocol-version': '2026-07-28',
+    'mcp-method': 'tools/call',
+    'mcp-name': name,
+  }),
+});
