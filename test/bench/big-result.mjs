@@ -17,6 +17,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { legacyInitialize } from './calls.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const HERE = join(ROOT, 'test/bench');
@@ -145,16 +146,7 @@ async function client(url, modern) {
         { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': name },
       );
   }
-  const init = await post(url, {
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'initialize',
-    params: {
-      protocolVersion: '2025-11-25',
-      capabilities: {},
-      clientInfo: { name: 'big-result', version: '1' },
-    },
-  });
+  const init = await post(url, legacyInitialize('big-result'));
   if (init.status !== 200)
     throw new Error(`initialize: HTTP ${init.status} ${Buffer.from(init.bytes).toString().slice(0, 300)}`);
   const sid = init.headers.get('mcp-session-id');

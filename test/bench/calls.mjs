@@ -1,7 +1,16 @@
 // The bench's requests that more than one bench script sends, so that each measures the same
-// bytes: the paired bench's S3/B3/B4 call (run.mjs) and the instruction count's M (instructions.mjs).
+// bytes: the paired bench's S3/B3/B4 call (run.mjs) and the instruction count's M (instructions.mjs),
+// and the legacy session's opening.
 
 export const ACCEPT = 'application/json, text/event-stream';
+
+/** A 2025-11-25 `initialize` request, from a client called `name`. */
+export const legacyInitialize = (name = 'bench') => ({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name, version: '1' } },
+});
 
 /** A 2026-07-28 request's own `_meta`: its version, capabilities and identity. */
 export const modernMeta = {

@@ -13,7 +13,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { bigResultBench, bigResultMarkdown } from './big-result.mjs';
-import { ACCEPT, modernCall, modernMeta } from './calls.mjs';
+import { ACCEPT, legacyInitialize, modernCall, modernMeta } from './calls.mjs';
 import { scaleMarkdown, scaleNodeBench, scaleWorkersBench } from './scale.mjs';
 import { startupBench } from './startup.mjs';
 
@@ -164,20 +164,7 @@ async function rpc(url, body, headers = {}) {
   return { status: r.status, headers: r.headers, text: await r.text() };
 }
 async function openSession(url, headers = {}) {
-  const r = await rpc(
-    url,
-    {
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: {
-        protocolVersion: '2025-11-25',
-        capabilities: {},
-        clientInfo: { name: 'bench', version: '1' },
-      },
-    },
-    headers,
-  );
+  const r = await rpc(url, legacyInitialize(), headers);
   if (r.status !== 200) throw new Error(`initialize ${r.status}: ${r.text.slice(0, 200)}`);
   const sid = r.headers.get('mcp-session-id');
   const h = { ...headers, ...(sid ? { 'mcp-session-id': sid } : {}), 'mcp-protocol-version': '2025-11-25' };

@@ -8,6 +8,7 @@ import { resolveJwksFile } from '../../dist/deploy/node/load.js';
 import { startGateway } from '../../dist/deploy/node/serve.js';
 import { parseConfigObject } from '../../dist/src/config/index.js';
 import { silentLogger } from '../../dist/src/log.js';
+import { legacyInitialize } from './calls.mjs';
 
 if (typeof globalThis.gc !== 'function') throw new Error('run with --expose-gc');
 const o = JSON.parse(process.argv[2]);
@@ -29,12 +30,7 @@ const headers = {
   accept: 'application/json, text/event-stream',
   authorization: `Bearer ${o.token}`,
 };
-const init = JSON.stringify({
-  jsonrpc: '2.0',
-  id: 1,
-  method: 'initialize',
-  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } },
-});
+const init = JSON.stringify(legacyInitialize());
 let first;
 const open = async () => {
   const r = await fetch(gw.url, { method: 'POST', headers, body: init });
