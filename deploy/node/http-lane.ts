@@ -6,6 +6,7 @@ import { spreadUnder } from '../../src/objects.js';
 import type { McpEndpoint } from '../../src/server/app.js';
 import {
   type HttpIn,
+  JSON_HEADERS,
   PlainReply,
   pieces,
   type Reply,
@@ -138,28 +139,34 @@ function readBody(req: IncomingMessage, max: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const done = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-      req.off('close', onError);
+    // The listeners stay on when the body is settled, and do nothing more: taking four off cost
+    // more than the rest of the read (#18: about 2,600 instructions a call under callgrind). The
+    // request, listeners and all, goes with its response; the chunks go at once. An error after
+    // the end finds a listener still there, so it is never an uncaught one.
+    let settled = false;
+    const settle = () => {
+      settled = true;
+      chunks.length = 0;
     };
     const onData = (chunk: Buffer) => {
+      if (settled) return;
       size += chunk.length;
       if (size > max) {
-        done();
+        settle();
         reject(tooLarge());
         return;
       }
       chunks.push(chunk);
     };
     const onEnd = () => {
-      done();
+      if (settled) return;
       const text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8');
+      settle();
       resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
     };
     const onError = () => {
-      done();
+      if (settled) return;
+      settle();
       reject(cut());
     };
     req.on('data', onData);
@@ -178,7 +185,17 @@ function send(res: ServerResponse, reply: Reply): void {
       res.writeHead(status, headers).end();
     } else if (body.length <= STREAMED_BODY_CHARS) {
       const text = String(body);
-      res.writeHead(status, spreadUnder(headers, { 'content-length': Buffer.byteLength(text) })).end(text);
+      const length = Buffer.byteLength(text);
+      // The common answer's headers as a literal of one shape (#18): merging into a copy stored
+      // each key through V8's megamorphic path.
+      res
+        .writeHead(
+          status,
+          headers === JSON_HEADERS
+            ? { 'content-type': 'application/json', 'content-length': length }
+            : spreadUnder(headers, { 'content-length': length }),
+        )
+        .end(text);
     } else {
       res.writeHead(status, headers);
       const source = pieces(body);

@@ -5,7 +5,7 @@ import { type Era, TASKS_EXTENSION } from '../protocol/versions.js';
 import { toRpcError } from './errors.js';
 import type { CacheHint, Exchange } from './exchange.js';
 import type { Forwarder } from './forward.js';
-import { PlainReply, type Reply } from './http-in.js';
+import { JSON_HEADERS, PlainReply, type Reply } from './http-in.js';
 import { errorMessage, type JsonRpcId } from './jsonrpc.js';
 import type { ListenRegistry } from './listen.js';
 import type { HeldCalls } from './mrtr.js';
@@ -71,11 +71,9 @@ export interface Edge {
   tracing?: Tracing;
 }
 
-const jsonHeaders = { 'content-type': 'application/json' };
-
 /** A JSON answer; a big one leaves in pieces (http-in.ts `pieces`), whatever the runtime. */
 export function json(body: MessageBody, status = 200, extra?: Record<string, string>): PlainReply {
-  return new PlainReply(status, body, extra ? { ...jsonHeaders, ...extra } : jsonHeaders);
+  return new PlainReply(status, body, extra ? { ...JSON_HEADERS, ...extra } : JSON_HEADERS);
 }
 
 /** A JSON-RPC error body for `e`, logged when it is the gateway's own bug. */

@@ -12,7 +12,7 @@ import {
   sessionExpired,
 } from './call-errors.js';
 import type { SessionCallOptions, UpstreamSession } from './session.js';
-import type { CallOptions, UpstreamDeps, UpstreamState } from './upstream-types.js';
+import { type CallOptions, type UpstreamDeps, type UpstreamState, withDeadlines } from './upstream-types.js';
 
 /** What recovery reads of its upstream, and the few things it asks of it. */
 export interface RecoveryHost {
@@ -84,10 +84,7 @@ export class Recovery {
       return this.attempts(method, params, options);
     }
     const timeout = up.config.timeoutMs;
-    const sent: SessionCallOptions = spreadUnder(options, {
-      timeoutMs: timeout,
-      maxTotalMs: Math.max(timeout, up.deps.gateway.maxCallTimeoutMs),
-    });
+    const sent = withDeadlines(options, timeout, Math.max(timeout, up.deps.gateway.maxCallTimeoutMs));
     this.inflight++;
     this.hold(session);
     let first: Promise<Record<string, unknown>>;

@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Hono } from 'hono';
@@ -331,4 +332,31 @@ describe('the Node HTTP lane answers as the app does', () => {
     expect(r2.content[0]!.text).toBe('Echo: hi');
     await m.close();
   }, 30_000);
+
+  it('a body the client cuts off is dropped, and the lane goes on serving', async () => {
+    // Half a declared body, then the socket closed: the read settles once (as cut), its listeners
+    // stay on the request and do nothing more, and nothing reaches the process as uncaught.
+    for (let i = 0; i < 3; i++) {
+      await new Promise<void>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => {
+          socket.write(
+            `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\n` +
+              `accept: ${ACCEPT}\r\nauthorization: Bearer ${token}\r\ncontent-length: 400\r\n\r\n` +
+              listModern.slice(0, 40),
+          );
+          setTimeout(() => socket.destroy(), 50);
+        });
+        socket.on('close', () => resolve());
+        socket.on('error', reject);
+      });
+    }
+    const after = await overLane({
+      method: 'POST',
+      path: '/mcp',
+      headers: json([bearer(), ...modern]),
+      body: listModern,
+    });
+    expect(after.status).toBe(200);
+    expect(after.body).toContain('everything__echo');
+  });
 });
