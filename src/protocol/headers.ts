@@ -75,6 +75,11 @@ export const NAME_FIELD: Readonly<Record<string, 'name' | 'uri' | 'taskId'>> = {
   'tasks/cancel': 'taskId',
 };
 
+/** The params field `Mcp-Name` mirrors for `method`, if any: an own key only (`toString` is a method name a client can send). */
+export function nameField(method: string): 'name' | 'uri' | 'taskId' | undefined {
+  return Object.hasOwn(NAME_FIELD, method) ? NAME_FIELD[method] : undefined;
+}
+
 /** One argument mirrored into a header: `Mcp-Param-<header>` carries the value at `path`. */
 export interface ParamHeader {
   header: string;

@@ -7,10 +7,10 @@ import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Principal } from '../auth/principal.js';
 import type { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
+import { madeOnce } from '../objects.js';
 import {
   decodeHeaderValue,
-  NAME_FIELD,
-  type ParamHeaderPlan,
+  nameField,
   paramHeaderPlan,
   paramValue,
   sameParamValue,
@@ -37,23 +37,10 @@ export interface ModernPost {
   onDisconnect: (listener: () => void) => () => void;
 }
 
-const plans = new WeakMap<CatalogEntry, ParamHeaderPlan>();
+/** Each tool's `Mcp-Param-*` plan, read from its exposed schema once. */
+const planOf = madeOnce((entry: CatalogEntry) => paramHeaderPlan(entry.tool.inputSchema));
 /** How each edge dresses a modern result, built once per edge rather than per request. */
-const dressers = new WeakMap<Edge, ReturnType<typeof modernResult>>();
-/** The last edge asked for and its dresser: a process serves one edge, so the weak map is rarely read (#18). */
-let lastEdge: Edge | undefined;
-let lastDresser: ReturnType<typeof modernResult> | undefined;
-function dresserOf(edge: Edge): ReturnType<typeof modernResult> {
-  if (edge === lastEdge) return lastDresser!;
-  let d = dressers.get(edge);
-  if (!d) {
-    d = modernResult(edge.serverInfo);
-    dressers.set(edge, d);
-  }
-  lastEdge = edge;
-  lastDresser = d;
-  return d;
-}
+const dresserOf = madeOnce((edge: Edge) => modernResult(edge.serverInfo));
 
 /** No async wrapper (#18): the request goes on in the same turn, and a failure is its answer. */
 export function modernPost(edge: Edge, p: ModernPost): Reply | Promise<Reply> {
@@ -66,10 +53,10 @@ export function modernPost(edge: Edge, p: ModernPost): Reply | Promise<Reply> {
     if (request.method === 'tools/call') {
       const name = request.params?.name;
       const entry = typeof name === 'string' ? edge.gateway.catalog.byName.get(name) : undefined;
-      checkStandardHeaders(p.c, request, entry !== undefined);
+      checkStandardHeaders(p.c, request, 'name', entry !== undefined);
       if (entry) checkParamHeaders(edge, p, request, entry);
     } else {
-      checkStandardHeaders(p.c, request, false);
+      checkStandardHeaders(p.c, request, nameField(request.method), false);
     }
     return dispatch(edge, exchange(edge, p, request), p).then(undefined, fail);
   } catch (e) {
@@ -80,11 +67,17 @@ export function modernPost(edge: Edge, p: ModernPost): Reply | Promise<Reply> {
 /**
  * `Mcp-Method` must be present and equal the body's method; `Mcp-Name` likewise for the named
  * methods, after decoding the Base64 sentinel (streamable-http, "Server Validation").
+ * `field`: the params field `Mcp-Name` mirrors (headers.ts `nameField`; given for tools/call, #18).
  * `exposed`: the body's name is one of the catalog's tools. Every exposed name matches
  * `[a-zA-Z0-9_-]{1,64}` (aggregate/names.ts `EXPOSED_NAME`), so a header equal to it decodes to
  * itself and is not decoded again (#18).
  */
-function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest, exposed: boolean): void {
+function checkStandardHeaders(
+  c: HttpIn,
+  request: JsonRpcRequest,
+  field: string | undefined,
+  exposed: boolean,
+): void {
   const method = c.header('mcp-method');
   if (method === undefined) {
     throw new ManifoldError(
@@ -98,8 +91,7 @@ function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest, exposed: boole
       `Header mismatch: Mcp-Method header value ${JSON.stringify(method.slice(0, 64))} does not match body value ${JSON.stringify(request.method.slice(0, 64))}`,
     );
   }
-  const field = NAME_FIELD[request.method];
-  if (!field) return;
+  if (field === undefined) return;
   const body = request.params?.[field];
   const raw = c.header('mcp-name');
   if (raw === undefined) {
@@ -124,11 +116,7 @@ function checkStandardHeaders(c: HttpIn, request: JsonRpcRequest, exposed: boole
  * match the arguments ("Server Behavior for Custom Headers"). Unrecognised ones pass unread.
  */
 function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest, entry: CatalogEntry): void {
-  let plan = plans.get(entry);
-  if (!plan) {
-    plan = paramHeaderPlan(entry.tool.inputSchema);
-    plans.set(entry, plan);
-  }
+  const plan = planOf(entry);
   // Most tools mirror no argument: nothing to check, so nothing said (#18: no visibility lookup).
   if (!plan.ok || plan.params.length === 0) return;
   // A tool the caller cannot see is left to fail like an unknown one (SECURITY A13): checking its

@@ -1,7 +1,6 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import { rateLimited } from '../auth/shared-limit.js';
 import { ManifoldError } from '../errors.js';
-import { isReservedMetaKey } from '../protocol/versions.js';
 import { UpstreamAuthRequired } from '../upstream/call-errors.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
@@ -11,6 +10,7 @@ import type { Reply } from './http-in.js';
 import { resultMessage } from './jsonrpc.js';
 import { describeTool, searchTools } from './local-tools.js';
 import { loginReply, takeLoginState } from './login-elicit.js';
+import { splitMeta } from './split-meta.js';
 import { planTask, taskCreated } from './tasks.js';
 import { runThrough } from './through.js';
 
@@ -336,46 +336,6 @@ function innerCall(ex: Exchange): Exchange {
     ...ex,
     request: { ...ex.request, params: { ...params, name: inner.name, arguments: inner.arguments ?? {} } },
   };
-}
-
-interface SplitMeta {
-  readonly progressToken: unknown;
-  readonly relayed: Readonly<Record<string, unknown>> | undefined;
-}
-
-const NO_META: SplitMeta = Object.freeze({ progressToken: undefined, relayed: undefined });
-/** Splits of the envelopes the parse shares between requests (envelope-cache.ts, deep-frozen). */
-const splits = new WeakMap<object, SplitMeta>();
-
-/**
- * The downstream `_meta`: its progress token is the gateway's to map, and keys under a reserved
- * MCP prefix describe the client's own request (version, capabilities, identity), so the upstream
- * edge writes its own instead. Everything else (trace context, vendor keys) is relayed. A shared
- * envelope is split once (#18), and its split is frozen like it.
- */
-function splitMeta(meta: unknown): SplitMeta {
-  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) return NO_META;
-  const known = splits.get(meta);
-  if (known !== undefined) return known;
-  if (!Object.isFrozen(meta)) return split(meta as Record<string, unknown>);
-  const shared = split(meta as Record<string, unknown>);
-  if (shared.relayed) Object.freeze(shared.relayed);
-  splits.set(meta, Object.freeze(shared));
-  return shared;
-}
-
-function split(m: Record<string, unknown>): SplitMeta {
-  let progressToken: unknown;
-  let relayed: Record<string, unknown> | undefined;
-  for (const key in m) {
-    if (!Object.hasOwn(m, key)) continue;
-    if (key === 'progressToken') progressToken = m[key];
-    else if (!isReservedMetaKey(key)) {
-      relayed ??= {};
-      relayed[key] = m[key];
-    }
-  }
-  return { progressToken, relayed };
 }
 
 /** Failures that belong to the tool's answer rather than to the protocol become isError results. */

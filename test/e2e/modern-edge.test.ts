@@ -143,6 +143,10 @@ describe('modern (2026-07-28) requests at the /mcp edge', () => {
       'logging/setLevel',
       'resources/subscribe',
       'unknown/method',
+      // Names of Object.prototype's members: no Mcp-Name is asked of them.
+      'toString',
+      'constructor',
+      '__proto__',
     ]) {
       const r = await modernRequest(gw.url, method, {}, { id: 601 });
       expect(r.status, method).toBe(404);

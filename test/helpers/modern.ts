@@ -2,7 +2,7 @@
  * A raw 2026-07-28 client for wire-level tests: every request a POST with the standard headers and
  * the per-request `_meta`, answers read as JSON or as an SSE stream of messages.
  */
-import { encodeHeaderValue, NAME_FIELD } from '../../src/protocol/headers.js';
+import { encodeHeaderValue, nameField } from '../../src/protocol/headers.js';
 
 export const MODERN = '2026-07-28';
 export const META_PV = 'io.modelcontextprotocol/protocolVersion';
@@ -37,7 +37,7 @@ export function standardHeaders(method: string, params: Record<string, unknown>)
     'mcp-protocol-version': MODERN,
     'mcp-method': method,
   };
-  const field = NAME_FIELD[method];
+  const field = nameField(method);
   const name = field ? params[field] : undefined;
   if (typeof name === 'string') h['mcp-name'] = encodeHeaderValue(name);
   return h;
