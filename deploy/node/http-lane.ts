@@ -141,8 +141,7 @@ function readBody(req: IncomingMessage, max: number): Promise<string> {
     let size = 0;
     // The listeners stay on when the body is settled, and do nothing more: taking four off cost
     // more than the rest of the read (#18: about 2,600 instructions a call under callgrind). The
-    // request, listeners and all, goes with its response; the chunks go at once. An error after
-    // the end finds a listener still there, so it is never an uncaught one.
+    // request, listeners and all, goes with its response; the chunks go at once.
     let settled = false;
     const settle = () => {
       settled = true;

@@ -75,7 +75,7 @@ export function modernPost(edge: Edge, p: ModernPost): Reply | Promise<Reply> {
 function checkStandardHeaders(
   c: HttpIn,
   request: JsonRpcRequest,
-  field: string | undefined,
+  field: ReturnType<typeof nameField>,
   exposed: boolean,
 ): void {
   const method = c.header('mcp-method');
