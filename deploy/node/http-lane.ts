@@ -12,6 +12,7 @@ import {
   type Reply,
   STREAMED_BODY_CHARS,
 } from '../../src/server/http-in.js';
+import { repeatsName } from './header-names.js';
 
 /**
  * Node's listener: POST /mcp (and /mcp/<profile>) goes to the MCP endpoint straight from the
@@ -65,7 +66,8 @@ class NodeIn implements HttpIn {
 
   /** A lower-case name (HttpIn); `get` takes any case. */
   header(key: string): string | undefined {
-    if (this.joined === undefined) this.joined = repeats(this.req) ? joinHeaders(this.req.rawHeaders) : null;
+    if (this.joined === undefined)
+      this.joined = repeatsName(this.req) ? joinHeaders(this.req.rawHeaders) : null;
     if (this.joined !== null) return this.joined.get(key);
     // A plain object: a name such as `constructor` finds Object.prototype's, hence the checks.
     const value: unknown = this.req.headers[key];
@@ -101,16 +103,6 @@ class NodeIn implements HttpIn {
       live = false;
     };
   }
-}
-
-/**
- * Whether a header name comes twice. Node has already built `req.headers` (its server reads Host
- * from it), one key per distinct name, so fewer keys than raw pairs means a repeat. Without one,
- * that table is exactly what `joinHeaders` would build, and the request reads it instead of
- * building a second (#18: ~0.3 µs and 0.7-1.2 KB per call).
- */
-function repeats(req: IncomingMessage): boolean {
-  return Object.keys(req.headers).length * 2 !== req.rawHeaders.length;
 }
 
 /**

@@ -1,7 +1,14 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FiledIncomingMessage, filedNames, MAX_NAMES } from '../../deploy/node/header-names.js';
+import {
+  FiledIncomingMessage,
+  filedNames,
+  keptShapes,
+  MAX_NAMES,
+  MAX_SHAPES,
+  repeatsName,
+} from '../../deploy/node/header-names.js';
 
 // The gateway's request class files header names the way Node does, from what Node did the first
 // time (#18). Two real servers, one with Node's class and one with the gateway's, get the same raw
@@ -10,6 +17,10 @@ import { FiledIncomingMessage, filedNames, MAX_NAMES } from '../../deploy/node/h
 interface Seen {
   headers: IncomingHttpHeaders;
   raw: string[];
+  /** Built from a kept shape (the gateway's class only). */
+  shaped: boolean;
+  /** What the Node lane concludes about repeated names. */
+  repeats: boolean;
 }
 
 function listen(
@@ -18,7 +29,12 @@ function listen(
 ): Promise<{ server: Server; port: number; seen: Seen[] }> {
   const seen: Seen[] = [];
   const handler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
-    seen.push({ headers: { ...req.headers }, raw: [...req.rawHeaders] });
+    seen.push({
+      headers: { ...req.headers },
+      raw: [...req.rawHeaders],
+      shaped: (req as FiledIncomingMessage)._distinct === true,
+      repeats: repeatsName(req),
+    });
     req.resume();
     req.on('end', () => res.end('ok'));
   };
@@ -139,5 +155,86 @@ describe('FiledIncomingMessage', () => {
       expect(filed.seen.at(-1)!.headers).toEqual(plain.seen.at(-1)!.headers);
     }
     expect(filedNames()).toBe(MAX_NAMES);
+  });
+
+  it('builds a request whose names come in a kept order from that shape, the same as Node', async () => {
+    const names = [
+      'Host: a',
+      'content-type: application/json',
+      'mcp-method: tools/call',
+      'mcp-name: s__echo',
+    ];
+    for (const value of ['one', 'two', 'three']) {
+      const lines = [...names, `x-note: ${value}`];
+      await send(plain.port, lines);
+      await send(filed.port, lines);
+      const got = filed.seen.at(-1)!;
+      expect(got.headers).toEqual(plain.seen.at(-1)!.headers);
+      expect(Object.keys(got.headers)).toEqual(Object.keys(plain.seen.at(-1)!.headers));
+      expect(got.headers['x-note']).toBe(value);
+      // The first request of an order is filed name by name; the next ones come from its shape.
+      expect(got.shaped).toBe(value !== 'one');
+      expect(got.repeats).toBe(false);
+    }
+    // The same names in another order are another shape, and still Node's object.
+    const swapped = [
+      'content-type: application/json',
+      'Host: a',
+      'mcp-method: tools/call',
+      'mcp-name: s__echo',
+    ];
+    await send(plain.port, swapped);
+    await send(filed.port, swapped);
+    expect(filed.seen.at(-1)!.shaped).toBe(false);
+    expect(filed.seen.at(-1)!.headers).toEqual(plain.seen.at(-1)!.headers);
+  });
+
+  it('never keeps a shape whose names repeat, collect into an array or are not plain keys', async () => {
+    const orders = [
+      ['host: a', 'x-note: one', 'X-Note: two'],
+      ['host: a', 'set-cookie: a=1'],
+      ['host: a', '__proto__: p', 'x-after: 1'],
+      ['host: a', 'authorization: Bearer one', 'Authorization: Bearer two'],
+    ];
+    for (const lines of [...orders, ...orders, ...orders]) {
+      await send(plain.port, lines);
+      await send(filed.port, lines);
+      const got = filed.seen.at(-1)!;
+      expect(got.shaped, lines.join(' | ')).toBe(false);
+      expect(got.headers, lines.join(' | ')).toEqual(plain.seen.at(-1)!.headers);
+    }
+    // The lane still sees the repeats and joins them itself.
+    expect(filed.seen.at(-1)!.repeats).toBe(true);
+    expect(filed.seen.at(-1)!.headers.authorization).toBe('Bearer one');
+  });
+
+  it('keeps a bounded number of shapes, and an order it let go is filed again as Node does', async () => {
+    // Names filed earlier in this file: past MAX_NAMES (the test above), a new name is never kept.
+    const known = ['x-note', 'accept', 'content-type', 'user-agent', 'mcp-method', 'mcp-name', 'cookie'];
+    const order = (i: number) =>
+      i < known.length ? ['host: a', `${known[i]}: v`] : [`${known[i - known.length]}: v`, 'host: a'];
+    expect(known.length * 2).toBeGreaterThan(MAX_SHAPES + 3);
+    for (let i = 0; i < MAX_SHAPES + 3; i++) {
+      await send(filed.port, order(i));
+      await send(filed.port, order(i));
+      expect(filed.seen.at(-1)!.shaped).toBe(true);
+    }
+    expect(keptShapes()).toBe(MAX_SHAPES);
+    // The first order was let go: its next request is filed name by name, and learned again.
+    await send(plain.port, order(0));
+    await send(filed.port, order(0));
+    expect(filed.seen.at(-1)!.shaped).toBe(false);
+    expect(filed.seen.at(-1)!.headers).toEqual(plain.seen.at(-1)!.headers);
+    await send(filed.port, order(0));
+    expect(filed.seen.at(-1)!.shaped).toBe(true);
+  });
+
+  it('gives back what code assigned to req.headers', () => {
+    const req = new FiledIncomingMessage(null as unknown as import('node:net').Socket);
+    req.rawHeaders = ['Host', 'a'];
+    const assigned = { host: 'b' };
+    req.headers = assigned;
+    expect(req.headers).toBe(assigned);
+    expect(repeatsName(req)).toBe(false);
   });
 });
