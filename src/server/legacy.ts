@@ -139,6 +139,7 @@ function inSession(
   }
 }
 
+/** Its members' order is modern.ts `exchange`'s too: one hidden class for both eras (#18). */
 function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcRequest): Exchange {
   // Resumable streams are 2025-11-25's (SEP-1699): older clients would take a priming event
   // with no data for a message.

@@ -105,7 +105,6 @@ export function createMcpHandlers(edge: Edge) {
         meta: decision.meta,
         bytesIn: text.length,
         canStream,
-        onDisconnect: (listener) => c.onDisconnect(listener),
       });
     }
     return legacyPost(edge, { c, principal, message: body, bytesIn: text.length, canStream });

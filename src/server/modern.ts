@@ -33,8 +33,6 @@ export interface ModernPost {
   meta: RequestMeta;
   bytesIn: number;
   canStream: boolean;
-  /** Runs `listener` when the client goes away before the answer is complete; returns its remover. */
-  onDisconnect: (listener: () => void) => () => void;
 }
 
 /** Each tool's `Mcp-Param-*` plan, read from its exposed schema once. */
@@ -147,25 +145,33 @@ function checkParamHeaders(edge: Edge, p: ModernPost, request: JsonRpcRequest, e
   }
 }
 
+/**
+ * The same members in the same order as legacy.ts `exchange`, `pollMs` and `ask` included: both
+ * eras' exchanges then share one hidden class, and the code below the edge that reads them stays
+ * monomorphic when both eras call (#18).
+ */
 function exchange(edge: Edge, p: ModernPost, request: JsonRpcRequest): Exchange {
   const dresser = dresserOf(edge);
+  const { c } = p;
   return {
     principal: p.principal,
     request,
     era: 'modern',
     protocolVersion: p.meta.version,
-    http: p.c,
+    http: c,
     clientCapabilities: p.meta.clientCapabilities,
     canStream: p.canStream,
     answer: () => new Answer(p.canStream),
+    pollMs: undefined,
     logLevel: p.meta.logLevel,
     bytesIn: p.bytesIn,
     result: dresser.result,
     resultJson: dresser.resultJson,
     json: dresser.json,
+    ask: undefined,
     // Closing the response is the cancellation on streamable HTTP (patterns/cancellation).
     track: (_id, cancellation: Cancellation) =>
-      p.onDisconnect(() => cancellation.abort(new Error('the client closed the request'))),
+      c.onDisconnect(() => cancellation.abort(new Error('the client closed the request'))),
   };
 }
 
