@@ -73,7 +73,11 @@ interface Shape {
 
 /** Shapes kept, the last one matched first. */
 export const MAX_SHAPES = 8;
-/** A request with more headers than this is filed name by name. */
+/**
+ * A request with more headers than this is filed name by name. Far below Node's default
+ * `maxHeadersCount` (2,000, which the gateway keeps): every raw pair of a shaped request is one
+ * Node's own getter would file.
+ */
 const MAX_SHAPE_HEADERS = 32;
 
 const shapes: Shape[] = [];
