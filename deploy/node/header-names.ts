@@ -179,13 +179,13 @@ Object.defineProperty(FiledIncomingMessage.prototype, 'headers', {
     const built = this._filedHeaders;
     if (built !== undefined) return built;
     const raw = this.rawHeaders;
-    const shape = (this as { joinDuplicateHeaders?: boolean }).joinDuplicateHeaders
-      ? undefined
-      : shapeOf(raw);
+    // A server that joins every repeat is left to Node, as in `_addHeaderLine`.
+    const join = (this as { joinDuplicateHeaders?: boolean }).joinDuplicateHeaders === true;
+    const shape = join ? undefined : shapeOf(raw);
     let headers: HeaderDest;
     if (shape === undefined) {
       headers = nodeHeaders.get!.call(this) as HeaderDest;
-      if (!(this as { joinDuplicateHeaders?: boolean }).joinDuplicateHeaders) learnShape(raw);
+      if (!join) learnShape(raw);
     } else {
       headers = { ...shape.template };
       const { keys } = shape;
