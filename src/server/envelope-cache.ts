@@ -10,8 +10,10 @@
  * parses the same wherever it stands. (A number, not a string: it parses to a small integer with
  * nothing allocated, about 320 instructions a call fewer than a 16-character string, #18. A client
  * that guessed it would only change how its own request's `_meta` is read, and `_meta` is an
- * object in every valid request.) Anything else (the text found elsewhere first, a repeated
- * key, a body that does not parse) is parsed in full, as it would be without the cache.
+ * object in every valid request.) The text is looked for where the last known envelope stood,
+ * counted from the body's end, then at the first `"_meta":`. Anything else (the text found
+ * elsewhere, a repeated key, a body that does not parse) is parsed in full, as it would be without
+ * the cache.
  */
 import { isObject } from '../config/json-parse.js';
 
@@ -28,6 +30,12 @@ interface Slot {
   /** `"_meta":` and the envelope's JSON, as the client sent it. */
   text: string;
   value: Record<string, unknown>;
+  /**
+   * How many characters followed the envelope in the last body it was found in. A client lays out
+   * every request alike (the SDK puts `_meta` last in `params`, then `jsonrpc` and `id`), so the
+   * next body's envelope is looked for there first (#18).
+   */
+  tail: number;
 }
 
 function deepFreeze<T>(value: T): T {
@@ -61,6 +69,8 @@ export class EnvelopeCache {
    */
   private readonly mark: number;
   private misses = 0;
+  /** The slot the last known envelope was found in: the next body is tried against it first. */
+  private last: Slot | undefined;
 
   constructor() {
     // In [10^8, 10^9): nine digits, about 29.7 random bits.
@@ -71,24 +81,40 @@ export class EnvelopeCache {
   /** `JSON.parse(body)`, the same value and the same errors; a known envelope is not parsed again. */
   parse(body: string): unknown {
     if (body.length > MAX_BODY) return JSON.parse(body);
+    // Where the last known envelope stood, counted from the end: found there, no search (#18).
+    const last = this.last;
+    if (last !== undefined) {
+      const at = body.length - last.tail - last.text.length;
+      if (at > 0 && body.slice(at, at + last.text.length) === last.text) return this.spliced(body, at, last);
+    }
     const at = keyAt(body);
     if (at === -1) return JSON.parse(body);
     for (const slot of this.slots) {
-      const end = at + slot.text.length;
-      if (body.slice(at, end) !== slot.text) continue;
-      let message: unknown;
-      try {
-        message = JSON.parse(body.slice(0, at) + this.replacement + body.slice(end));
-      } catch {
-        return JSON.parse(body);
-      }
-      const params = isObject(message) ? message.params : undefined;
-      if (!isObject(params) || params._meta !== this.mark) return JSON.parse(body);
-      params._meta = slot.value;
-      return message;
+      if (body.slice(at, at + slot.text.length) === slot.text) return this.spliced(body, at, slot);
     }
     const message = JSON.parse(body);
     if (this.misses++ % LEARN_EVERY === 0) this.learn(body, at, message);
+    return message;
+  }
+
+  /**
+   * `body` parsed with `slot`'s text, which stands at `at`, read as the sentinel. Where it stands
+   * does not matter for exactness: the sentinel found as `params._meta` proves the text was that
+   * member (its key's quote opened a string, and the value is a whole JSON value).
+   */
+  private spliced(body: string, at: number, slot: Slot): unknown {
+    const end = at + slot.text.length;
+    let message: unknown;
+    try {
+      message = JSON.parse(body.slice(0, at) + this.replacement + body.slice(end));
+    } catch {
+      return JSON.parse(body);
+    }
+    const params = isObject(message) ? message.params : undefined;
+    if (!isObject(params) || params._meta !== this.mark) return JSON.parse(body);
+    params._meta = slot.value;
+    slot.tail = body.length - end;
+    this.last = slot;
     return message;
   }
 
@@ -101,8 +127,10 @@ export class EnvelopeCache {
     if (body.slice(at, at + text.length) !== text) return;
     // A copy of its own, so this request's `_meta` stays as mutable as any other's.
     const value = deepFreeze(JSON.parse(text.slice(KEY.length)) as Record<string, unknown>);
-    this.slots.unshift({ text, value });
+    const slot = { text, value, tail: body.length - at - text.length };
+    this.slots.unshift(slot);
     if (this.slots.length > SLOTS) this.slots.pop();
+    this.last = slot;
     this.misses = 1;
   }
 }

@@ -102,6 +102,41 @@ describe('EnvelopeCache', () => {
     expect(() => cache.parse(bodies[3]!)).toThrow(SyntaxError);
   });
 
+  it('looks first where the last envelope stood, counted from the end, and follows the layout as it moves', () => {
+    const cache = warm();
+    // A `_meta` in the arguments comes first in the body: the search for the first `"_meta":`
+    // finds it, which is no known text; the envelope at the end is still the shared one.
+    const shadowed = (id: number) => call(id, ENVELOPE, { _meta: { note: id } });
+    const frozen = (body: string) => {
+      const got = parse(cache, body);
+      expect(got, body).toEqual(JSON.parse(body));
+      return Object.isFrozen(got.params._meta);
+    };
+    expect(frozen(call(20))).toBe(true);
+    expect(frozen(shadowed(21))).toBe(true);
+    expect(frozen(shadowed(22))).toBe(true);
+    // One digit fewer in the id: the tail moved, so the search decides (and finds the arguments').
+    expect(frozen(shadowed(7))).toBe(false);
+    expect(frozen(call(8))).toBe(true);
+    expect(frozen(shadowed(9))).toBe(true);
+    // Another layout (`_meta` first in params): found by the search, and then by its new place.
+    const first = (id: number) =>
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: { _meta: ENVELOPE, name: 'e', arguments: { id } },
+      });
+    const a = parse(cache, first(30));
+    const b = parse(cache, first(31));
+    expect(a).toEqual(JSON.parse(first(30)));
+    expect(b.params._meta).toBe(a.params._meta);
+    // Back to the first layout, with the known text shadowed again: found where it stood before.
+    expect(Object.isFrozen(parse(cache, shadowed(22)).params._meta)).toBe(false);
+    expect(Object.isFrozen(parse(cache, call(23)).params._meta)).toBe(true);
+    expect(Object.isFrozen(parse(cache, shadowed(24)).params._meta)).toBe(true);
+  });
+
   it('is exact when the known text stands somewhere other than params._meta', () => {
     const cache = warm();
     const known = JSON.stringify(ENVELOPE);
