@@ -69,6 +69,8 @@ interface Shape {
   keys: readonly string[];
   /** The keys in that order, each set to '': what a request's `req.headers` is copied from. */
   template: HeaderDest;
+  /** Makes a request's `req.headers` in one object literal, where the host lets code be made. */
+  fill: ((raw: readonly string[]) => HeaderDest) | undefined;
 }
 
 /** Shapes kept, the last one matched first. */
@@ -118,8 +120,28 @@ function learnShape(raw: readonly string[]): void {
   }
   // A key such as `__proto__` is not an own property once set: such names are filed one by one.
   if (Object.keys(template).length !== keys.length) return;
-  shapes.unshift({ names, keys, template });
+  shapes.unshift({ names, keys, template, fill: compileFill(keys) });
   if (shapes.length > MAX_SHAPES) shapes.pop();
+}
+
+/**
+ * A function that makes a shape's `req.headers` as one object literal: `{"host": raw[1], ...}`.
+ * Filling a copy of the template stored each value through a megamorphic keyed store, about 170
+ * instructions a header (#18, docs/design.md "Seventeenth round"); a literal's stores are at fixed
+ * places. The keys are Node's filing of the names (lower case, HTTP token characters only, as
+ * Node's parser accepts them), written as JSON string literals, which are JavaScript string
+ * literals; `__proto__`, which a literal would read as the prototype, never reaches a shape.
+ * Undefined where the host does not let code be made from strings
+ * (`--disallow-code-generation-from-strings`): the template is copied and filled instead.
+ */
+function compileFill(keys: readonly string[]): Shape['fill'] {
+  if (keys.includes('__proto__')) return undefined;
+  const members = keys.map((key, i) => `${JSON.stringify(key)}: raw[${i * 2 + 1}]`).join(', ');
+  try {
+    return new Function('raw', `return { ${members} };`) as Shape['fill'];
+  } catch {
+    return undefined;
+  }
 }
 
 /** Node's `req.headers` accessor: what a server that joins every repeat still uses, and the first request of a shape. */
@@ -131,6 +153,8 @@ export class FiledIncomingMessage extends IncomingMessage {
   _filedHeaders?: HeaderDest;
   /** Built from a shape: no two headers share a name. */
   _distinct?: boolean;
+  /** Built from a shape: its keys, each at its raw pair's place (`headerValue`). */
+  _keys?: readonly string[] | undefined;
 
   _addHeaderLine(field: string, value: string, dest: HeaderDest): void {
     // `joinDuplicateHeaders` changes what a repeat does: such a server is left to Node (the
@@ -187,10 +211,14 @@ Object.defineProperty(FiledIncomingMessage.prototype, 'headers', {
       headers = nodeHeaders.get!.call(this) as HeaderDest;
       if (!join) learnShape(raw);
     } else {
-      headers = { ...shape.template };
-      const { keys } = shape;
-      for (let i = 0; i < keys.length; i++) headers[keys[i]!] = raw[i * 2 + 1];
+      const { keys, fill } = shape;
+      if (fill !== undefined) headers = fill(raw);
+      else {
+        headers = { ...shape.template };
+        for (let i = 0; i < keys.length; i++) headers[keys[i]!] = raw[i * 2 + 1];
+      }
       this._distinct = true;
+      this._keys = keys;
     }
     this._filedHeaders = headers;
     return headers;
@@ -198,6 +226,7 @@ Object.defineProperty(FiledIncomingMessage.prototype, 'headers', {
   set(this: FiledIncomingMessage, value: HeaderDest) {
     this._filedHeaders = value;
     this._distinct = false;
+    this._keys = undefined;
   },
 });
 
@@ -212,6 +241,19 @@ export function repeatsName(req: IncomingMessage): boolean {
   const { headers } = req;
   if ((req as FiledIncomingMessage)._distinct === true) return false;
   return Object.keys(headers).length * 2 !== req.rawHeaders.length;
+}
+
+/**
+ * `req.headers[key]` for a request built from a shape, found by its place among the shape's keys
+ * (string compares of interned names) instead of a keyed load, which is megamorphic where one
+ * function reads every header (#18); null for any other request. The Node lane never writes to
+ * `req.headers`, so its values are the raw ones.
+ */
+export function shapedHeader(req: IncomingMessage, key: string): string | undefined | null {
+  const keys = (req as FiledIncomingMessage)._keys;
+  if (keys === undefined) return null;
+  for (let i = 0; i < keys.length; i++) if (keys[i] === key) return req.rawHeaders[i * 2 + 1];
+  return undefined;
 }
 
 /** For tests: how many names are remembered. */

@@ -12,7 +12,7 @@ import {
   type Reply,
   STREAMED_BODY_CHARS,
 } from '../../src/server/http-in.js';
-import { repeatsName } from './header-names.js';
+import { repeatsName, shapedHeader } from './header-names.js';
 
 /**
  * Node's listener: POST /mcp (and /mcp/<profile>) goes to the MCP endpoint straight from the
@@ -69,6 +69,8 @@ class NodeIn implements HttpIn {
     if (this.joined === undefined)
       this.joined = repeatsName(this.req) ? joinHeaders(this.req.rawHeaders) : null;
     if (this.joined !== null) return this.joined.get(key);
+    const shaped = shapedHeader(this.req, key);
+    if (shaped !== null) return shaped;
     // A plain object: a name such as `constructor` finds Object.prototype's, hence the checks.
     const value: unknown = this.req.headers[key];
     if (typeof value === 'string') return value;

@@ -1,5 +1,10 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   FiledIncomingMessage,
@@ -8,6 +13,7 @@ import {
   MAX_NAMES,
   MAX_SHAPES,
   repeatsName,
+  shapedHeader,
 } from '../../deploy/node/header-names.js';
 
 // The gateway's request class files header names the way Node does, from what Node did the first
@@ -21,7 +27,11 @@ interface Seen {
   shaped: boolean;
   /** What the Node lane concludes about repeated names. */
   repeats: boolean;
+  /** `shapedHeader` for each key of `headers` and two absent ones (the gateway's class only). */
+  byPlace: Record<string, string | undefined | null>;
 }
+
+const ABSENT = ['constructor', 'x-absent'];
 
 function listen(
   filed: boolean,
@@ -34,6 +44,9 @@ function listen(
       raw: [...req.rawHeaders],
       shaped: (req as FiledIncomingMessage)._distinct === true,
       repeats: repeatsName(req),
+      byPlace: Object.fromEntries(
+        [...Object.keys(req.headers), ...ABSENT].map((key) => [key, filed ? shapedHeader(req, key) : null]),
+      ),
     });
     req.resume();
     req.on('end', () => res.end('ok'));
@@ -174,6 +187,11 @@ describe('FiledIncomingMessage', () => {
       expect(got.headers['x-note']).toBe(value);
       // The first request of an order is filed name by name; the next ones come from its shape.
       expect(got.shaped).toBe(value !== 'one');
+      // A shaped request's header is found by its place, as the object has it; others are not.
+      for (const [key, found] of Object.entries(got.byPlace)) {
+        if (!got.shaped) expect(found, key).toBeNull();
+        else expect(found, key).toBe(ABSENT.includes(key) ? undefined : got.headers[key]);
+      }
       expect(got.repeats).toBe(false);
     }
     // The same names in another order are another shape, and still Node's object.
@@ -236,5 +254,73 @@ describe('FiledIncomingMessage', () => {
     req.headers = assigned;
     expect(req.headers).toBe(assigned);
     expect(repeatsName(req)).toBe(false);
+  });
+
+  it('fills a shape without made code where the host forbids it, the same as Node', async () => {
+    // A child Node that refuses code from strings runs this module, bundled as it is, behind a
+    // real server, next to Node's own class.
+    const dir = mkdtempSync(join(tmpdir(), 'manifold-header-names-'));
+    try {
+      await build({
+        entryPoints: [resolve('deploy/node/header-names.ts')],
+        outfile: join(dir, 'header-names.mjs'),
+        bundle: true,
+        format: 'esm',
+        platform: 'node',
+        logLevel: 'warning',
+      });
+      writeFileSync(
+        join(dir, 'child.mjs'),
+        `import { createServer, request } from 'node:http';
+import { FiledIncomingMessage, shapedHeader } from './header-names.mjs';
+let madeCode = true;
+try { new Function('return 1'); } catch { madeCode = false; }
+const seen = [];
+const handler = (req, res) => {
+  seen.push({ headers: { ...req.headers }, shaped: req._distinct === true, byPlace: shapedHeader(req, 'mcp-name') });
+  req.resume();
+  req.on('end', () => res.end('ok'));
+};
+const listen = (server) => new Promise((r) => server.listen(0, '127.0.0.1', () => r(server.address().port)));
+const filed = await listen(createServer({ IncomingMessage: FiledIncomingMessage }, handler));
+const plain = await listen(createServer(handler));
+const send = (port, value) => new Promise((r) => {
+  const req = request({ port, host: '127.0.0.1', method: 'POST', path: '/mcp', agent: false,
+    headers: { 'Content-Type': 'application/json', 'Mcp-Name': value, 'Mcp-Method': 'tools/call' } }, (res) => { res.resume(); res.on('end', r); });
+  req.end('{}');
+});
+const out = [];
+for (const value of ['one', 'two', 'three']) {
+  await send(filed, value);
+  await send(plain, value);
+  const [f, p] = seen.splice(0);
+  // The two servers' ports differ, so their Host values do.
+  f.headers.host = p.headers.host;
+  out.push({ same: JSON.stringify(f.headers) === JSON.stringify(p.headers), shaped: f.shaped, byPlace: f.byPlace, value: f.headers['mcp-name'] });
+}
+console.log(JSON.stringify({ madeCode, out }));
+process.exit(0);
+`,
+      );
+      const printed = execFileSync(
+        process.execPath,
+        ['--disallow-code-generation-from-strings', join(dir, 'child.mjs')],
+        {
+          encoding: 'utf8',
+          timeout: 20_000,
+        },
+      );
+      const { madeCode, out } = JSON.parse(printed) as {
+        madeCode: boolean;
+        out: { same: boolean; shaped: boolean; byPlace: string | null; value: string }[];
+      };
+      expect(madeCode).toBe(false);
+      expect(out.map((o) => o.same)).toEqual([true, true, true]);
+      expect(out.map((o) => o.value)).toEqual(['one', 'two', 'three']);
+      expect(out.map((o) => o.shaped)).toEqual([false, true, true]);
+      expect(out.map((o) => o.byPlace)).toEqual([null, 'two', 'three']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
