@@ -100,6 +100,42 @@ describe('request metrics: label cardinality', () => {
     ).toEqual(['']);
   });
 
+  it('runs of one series and changes between them are each counted where they belong', async () => {
+    let catalog = catalogOf(3);
+    const m = new RequestMetrics(() => catalog, { tools: 2 });
+    // Runs of the same call, broken by a change of each field in turn, with fresh strings as a
+    // request's own are.
+    const fresh = (s: string) => [...s].join('');
+    const sequence: RequestRecord[] = [
+      call(fresh('gh__t0')),
+      call(fresh('gh__t0')),
+      call(fresh('gh__t0'), { verdict: 'denied' }),
+      call(fresh('gh__t0')),
+      call(fresh('gh__t1')),
+      call(fresh('gh__t1'), { method: 'prompts/get' }),
+      call(fresh('gh__t1')),
+      // past the cap of two tool names: "other", as often as it comes
+      call(fresh('gh__t2')),
+      call(fresh('gh__t2')),
+      call(fresh('gh__t0'), { server: null }),
+    ];
+    for (const r of sequence) m.observe(r);
+    catalog = catalogOf(1);
+    // The same call as the last one but under the new catalog, where gh__t0 stays and gh__t1 is gone.
+    m.observe(call(fresh('gh__t0'), { server: null }));
+    m.observe(call(fresh('gh__t1')));
+    const scrape = await render(m.families());
+    const count = (labels: Record<string, string>) => scrape.value('manifold_requests_total', labels);
+    expect(count({ method: 'tools/call', server: 'gh', tool: 'gh__t0', verdict: 'allowed' })).toBe(3);
+    expect(count({ method: 'tools/call', server: 'gh', tool: 'gh__t0', verdict: 'denied' })).toBe(1);
+    expect(count({ method: 'tools/call', server: 'gh', tool: 'gh__t1', verdict: 'allowed' })).toBe(2);
+    expect(count({ method: 'prompts/get', server: 'gh', tool: '', verdict: 'allowed' })).toBe(1);
+    expect(count({ method: 'tools/call', server: 'gh', tool: 'other', verdict: 'allowed' })).toBe(3);
+    expect(count({ method: 'tools/call', server: '', tool: 'gh__t0', verdict: 'allowed' })).toBe(2);
+    expect(scrape.sum('manifold_requests_total')).toBe(12);
+    expect(scrape.sum('manifold_request_bytes_out_total')).toBe(1200);
+  });
+
   it('rate-limit refusals are counted per tenant, at most the cap of tenants, names clipped', async () => {
     const m = new RequestMetrics(() => catalogOf(1), { tenants: 2 });
     const limited = (tenant: string) =>
