@@ -200,3 +200,49 @@ describe('direct calls: one timer for every deadline', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 });
+
+describe('direct calls: answers by id', () => {
+  it('an answer reaches its call only under the id exactly as it was written, long ids included', async () => {
+    const sent: { id: string }[] = [];
+    const direct = new DirectCaller({
+      send: async (message) => {
+        sent.push(message as unknown as { id: string });
+      },
+      deliver: () => {},
+      cancel: () => {},
+      now: Date.now,
+      log: silentLogger,
+    });
+    // Ids of 13 characters and more, which V8 builds as cons strings: `manifold:99999`.
+    (direct as unknown as { seq: number }).seq = 99_998;
+    let settled: unknown;
+    const answered = direct
+      .call({ name: 'echo', arguments: {} }, { timeoutMs: 5_000, maxTotalMs: 5_000 })
+      .then((r) => {
+        settled = r;
+      });
+    expect(sent.map((m) => m.id)).toEqual(['manifold:99999']);
+    const lookalikes = [
+      'manifold:099999',
+      'manifold:99999.0',
+      'manifold:+99999',
+      'manifold: 99999',
+      'manifold:99999 ',
+      'manifold:9.9999e4',
+      'manifold:0x1869f',
+      'manifold:99999n',
+    ];
+    for (const id of lookalikes) {
+      // Ours by its prefix, so taken (and dropped, as a late answer is), but answering nothing.
+      expect(
+        direct.route({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: id }] } }),
+        id,
+      ).toBe(true);
+    }
+    await new Promise((r) => setTimeout(r, 10));
+    expect(settled).toBeUndefined();
+    expect(direct.route({ jsonrpc: '2.0', id: 'manifold:99999', result: { content: [] } })).toBe(true);
+    await answered;
+    expect(settled).toEqual({ content: [] });
+  });
+});
