@@ -153,7 +153,7 @@ export class FiledIncomingMessage extends IncomingMessage {
   _filedHeaders?: HeaderDest;
   /** Built from a shape: no two headers share a name. */
   _distinct?: boolean;
-  /** Built from a shape: its keys, each at its raw pair's place (`headerValue`). */
+  /** Built from a shape: its keys, each at its raw pair's place (`shapedHeader`). */
   _keys?: readonly string[] | undefined;
 
   _addHeaderLine(field: string, value: string, dest: HeaderDest): void {

@@ -73,7 +73,7 @@ export class RequestMetrics {
         server: string | null;
         target: string | null;
         verdict: string;
-        names: object;
+        names: Catalog['byName'];
         series: Series;
       }
     | undefined;

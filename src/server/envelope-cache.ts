@@ -57,6 +57,11 @@ function keyAt(body: string): number {
   return i > 0 ? i - 1 : -1;
 }
 
+/** Whether `text` stands in `body` at `at`. */
+function standsAt(body: string, at: number, text: string): boolean {
+  return body.slice(at, at + text.length) === text;
+}
+
 export class EnvelopeCache {
   private readonly slots: Slot[] = [];
   /** What replaces a known envelope's text: `"_meta":<random>`. */
@@ -85,12 +90,12 @@ export class EnvelopeCache {
     const last = this.last;
     if (last !== undefined) {
       const at = body.length - last.tail - last.text.length;
-      if (at > 0 && body.slice(at, at + last.text.length) === last.text) return this.spliced(body, at, last);
+      if (at > 0 && standsAt(body, at, last.text)) return this.spliced(body, at, last);
     }
     const at = keyAt(body);
     if (at === -1) return JSON.parse(body);
     for (const slot of this.slots) {
-      if (body.slice(at, at + slot.text.length) === slot.text) return this.spliced(body, at, slot);
+      if (standsAt(body, at, slot.text)) return this.spliced(body, at, slot);
     }
     const message = JSON.parse(body);
     if (this.misses++ % LEARN_EVERY === 0) this.learn(body, at, message);
@@ -124,7 +129,7 @@ export class EnvelopeCache {
     const meta = isObject(params) ? params._meta : undefined;
     if (!isObject(meta)) return;
     const text = KEY + JSON.stringify(meta);
-    if (body.slice(at, at + text.length) !== text) return;
+    if (!standsAt(body, at, text)) return;
     // A copy of its own, so this request's `_meta` stays as mutable as any other's.
     const value = deepFreeze(JSON.parse(text.slice(KEY.length)) as Record<string, unknown>);
     const slot = { text, value, tail: body.length - at - text.length };
