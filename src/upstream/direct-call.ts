@@ -273,19 +273,31 @@ export class DirectCaller implements CallHost {
    */
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
+  /**
+   * Whether the timer is unref'd (Node), so that it holds no process and stays armed when the last
+   * call ends (#18). Node files timers in a list per duration and drops a list its last ref'd
+   * timer leaves: a client calling one at a time made a list and dropped it on every call, about
+   * 3,800 instructions a call under callgrind. Where a timer has no `unref` (Workers), it is
+   * cleared with the last call, as before.
+   */
+  private timerHeld = false;
 
   /** A call's deadline (ms since the epoch): its `expire` runs once that has passed. */
   schedule(at: number): void {
     if (at >= this.timerAt) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => this.sweep(), Math.max(0, at - this.o.now()));
+    const timer = setTimeout(() => this.sweep(), Math.max(0, at - this.o.now()));
+    const unref = (timer as { unref?: () => void }).unref;
+    if (unref) unref.call(timer);
+    this.timerHeld = !unref;
+    this.timer = timer;
   }
 
-  /** A call ended; with none left, the timer goes too (it would hold the process). */
+  /** A call ended; with none left, a timer that would hold the process goes too. */
   ended(n: number): void {
     this.pending.delete(n);
-    if (this.pending.size === 0 && this.timer !== undefined) {
+    if (this.pending.size === 0 && this.timerHeld && this.timer !== undefined) {
       clearTimeout(this.timer);
       this.timer = undefined;
       this.timerAt = Number.POSITIVE_INFINITY;

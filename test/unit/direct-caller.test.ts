@@ -1,4 +1,9 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { buildSync } from 'esbuild';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Cancellation } from '../../src/cancellation.js';
 import { silentLogger } from '../../src/log.js';
@@ -190,14 +195,93 @@ describe('direct calls: one timer for every deadline', () => {
     expect(cancelled).toEqual([]);
     await vi.advanceTimersByTimeAsync(100);
     expect(await second).toBe('timed out after 250');
-    // With nothing in flight, no timer is left to hold the process.
+    // The last sweep found nothing left: no timer is armed again.
     expect(vi.getTimerCount()).toBe(0);
     // A new call arms it again.
     const third = call(100);
     expect(vi.getTimerCount()).toBe(1);
     expect(answer('manifold:3')).toBe(true);
     expect(await third).toBe('answered');
+    // Node's timer has `unref`: it stays armed with nothing in flight, holding no process, so
+    // the next call arms nothing (#18).
+    expect(vi.getTimerCount()).toBe(1);
+    const fourth = call(200);
+    expect(vi.getTimerCount()).toBe(1);
+    // It fires for the third call's deadline, finds nothing due and is armed for the fourth's.
+    await vi.advanceTimersByTimeAsync(100);
+    expect(cancelled).toEqual(['manifold:2']);
+    expect(vi.getTimerCount()).toBe(1);
+    expect(answer('manifold:4')).toBe(true);
+    expect(await fourth).toBe('answered');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(cancelled).toEqual(['manifold:2']);
     expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('where a timer has no unref (Workers), it goes with the last call, and a call still times out', async () => {
+    vi.useFakeTimers();
+    const fake = globalThis.setTimeout;
+    // Workers' setTimeout gives a number; the fake clock's clearTimeout takes one.
+    vi.stubGlobal('setTimeout', (fn: () => void, ms?: number) => Number(fake(fn, ms)));
+    try {
+      const { call, answer, cancelled } = stdioCaller();
+      const first = call(100);
+      expect(vi.getTimerCount()).toBe(1);
+      expect(answer('manifold:1')).toBe(true);
+      expect(await first).toBe('answered');
+      expect(vi.getTimerCount()).toBe(0);
+      const second = call(100);
+      expect(vi.getTimerCount()).toBe(1);
+      await vi.advanceTimersByTimeAsync(100);
+      expect(await second).toBe('timed out after 100');
+      expect(cancelled).toEqual(['manifold:2']);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.unstubAllGlobals();
+    }
+  });
+
+  it('a timer left armed with nothing in flight does not hold the process', () => {
+    // A child Node runs the caller as it is bundled: one call with a 10-minute timeout, answered
+    // at once. It must exit on its own as soon as that is done.
+    const dir = mkdtempSync(join(tmpdir(), 'manifold-direct-timer-'));
+    try {
+      buildSync({
+        entryPoints: [resolve('src/upstream/direct-call.ts')],
+        outfile: join(dir, 'direct-call.mjs'),
+        bundle: true,
+        format: 'esm',
+        platform: 'node',
+        logLevel: 'warning',
+      });
+      writeFileSync(
+        join(dir, 'child.mjs'),
+        `import { DirectCaller } from './direct-call.mjs';
+const log = { debug() {}, info() {}, warn() {}, error() {}, child() { return log; } };
+let direct;
+direct = new DirectCaller({
+  send: async (m) => setImmediate(() => direct.route({ jsonrpc: '2.0', id: m.id, result: { content: [] } })),
+  deliver: () => {},
+  cancel: () => {},
+  now: Date.now,
+  log,
+});
+const options = { timeoutMs: 600_000, maxTotalMs: 600_000 };
+await direct.call({ name: 'x', arguments: {} }, options);
+await direct.call({ name: 'x', arguments: {} }, options);
+console.log(JSON.stringify({ armed: direct.timer !== undefined }));
+`,
+      );
+      // Killed, and the test failed, if it is still running after a minute: well inside the
+      // calls' timeout, which a held timer would wait for.
+      const printed = execFileSync(process.execPath, [join(dir, 'child.mjs')], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(JSON.parse(printed)).toEqual({ armed: true });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
