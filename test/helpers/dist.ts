@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
+import { buildSync } from 'esbuild';
 import { ROOT } from './harness.js';
 
 /** The built CLI, run the way the docs tell a new user to run it. */
@@ -32,4 +33,21 @@ export function ensureDist(timeoutMs = 180_000): void {
   if (!distIsStale()) return;
   const build = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8', timeout: timeoutMs });
   if (build.status !== 0) throw new Error(`npm run build failed:\n${build.stdout}\n${build.stderr}`);
+}
+
+/**
+ * `entry` (a source file, from the checkout's root) bundled on its own as an ES module named
+ * `name` in `dir`, for a child Node to import as it is: its path.
+ */
+export function bundleForChild(entry: string, dir: string, name: string): string {
+  const outfile = join(dir, name);
+  buildSync({
+    entryPoints: [resolve(ROOT, entry)],
+    outfile,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    logLevel: 'warning',
+  });
+  return outfile;
 }

@@ -1,14 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { McpError } from '@modelcontextprotocol/sdk/types.js';
-import { buildSync } from 'esbuild';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Cancellation } from '../../src/cancellation.js';
 import { silentLogger } from '../../src/log.js';
 import { DirectCaller, MAX_SIGNAL_USES } from '../../src/upstream/direct-call.js';
 import { legacyWire } from '../../src/upstream/http-wire.js';
+import { bundleForChild } from '../helpers/dist.js';
 
 /** A request that never answers, until its signal aborts it. */
 function hang(signal: AbortSignal): Promise<Response> {
@@ -246,14 +246,7 @@ describe('direct calls: one timer for every deadline', () => {
     // at once. It must exit on its own as soon as that is done.
     const dir = mkdtempSync(join(tmpdir(), 'manifold-direct-timer-'));
     try {
-      buildSync({
-        entryPoints: [resolve('src/upstream/direct-call.ts')],
-        outfile: join(dir, 'direct-call.mjs'),
-        bundle: true,
-        format: 'esm',
-        platform: 'node',
-        logLevel: 'warning',
-      });
+      bundleForChild('src/upstream/direct-call.ts', dir, 'direct-call.mjs');
       writeFileSync(
         join(dir, 'child.mjs'),
         `import { DirectCaller } from './direct-call.mjs';

@@ -3,8 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   FiledIncomingMessage,
@@ -15,6 +14,7 @@ import {
   repeatsName,
   shapedHeader,
 } from '../../deploy/node/header-names.js';
+import { bundleForChild } from '../helpers/dist.js';
 
 // The gateway's request class files header names the way Node does, from what Node did the first
 // time (#18). Two real servers, one with Node's class and one with the gateway's, get the same raw
@@ -261,14 +261,7 @@ describe('FiledIncomingMessage', () => {
     // real server, next to Node's own class.
     const dir = mkdtempSync(join(tmpdir(), 'manifold-header-names-'));
     try {
-      await build({
-        entryPoints: [resolve('deploy/node/header-names.ts')],
-        outfile: join(dir, 'header-names.mjs'),
-        bundle: true,
-        format: 'esm',
-        platform: 'node',
-        logLevel: 'warning',
-      });
+      bundleForChild('deploy/node/header-names.ts', dir, 'header-names.mjs');
       writeFileSync(
         join(dir, 'child.mjs'),
         `import { createServer, request } from 'node:http';
