@@ -1,3 +1,5 @@
+import { unrefTimer } from './platform.js';
+
 /**
  * A cold start waits for the upstreams' first connection attempts at most `ms`: one hung upstream
  * must not hold every client's first tools/list for its whole connect timeout. Resolves when
@@ -14,7 +16,7 @@ export function coldDeadline(ms: number, live: Promise<void>, onDeadline: () => 
     }, ms);
   });
   // The timer must not hold a stopping process, nor outlive the attempts it waits for.
-  (timer as { unref?: () => void } | undefined)?.unref?.();
+  unrefTimer(timer);
   const clear = () => {
     if (timer !== undefined) clearTimeout(timer);
   };

@@ -2,6 +2,17 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { Tracer } from '@opentelemetry/api';
 import type { Logger } from './log.js';
 
+/**
+ * Lets `timer` not hold the process, where the host's timers can (Node's `unref`): true if it
+ * could. A Workers timer is a number and stays as it is.
+ */
+export function unrefTimer(timer: unknown): boolean {
+  const unref = (timer as { unref?: () => void } | undefined)?.unref;
+  if (typeof unref !== 'function') return false;
+  unref.call(timer);
+  return true;
+}
+
 /** What a stdio upstream needs to start. Only Node can honour it. */
 export interface StdioSpec {
   server: string;

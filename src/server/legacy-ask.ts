@@ -3,9 +3,11 @@
  * stream of the call they belong to, answered by the client's POST of a JSON-RPC response
  * (legacy.ts `onResponse` hands it to the waiting entry in `session.replies`).
  */
+
 import type { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
+import { unrefTimer } from '../platform.js';
 import type { Answer } from './answer.js';
 import type { Session } from './sessions.js';
 
@@ -42,7 +44,7 @@ export function askClient(
       settle();
       reject(new ManifoldError('ERR_CLIENT_FEATURE', `the client did not answer ${method} in time`));
     }, ASK_TIMEOUT_MS);
-    (timer as { unref?: () => void }).unref?.();
+    unrefTimer(timer);
     const off = cancellation.onAbort((reason) => {
       settle();
       reject(reason);

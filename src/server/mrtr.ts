@@ -13,8 +13,10 @@
  * prompt, or URI) and an expiry, and refused otherwise (mrtr, "Server Requirements": principal,
  * expiry, originating request).
  */
+
 import type { Sealer } from '../auth/seal.js';
 import { ManifoldError } from '../errors.js';
+import { unrefTimer } from '../platform.js';
 import type { InputRequests, InputResponses } from '../upstream/session.js';
 import type { Answer } from './answer.js';
 
@@ -118,7 +120,7 @@ export class HeldCalls {
       () => this.end(call.token, new Error('the client did not answer in time')),
       Math.max(0, call.expiresAt - now),
     );
-    (timer as { unref?: () => void }).unref?.();
+    unrefTimer(timer);
     this.timers.set(call.token, timer);
   }
 

@@ -18,6 +18,7 @@ import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk
 import type { Cancellation } from '../cancellation.js';
 import { admitMessage } from '../guards/depth.js';
 import type { Logger } from '../log.js';
+import { unrefTimer } from '../platform.js';
 import { withMeta, withMetaField } from '../protocol/versions.js';
 import { IdTable } from '../tables.js';
 import { UpstreamProtocolError } from './call-errors.js';
@@ -274,8 +275,8 @@ export class DirectCaller implements CallHost {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
   /**
-   * Whether the timer is unref'd (Node), so that it holds no process and stays armed when the last
-   * call ends (#18). Node files timers in a list per duration and drops a list its last ref'd
+   * Whether the timer holds the process. Where it could be unref'd (Node) it holds nothing, and
+   * stays armed when the last call ends (#18). Node files timers in a list per duration and drops a list its last ref'd
    * timer leaves: a client calling one at a time made a list and dropped it on every call, about
    * 3,800 instructions a call under callgrind. Where a timer has no `unref` (Workers), it is
    * cleared with the last call, as before.
@@ -287,11 +288,8 @@ export class DirectCaller implements CallHost {
     if (at >= this.timerAt) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timerAt = at;
-    const timer = setTimeout(() => this.sweep(), Math.max(0, at - this.o.now()));
-    const unref = (timer as { unref?: () => void }).unref;
-    if (unref) unref.call(timer);
-    this.timerHeld = !unref;
-    this.timer = timer;
+    this.timer = setTimeout(() => this.sweep(), Math.max(0, at - this.o.now()));
+    this.timerHeld = !unrefTimer(this.timer);
   }
 
   /** A call ended; with none left, a timer that would hold the process goes too. */

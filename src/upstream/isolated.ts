@@ -7,10 +7,12 @@
  * recently used idle one closes; when none is idle the request is refused) and closed after
  * `instanceIdleSeconds` without use. Two keys never share an instance.
  */
+
 import type { Principal } from '../auth/principal.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { OAuthRule } from '../oauth/types.js';
+import { unrefTimer } from '../platform.js';
 import { authSubject } from './auth-deps.js';
 import { UpstreamAuthRequired } from './call-errors.js';
 import { Upstream } from './upstream.js';
@@ -204,7 +206,7 @@ export class IsolatedInstances {
   private startReaper(): void {
     if (this.reaper) return;
     this.reaper = setInterval(() => this.reap(), 5_000);
-    (this.reaper as { unref?: () => void }).unref?.();
+    unrefTimer(this.reaper);
   }
 
   /** Closes every instance idle past its server's instanceIdleSeconds. */
