@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { checkBindSafety, formatIssues } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';

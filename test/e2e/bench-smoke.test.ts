@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
+import { ensureRunner } from '../helpers/conformance.js';
 import { ROOT } from '../helpers/harness.js';
 import { findOrInstall } from '../helpers/postgres.js';
 
@@ -11,6 +12,8 @@ import { findOrInstall } from '../helpers/postgres.js';
 it('npm run bench (smoke) runs every phase and writes JSON and Markdown results', () => {
   // The scale section starts a Postgres; the bench finds the binaries but never installs them.
   findOrInstall();
+  // The start-up section reports the CLI on the conformance runner's Node 22 as well.
+  ensureRunner();
   const out = mkdtempSync(join(tmpdir(), 'manifold-bench-smoke-'));
   try {
     const r = spawnSync(process.execPath, [join(ROOT, 'test/bench/run.mjs'), '--smoke', '--out', out], {
@@ -102,6 +105,10 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     expect(json.startup.floorMs).toBeGreaterThan(0);
     expect(json.startup.configs.default.samplesMs).toHaveLength(3);
     expect(json.startup.configs.auth.medianMs).toBeGreaterThan(json.startup.floorMs);
+    // On Node 22, with and without the module compile cache (reported, not judged).
+    expect(json.startup.node22.withoutCacheMs).toBeGreaterThan(json.startup.floorMs);
+    expect(json.startup.node22.withCacheMs).toBeGreaterThan(0);
+    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('process start on Node 22');
     // #18: the big-result phase ran both transports and both cap settings.
     expect(json.bigResult.stdio.gatewayMs).toBeGreaterThan(0);
     expect(json.bigResult.http.floorPeakMb).toBeGreaterThan(0);

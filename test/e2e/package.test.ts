@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -14,12 +14,18 @@ describe('the packed package', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('npm pack holds the CLI and its chunks, not the sources or tests; the unpacked CLI runs', () => {
+    // Node's compile cache, as a Node 22 run of the CLI leaves it (deploy/node/launch.ts): this
+    // machine's compiled code, never packed.
+    const cache = join(ROOT, 'dist/.cache/v0-test');
+    mkdirSync(cache, { recursive: true });
+    writeFileSync(join(cache, 'entry'), 'compiled');
     const packed = JSON.parse(
       execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
         cwd: ROOT,
         encoding: 'utf8',
       }),
     ) as { filename: string; files: { path: string }[] }[];
+    rmSync(join(ROOT, 'dist/.cache'), { recursive: true, force: true });
     const files = packed[0]!.files.map((f) => f.path);
     expect(files).toContain('dist/manifold.js');
     expect(files.some((f) => /^dist\/chunks\/.+\.js$/.test(f))).toBe(true);
@@ -27,6 +33,7 @@ describe('the packed package', () => {
     expect(files.filter((f) => f.startsWith('test/') || f.startsWith('src/') || f.startsWith('.'))).toEqual(
       [],
     );
+    expect(files.filter((f) => f.startsWith('dist/.cache'))).toEqual([]);
 
     execFileSync('tar', ['-xzf', join(dir, packed[0]!.filename), '-C', dir]);
     const pkg = join(dir, 'package');

@@ -4,7 +4,7 @@
  * run (test/e2e/conformance-client.test.ts); the server-side test has its own copy of the same.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './harness.js';
 
@@ -18,9 +18,36 @@ export const CONFORMANCE_CLI = join(
 export type Status = 'SUCCESS' | 'FAILURE' | 'WARNING' | 'SKIPPED' | 'INFO';
 const SEVERITY: Record<string, number> = { FAILURE: 3, WARNING: 2, INFO: 1, SKIPPED: 1, SUCCESS: 0 };
 
-/** The suite and its Node 22 live in their own package; install them when missing. */
+const installed = () => existsSync(NODE22) && existsSync(CONFORMANCE_CLI);
+
+/**
+ * The suite and its Node 22 live in their own package; install them when missing. Several test
+ * files call this from different workers, and two `npm ci` in one directory break each other: a
+ * directory made with `mkdir` (which fails when it exists) lets one install while the others wait.
+ */
 export function ensureRunner(): void {
-  if (existsSync(NODE22) && existsSync(CONFORMANCE_CLI)) return;
+  if (installed()) return;
+  const lock = join(RUNNER_DIR, '.installing');
+  const deadline = Date.now() + 360_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`test/conformance: another install held ${lock} for 6 minutes; remove it if none runs`);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+  }
+  try {
+    if (!installed()) install();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function install(): void {
   try {
     execFileSync('npm', ['ci', '--no-audit', '--no-fund'], {
       cwd: RUNNER_DIR,
