@@ -116,13 +116,8 @@ async function node22Series(cli, tmp, runs) {
     cpSync(cli, join(copy, 'manifold.js'));
     cpSync(join(dirname(cli), 'chunks'), join(copy, 'chunks'), { recursive: true });
     const config = join(tmp, 'node22.json');
-    writeFileSync(
-      config,
-      (() => {
-        const example = JSON.parse(readFileSync(join(ROOT, 'examples/manifold.json'), 'utf8'));
-        return JSON.stringify({ ...example, gateway: { ...example.gateway, store: false } });
-      })(),
-    );
+    const example = JSON.parse(readFileSync(join(ROOT, 'examples/manifold.json'), 'utf8'));
+    writeFileSync(config, JSON.stringify({ ...example, gateway: { ...example.gateway, store: false } }));
     const args = [join(copy, 'manifold.js'), 'serve', '--config', config, '--port', '0'];
     const needle = '"gateway.listening"';
     await timeToLine(args, needle, ROOT, { node });

@@ -27,8 +27,9 @@ const installed = () => existsSync(NODE22) && existsSync(CONFORMANCE_CLI);
  * directory made with `mkdir` (which fails when it exists) lets one install while the others wait.
  */
 export function ensureRunner(): void {
-  if (installed()) return;
   const lock = join(RUNNER_DIR, '.installing');
+  // Mid-install the two files can exist before their dependencies do: wait for the lock then.
+  if (installed() && !existsSync(lock)) return;
   const deadline = Date.now() + 360_000;
   for (;;) {
     try {
