@@ -16,6 +16,7 @@
  * the cache.
  */
 import { isObject } from '../config/json-parse.js';
+import { readEnvelopedCall } from './call-reader.js';
 
 const KEY = '"_meta":';
 const KEY_TAIL = KEY.slice(1);
@@ -90,7 +91,11 @@ export class EnvelopeCache {
     const last = this.last;
     if (last !== undefined) {
       const at = body.length - last.tail - last.text.length;
-      if (at > 0 && standsAt(body, at, last.text)) return this.spliced(body, at, last);
+      if (at > 0 && standsAt(body, at, last.text)) {
+        // A tools/call in the SDK's layout is read around the envelope, with no splice (#18).
+        const call = readEnvelopedCall(body, at, at + last.text.length, last.value);
+        return call ?? this.spliced(body, at, last);
+      }
     }
     const at = keyAt(body);
     if (at === -1) return JSON.parse(body);

@@ -1,5 +1,6 @@
 import { ManifoldError } from '../errors.js';
 import { isModernVersion, SUPPORTED_VERSIONS } from '../protocol/versions.js';
+import { readPlainCall } from './call-reader.js';
 import { type Edge, failResponse } from './dispatch.js';
 import { EnvelopeCache } from './envelope-cache.js';
 import { decideEra, unsupportedVersion } from './era.js';
@@ -56,7 +57,8 @@ export function createMcpHandlers(edge: Edge) {
     const modernHeader = isModernVersion(versionHeader);
     let body: unknown;
     try {
-      body = modernHeader ? envelopes.parse(text) : JSON.parse(text);
+      // A legacy tools/call in the SDK's layout is read without parsing its fixed parts (#18).
+      body = modernHeader ? envelopes.parse(text) : (readPlainCall(text) ?? JSON.parse(text));
     } catch {
       throw new ManifoldError('ERR_PARSE', 'parse error: the body is not valid JSON');
     }
