@@ -92,7 +92,7 @@ export class EnvelopeCache {
     if (last !== undefined) {
       const at = body.length - last.tail - last.text.length;
       if (at > 0 && standsAt(body, at, last.text)) {
-        // A tools/call in the SDK's layout is read around the envelope, with no splice (#18).
+        // A tools/call in either common layout is read around the envelope, with no splice (#18).
         const call = readEnvelopedCall(body, at, at + last.text.length, last.value);
         return call ?? this.spliced(body, at, last);
       }

@@ -57,7 +57,7 @@ export function createMcpHandlers(edge: Edge) {
     const modernHeader = isModernVersion(versionHeader);
     let body: unknown;
     try {
-      // A legacy tools/call in the SDK's layout is read without parsing its fixed parts (#18).
+      // A legacy tools/call in either common layout is read without parsing its fixed parts (#18).
       body = modernHeader ? envelopes.parse(text) : (readPlainCall(text) ?? JSON.parse(text));
     } catch {
       throw new ManifoldError('ERR_PARSE', 'parse error: the body is not valid JSON');

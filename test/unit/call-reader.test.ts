@@ -100,9 +100,6 @@ describe('readPlainCall', () => {
       if (read !== undefined) {
         expect(want).not.toBe('throws');
         expect(JSON.stringify(read)).toBe(JSON.stringify(want));
-      } else {
-        // Each variant here is outside the layout, so the reader must decline it.
-        expect(read).toBeUndefined();
       }
     }
     // The ones that are valid and in the layout are read; the rest are not.
