@@ -127,7 +127,10 @@ function joinHeaders(raw: readonly string[]): Map<string, string> {
 function readBody(req: IncomingMessage, max: number): Promise<string> {
   const tooLarge = () => new ManifoldError('ERR_BODY_TOO_LARGE', `request body exceeds ${max} bytes`);
   const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > max) return Promise.reject(tooLarge());
+  // Node's parser takes only digits here, so fewer digits than `max` has is a smaller number:
+  // `Number` on a string is a call into the runtime, about 290 instructions (#18).
+  if (declared !== undefined && declared.length >= String(max).length && Number(declared) > max)
+    return Promise.reject(tooLarge());
   const cut = () => new ManifoldError('ERR_BAD_REQUEST', 'the request body ended before it was complete');
   if (req.destroyed) return Promise.reject(cut());
   return new Promise((resolve, reject) => {

@@ -61,8 +61,6 @@ function metaVersion(message: Record<string, unknown>): unknown {
 
 export function decideEra(input: EraInput): EraDecision {
   const { versionHeader: header, sessionHeader, message } = input;
-  const inMeta = metaVersion(message);
-
   if (header !== undefined && isModernVersion(header)) {
     if (sessionHeader !== undefined) {
       throw new ManifoldError(
@@ -78,6 +76,8 @@ export function decideEra(input: EraInput): EraDecision {
   }
   if (header !== undefined && !isLegacyVersion(header)) throw unsupportedVersion(header);
 
+  // Read only here: a modern request's version is read from its envelope above (#18).
+  const inMeta = metaVersion(message);
   if (inMeta !== undefined) {
     if (header === undefined && typeof inMeta === 'string' && !isModernVersion(inMeta)) {
       if (!isLegacyVersion(inMeta)) throw unsupportedVersion(inMeta);

@@ -115,6 +115,19 @@ describe('readPlainCall', () => {
     }
   });
 
+  it('reads ids of one to fifteen digits as their numbers, and no longer ones', () => {
+    for (const id of [0, 9, 10, 123456789, 2 ** 31, 999999999999999]) {
+      for (const body of [legacyCall(id, 'echo', {}), legacyCall2(id, 'echo', {})]) {
+        settle();
+        expect(readPlainCall(body)?.id, body).toBe(id);
+      }
+    }
+    for (const body of [legacyCall(1000000000000000, 'echo', {}), legacyCall2(2 ** 53 - 1, 'echo', {})]) {
+      settle();
+      expect(readPlainCall(body), body).toBeUndefined();
+    }
+  });
+
   it('matches JSON.parse on generated bodies', () => {
     let seed = 11;
     const next = (n: number) => {
