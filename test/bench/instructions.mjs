@@ -24,6 +24,8 @@
 //   --cli PATH       the built CLI to run (default dist/manifold.js). A copy of an earlier
 //                    dist/ counts that build against this one; keep it inside the checkout, where
 //                    its packages are found, in .manifold/ (which git and the linter skip)
+//   --upstream http  the fast upstream as a 2025-11-25 HTTP server (B2's and B4's setup) instead of
+//                    over stdio (S2's and S3's); it runs outside valgrind
 //   --processes N    gateway processes, one after another (default 1). V8 makes different
 //                    inlining and tiering choices in each, which moves the count 3-5%; with
 //                    several, the last lines give each kind's median over the processes (of each
@@ -51,6 +53,8 @@ const CONCURRENCY = Number(option('concurrency', 1));
 const PROCESSES = Number(option('processes', 1));
 const CLI = resolve(option('cli', join(ROOT, 'dist/manifold.js')));
 const KEEP = args.includes('--keep');
+const UPSTREAM = option('upstream', 'stdio');
+if (UPSTREAM !== 'stdio' && UPSTREAM !== 'http') throw new Error('--upstream: stdio or http');
 if (!/^[LMH]+$/.test(ORDER)) throw new Error('--order: letters L, M and H only');
 if (!(CALLS > 0 && WARM >= 0 && CONCURRENCY > 0 && Number.isInteger(PROCESSES) && PROCESSES > 0))
   throw new Error('--calls, --warm, --concurrency, --processes: numbers');
@@ -72,11 +76,33 @@ const token = await new SignJWT({ scope: 'tools:* prompts:* resources:*' })
   .setIssuedAt()
   .setExpirationTime('2h')
   .sign(privateKey);
+/**
+ * `--upstream http`: the bench's fast upstream as a 2025-11-25 streamable-HTTP server on loopback
+ * (B2's and B4's), started outside valgrind; stdio otherwise (S2's and S3's).
+ */
+let upstreamHttp;
+let upstreamPort;
+if (UPSTREAM === 'http') {
+  upstreamHttp = spawn(process.execPath, [join(ROOT, 'test/bench/fast-upstream.mjs')], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  upstreamPort = await new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error('the HTTP upstream printed no port within 30 s')), 30_000);
+    upstreamHttp.stdout.once('data', (d) => {
+      clearTimeout(timer);
+      res(Number(String(d).trim().split('\n')[0]));
+    });
+  });
+}
 const config = {
   mcpServers: {
-    sfast: { command: process.execPath, args: [join(ROOT, 'test/bench/fast-upstream.mjs'), '--stdio'] },
+    sfast:
+      UPSTREAM === 'http'
+        ? { url: `http://127.0.0.1:${upstreamPort}/mcp` }
+        : { command: process.execPath, args: [join(ROOT, 'test/bench/fast-upstream.mjs'), '--stdio'] },
   },
   gateway: {
+    ...(UPSTREAM === 'http' ? { allowedHosts: [`127.0.0.1:${upstreamPort}`] } : {}),
     store: { path: join(tmp, 'state.db') },
     auth: { issuer: 'https://bench.issuer', audience: 'manifold-bench', jwksFile: join(tmp, 'jwks.json') },
   },
@@ -92,6 +118,7 @@ let gateway;
 const pids = [];
 process.on('exit', () => {
   gateway?.kill('SIGKILL');
+  upstreamHttp?.kill('SIGKILL');
   if (KEEP)
     console.log(`dumps: ${tmp} (gateway pids ${pids.join(', ')}; dump cg<process>.<segment>-<thread>)`);
   else rmSync(tmp, { recursive: true, force: true });
