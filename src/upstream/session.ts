@@ -108,6 +108,11 @@ export interface SessionDeps {
   platform: Platform;
   log: Logger;
   clientVersion: string;
+  /**
+   * Aborted when the attempt is abandoned (the upstream is closing, SECURITY F6): an opener closes
+   * what it started (a stdio child, a request) and rejects, rather than finishing its handshake.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 /**
