@@ -71,6 +71,7 @@ export function plainRelay(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
   };
   const options: CallOptions = {
     cancellation,
+    caller: ex.principal.key,
     onInput,
     inputMode: ex.era === 'modern' ? 'relay' : 'ask',
     repeatable: t.repeatable,

@@ -228,6 +228,7 @@ async function openTask(
 function upstreamOptions(ex: Exchange, upstream: Upstream) {
   const server = upstream.config;
   return {
+    caller: ex.principal.key,
     clientCapabilities: withTasks(
       relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
       upstream.era === 'modern',
@@ -362,7 +363,7 @@ async function bridgeLegacy(
 ): Promise<void> {
   const pumps = edge.taskPumps;
   if (task.status === 'completed' || task.status === 'failed') {
-    const outcome = pumps.outcome(taskId) ?? (await fetchOutcome(upstream, ref));
+    const outcome = pumps.outcome(taskId) ?? (await fetchOutcome(upstream, ref, ex.principal.key));
     if (outcome.result) task.result = outcome.result;
     else if (task.status === 'completed') {
       // The server says completed but its result is an error: report what it returned.
@@ -383,9 +384,13 @@ async function bridgeLegacy(
   }
 }
 
-async function fetchOutcome(upstream: Upstream, ref: TaskRef): Promise<{ result?: Result; error?: Result }> {
+async function fetchOutcome(
+  upstream: Upstream,
+  ref: TaskRef,
+  caller: string,
+): Promise<{ result?: Result; error?: Result }> {
   try {
-    return { result: await upstream.request('tasks/result', { taskId: ref.t }, {}) };
+    return { result: await upstream.request('tasks/result', { taskId: ref.t }, { caller }) };
   } catch (e) {
     return { error: errorObject(e) };
   }

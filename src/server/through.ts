@@ -229,6 +229,7 @@ function start(
   const level = ex.logLevel;
   const options: CallOptions = {
     cancellation,
+    caller: ex.principal.key,
     onInput,
     inputMode: ex.era === 'modern' ? 'relay' : 'ask',
     repeatable: t.repeatable,

@@ -52,6 +52,8 @@ export interface DirectCallerOptions {
 
 export interface DirectCallOptions extends StampOptions {
   cancellation?: Cancellation | undefined;
+  /** Whose request it is (the principal's key): see `DirectCaller.unnamed`. */
+  caller?: string | undefined;
   onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
   onlog?: ((m: LogMessage) => void) | undefined;
   onInput?: InputHandler | undefined;
@@ -74,6 +76,9 @@ const SPARE_SIGNALS = 64;
 export const MAX_SIGNAL_USES = 256;
 
 type Deliver = (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
+
+/** The callers of a connection once more than one has sent a request on it. */
+const MANY = Symbol('many callers');
 
 /**
  * Puts a router in front of the SDK client on `transport`: answers to direct calls go to the
@@ -113,6 +118,11 @@ export class DirectCaller implements CallHost {
    */
   private readonly signals: AbortController[] = [];
   private readonly uses = new WeakMap<AbortController, number>();
+  /**
+   * Whose requests this connection has carried: none yet, one caller's key, or MANY. Only a
+   * connection that one caller ever used can say whose a message that names no request is.
+   */
+  private callers: string | typeof MANY | undefined;
 
   constructor(private readonly o: DirectCallerOptions) {}
 
@@ -126,10 +136,10 @@ export class DirectCaller implements CallHost {
     if ('method' in m) {
       if (m.method === 'notifications/message') {
         // On the request's own stream it is that request's; elsewhere (stdio, a GET stream) only
-        // when one request is in flight, so a log line never reaches another tenant's call.
-        const target = via !== undefined ? this.byId(via) : this.only();
-        if (!target?.log || !isObject(m.params)) return false;
-        target.log(m.params as unknown as LogMessage);
+        // when it can be attributed to one caller (`unnamed`), else it reaches nobody.
+        const target = via !== undefined ? this.byId(via) : this.unnamed();
+        if (target?.log && isObject(m.params)) target.log(m.params as unknown as LogMessage);
+        else if (target === undefined) this.o.log.debug('upstream.unattributed', { method: m.method });
         return true;
       }
       if ('id' in m && via !== undefined && this.byId(via)) {
@@ -150,10 +160,17 @@ export class DirectCaller implements CallHost {
     return true;
   }
 
-  /** The one call in flight, when there is exactly one. */
-  only(): Pending | undefined {
-    if (this.pending.size !== 1) return undefined;
-    return this.pending.list()[0];
+  /**
+   * The call a message that names no request belongs to (one on stdio or a GET stream): the one
+   * call in flight, and only while every request this connection carried was its caller's. A
+   * shared server may log or ask about an earlier caller's call after answering it, so "the only
+   * call in flight" alone could be another tenant's (SECURITY G5): once two callers have used the
+   * connection, such a message is nobody's.
+   */
+  unnamed(): Pending | undefined {
+    if (this.pending.size !== 1 || typeof this.callers !== 'string') return undefined;
+    const only = this.pending.list()[0];
+    return only?.whose === this.callers ? only : undefined;
   }
 
   /**
@@ -169,9 +186,9 @@ export class DirectCaller implements CallHost {
     return this.pending.get(n);
   }
 
-  /** The input handler of a call in flight (by its id), or of the only one. */
+  /** The input handler of a call in flight (by its id), or of the one `unnamed` attributes to. */
   inputFor(callId: string | undefined): InputHandler | undefined {
-    return (callId !== undefined ? this.byId(callId) : this.only())?.input;
+    return (callId !== undefined ? this.byId(callId) : this.unnamed())?.input;
   }
 
   /** Fails every call in flight (the connection closed under them). */
@@ -186,7 +203,10 @@ export class DirectCaller implements CallHost {
   request(method: string, params: Record<string, unknown>, options: DirectCallOptions): Promise<Result> {
     const n = ++this.seq;
     const id = `${PREFIX}${n}`;
-    const { cancellation, onprogress } = options;
+    const { cancellation, onprogress, caller } = options;
+    if (caller !== undefined && caller !== this.callers) {
+      this.callers = this.callers === undefined ? caller : MANY;
+    }
     let callParams = this.o.stamp ? this.o.stamp(params, options) : params;
     if (onprogress) {
       const given = callParams._meta;

@@ -10,6 +10,8 @@ type Result = Record<string, unknown>;
 export interface Pending {
   answer(message: Record<string, unknown>): void;
   progress(params: Record<string, unknown>): void;
+  /** Whose call it is (the principal's key), when a caller made it. */
+  readonly whose?: string | undefined;
   log?: ((m: LogMessage) => void) | undefined;
   input?: InputHandler | undefined;
   fail(error: unknown): void;
@@ -43,6 +45,7 @@ export class DirectCall implements Pending {
   off: (() => void) | undefined;
   readonly log: ((m: LogMessage) => void) | undefined;
   readonly input: InputHandler | undefined;
+  readonly whose: string | undefined;
 
   constructor(
     private readonly caller: CallHost,
@@ -54,6 +57,7 @@ export class DirectCall implements Pending {
   ) {
     this.log = options.onlog;
     this.input = options.onInput;
+    this.whose = options.caller;
   }
 
   /** Ends the call's bookkeeping; false when it had already ended. */

@@ -14,7 +14,6 @@ import {
   ListResourceTemplatesResultSchema,
   ListRootsRequestSchema,
   ListToolsResultSchema,
-  LoggingMessageNotificationSchema,
   McpError,
   PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
@@ -33,7 +32,6 @@ import {
   LISTS,
   type ListedPage,
   type ListKind,
-  type LogMessage,
   type SessionCallOptions,
   type SessionDeps,
   type SessionEvents,
@@ -61,8 +59,6 @@ export class LegacySession implements UpstreamSession {
     private direct: DirectCaller | undefined,
     /** The revision the handshake settled on. */
     readonly protocolVersion: string,
-    /** Requests in flight on the SDK path, for what arrives without saying which it belongs to. */
-    private readonly active: Set<SessionCallOptions>,
   ) {}
 
   get hasTools(): boolean {
@@ -85,16 +81,10 @@ export class LegacySession implements UpstreamSession {
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) =>
       events.onResourceUpdated(n.params.uri),
     );
-    const active = new Set<SessionCallOptions>();
-    // stdio and the GET stream say nothing of which request a log line is about: it goes to the
-    // only request in flight, or nowhere (never to a request of another tenant).
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
-      if (active.size !== 1) return;
-      const [only] = active;
-      only?.onlog?.(n.params as LogMessage);
-    });
-    // Requests from the server to the client (sampling, elicitation, roots) go to the call they
-    // belong to: the one on whose stream they came (HTTP), else the only one in flight.
+    // Log lines are taken off the transport by the direct caller (routeMessages below), which
+    // alone can tell whose they are. Requests from the server to the client (sampling,
+    // elicitation, roots) go to the call they belong to: the one on whose stream they came (HTTP),
+    // else the one call in flight when one caller ever used the connection (DirectCaller.unnamed).
     const owners = new Map<string | number, string>();
     let direct: DirectCaller | undefined;
     const ask = async (
@@ -104,12 +94,12 @@ export class LegacySession implements UpstreamSession {
     ): Promise<Record<string, unknown>> => {
       const callId = owners.get(requestId);
       owners.delete(requestId);
-      const only = active.size === 1 ? [...active][0] : undefined;
-      // On a call's stream: that call's. Otherwise only guessed: the one call in flight's.
+      // On a call's stream: that call's. Otherwise only guessed, and only within one caller.
       const owned = callId !== undefined ? direct?.inputFor(callId) : undefined;
-      const input =
-        owned ?? (callId === undefined ? (direct?.inputFor(undefined) ?? only?.onInput) : undefined);
+      const input = owned ?? (callId === undefined ? direct?.inputFor(undefined) : undefined);
       if (!input) {
+        // Refused upstream, so the server does not wait for an answer nobody will give.
+        deps.log.debug('upstream.unattributed', { method });
         throw new McpError(
           ErrorCode.InternalError,
           `Manifold cannot tell which call ${method} belongs to, so it has no client to ask`,
@@ -204,7 +194,7 @@ export class LegacySession implements UpstreamSession {
             log: deps.log,
           }),
     );
-    return new LegacySession(deps, client, direct, negotiated, active);
+    return new LegacySession(deps, client, direct, negotiated);
   }
 
   async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
@@ -277,7 +267,6 @@ export class LegacySession implements UpstreamSession {
     params: Record<string, unknown>,
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
-    this.active.add(options);
     // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
     // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
     const local = new AbortController();
@@ -298,7 +287,6 @@ export class LegacySession implements UpstreamSession {
       throw e;
     } finally {
       off?.();
-      this.active.delete(options);
     }
   }
 

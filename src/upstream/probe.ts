@@ -87,6 +87,8 @@ async function probeHttp(deps: SessionDeps, version: string = MODERN_VERSIONS[0]
     () => controller.abort(new Error('server/discover timed out')),
     deps.gateway.connectTimeoutMs,
   );
+  const abandon = () => controller.abort(deps.signal?.reason);
+  deps.signal?.addEventListener('abort', abandon, { once: true });
   try {
     await postMessage(
       {
@@ -106,6 +108,7 @@ async function probeHttp(deps: SessionDeps, version: string = MODERN_VERSIONS[0]
     // An HTTP error without a modern error body is a legacy server (or a legacy error: the
     // handshake will tell). A network failure is not an answer: it fails this attempt.
     if (e instanceof UpstreamHttpError) return { era: 'legacy', reason: `server/discover: HTTP ${e.status}` };
+    deps.signal?.throwIfAborted();
     if (controller.signal.aborted)
       throw new ManifoldError(
         'ERR_UPSTREAM_TIMEOUT',
@@ -114,6 +117,7 @@ async function probeHttp(deps: SessionDeps, version: string = MODERN_VERSIONS[0]
     throw e;
   } finally {
     clearTimeout(timer);
+    deps.signal?.removeEventListener('abort', abandon);
   }
   return judge(answer);
 }
@@ -140,6 +144,31 @@ async function probeStdio(transport: Transport): Promise<Verdict> {
   });
 }
 
+/**
+ * Closes `transport` when the attempt is abandoned, so that whatever waits on it (the probe, the
+ * handshake) fails at once and a stdio child goes with it (SECURITY F6, J2). Returns how to stop
+ * watching, once the session owns the transport.
+ */
+function closeOnAbort(signal: AbortSignal | undefined, transport: Transport): () => void {
+  if (!signal) return () => {};
+  const close = () => {
+    transport.close().catch(() => {});
+  };
+  signal.addEventListener('abort', close, { once: true });
+  return () => signal.removeEventListener('abort', close);
+}
+
+/** The initialize handshake on `transport`, abandoned with the attempt (`closeOnAbort`). */
+async function openLegacy(deps: SessionDeps, transport: Transport, events: SessionEvents) {
+  const unwatch = closeOnAbort(deps.signal, transport);
+  try {
+    deps.signal?.throwIfAborted();
+    return await LegacySession.open(deps, transport, events);
+  } finally {
+    unwatch();
+  }
+}
+
 /** A started transport the SDK client may "start" again: it only takes over the handlers. */
 function alreadyStarted(t: Transport): Transport {
   return forwardingTransport(t, { start: async () => {} });
@@ -157,8 +186,14 @@ export async function openSession(
   const pin = pinned(deps) ?? hint;
   if (deps.config.type === 'stdio') {
     const transport = createTransport(deps.config, deps.platform, deps.log);
-    await transport.start();
+    const unwatch = closeOnAbort(deps.signal, transport);
+    await transport.start().catch((e: unknown) => {
+      unwatch();
+      throw e;
+    });
     try {
+      // Abandoned while the child was starting: it is closed here, having just started.
+      deps.signal?.throwIfAborted();
       let verdict: Verdict | undefined;
       if (pin !== 'legacy') {
         const ask = (version?: string) => {
@@ -175,6 +210,8 @@ export async function openSession(
     } catch (e) {
       await transport.close().catch(() => {});
       throw e;
+    } finally {
+      unwatch();
     }
   }
   if (deps.config.sseFallback && reachedOverSse(deps.config)) return openOverSse(deps, events);
@@ -187,7 +224,7 @@ export async function openSession(
     deps.log.debug('upstream.legacy', { reason: verdict.reason });
   }
   try {
-    return await LegacySession.open(deps, createTransport(deps.config, deps.platform, deps.log), events);
+    return await openLegacy(deps, createTransport(deps.config, deps.platform, deps.log), events);
   } catch (e) {
     // transports, backwards compatibility: a POST of initialize refused with 400, 404 or 405 means
     // an HTTP+SSE server; open its GET stream instead. Only for a url given without a type.
@@ -209,7 +246,7 @@ export async function openSession(
 
 function openOverSse(deps: SessionDeps, events: SessionEvents): Promise<UpstreamSession> {
   const config = { ...deps.config, type: 'sse' as const };
-  return LegacySession.open({ ...deps, config }, createTransport(config, deps.platform, deps.log), events);
+  return openLegacy({ ...deps, config }, createTransport(config, deps.platform, deps.log), events);
 }
 
 function notModern(deps: SessionDeps, reason: string): ManifoldError {

@@ -56,7 +56,13 @@ export interface LogMessage {
 export interface SessionCallOptions {
   cancellation?: Cancellation | undefined;
   onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
-  /** Log messages that belong to this request (on its stream, or the only request in flight). */
+  /**
+   * Whose request it is (the principal's key). A message that names no request (a log line or a
+   * server request on stdio or a GET stream) reaches the one request in flight only while every
+   * request the connection carried was this caller's (SECURITY G5: direct-call.ts, `unnamed`).
+   */
+  caller?: string | undefined;
+  /** Log messages that belong to this request (on its stream, or attributed to it: `caller`). */
   onlog?: ((m: LogMessage) => void) | undefined;
   /** The level the client asked for: a modern upstream sends no log message without one. */
   logLevel?: string | undefined;
@@ -102,6 +108,11 @@ export interface SessionDeps {
   platform: Platform;
   log: Logger;
   clientVersion: string;
+  /**
+   * Aborted when the attempt is abandoned (the upstream is closing, SECURITY F6): an opener closes
+   * what it started (a stdio child, a request) and rejects, rather than finishing its handshake.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -75,6 +75,7 @@ export function withDeadlines(
 ): SessionCallOptions {
   const sent: { [K in keyof Required<SessionCallOptions>]: SessionCallOptions[K] } = {
     cancellation: options.cancellation,
+    caller: options.caller,
     onprogress: options.onprogress,
     onlog: options.onlog,
     logLevel: options.logLevel,

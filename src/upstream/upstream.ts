@@ -18,6 +18,14 @@ import { Subscriptions } from './subscriptions.js';
 import type { CallOptions, UpstreamDeps, UpstreamState, UpstreamStatus } from './upstream-types.js';
 import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS, trustEverything } from './upstream-types.js';
 
+/** One connection attempt of an upstream (see `Upstream.attempts`). */
+interface Attempt {
+  readonly abort: AbortController;
+  /** Its session, once opened: listed and verified before it is published. */
+  session?: UpstreamSession;
+  readonly settled: Promise<void>;
+}
+
 /**
  * One configured upstream server: its session (in whichever era it speaks), its last complete
  * tool listing, and the reconnect loop. It never throws into its siblings: every failure becomes
@@ -48,6 +56,12 @@ export class Upstream {
   stored: VerifiedListing | undefined;
 
   private session: UpstreamSession | undefined;
+  /**
+   * Connection attempts under way: each one's abort, its session once opened (still listing), and
+   * when it has settled. `close` ends them too, or a stdio child being listed would outlive the
+   * gateway until its listing deadline (SECURITY F6, J2).
+   */
+  private readonly attempts = new Set<Attempt>();
   /** The era of the last good connection: the next one skips the probe (basic/versioning). */
   private eraHint: Era | undefined;
   private ttlTimer: ReturnType<typeof setTimeout> | undefined;
@@ -188,10 +202,27 @@ export class Upstream {
     this.attempted = true;
     if (!renew) this.state = 'connecting';
     let session: UpstreamSession | undefined;
+    let settled!: () => void;
+    const attempt: Attempt = {
+      abort: new AbortController(),
+      settled: new Promise<void>((resolve) => {
+        settled = resolve;
+      }),
+    };
+    this.attempts.add(attempt);
+    const { signal } = attempt.abort;
     try {
       const open = this.deps.openSession ?? (await sessions()).openSession;
+      signal.throwIfAborted();
       session = await open(
-        { config: this.config, gateway, platform, log: this.log, clientVersion: this.deps.clientVersion },
+        {
+          config: this.config,
+          gateway,
+          platform,
+          log: this.log,
+          clientVersion: this.deps.clientVersion,
+          signal,
+        },
         {
           onListChanged: (kind) => this.onListChanged(gen, kind),
           onResourceUpdated: (uri) => {
@@ -202,6 +233,9 @@ export class Upstream {
         },
         this.eraHint,
       );
+      attempt.session = session;
+      // Closed while it opened (an opener that finished anyway): it goes now, with its child.
+      signal.throwIfAborted();
       // Published elsewhere (a Worker isolate, #15): listed and verified by the upstream's object.
       const listed = session.published?.listing ?? (await listUpstream(session, gateway, this.log));
       const verified = session.published?.verified ?? (await this.verify(driftListing(listed)));
@@ -242,6 +276,8 @@ export class Upstream {
       this.eraHint = undefined;
       this.fail(authAware(e, this.deps, this.config, this.subject));
     } finally {
+      this.attempts.delete(attempt);
+      settled();
       this.recovery.notify();
     }
   }
@@ -386,7 +422,17 @@ export class Upstream {
     this.generation++;
     this.retry.cancel();
     this.recovery.notify();
-    await Promise.all([this.dropSession(), this.recovery.closeRetiring()]);
+    // An attempt still opening or listing is abandoned: its opener closes what it started, its
+    // session (if open) is closed here, and this waits until each has settled, its child gone.
+    const attempts = [...this.attempts];
+    const closing = new ManifoldError('ERR_SHUTTING_DOWN', `server ${this.name} is closing`);
+    for (const a of attempts) a.abort.abort(closing);
+    await Promise.all([
+      this.dropSession(),
+      this.recovery.closeRetiring(),
+      ...attempts.map((a) => a.session?.close().catch(() => {})),
+      ...attempts.map((a) => a.settled),
+    ]);
   }
 
   private dropSession(): Promise<void> {

@@ -296,6 +296,45 @@ describe('F6: manifold serve and SIGTERM', () => {
   });
 });
 
+describe('49.14: SIGTERM while a stdio server is still listing', () => {
+  it('49.14: the gateway and its child are gone within 10 s of SIGTERM, though tools/list is never answered', async () => {
+    const port = await freePort();
+    const config = writeConfig('hang-list.json', {
+      mcpServers: {
+        slow: { command: process.execPath, args: [FIXTURE], env: { FIXTURE_MODE: 'hang-list' } },
+      },
+      // The listing deadline is far beyond the 10 s: only the stop itself can end the child.
+      gateway: { listTimeoutMs: 60_000 },
+    });
+    const gw = run(process.execPath, [CLI, 'serve', '--config', config, '--port', String(port)]);
+    const pid = gw.child.pid!;
+    let children: number[] = [];
+    try {
+      // Initialize answered, tools/list received and never answered: the child says so on stderr.
+      await eventually(
+        () =>
+          gw.logs.some(
+            (l) => l.event === 'upstream.stderr' && String(l.line).includes('tools/list received'),
+          ),
+        'the stdio server is listing',
+      );
+      children = childrenOf(pid);
+      expect(children.map(cmdline).filter((c) => c.includes('fixture-server'))).toHaveLength(1);
+      gw.child.kill('SIGTERM');
+      await eventually(
+        () => !isAlive(pid) && children.every((c) => !isAlive(c)),
+        'the gateway and its child gone after SIGTERM',
+        10_000,
+      );
+      expect((await gw.exited).code).toBe(0);
+      expect(gw.logs.map((l) => l.event)).toContain('gateway.stopped');
+    } finally {
+      gw.child.kill('SIGKILL');
+      for (const c of children) if (isAlive(c)) process.kill(c, 'SIGKILL');
+    }
+  });
+});
+
 describe('the log reader goes away', () => {
   it('a gateway whose stderr is closed (a closed terminal, a dead log pipe) keeps serving', async () => {
     const port = await freePort();

@@ -323,3 +323,73 @@ describe('direct calls: answers by id', () => {
     expect(settled).toEqual({ content: [] });
   });
 });
+
+describe('direct calls: messages that name no request (SECURITY G5)', () => {
+  /** A stdio-like caller whose calls are answered only when the test says so. */
+  function shared() {
+    const direct = new DirectCaller({
+      send: async () => {},
+      deliver: () => {},
+      cancel: () => {},
+      now: () => Date.now(),
+      log: silentLogger,
+    });
+    const logs: Record<string, string[]> = {};
+    const call = (caller: string | undefined, label: string) => {
+      logs[label] = [];
+      void direct
+        .call(
+          { name: 'x', arguments: {} },
+          {
+            caller,
+            timeoutMs: 60_000,
+            maxTotalMs: 60_000,
+            onlog: (m) => logs[label]!.push(String(m.data)),
+            onInput: async () => ({}),
+          },
+        )
+        .catch(() => {});
+    };
+    const answer = (n: number) =>
+      direct.route({ jsonrpc: '2.0', id: `manifold:${n}`, result: {} } as Parameters<typeof direct.route>[0]);
+    const log = (data: string) =>
+      direct.route({
+        jsonrpc: '2.0',
+        method: 'notifications/message',
+        params: { level: 'info', data },
+      } as Parameters<typeof direct.route>[0]);
+    return { direct, call, answer, log, logs };
+  }
+
+  it("49.5: after tenant A's call, a log line or a question that names no call never reaches tenant B's", () => {
+    const { direct, call, answer, log, logs } = shared();
+    call('acme', 'a');
+    answer(1);
+    call('globex', 'b');
+    // Taken off the wire (the SDK client never sees it), delivered to nobody.
+    expect(log("acme's secret")).toBe(true);
+    expect(logs.b).toEqual([]);
+    expect(direct.inputFor(undefined)).toBeUndefined();
+    // A's later call alone in flight: the connection has carried two callers, so not A's either.
+    answer(2);
+    call('acme', 'a2');
+    log("globex's secret");
+    expect(logs.a2).toEqual([]);
+    expect(direct.inputFor(undefined)).toBeUndefined();
+  });
+
+  it("49.5: on a connection one caller ever used, the one call in flight gets it; two in flight, neither; the gateway's own request, nobody", () => {
+    const { direct, call, answer, log, logs } = shared();
+    call(undefined, 'gateway');
+    expect(direct.inputFor(undefined)).toBeUndefined();
+    answer(1);
+    call('acme', 'a');
+    log('mine');
+    expect(logs.a).toEqual(['mine']);
+    expect(direct.inputFor(undefined)).toBeTypeOf('function');
+    call('acme', 'a2');
+    log('whose?');
+    expect([...logs.a!, ...logs.a2!]).toEqual(['mine']);
+    expect(direct.inputFor(undefined)).toBeUndefined();
+  });
+});
