@@ -10,6 +10,7 @@ import { isObject, type JsonObject, keysOf } from './json-parse.js';
 import { nameProblems, suggestName } from './names.js';
 import { checkServerAuth, readServerAuth } from './oauth.js';
 import { formatPath, type PathSegment } from './paths.js';
+import { checkPlaceholders } from './placeholders.js';
 import { HTTP_ONLY_KEYS, SERVER_KEYS, STDIO_ONLY_KEYS, serverSchema, TOOLS_KEYS } from './schema.js';
 import {
   checkApproval,
@@ -300,6 +301,10 @@ export function readServer(
   if (auth) {
     const headers = (valid('headers') ? picked.headers : {}) as Record<string, string>;
     checkServerAuth(f, base, auth, { headers, isolation }, valid('isolation'), gateway);
+  }
+  // {{tenant}} and {{subject}} must each be filled with the caller, or not be written at all.
+  if (valid('isolation') || !has('isolation')) {
+    checkPlaceholders(f, picked, base, { valid, isolation, isolationGiven: valid('isolation') });
   }
   if (f.errors.length > before || type === undefined) return undefined;
   const server: ServerConfig = {

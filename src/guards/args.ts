@@ -5,6 +5,7 @@ import {
   type SchemaDraft,
   Validator,
 } from '@cfworker/json-schema';
+import { paramHeaderPlan } from '../protocol/headers.js';
 import { quickAccept } from './args-quick.js';
 import { stripUnsafe } from './text.js';
 
@@ -63,7 +64,46 @@ const WRAPPERS = new Set([
  * }
  */
 export function compileArgsValidator(schema: unknown): ArgsValidator {
-  return compileValidator(schema, ARGUMENTS);
+  return compileValidator(schema, ARGUMENTS, headerNullsAsAbsent);
+}
+
+/**
+ * A null given for an argument mirrored into a header (`x-mcp-header`) means "no value". Spec
+ * 2026-07-28, basic/transports/streamable-http, "Server Behavior for Custom Headers": when the
+ * parameter value is null the client MUST omit the `Mcp-Param-*` header and the server MUST NOT
+ * expect it, exactly as when the parameter is not in the arguments; and such a property must be
+ * of one primitive type ("Schema Extension"), so its schema can never list null itself. The
+ * argument check therefore reads that null as an absent property: an optional one passes, a
+ * required one is missing. Only for these properties: anywhere else the schema decides about
+ * null. The arguments are relayed as given, null included (never rewritten: the approval digest
+ * and the audit line cover what the client sent), and the upstream gets no header for it
+ * (protocol/headers.ts `paramValue`).
+ *
+ * Returns the step that gives the arguments to check, or undefined when the schema mirrors none.
+ */
+function headerNullsAsAbsent(schema: Schema | boolean): ((args: unknown) => unknown) | undefined {
+  const plan = paramHeaderPlan(schema);
+  if (!plan.ok || plan.params.length === 0) return undefined;
+  const paths = plan.params.map((p) => p.path);
+  return (args) => {
+    let out = args;
+    for (const path of paths) out = withoutNullAt(out, path, 0);
+    return out;
+  };
+}
+
+/** `node` without the null at `path` (a copy along the path), or `node` itself when none is there. */
+function withoutNullAt(node: unknown, path: readonly string[], i: number): unknown {
+  const key = path[i];
+  if (key === undefined || !isObject(node) || !Object.hasOwn(node, key)) return node;
+  const value = node[key];
+  if (i === path.length - 1) {
+    if (value !== null) return node;
+    // Object.entries and fromEntries define own properties only, so a "__proto__" key stays data.
+    return Object.fromEntries(Object.entries(node).filter(([k]) => k !== key));
+  }
+  const inner = withoutNullAt(value, path, i + 1);
+  return inner === value ? node : Object.fromEntries([...Object.entries(node), [key, inner]]);
 }
 
 /**
@@ -97,7 +137,15 @@ const OUTPUT: Subject = {
   mismatch: 'structured content does not match the output schema',
 };
 
-function compileValidator(schema: unknown, subject: Subject): ArgsValidator {
+/**
+ * `prepareFor`, given the schema (a JSON copy), returns what to do to a value before it is checked,
+ * if anything.
+ */
+function compileValidator(
+  schema: unknown,
+  subject: Subject,
+  prepareFor?: (schema: Schema | boolean) => ((value: unknown) => unknown) | undefined,
+): ArgsValidator {
   let copy: Schema | boolean;
   try {
     // The validator writes bookkeeping properties into the schema; the catalog's stays untouched.
@@ -108,6 +156,8 @@ function compileValidator(schema: unknown, subject: Subject): ArgsValidator {
   if (typeof copy !== 'boolean' && (copy === null || typeof copy !== 'object' || Array.isArray(copy))) {
     return { ok: false, reason: 'schema is not an object' };
   }
+  // Before the validator writes its bookkeeping into the copy.
+  const prepare = prepareFor?.(copy);
   const draft = dialect(copy);
   if (typeof draft === 'object') return { ok: false, reason: draft.unsupported };
 
@@ -126,7 +176,8 @@ function compileValidator(schema: unknown, subject: Subject): ArgsValidator {
   const quick = quickAccept(schema);
   return {
     ok: true,
-    validate(args: unknown): ArgsCheck {
+    validate(given: unknown): ArgsCheck {
+      const args = prepare ? prepare(given) : given;
       if (quick?.(args)) return VALID;
       let result: ReturnType<Validator['validate']>;
       try {

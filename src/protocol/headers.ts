@@ -150,7 +150,11 @@ export function paramHeaderPlan(inputSchema: unknown): ParamHeaderPlan {
   return problem ? { ok: false, reason: problem } : { ok: true, params };
 }
 
-/** The header value of one argument, or undefined when it is absent or null (then no header is sent). */
+/**
+ * The header value of one argument, or undefined when it is absent or null: then no header is sent
+ * ("Server Behavior for Custom Headers": a null parameter, like an absent one, has no header; the
+ * argument check reads that null as absent too, guards/args.ts).
+ */
 export function paramValue(args: Record<string, unknown>, param: ParamHeader): string | undefined {
   let v: unknown = args;
   for (const key of param.path) {

@@ -9,6 +9,7 @@
  */
 
 import type { Principal } from '../auth/principal.js';
+import { SUBJECT_PLACEHOLDER, TENANT_PLACEHOLDER } from '../config/placeholders.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { OAuthRule } from '../oauth/types.js';
@@ -42,12 +43,14 @@ export function identitySegment(text: string): string {
 /**
  * The server's config for one principal's instance: `{{tenant}}` and `{{subject}}` in `args`,
  * `env` values, `cwd`, `url` and `headers` values become that principal's identity segments, so
- * each instance can keep its state apart (a memory file per tenant, say).
+ * each instance can keep its state apart (a memory file per tenant, say). The config refuses a
+ * placeholder the server's isolation cannot fill with the caller (config/placeholders.ts).
  */
 function forIdentity(config: ServerConfig, principal: Principal): ServerConfig {
   const tenant = identitySegment(principal.tenant);
   const subject = identitySegment(principal.subject);
-  const fill = (s: string) => s.replaceAll('{{tenant}}', tenant).replaceAll('{{subject}}', subject);
+  const fill = (s: string) =>
+    s.replaceAll(TENANT_PLACEHOLDER, tenant).replaceAll(SUBJECT_PLACEHOLDER, subject);
   const map = (r: Record<string, string>) =>
     Object.fromEntries(Object.entries(r).map(([k, v]) => [k, fill(v)]));
   return {

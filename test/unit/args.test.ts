@@ -206,3 +206,51 @@ describe('compileArgsValidator', () => {
     expect(validate(undefined)).toEqual({ valid: true, skipped: expect.stringMatching(/validator failed/) });
   });
 });
+
+describe('a null for an argument mirrored into a header (x-mcp-header)', () => {
+  // The tool of the conformance scenario http-custom-headers (SEP-2243), with a nested mirror.
+  const sql = {
+    type: 'object',
+    properties: {
+      region: { type: 'string', 'x-mcp-header': 'Region' },
+      priority: { type: 'integer', 'x-mcp-header': 'Priority' },
+      verbose: { type: 'boolean', 'x-mcp-header': 'Verbose' },
+      query: { type: 'string' },
+      debug: { type: 'boolean' },
+      opts: {
+        type: 'object',
+        properties: { trace: { type: 'boolean', 'x-mcp-header': 'Trace' } },
+        additionalProperties: false,
+      },
+    },
+    required: ['region', 'priority', 'query'],
+    additionalProperties: false,
+  };
+
+  it('49.15: an optional one is no value, so it passes; the arguments are left as given', () => {
+    const validate = compiled(sql);
+    const args = frozen({ region: 'us-east1', priority: 1, verbose: null, query: 'SELECT 1' });
+    expect(validate(args)).toEqual({ valid: true });
+    expect(validate(frozen({ region: 'r', priority: 1, query: 'q', opts: { trace: null } }))).toEqual({
+      valid: true,
+    });
+    expect(args.verbose).toBeNull();
+  });
+
+  it('49.15: a required one is missing, and a null anywhere else is still the wrong type', () => {
+    const validate = compiled(sql);
+    expect(validate({ region: null, priority: 1, query: 'q' })).toEqual({
+      valid: false,
+      problems: ['/region: required property is missing'],
+    });
+    // Not mirrored into a header: the schema alone decides, and boolean is not null.
+    expect(validate({ region: 'r', priority: 1, query: 'q', debug: null })).toEqual({
+      valid: false,
+      problems: ['/debug: expected type boolean, got null'],
+    });
+    expect(validate({ region: 'r', priority: 1, query: 'q', verbose: 'yes' })).toEqual({
+      valid: false,
+      problems: ['/verbose: expected type boolean, got string'],
+    });
+  });
+});

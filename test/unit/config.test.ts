@@ -2452,3 +2452,126 @@ describe("upstream OAuth (#19): a server's auth and gateway.oauth", () => {
       expect(text).not.toContain(secret);
   });
 });
+
+describe('isolation placeholders: {{tenant}} and {{subject}} must mean the caller', () => {
+  const memory = (extra: Record<string, unknown>) => ({
+    command: 'npx',
+    args: ['-y', '@modelcontextprotocol/server-memory'],
+    ...extra,
+  });
+
+  it('49.8: {{subject}} under per-tenant is an error naming its path and the fix', () => {
+    const r = failed(
+      parseConfigObject(
+        cfg({
+          memory: memory({
+            env: { MEMORY_FILE_PATH: '/var/lib/memory/{{tenant}}-{{subject}}.jsonl' },
+            isolation: 'per-tenant',
+          }),
+        }),
+        {},
+      ),
+    );
+    const e = one(r.errors, 'mcpServers.memory.env.MEMORY_FILE_PATH');
+    expect(e.message).toContain('contains {{subject}}, but isolation is "per-tenant"');
+    expect(e.message).toContain('would reach the server as them');
+    expect(e.fix).toBe(
+      'set "isolation": "per-subject" for an instance per tenant and subject, or remove {{subject}}',
+    );
+    // The value is never shown.
+    expect(allText(r)).not.toContain('/var/lib/memory');
+  });
+
+  it('49.8: under shared (given or by default) both placeholders stay literal, so each is an error', () => {
+    for (const isolation of ['shared', undefined]) {
+      const r = failed(
+        parseConfigObject(
+          cfg({
+            notes: memory({
+              args: ['-y', 'pkg', '--dir=/srv/{{tenant}}'],
+              cwd: '/srv/{{subject}}',
+              ...(isolation ? { isolation } : {}),
+            }),
+            remote: {
+              url: 'https://mcp.example.com/{{tenant}}/mcp',
+              headers: { 'X-User': '{{tenant}}:{{subject}}' },
+              ...(isolation ? { isolation } : {}),
+            },
+          }),
+          {},
+        ),
+      );
+      const setting = isolation ? 'isolation is "shared":' : 'isolation is "shared" (the default):';
+      const arg = one(r.errors, 'mcpServers.notes.args[2]');
+      expect(arg.message).toContain(`contains {{tenant}}, but ${setting}`);
+      expect(arg.fix).toBe('set "isolation": "per-tenant" for an instance per tenant, or remove {{tenant}}');
+      expect(one(r.errors, 'mcpServers.notes.cwd').fix).toContain('"isolation": "per-subject"');
+      expect(one(r.errors, 'mcpServers.remote.url').message).toContain('contains {{tenant}}');
+      const header = one(r.errors, 'mcpServers.remote.headers.X-User');
+      expect(header.message).toContain('contains {{tenant}} and {{subject}}');
+      expect(header.fix).toBe(
+        'set "isolation": "per-subject" for an instance per tenant and subject, or remove {{tenant}} and {{subject}}',
+      );
+    }
+  });
+
+  it('49.8: reported with every other config error at once, a ${VAR} value included, command too', () => {
+    const r = failed(
+      parseConfigObject(
+        cfg(
+          {
+            a: memory({ env: { FILE: '${FILE}' }, isolation: 'per-tenant' }),
+            b: { command: '/opt/{{tenant}}/server', isolation: 'per-tenant' },
+            c: { ...stdio, timeoutMs: 0 },
+          },
+          { gateway: { port: 'x' } },
+        ),
+        { FILE: '/data/{{subject}}.jsonl' },
+      ),
+    );
+    expect(errorsOf(r)).toEqual([
+      'gateway.port: expected an integer from 1 to 65535, got string',
+      expect.stringMatching(
+        /^mcpServers\.a\.env\.FILE: contains \{\{subject\}\}, but isolation is "per-tenant"/,
+      ),
+      'mcpServers.b.command: contains {{tenant}}, which is never replaced in command (only in args, env values, cwd, url and headers values)',
+      'mcpServers.c.timeoutMs: must be at least 1, got 0',
+    ]);
+    expect(allText(r)).not.toContain('/data/');
+  });
+
+  it('49.8: the combinations that mean the caller still load', () => {
+    const r = ok(
+      parseConfigObject(
+        cfg({
+          subject: memory({
+            env: { MEMORY_FILE_PATH: '/m/{{tenant}}-{{subject}}.jsonl' },
+            isolation: 'per-subject',
+          }),
+          tenant: memory({
+            args: ['-y', 'pkg', '{{tenant}}'],
+            cwd: '/m/{{tenant}}',
+            isolation: 'per-tenant',
+          }),
+          plain: memory({ isolation: 'shared' }),
+        }),
+        {},
+      ),
+    );
+    expect(r.config.servers.map((s) => [s.name, s.isolation])).toEqual([
+      ['subject', 'per-subject'],
+      ['tenant', 'per-tenant'],
+      ['plain', 'shared'],
+    ]);
+    // Mode user implies per-subject, so both placeholders mean the caller.
+    ok(
+      parseConfigObject(
+        cfg(
+          { u: { url: 'https://mcp.example.com/{{tenant}}/{{subject}}', auth: 'user' } },
+          { gateway: { auth: { ...baseAuth, jwksUrl: JWKS_URL }, oauth: { secret: 's'.repeat(40) } } },
+        ),
+        {},
+      ),
+    );
+  });
+});
