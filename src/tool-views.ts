@@ -15,6 +15,8 @@ import type { ProfileSet } from './profiles.js';
 
 interface View {
   version: number;
+  /** This cut of the view, unique per ToolViews: what a page cut from it is valid for. */
+  serial: number;
   /** What tools/list lists: every visible tool, or in search mode the meta-tools and pins. */
   entries: CatalogEntry[];
   /** Every name the principal may call: all visible tools, and the listed meta-tools. */
@@ -47,6 +49,8 @@ export const INDEX_CACHE_TOOLS = 50_000;
 export class ToolViews {
   private readonly cache = new Map<string, View>();
   private cachedNames = 0;
+  /** The last view's serial: every cut gets a new one, so no two cuts are ever mistaken. */
+  private serial = 0;
   /** Search indexes of views that see part of their catalog, per share key (see indexOf). */
   private readonly indexes: LRUCache<string, { view: View; index: ToolIndex }>;
 
@@ -77,6 +81,15 @@ export class ToolViews {
   /** Views cached, and their names summed (for tests). */
   cacheSize(): { views: number; names: number } {
     return { views: this.cache.size, names: this.cachedNames };
+  }
+
+  /**
+   * The cut of the principal's view its tools/list is served from now. It changes whenever the
+   * view is cut again: a new catalog, and settings that cut views (profiles, catalog mode, pins)
+   * changed by a reload even when the catalog did not, so a page kept under the old one is stale.
+   */
+  cutOf(principal: Principal): number {
+    return this.view(principal).serial;
   }
 
   /** What tools/list shows a principal. */
@@ -166,7 +179,15 @@ export class ToolViews {
     }
     const names = new Set(entries.map((e) => e.name));
     const count = entries.reduce((n, e) => (e.meta ? n : n + 1), 0);
-    const view: View = { version: catalog.version, entries, names, catalog, tools: count, seesAll };
+    const view: View = {
+      version: catalog.version,
+      serial: ++this.serial,
+      entries,
+      names,
+      catalog,
+      tools: count,
+      seesAll,
+    };
     const settings = this.profiles.settingsOf(principal);
     if (count > 0 && (settings.mode === 'search' || count > settings.maxTools)) {
       if (settings.mode === 'full')
