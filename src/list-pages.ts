@@ -1,6 +1,6 @@
 /**
- * The gateway's lists a page at a time: tools/list per principal (pages cached per catalog version
- * and view) and the surface lists, behind cursors sealed to the list's content digest and the view,
+ * The gateway's lists a page at a time: tools/list per principal (pages cached per cut of the
+ * view they are cut from) and the surface lists, behind cursors sealed to the list's content digest and the view,
  * so another instance serving the same catalog accepts them.
  */
 import { LRUCache } from 'lru-cache';
@@ -57,7 +57,7 @@ export interface PageSource {
 
 export class ListPages {
   /** At most 1,000 pages and `maxChars` of text; a page over a quarter of that is served, not kept. */
-  private readonly pageCache: LRUCache<string, { version: number; json: string }>;
+  private readonly pageCache: LRUCache<string, { cut: number; json: string }>;
 
   constructor(
     private readonly g: PageSource,
@@ -119,8 +119,10 @@ export class ListPages {
   }
 
   /**
-   * The serialized tools/list result for this principal and cursor. Pages are cached per catalog
-   * version, so a repeated listing costs a lookup, not a serialization. A first page without a
+   * The serialized tools/list result for this principal and cursor. Pages are cached per cut of
+   * the view they come from, so a repeated listing costs a lookup, not a serialization. Not per
+   * catalog version: a reload that changes only profiles or catalog settings recuts the views
+   * from the same catalog, and a page kept by version would go on serving the old list (49.11). A first page without a
    * cursor is the same text for everyone who sees the same (its share key, #18); a page that ends
    * in a cursor, and every later one, is the caller's own, since cursors are sealed to its view key.
    */
@@ -129,16 +131,16 @@ export class ListPages {
     const own = `${principal.viewKey}\0${typeof cursor === 'string' ? cursor : ''}`;
     const shared = cursor === undefined ? `\u0001${shareKeyOf(principal)}` : undefined;
     const cacheable = cursor === undefined || typeof cursor === 'string';
-    const version = this.g.catalog.version;
+    const cut = this.tools.cutOf(principal);
     const hit = cacheable
       ? ((shared === undefined ? undefined : this.pageCache.get(shared)) ?? this.pageCache.get(own))
       : undefined;
-    if (hit && hit.version === version) return hit.json;
+    if (hit && hit.cut === cut) return hit.json;
     const page = await this.listTools(principal, cursor);
     const json = pageJson(page);
     if (cacheable) {
       const key = shared !== undefined && page.nextCursor === undefined ? shared : own;
-      this.pageCache.set(key, { version, json });
+      this.pageCache.set(key, { cut, json });
     }
     return json;
   }

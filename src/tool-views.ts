@@ -4,8 +4,9 @@
  * (the gateway's, or its profile's) once per catalog and share key (what a principal sees, not who
  * it is: the same grants share one view), and filtered after the cache.
  */
+import { LRUCache } from 'lru-cache';
 import { type Catalog, type CatalogEntry, digestOf } from './aggregate/catalog.js';
-import { indexOf, searchMetaEntries } from './aggregate/search.js';
+import { indexOf, searchMetaEntries, ToolIndex } from './aggregate/search.js';
 import { grantsMatcher } from './auth/grants.js';
 import { type Principal, shareKeyOf } from './auth/principal.js';
 import { ManifoldError } from './errors.js';
@@ -14,6 +15,8 @@ import type { ProfileSet } from './profiles.js';
 
 interface View {
   version: number;
+  /** This cut of the view, unique per ToolViews: what a page cut from it is valid for. */
+  serial: number;
   /** What tools/list lists: every visible tool, or in search mode the meta-tools and pins. */
   entries: CatalogEntry[];
   /** Every name the principal may call: all visible tools, and the listed meta-tools. */
@@ -23,6 +26,9 @@ interface View {
   /** Search mode: tools are found with manifold__search_tools; its meta entries by name. */
   search?: { metas: ReadonlyMap<string, CatalogEntry>; limit: number };
   digest?: string;
+  /** How many of the catalog's tools (meta entries aside) it sees, and whether that is all. */
+  tools: number;
+  seesAll: boolean;
 }
 
 /**
@@ -32,20 +38,39 @@ interface View {
  */
 export const VIEW_CACHE_NAMES = 1_000_000;
 
+/**
+ * The tools indexed for search, at most, summed over the views' own indexes: an index costs far
+ * more than a view's names, and one is rebuilt from its view when evicted (a cost, never a
+ * different answer). A view that sees the whole catalog uses the catalog's index and counts here
+ * for nothing.
+ */
+export const INDEX_CACHE_TOOLS = 50_000;
+
 export class ToolViews {
   private readonly cache = new Map<string, View>();
   private cachedNames = 0;
+  /** The last view's serial: every cut gets a new one, so no two cuts are ever mistaken. */
+  private serial = 0;
+  /** Search indexes of views that see part of their catalog, per share key (see indexOf). */
+  private readonly indexes: LRUCache<string, { view: View; index: ToolIndex }>;
 
   constructor(
     private readonly current: () => Catalog,
     private readonly profiles: ProfileSet,
     private readonly maxNames = VIEW_CACHE_NAMES,
-  ) {}
+    maxIndexed = INDEX_CACHE_TOOLS,
+  ) {
+    this.indexes = new LRUCache({
+      maxSize: maxIndexed,
+      sizeCalculation: (hit) => Math.max(1, hit.view.tools),
+    });
+  }
 
-  /** Forgets every view (the catalog changed). */
+  /** Forgets every view and its index (the catalog or the settings that cut views changed). */
   clear(): void {
     this.cache.clear();
     this.cachedNames = 0;
+    this.indexes.clear();
   }
 
   /** The catalog a principal's requests are served from: its profile's, or the gateway's. */
@@ -58,6 +83,15 @@ export class ToolViews {
     return { views: this.cache.size, names: this.cachedNames };
   }
 
+  /**
+   * The cut of the principal's view its tools/list is served from now. It changes whenever the
+   * view is cut again: a new catalog, and settings that cut views (profiles, catalog mode, pins)
+   * changed by a reload even when the catalog did not, so a page kept under the old one is stale.
+   */
+  cutOf(principal: Principal): number {
+    return this.view(principal).serial;
+  }
+
   /** What tools/list shows a principal. */
   entries(principal: Principal): CatalogEntry[] {
     return this.view(principal).entries;
@@ -68,7 +102,24 @@ export class ToolViews {
     const view = this.view(principal);
     const max = this.profiles.settingsOf(principal).searchLimit;
     const n = Math.min(max, limit ?? max);
-    return indexOf(view.catalog).search(query, n, (name) => view.names.has(name));
+    return this.indexOf(principal, view).search(query, n, (name) => view.names.has(name));
+  }
+
+  /**
+   * The index a view searches: over exactly the tools it sees, so what ranks its hits (how rare a
+   * word is among the documents, how long they are on average) never counts a tool the caller
+   * cannot see (49.9). A view that sees every tool of its catalog has the same documents as the
+   * catalog, so it shares the catalog's index; any other view gets its own, built on its first
+   * search and kept under its share key (a tenant's, never another's).
+   */
+  private indexOf(principal: Principal, view: View): ToolIndex {
+    if (view.seesAll) return indexOf(view.catalog);
+    const key = shareKeyOf(principal);
+    const hit = this.indexes.get(key);
+    if (hit && hit.view === view) return hit.index;
+    const index = new ToolIndex(view.catalog.entries.filter((e) => !e.meta && view.names.has(e.name)));
+    this.indexes.set(key, { view, index });
+    return index;
   }
 
   /** A digest of the principal's tool list: equal digests, an unchanged list. */
@@ -117,17 +168,27 @@ export class ToolViews {
     const hit = this.cache.get(key);
     if (hit && hit.catalog === catalog) return hit;
     let entries: CatalogEntry[];
+    let seesAll = true;
     if (principal.grants === '*' && !principal.cap) entries = catalog.entries as CatalogEntry[];
     else {
       const granted = grantsMatcher(principal);
       const tools = catalog.entries.filter((e) => !e.meta && granted(e.name, e.risk));
       // Meta-tools are visible when anything is, and only ever reveal what the caller can see.
       entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name, e.risk)) : [];
+      seesAll = tools.length === catalog.entries.reduce((n, e) => (e.meta ? n : n + 1), 0);
     }
     const names = new Set(entries.map((e) => e.name));
-    const view: View = { version: catalog.version, entries, names, catalog };
-    const settings = this.profiles.settingsOf(principal);
     const count = entries.reduce((n, e) => (e.meta ? n : n + 1), 0);
+    const view: View = {
+      version: catalog.version,
+      serial: ++this.serial,
+      entries,
+      names,
+      catalog,
+      tools: count,
+      seesAll,
+    };
+    const settings = this.profiles.settingsOf(principal);
     if (count > 0 && (settings.mode === 'search' || count > settings.maxTools)) {
       if (settings.mode === 'full')
         this.profiles.logSearchSwitch(principal, catalog, count, settings.maxTools);

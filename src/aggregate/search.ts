@@ -3,10 +3,11 @@
  * meta-tools (this file: `manifold__search_tools`, `manifold__call_tool`; and
  * `manifold__describe_tool`) and the pinned tools; the rest are found by a ranked search.
  *
- * - The index (BM25 via MiniSearch, plain JS, so it runs on Workers) is built once per catalog
- *   snapshot, lazily on the first search, and shared by every principal: what one principal may
- *   see is applied as a filter during the search, so a tool it cannot see is never a result, and
- *   the ranking is over what it can see.
+ * - The index (BM25 via MiniSearch, plain JS, so it runs on Workers) holds exactly the tools a
+ *   caller sees, built lazily on its first search: BM25 weighs a word by how rare it is among the
+ *   indexed documents, so an index holding tools the caller cannot see would rank by them, and
+ *   let it learn which words they use. A view that sees a whole catalog snapshot shares that
+ *   snapshot's index (`indexOf`); any narrower one gets its own (src/tool-views.ts).
  * - A quarantined tool is indexed as its stub (name and the quarantine notice): it can be found,
  *   never described by the drifted text.
  */
@@ -77,7 +78,10 @@ export class ToolIndex {
     this.byName = new Map(tools.map((e) => [e.name, e]));
   }
 
-  /** The best `limit` tools for `query` among those `visible` says the caller may see. */
+  /**
+   * The best `limit` tools for `query` among those `visible` says the caller may see. The index
+   * should hold only those (see above): the filter keeps a result out, not its words' weight.
+   */
   search(query: string, limit: number, visible: (name: string) => boolean): CatalogEntry[] {
     const hits = this.index.search(query, { filter: (r) => visible(r.id as string) });
     const out: CatalogEntry[] = [];
@@ -92,7 +96,10 @@ export class ToolIndex {
 
 const indexes = new WeakMap<Catalog, ToolIndex>();
 
-/** The index of a catalog snapshot, built on first use and kept as long as the snapshot. */
+/**
+ * The index of a whole catalog snapshot, built on first use and kept as long as the snapshot: for
+ * callers that see every tool in it.
+ */
 export function indexOf(catalog: Catalog): ToolIndex {
   let index = indexes.get(catalog);
   if (!index) {

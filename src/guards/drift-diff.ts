@@ -89,6 +89,17 @@ export function diffTool(before: Tool, after: Tool): ToolDiff {
   return diff;
 }
 
+/** Whether a diff holds any change: a tool whose diff is empty has nothing for a person to see. */
+export function hasChanges(diff: ToolDiff): boolean {
+  return (
+    diff.description !== undefined ||
+    diff.inputSchema !== undefined ||
+    diff.outputSchema !== undefined ||
+    diff.shown !== undefined ||
+    diff.hints !== undefined
+  );
+}
+
 /** Lines kept around each change, as in `diff -u`. */
 const CONTEXT = 3;
 /** Beyond this many LCS cells the diff degrades to "all old, then all new" to stay bounded. */

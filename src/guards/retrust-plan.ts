@@ -5,8 +5,9 @@
  * (src/server/admin.ts) show the same lines and write the same baseline.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { canonicalJson, sha256Hex } from './canonical-json.js';
 import { type Baseline, baselineFrom } from './drift.js';
-import { diffTool, formatDiff } from './drift-diff.js';
+import { diffTool, formatDiff, hasChanges } from './drift-diff.js';
 import { describeDriftName } from './drift-kinds.js';
 
 /** Where a server was trusted and where the config points now, for the top of a review. */
@@ -58,11 +59,11 @@ export async function planRetrust(
       lines.push(`+ new ${describeDriftName(t.name)}`);
       continue;
     }
-    if (
-      old[t.name]?.fingerprint !== next[t.name]?.fingerprint ||
-      JSON.stringify(old[t.name]?.hints) !== JSON.stringify(next[t.name]?.hints)
-    ) {
-      lines.push(formatDiff(diffTool(before, t)));
+    // Shown whenever anything that holds a tool back differs (the diff covers every field the
+    // drift decision compares), or when it would not be trusted as it is (listed twice).
+    const diff = diffTool(before, t);
+    if (hasChanges(diff) || old[t.name]?.fingerprint !== next[t.name]?.fingerprint) {
+      lines.push(formatDiff(diff));
     }
   }
   for (const gone of Object.keys(old)) {
@@ -71,4 +72,21 @@ export async function planRetrust(
     }
   }
   return { lines, changes: lines.length, next };
+}
+
+/**
+ * The digest a review hands out, and the one an accept must present: over what the review showed
+ * and what accepting writes (the identity and the exact next baseline). Binding the lines alone
+ * would let a change made after the review, in a part the lines do not show, be written unseen;
+ * with the baseline in it, any change at all between review and accept refuses the accept.
+ *
+ * @example
+ * const digest = await reviewDigest(shown, { identity, baseline: plan.next });
+ * if (digest !== body.digest) return conflict('review it again');
+ */
+export function reviewDigest(
+  shown: unknown,
+  written: { identity: unknown; baseline: Baseline },
+): Promise<string> {
+  return sha256Hex(canonicalJson({ shown, written }));
 }

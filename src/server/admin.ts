@@ -4,10 +4,12 @@
  * accepted. It is `manifold retrust` as two requests, on the connection the gateway already has:
  *
  * - `GET /admin/servers/<name>/drift[?tool=NAME]`: what the server lists now against its baseline,
- *   the same diff lines the CLI prints, and a `digest` of exactly what was shown;
+ *   the same diff lines the CLI prints, and a `digest` of what was shown and of the exact
+ *   baseline accepting it would write;
  * - `POST /admin/servers/<name>/retrust` with `{"digest": "...", "tool"?: "..."}`: rewrites the
  *   baseline only if what would be accepted is still what that digest was taken over (409
- *   otherwise), so an operator never accepts a change they were not shown.
+ *   otherwise), so an operator never accepts a change they were not shown, even one made between
+ *   the review and the accept.
  *
  * Only a principal with `manifold:admin` may use either (the anonymous principal of a gateway
  * without auth is one, as on `/healthz`); the Origin and Host guard of `/healthz` applies.
@@ -17,7 +19,7 @@ import type { Authenticator } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import type { Gateway } from '../gateway.js';
 import type { Baseline } from '../guards/drift.js';
-import { identityLine, planRetrust } from '../guards/retrust-plan.js';
+import { identityLine, planRetrust, reviewDigest } from '../guards/retrust-plan.js';
 import { type ServerIdentity, sameIdentity } from '../store/state.js';
 
 export interface AdminRoutes {
@@ -106,7 +108,6 @@ async function review(gateway: Gateway, name: string, tool: string | undefined):
   if ('refused' in plan) return { status: 404, error: `server ${name} ${plan.refused}` };
   const lines = identityChanged ? [identityLine(name, row!.identity, identity), ...plan.lines] : plan.lines;
   const shown = { server: name, ...(tool ? { tool } : {}), identityChanged, changes: plan.changes, lines };
-  const hash = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(JSON.stringify(shown)));
-  const digest = [...new Uint8Array(hash)].map((b) => b.toString(16).padStart(2, '0')).join('');
+  const digest = await reviewDigest(shown, { identity, baseline: plan.next });
   return { review: { ...shown, digest }, identity, next: plan.next };
 }

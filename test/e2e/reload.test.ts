@@ -183,3 +183,70 @@ describe('reload: a new config applied to a running gateway', () => {
     await out.retired;
   });
 });
+
+/**
+ * 49.11: a reload that changes only `profiles` or catalog settings recuts every view, and the
+ * first tools/list page a client was already served must not outlive the view it was cut from.
+ */
+describe('49.11: a reload that narrows a profile or changes catalog settings', () => {
+  let gw: TestGateway;
+  const servers = { fx };
+  /** Every tool name a client is listed now (a modern client would answer from its cache). */
+  const listed = async (h: AnyHandle): Promise<string[]> =>
+    (h.era === 'legacy'
+      ? (await h.client.listTools()).tools
+      : (await h.client.listTools(undefined, { cacheMode: 'bypass' })).tools
+    )
+      .map((t) => t.name)
+      .sort();
+
+  beforeAll(async () => {
+    gw = await startTestGateway({ mcpServers: servers, profiles: { p: { tools: ['fx__*'] } } });
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.stop();
+  });
+
+  it('49.11: clients of both eras that listed before are served the narrowed profile at once', async () => {
+    const at = gw.url.replace(/\/mcp$/, '/mcp/p');
+    const clients = [await connectLegacy(at), await connectModern(at)];
+    try {
+      for (const h of clients) expect(await listed(h)).toContain('fx__tick');
+      const out = await gw.gateway.reloader.apply(configOf(servers, {}, { p: { tools: ['fx__sleep'] } }));
+      expect(out.plan).toMatchObject({ unchanged: ['fx'], live: ['profiles'] });
+      for (const h of clients) {
+        expect(await listed(h), h.era).toEqual(['fx__sleep']);
+        await expect(h.client.callTool({ name: 'fx__tick', arguments: {} })).rejects.toThrow(/Unknown tool/);
+      }
+      // A client that connects only now is served the same.
+      const late = await connectModern(at);
+      try {
+        expect(await listed(late)).toEqual(['fx__sleep']);
+      } finally {
+        await late.close();
+      }
+    } finally {
+      for (const h of clients) await h.close();
+    }
+  });
+
+  it('49.11: a change of gateway.catalog alone switches listed clients of both eras to search mode', async () => {
+    const clients = [await connectLegacy(gw.url), await connectModern(gw.url)];
+    try {
+      for (const h of clients) expect(await listed(h)).toContain('fx__tick');
+      const out = await gw.gateway.reloader.apply(
+        configOf(servers, { catalog: { mode: 'search' } }, { p: { tools: ['fx__sleep'] } }),
+      );
+      // Profiles take their catalog settings from gateway.catalog, so they change with it.
+      expect(out.plan).toMatchObject({ unchanged: ['fx'], restart: [] });
+      expect(out.plan.live).toContain('catalog');
+      for (const h of clients) {
+        const now = await listed(h);
+        expect(now, h.era).toContain('manifold__search_tools');
+        expect(now, h.era).not.toContain('fx__tick');
+      }
+    } finally {
+      for (const h of clients) await h.close();
+    }
+  });
+});

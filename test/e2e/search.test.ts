@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfigObject } from '../../src/config/index.js';
 import { connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
 import { EVERYTHING, eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { testIssuer } from '../helpers/tokens.js';
@@ -415,5 +416,98 @@ describe('named profiles (#17)', () => {
     } finally {
       await h.close();
     }
+  });
+});
+
+/**
+ * 49.9: search ranks over what the caller can see. Term statistics (how rare a word is) of a
+ * shared index would count tools only another tenant sees, so adding or removing them would
+ * reorder this tenant's results, and a tenant could test which words they use.
+ */
+describe('49.9: search ranking over the caller’s own tools', () => {
+  let gw: TestGateway;
+  let dir: string;
+  let acme: string;
+  let bolt: string;
+  let raw: (hidden: 'alpha' | 'beta' | 'none') => Obj;
+  const ISS = 'https://issuer.search-rank';
+  const AUD = 'manifold-search-rank';
+  const file = (name: string, tools: Obj[]) => {
+    const path = join(dir, `${name}.json`);
+    writeFileSync(path, JSON.stringify(tools));
+    return path;
+  };
+  const tool = (name: string, description: string) => ({
+    name,
+    description,
+    inputSchema: { type: 'object', properties: {} },
+  });
+  /** The tools only tenant bolt sees: twenty reports that all say one of acme's query words. */
+  const hidden = (word: string) =>
+    Array.from({ length: 20 }, (_, i) => tool(`report_${i}`, `${word} report number ${i}.`));
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mf-search-rank-'));
+    const mine = file('mine', [tool('one', 'Alpha widget.'), tool('two', 'Beta widget gadget.')]);
+    const theirs = { alpha: file('alpha', hidden('Alpha')), beta: file('beta', hidden('Beta')) };
+    const issuer = await testIssuer(ISS, AUD);
+    acme = await issuer.mint({ scope: 'tools:a__*' }, 'acme');
+    bolt = await issuer.mint({ scope: 'tools:b*' }, 'bolt');
+    const drift = (tools: string) => ({
+      command: process.execPath,
+      args: [DRIFT],
+      env: { DRIFT_TOOLS_FILE: tools },
+    });
+    raw = (only) => ({
+      // A server per set: one whose tools changed after trust would be held back (drift).
+      mcpServers: { a: drift(mine), ...(only === 'none' ? {} : { [`b${only}`]: drift(theirs[only]) }) },
+      gateway: {
+        catalog: { mode: 'search' },
+        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+      },
+    });
+    gw = await startTestGateway(raw('alpha') as Parameters<typeof startTestGateway>[0]);
+  }, 60_000);
+
+  afterAll(async () => {
+    await gw?.stop();
+  });
+
+  const reload = async (only: 'alpha' | 'beta' | 'none') => {
+    const r = parseConfigObject(raw(only), process.env);
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    r.config.gateway.port = 0;
+    r.config.gateway.store = false;
+    await gw.gateway.reloader.apply(r.config);
+    await eventually(() => gw.gateway.health().status === 'ok', 'every upstream ready');
+  };
+
+  it('49.9: a tenant’s order does not move when tools only another tenant sees come and go', async () => {
+    const orders: string[][] = [];
+    const check = async (what: string) => {
+      for (const era of ['legacy', 'modern'] as const) {
+        const h = await connect(era, gw.url, acme);
+        try {
+          orders.push(await found(h, 'alpha beta'));
+        } finally {
+          await h.close();
+        }
+      }
+      if (what === 'none') return;
+      // The other tenant is served its own tools, so they are in the catalog.
+      const other = await connect('modern', gw.url, bolt);
+      try {
+        expect(await found(other, what), what).toHaveLength(10);
+      } finally {
+        await other.close();
+      }
+    };
+    await check('alpha');
+    await reload('beta');
+    await check('beta');
+    await reload('none');
+    await check('none');
+    // acme's own ranking: "Alpha widget." is the shorter, closer match of two equally rare words.
+    expect(orders).toEqual(Array.from({ length: 6 }, () => ['a__one', 'a__two']));
   });
 });

@@ -2,7 +2,12 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { buildCatalog, narrowCatalog } from '../../src/aggregate/catalog.js';
 import { nameWords, ToolIndex } from '../../src/aggregate/search.js';
+import { principalFromClaims } from '../../src/auth/grants.js';
 import { formatIssues, parseConfigObject } from '../../src/config/index.js';
+import type { AuthConfig } from '../../src/config/types.js';
+import { silentLogger } from '../../src/log.js';
+import { ProfileSet } from '../../src/profiles.js';
+import { ToolViews } from '../../src/tool-views.js';
 
 const stdio = { command: 'x' };
 
@@ -121,5 +126,47 @@ describe('the search index', () => {
     const none = narrowCatalog(full, (n) => n === 'mail__send');
     expect(none.entries.map((e) => e.name)).toEqual(['mail__send']);
     expect(none.digest).not.toBe(full.digest);
+  });
+});
+
+describe('49.9: each view ranks over its own tools', () => {
+  const auth = { tenantClaim: 'org', tenants: {} } as unknown as AuthConfig;
+  const who = (org: string, scope: string) => principalFromClaims({ sub: 'u', org, scope }, auth);
+  const parsed = parseConfigObject(
+    { mcpServers: { a: { command: 'x' }, b: { command: 'x' } }, gateway: { catalog: { mode: 'search' } } },
+    {},
+  );
+  if (!parsed.ok) throw new Error(formatIssues(parsed.errors));
+  const config = parsed.config;
+  const tool = (name: string, description: string): Tool => ({
+    name,
+    description,
+    inputSchema: { type: 'object', properties: {} },
+  });
+  const mine = [tool('one', 'Alpha widget.'), tool('two', 'Beta widget gadget.')];
+  const theirs = (word: string) =>
+    Array.from({ length: 20 }, (_, i) => tool(`r${i}`, `${word} report ${i}.`));
+  const order = (hidden: Tool[], maxIndexed?: number) => {
+    const catalog = buildCatalog(
+      [
+        { server: config.servers[0]!, tools: mine },
+        { server: config.servers[1]!, tools: hidden },
+      ],
+      1,
+    );
+    const views = new ToolViews(() => catalog, new ProfileSet(config, silentLogger), undefined, maxIndexed);
+    const acme = who('acme', 'tools:a__*');
+    // The other tenant searches too, so an index of its own exists beside acme's.
+    views.search(who('bolt', 'tools:b__*'), 'report');
+    return views.search(acme, 'alpha beta').map((e) => e.name);
+  };
+
+  it('49.9: tools only another tenant sees never move a tenant’s order, cached or rebuilt', () => {
+    const alone = order([]);
+    expect(alone).toEqual(['a__one', 'a__two']);
+    for (const maxIndexed of [undefined, 1]) {
+      expect(order(theirs('Alpha'), maxIndexed)).toEqual(alone);
+      expect(order(theirs('Beta'), maxIndexed)).toEqual(alone);
+    }
   });
 });
