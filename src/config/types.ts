@@ -197,6 +197,32 @@ export interface GatewayConfig {
   /** Sessions one tenant may hold across its subjects; its oldest goes past this. */
   maxSessionsPerTenant: number;
   sessionIdleSeconds: number;
+  /**
+   * A 2025-03-26 JSON-RPC batch: at most this many messages are taken (default 100); each request
+   * past it is answered with an error and not run.
+   */
+  maxBatchMessages: number;
+  /**
+   * The whole answer to a batch stays within this many bytes (default 4 MiB): once a request's
+   * answer would not fit, it and the requests after it are answered with errors.
+   */
+  maxBatchAnswerBytes: number;
+  /**
+   * Modern calls held open while their client gathers input (MRTR): in total, per principal and
+   * per tenant (defaults 10000, 100, 1000). Past a bound, the newcomer's own principal's (or
+   * tenant's) oldest goes first (SECURITY G4).
+   */
+  maxHeldCalls: number;
+  maxHeldCallsPerPrincipal: number;
+  maxHeldCallsPerTenant: number;
+  /** 2025 servers' tasks waiting for a 2026 client's input: the same bounds (defaults 1000, 20, 100). */
+  maxTasksAwaitingInput: number;
+  maxTasksAwaitingInputPerPrincipal: number;
+  maxTasksAwaitingInputPerTenant: number;
+  /** Open `subscriptions/listen` streams: the same bounds (defaults 10000, 16, 1000). */
+  maxListenStreams: number;
+  maxListenStreamsPerPrincipal: number;
+  maxListenStreamsPerTenant: number;
   callTimeoutMs: number;
   maxCallTimeoutMs: number;
   connectTimeoutMs: number;

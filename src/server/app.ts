@@ -113,15 +113,28 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
       perPrincipal: g.maxSessionsPerPrincipal,
       perTenant: g.maxSessionsPerTenant,
     }),
-    listeners: new ListenRegistry({ perPrincipal: 16, total: g.maxSessions, keepaliveMs: 25_000 }),
+    listeners: new ListenRegistry({
+      total: g.maxListenStreams,
+      perPrincipal: g.maxListenStreamsPerPrincipal,
+      perTenant: g.maxListenStreamsPerTenant,
+      keepaliveMs: 25_000,
+    }),
     // A list is private whenever what it holds depends on who asks (spec 2026-07-28: caching).
     listCache: { ttlMs: LIST_TTL_MS, cacheScope: auth ? 'private' : 'public' },
     serverInfo: { name: 'manifold', version: gateway.version },
     watch: new ResourceWatch(gateway),
-    held: new HeldCalls(),
+    held: new HeldCalls({
+      total: g.maxHeldCalls,
+      perPrincipal: g.maxHeldCallsPerPrincipal,
+      perTenant: g.maxHeldCallsPerTenant,
+    }),
     instance: options.forward?.id ?? crypto.randomUUID(),
     ...(options.forward ? { forwarder: options.forward } : {}),
-    taskPumps: new TaskPumps(() => gateway.platform.now()),
+    taskPumps: new TaskPumps(() => gateway.platform.now(), {
+      total: g.maxTasksAwaitingInput,
+      perPrincipal: g.maxTasksAwaitingInputPerPrincipal,
+      perTenant: g.maxTasksAwaitingInputPerTenant,
+    }),
     ...(gateway.platform.tracer ? { tracing: new Tracing(gateway.platform.tracer) } : {}),
   };
   if (options.sessions) {

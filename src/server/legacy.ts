@@ -5,13 +5,21 @@
  */
 import type { Principal } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
+import { byteLength } from '../guards/result-cap.js';
 import { LATEST_LEGACY, LEGACY_VERSIONS, LOG_LEVELS } from '../protocol/versions.js';
 import { Answer } from './answer.js';
+import { BatchAnswers } from './batch-answers.js';
 import { dispatchCommon, type Edge, failBody, json, serverCapabilities } from './dispatch.js';
 import { batchAllowed } from './era.js';
 import { type Exchange, legacyResult } from './exchange.js';
 import { type HttpIn, PlainReply, type Reply, replyText } from './http-in.js';
-import { classify, type JsonRpcNotification, type JsonRpcRequest, resultMessage } from './jsonrpc.js';
+import {
+  classify,
+  type JsonRpcId,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  resultMessage,
+} from './jsonrpc.js';
 import { askClient } from './legacy-ask.js';
 import { MAX_STREAMS, parseEventId, ResumableStream } from './resumable.js';
 import { inflightKey, type Session } from './sessions.js';
@@ -259,6 +267,14 @@ function onNotification(session: Session, note: JsonRpcNotification): void {
 /**
  * A 2025-03-26 batch: every request is answered, in order, in one JSON array; notifications and
  * responses in it need no answer, and a batch of only those gets 202 (spec 2025-03-26: transports).
+ *
+ * Bounded (#49.2), since one small batch can ask for many big answers: only the first
+ * `maxBatchMessages` messages are taken, and the whole answer stays within
+ * `maxBatchAnswerBytes` (batch-answers.ts). Requests run one at a time, so at most one answer
+ * beyond those kept is ever held. Each request past the count, and each once the answers are
+ * full, is answered with an error and never run; the request whose answer did not fit ran, and
+ * its error says so (its outcome is not shown, SECURITY F5). A batch whose errors alone would not
+ * fit is refused whole.
  */
 export async function legacyBatch(
   edge: Edge,
@@ -278,11 +294,30 @@ export async function legacyBatch(
       `JSON-RPC batches are part of 2025-03-26 only; this session speaks ${versionHeader ?? session.protocolVersion}: send one message per POST`,
     );
   }
-  const answers: string[] = [];
-  for (const m of incoming) {
+  const g = edge.gateway.config.gateway;
+  const maxMessages = g.maxBatchMessages;
+  const answers = new BatchAnswers(g.maxBatchAnswerBytes);
+  const refusal = batchRefusals(edge, maxMessages, answers.maxBytes);
+  const requests: { message: JsonRpcRequest; taken: boolean }[] = [];
+  incoming.forEach((m, at) => {
+    if (m.kind !== 'request') return;
+    const taken = at < maxMessages;
+    // The longest error this request may get is set aside before anything runs.
+    const worst = taken ? refusal.ran(m.message.id) : refusal.overCount(m.message.id);
+    if (!answers.reserve(byteLength(worst))) throw refusal.whole();
+    requests.push({ message: m.message, taken });
+  });
+  let slot = 0;
+  let full = false;
+  for (const m of incoming.slice(0, maxMessages)) {
     if (m.kind === 'notification') onNotification(session, m.message);
     if (m.kind === 'response') onResponse(session, m.message);
     if (m.kind !== 'request') continue;
+    const at = slot++;
+    if (full) {
+      answers.refuse(at, refusal.notRun(m.message.id));
+      continue;
+    }
     const ex = exchange(edge, { ...p, canStream: false, message: {} }, session, m.message);
     let reply: Reply;
     try {
@@ -290,10 +325,45 @@ export async function legacyBatch(
     } catch (e) {
       reply = json(failBody(edge, m.message.id, e, 'legacy').body);
     }
-    answers.push(await replyText(reply));
+    if (answers.offer(at, await replyText(reply))) continue;
+    full = true;
+    answers.refuse(at, refusal.ran(m.message.id));
   }
-  if (answers.length === 0) return new PlainReply(202, null, {});
-  return json(`[${answers.join(',')}]`);
+  // Messages past the count are not taken: their requests get an error, the rest is dropped.
+  for (const r of requests) if (!r.taken) answers.refuse(slot++, refusal.overCount(r.message.id));
+  if (answers.size === 0) return new PlainReply(202, null, {});
+  return json(answers.body());
+}
+
+/** The errors a batch's requests get past its bounds; fixed texts, so their size is known up front. */
+function batchRefusals(edge: Edge, maxMessages: number, maxBytes: number) {
+  const error = (id: JsonRpcId, code: 'ERR_BATCH' | 'ERR_OUTCOME_UNKNOWN', message: string) =>
+    failBody(edge, id, new ManifoldError(code, message), 'legacy').body;
+  return {
+    overCount: (id: JsonRpcId) =>
+      error(
+        id,
+        'ERR_BATCH',
+        `not run: a batch takes at most ${maxMessages} messages (gateway.maxBatchMessages); send this request again in a later batch or on its own`,
+      ),
+    notRun: (id: JsonRpcId) =>
+      error(
+        id,
+        'ERR_BATCH',
+        `not run: the answers to this batch reached ${maxBytes} bytes (gateway.maxBatchAnswerBytes); send this request again on its own`,
+      ),
+    ran: (id: JsonRpcId) =>
+      error(
+        id,
+        'ERR_OUTCOME_UNKNOWN',
+        `this request ran, but its answer did not fit in the ${maxBytes} bytes of this batch's answers (gateway.maxBatchAnswerBytes), so its outcome is not shown; send it on its own only if running it again is safe`,
+      ),
+    whole: () =>
+      new ManifoldError(
+        'ERR_BATCH',
+        `this batch holds more requests than ${maxBytes} bytes of answers (gateway.maxBatchAnswerBytes) can answer, even with errors: send at most ${maxMessages} messages per batch`,
+      ),
+  };
 }
 
 /** The standalone stream: server-initiated messages such as tools/list_changed. */

@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import { META } from '../protocol/versions.js';
+import { CallerBounds, type CallerLimits } from './caller-bounds.js';
 import type { JsonRpcId } from './jsonrpc.js';
 import { SseStream } from './sse.js';
 
@@ -32,12 +33,18 @@ interface Listener {
 /**
  * Open `subscriptions/listen` streams on this instance. Each is a request of its own: nothing
  * here outlives the stream, and a client that reconnects to another instance opens a new one.
- * Bounded per principal (the oldest stream is ended first) and in total.
+ * Bounded per principal and per tenant before the total (caller-bounds.ts, SECURITY G4): past a
+ * bound, the opener's own oldest stream is ended first, so one caller's flood never ends another's.
  */
 export class ListenRegistry {
   private readonly listeners = new Set<Listener>();
+  private readonly bounds: CallerBounds<Listener>;
+  private readonly keepaliveMs: number;
 
-  constructor(private readonly limits: { perPrincipal: number; total: number; keepaliveMs: number }) {}
+  constructor({ keepaliveMs, ...limits }: CallerLimits & { keepaliveMs: number }) {
+    this.bounds = new CallerBounds(limits);
+    this.keepaliveMs = keepaliveMs;
+  }
 
   /** Which filter fields this gateway honours (the acknowledgement lists only these). */
   static honoured(filter: ListenFilter): ListenFilter {
@@ -53,14 +60,14 @@ export class ListenRegistry {
     seen: Seen,
     onClose?: () => void,
   ): SseStream {
-    const mine = [...this.listeners].filter((l) => l.principal.key === principal.key);
-    while (mine.length >= this.limits.perPrincipal) this.end(mine.shift()!);
-    if (this.listeners.size >= this.limits.total) this.end(this.listeners.values().next().value!);
-    const stream = new SseStream({ keepaliveMs: this.limits.keepaliveMs });
+    this.bounds.admit(principal, (l) => this.end(l));
+    const stream = new SseStream({ keepaliveMs: this.keepaliveMs });
     const listener: Listener = { id, principal, filter, stream, seen };
     this.listeners.add(listener);
+    this.bounds.add(listener, principal);
     stream.onclose = () => {
       this.listeners.delete(listener);
+      this.bounds.remove(listener);
       onClose?.();
     };
     // The acknowledgement comes first, before any notification (patterns/subscriptions, "Acknowledgment").
@@ -105,6 +112,7 @@ export class ListenRegistry {
 
   private end(l: Listener): void {
     this.listeners.delete(l);
+    this.bounds.remove(l);
     l.stream.send(
       JSON.stringify({
         jsonrpc: '2.0',

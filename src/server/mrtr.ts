@@ -19,6 +19,7 @@ import { ManifoldError } from '../errors.js';
 import { unrefTimer } from '../platform.js';
 import type { InputRequests, InputResponses } from '../upstream/session.js';
 import type { Answer } from './answer.js';
+import { CallerBounds, type CallerLimits, type Holder } from './caller-bounds.js';
 
 export interface StateBody {
   v: 1;
@@ -96,19 +97,25 @@ export interface HeldCall {
 }
 
 /**
- * Calls held for modern clients, on this instance. Bounded: past `max`, the oldest is abandoned;
- * each expires on its own.
+ * Calls held for modern clients, on this instance. Bounded per principal and per tenant before
+ * the total (caller-bounds.ts, SECURITY G4): past a bound, the holder's own oldest call is
+ * abandoned first, so one caller's flood never abandons another's question. Each call also
+ * expires on its own.
  */
 export class HeldCalls {
   private readonly calls = new Map<string, HeldCall>();
   private readonly timers = new Map<string, ReturnType<typeof setTimeout>>();
+  private readonly bounds: CallerBounds<string>;
 
-  constructor(private readonly max = 10_000) {}
+  constructor(limits: CallerLimits) {
+    this.bounds = new CallerBounds(limits);
+  }
 
-  hold(call: HeldCall, now: number): void {
-    if (this.calls.size >= this.max) {
-      const oldest = this.calls.values().next().value;
-      if (oldest) this.end(oldest.token, new Error('too many calls waiting for input'));
+  /** Holds `call` for `holder` (again, for its next round: it keeps its place). */
+  hold(call: HeldCall, holder: Holder, now: number): void {
+    if (!this.calls.has(call.token)) {
+      this.bounds.admit(holder, (token) => this.end(token, new Error('too many calls waiting for input')));
+      this.bounds.add(call.token, holder);
     }
     this.calls.set(call.token, call);
     this.rearm(call, now);
@@ -138,6 +145,7 @@ export class HeldCalls {
   release(token: string): void {
     this.disarm(token);
     this.calls.delete(token);
+    this.bounds.remove(token);
   }
 
   end(token: string, reason: Error): void {

@@ -4,6 +4,7 @@
  */
 import { ManifoldError } from '../errors.js';
 import type { InputHandler, InputResponses } from '../upstream/session.js';
+import { CallerBounds, type CallerLimits, type Holder } from './caller-bounds.js';
 
 type Result = Record<string, unknown>;
 const isObject = (v: unknown): v is Result => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -18,8 +19,10 @@ export function errorObject(e: unknown): Result {
  * The input a 2025 server's task waits for, gathered for 2026 clients: the server sends its
  * requests on a tasks/result call, which a pump keeps open; tasks/get shows them under keys of
  * the gateway's (unique for the task's life), tasks/update answers them. On this instance only,
- * like the upstream session the task lives in; bounded, and each pump ends with its call, its
- * task, or after `ttlMs`. The upstream's own deadline for tasks/result still applies.
+ * like the upstream session the task lives in. Bounded per principal and per tenant before the
+ * total (caller-bounds.ts, SECURITY G4): one caller's flood ends only its own pumps. Each pump
+ * ends with its call, its task, or after `ttlMs`. The upstream's own deadline for tasks/result
+ * still applies.
  */
 interface Asked {
   method: string;
@@ -42,23 +45,28 @@ const FIRST_ASK_WAIT_MS = 1_500;
 
 export class TaskPumps {
   private readonly pumps = new Map<string, Pump>();
+  private readonly bounds: CallerBounds<string>;
 
   constructor(
     private readonly now: () => number,
-    private readonly max = 1_000,
+    limits: CallerLimits,
     private readonly ttlMs = 10 * 60_000,
-  ) {}
+  ) {
+    this.bounds = new CallerBounds(limits);
+  }
 
   /**
    * The requests waiting for answers, keyed for the client; starts the pump (`call`, given the
-   * handler that collects the server's requests) unless one is running.
+   * handler that collects the server's requests) unless one is running. `holder` is whose task it
+   * is (task ids are bound to their principal).
    */
   async pending(
     taskId: string,
+    holder: Holder,
     call: (onInput: InputHandler) => Promise<Result>,
   ): Promise<Result | undefined> {
     let pump = this.pumps.get(taskId);
-    if (!pump?.running) pump = this.start(taskId, call);
+    if (!pump?.running) pump = this.start(taskId, holder, call);
     if (pump.asked.size === 0 && pump.running) {
       const p = pump;
       await new Promise<void>((resolve) => {
@@ -97,6 +105,7 @@ export class TaskPumps {
   end(taskId: string, reason = new Error('the task was cancelled')): void {
     const pump = this.pumps.get(taskId);
     this.pumps.delete(taskId);
+    this.bounds.remove(taskId);
     if (!pump) return;
     for (const a of pump.asked.values()) a.reject(reason);
     pump.asked.clear();
@@ -110,10 +119,14 @@ export class TaskPumps {
     return this.pumps.size;
   }
 
-  private start(taskId: string, call: (onInput: InputHandler) => Promise<Result>): Pump {
-    this.evict();
+  private start(taskId: string, holder: Holder, call: (onInput: InputHandler) => Promise<Result>): Pump {
+    // A pump that ran to its end makes room for its successor: nothing of it is waiting.
+    this.pumps.delete(taskId);
+    this.bounds.remove(taskId);
+    this.evict(holder);
     const pump: Pump = { asked: new Map(), seq: 0, running: true, expires: this.now() + this.ttlMs };
     this.pumps.set(taskId, pump);
+    this.bounds.add(taskId, holder);
     const onInput: InputHandler = (requests) =>
       Promise.all(
         Object.entries(requests).map(
@@ -150,14 +163,10 @@ export class TaskPumps {
     return pump;
   }
 
-  private evict(): void {
+  private evict(holder: Holder): void {
     const now = this.now();
     for (const [id, pump] of this.pumps)
       if (pump.expires < now) this.end(id, new Error('the task waited too long'));
-    while (this.pumps.size >= this.max) {
-      const oldest = this.pumps.keys().next().value;
-      if (oldest === undefined) break;
-      this.end(oldest, new Error('too many tasks waiting for input'));
-    }
+    this.bounds.admit(holder, (id) => this.end(id, new Error('too many tasks waiting for input')));
   }
 }

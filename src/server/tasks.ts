@@ -373,7 +373,7 @@ async function bridgeLegacy(
     return;
   }
   if (task.status !== 'input_required') return;
-  const asked = await pumps.pending(taskId, (onInput) =>
+  const asked = await pumps.pending(taskId, ex.principal, (onInput) =>
     upstream.request('tasks/result', { taskId: ref.t }, { ...upstreamOptions(ex, upstream), onInput }),
   );
   if (asked && Object.keys(asked).length > 0) {

@@ -208,7 +208,7 @@ function start(
         reject(reason);
       };
     });
-    edge.held.hold(call, now);
+    edge.held.hold(call, ex.principal, now);
     w.answer.finish(
       rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
     );

@@ -86,10 +86,13 @@ describe('HeldCalls', () => {
     abandon: (reason: Error) => ended.push(`${token}: ${reason.message}`),
   });
 
+  const LIMITS = { total: 10_000, perPrincipal: 100, perTenant: 1000 };
+  const alice = { key: 'acme/alice', tenant: 'acme' };
+
   it('is bounded: past its size the oldest held call is abandoned', () => {
     const ended: string[] = [];
-    const held = new HeldCalls(2);
-    for (const t of ['a', 'b', 'c']) held.hold({ ...call(t, ended), expiresAt: 60_000 }, 0);
+    const held = new HeldCalls({ total: 2, perPrincipal: 2, perTenant: 2 });
+    for (const t of ['a', 'b', 'c']) held.hold({ ...call(t, ended), expiresAt: 60_000 }, alice, 0);
     expect(held.size).toBe(2);
     expect(held.get('a')).toBeUndefined();
     expect(ended).toEqual(['a: too many calls waiting for input']);
@@ -100,8 +103,8 @@ describe('HeldCalls', () => {
 
   it('abandons a call whose client never comes back', async () => {
     const ended: string[] = [];
-    const held = new HeldCalls();
-    held.hold({ ...call('a', ended), expiresAt: 5 }, 0);
+    const held = new HeldCalls(LIMITS);
+    held.hold({ ...call('a', ended), expiresAt: 5 }, alice, 0);
     await new Promise((r) => setTimeout(r, 30));
     expect(ended).toEqual(['a: the client did not answer in time']);
     expect(held.get('a')).toBeUndefined();
@@ -109,8 +112,8 @@ describe('HeldCalls', () => {
 
   it('forgets a released call without abandoning it', () => {
     const ended: string[] = [];
-    const held = new HeldCalls();
-    held.hold({ ...call('a', ended), expiresAt: 60_000 }, 0);
+    const held = new HeldCalls(LIMITS);
+    held.hold({ ...call('a', ended), expiresAt: 60_000 }, alice, 0);
     held.release('a');
     held.closeAll();
     expect(ended).toEqual([]);

@@ -442,6 +442,17 @@ describe('defaults and limits', () => {
       maxSessionsPerPrincipal: 100,
       maxSessionsPerTenant: 1000,
       sessionIdleSeconds: 3600,
+      maxBatchMessages: 100,
+      maxBatchAnswerBytes: 4194304,
+      maxHeldCalls: 10000,
+      maxHeldCallsPerPrincipal: 100,
+      maxHeldCallsPerTenant: 1000,
+      maxTasksAwaitingInput: 1000,
+      maxTasksAwaitingInputPerPrincipal: 20,
+      maxTasksAwaitingInputPerTenant: 100,
+      maxListenStreams: 10000,
+      maxListenStreamsPerPrincipal: 16,
+      maxListenStreamsPerTenant: 1000,
       callTimeoutMs: 60000,
       maxCallTimeoutMs: 600000,
       connectTimeoutMs: 15000,
@@ -826,6 +837,40 @@ describe('size limits', () => {
       'gateway.maxDescriptionBytes: must be at least 1, got -1',
       'gateway.maxToolsPerServer: expected a positive integer (tools), got null',
       'mcpServers.a.maxResultBytes: expected a positive integer (bytes), got string',
+    ]);
+    for (const issue of result.errors) expect(issue.fix, issue.path).toMatch(/^write a whole number/);
+  });
+
+  it('49.2, 49.6: the batch bounds and the per-caller bounds are positive integers, taken as given', () => {
+    const given = {
+      maxBatchMessages: 10,
+      maxBatchAnswerBytes: 65536,
+      maxHeldCalls: 50,
+      maxHeldCallsPerPrincipal: 5,
+      maxHeldCallsPerTenant: 20,
+      maxTasksAwaitingInput: 40,
+      maxTasksAwaitingInputPerPrincipal: 4,
+      maxTasksAwaitingInputPerTenant: 10,
+      maxListenStreams: 30,
+      maxListenStreamsPerPrincipal: 3,
+      maxListenStreamsPerTenant: 9,
+    };
+    expect(ok(parseConfigObject(cfg({ a: stdio }, { gateway: given }), {})).config.gateway).toMatchObject(
+      given,
+    );
+    const result = failed(
+      parseConfigObject(
+        cfg(
+          { a: stdio },
+          { gateway: { maxBatchMessages: 0, maxBatchAnswerBytes: '4 MiB', maxHeldCallsPerTenant: 2.5 } },
+        ),
+        {},
+      ),
+    );
+    expect(errorsOf(result)).toEqual([
+      'gateway.maxBatchMessages: must be at least 1, got 0',
+      'gateway.maxBatchAnswerBytes: expected a positive integer (bytes), got string',
+      'gateway.maxHeldCallsPerTenant: expected an integer, got 2.5',
     ]);
     for (const issue of result.errors) expect(issue.fix, issue.path).toMatch(/^write a whole number/);
   });
