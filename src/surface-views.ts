@@ -11,6 +11,7 @@ import { unrewriteUri } from './aggregate/uris.js';
 import { grantsMatcher } from './auth/grants.js';
 import { type Principal, shareKeyOf } from './auth/principal.js';
 import { ManifoldError } from './errors.js';
+import { normalizeUri } from './guards/uri-normal.js';
 
 interface PromptView {
   surface: Surface;
@@ -46,6 +47,16 @@ export const unknownResource = (uri: unknown) =>
     'ERR_RESOURCE_UNKNOWN',
     `Resource not found: ${typeof uri === 'string' ? uri.slice(0, 256) : ''}`,
   );
+
+/**
+ * The normal form of a URI taken out of a rewritten namespace, where it has one: a rewritten
+ * `manifold://` URI carries its original percent-encoded, so that one is normalised afresh.
+ */
+function upstreamForm(original: string | undefined): string | undefined {
+  if (original === undefined) return undefined;
+  const normal = normalizeUri(original);
+  return normal.ok ? normal.uri : undefined;
+}
 
 /** The servers a principal's profile shows (#17); every server without one. */
 const onServers = (principal: Principal) => {
@@ -124,19 +135,27 @@ export class SurfaceViews {
    * The server a URI belongs to, for this principal: a listed resource it may see, else a
    * visible template that can expand to it (the first in config order), else a URI in a
    * server's rewritten namespace when the principal may see that server's resources.
+   *
+   * The URI is normalised first (SECURITY J4), and every match below (listing, template, config
+   * filter, grant) reads the normal form, which is also what the upstream is asked for: a
+   * `file:///public/../secret` is `file:///secret` to the filters as it is to the server. A URI
+   * with no safe normal form is refused as invalid.
    */
   resolveResource(principal: Principal, uri: unknown): ResourceRoute {
     if (typeof uri !== 'string') throw unknownResource(uri);
+    const normal = normalizeUri(uri);
+    if (!normal.ok) throw new ManifoldError('ERR_INVALID_PARAMS', `invalid resource URI: ${normal.reason}`);
+    const asked = normal.uri;
     const view = this.resourceView(principal);
-    const listed = view.surface.resourceByUri.get(uri);
-    if (listed && view.uris.has(uri))
+    const listed = view.surface.resourceByUri.get(asked);
+    if (listed && view.uris.has(asked))
       return { server: listed.server, uri: listed.original, resource: listed };
     // Unlisted URIs: the server's own allow/deny still applies to the URI it would be asked for.
     const filters = view.surface.resourceFilters;
     const allowed = (server: string, original: string) => filters.get(server)?.(original) ?? false;
     for (const t of view.templates) {
-      if (!t.matches(uri)) continue;
-      const original = t.rewrittenFor ? unrewriteUri(uri, t.rewrittenFor) : uri;
+      if (!t.matches(asked)) continue;
+      const original = t.rewrittenFor ? upstreamForm(unrewriteUri(asked, t.rewrittenFor)) : asked;
       if (original !== undefined && allowed(t.server, original))
         return { server: t.server, uri: original, template: t };
     }
@@ -145,7 +164,7 @@ export class SurfaceViews {
     const shown = onServers(principal);
     for (const [label, server] of view.surface.labels) {
       if (!shown(server)) continue;
-      const original = unrewriteUri(uri, label);
+      const original = upstreamForm(unrewriteUri(asked, label));
       if (original !== undefined && allowed(server, original) && granted(`${label}__${original}`))
         return { server, uri: original };
     }

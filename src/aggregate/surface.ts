@@ -9,6 +9,7 @@ import type { ServerConfig } from '../config/types.js';
 import { quarantineDescription } from '../guards/drift.js';
 import { toolFilter } from '../guards/filters.js';
 import { boundPrompt, boundResource, boundTemplate, isFinding } from '../guards/item-bounds.js';
+import { normalizeUri, normalizeUriPattern } from '../guards/uri-normal.js';
 import type { Diagnostic } from './catalog.js';
 import { digestOf } from './catalog.js';
 import { assignNames, type NameRequest, squattedNamespace } from './names.js';
@@ -24,12 +25,20 @@ export interface PromptEntry {
 }
 
 export interface ResourceEntry {
-  /** The exposed URI: the upstream's own, or rewritten where another server published it first. */
+  /**
+   * The exposed URI: the upstream's own in normal form (guards/uri-normal.ts), or that rewritten
+   * where another server published it first.
+   */
   uri: string;
   server: string;
+  /**
+   * The URI exactly as the upstream listed it, which is what it is asked for: the server's own
+   * name for the resource the filters checked in normal form (a server may key its resources by
+   * the text it listed, `%7E` or an upper-case host included).
+   */
   original: string;
   resource: Resource;
-  /** What resource grants match: `<label>__<original URI>`. */
+  /** What resource grants match: `<label>__<normalised original URI>`. */
   grantKey: string;
 }
 
@@ -64,7 +73,8 @@ export interface Surface {
   labels: ReadonlyMap<string, string>;
   /**
    * Server -> its configured resources allow/deny, for URIs reached without a listing (through a
-   * template or a rewritten namespace): a filter applies to every URI a read can name.
+   * template or a rewritten namespace): a filter applies to every URI a read can name, in normal
+   * form.
    */
   resourceFilters: ReadonlyMap<string, (uri: string) => boolean>;
   /** Digests of what clients would see, per list: equal means unchanged. */
@@ -83,6 +93,17 @@ export const emptySurface: Surface = {
   digests: { prompts: digestOf('[]'), resources: digestOf('[][]') },
   diagnostics: [],
 };
+
+/**
+ * A server's resources allow/deny, matched against URIs in normal form: its globs are put in the
+ * same form, so `MEMO://Notes/*` still means what it says.
+ */
+function resourceFilter(options: ServerConfig['resources']): (uri: string) => boolean {
+  return toolFilter({
+    ...(options.allow ? { allow: options.allow.map(normalizeUriPattern) } : {}),
+    ...(options.deny ? { deny: options.deny.map(normalizeUriPattern) } : {}),
+  });
+}
 
 /** The label that stands for a server in grants and rewritten URIs. */
 export function labelOf(server: ServerConfig): string {
@@ -158,9 +179,22 @@ export function buildSurface(
   const usedTemplates = new Set<string>();
   for (const { server, resources, templates, quarantinedTemplates = [] } of inputs) {
     const label = labelOf(server);
-    const visible = toolFilter(server.resources);
+    const visible = resourceFilter(server.resources);
     resourceFilters.set(server.name, visible);
-    for (const raw of [...resources].filter((r) => visible(r.uri)).sort(byKey((r) => r.uri))) {
+    // Filters, grants and clients see each URI in normal form (SECURITY J4); one that has none is
+    // withheld, so what a filter passes is what a read names.
+    const listed: { raw: Resource; normal: string }[] = [];
+    for (const raw of resources) {
+      const normal = typeof raw.uri === 'string' ? normalizeUri(raw.uri) : undefined;
+      if (!normal?.ok) {
+        diagnostics.push({
+          rule: 'unroutable-uri',
+          server: server.name,
+          message: `resource withheld: ${normal ? normal.reason : 'its URI is not a string'}`,
+        });
+      } else if (visible(normal.uri)) listed.push({ raw, normal: normal.uri });
+    }
+    for (const { raw, normal } of listed.sort(byKey((r) => r.normal))) {
       const bounded = boundResource(raw, options);
       if (isFinding(bounded)) {
         diagnostics.push({
@@ -170,8 +204,12 @@ export function buildSurface(
         });
         continue;
       }
-      let uri = raw.uri;
-      if (usedUris.has(uri)) uri = rewriteUri(uri, label);
+      let uri = normal;
+      if (usedUris.has(uri)) {
+        const rewritten = normalizeUri(rewriteUri(uri, label));
+        if (!rewritten.ok) continue;
+        uri = rewritten.uri;
+      }
       if (usedUris.has(uri)) continue;
       usedUris.add(uri);
       resourceEntries.push({
@@ -179,14 +217,14 @@ export function buildSurface(
         server: server.name,
         original: raw.uri,
         resource: { ...bounded, uri },
-        grantKey: `${label}__${raw.uri}`,
+        grantKey: `${label}__${normal}`,
       });
     }
     const all = [
       ...templates.map((template) => ({ template, quarantined: false })),
       ...quarantinedTemplates.map((template) => ({ template, quarantined: true })),
     ]
-      .filter((t) => visible(t.template.uriTemplate))
+      .filter((t) => visible(normalizeUriPattern(t.template.uriTemplate)))
       .sort(byKey((t) => t.template.uriTemplate));
     for (const { template: raw, quarantined } of all) {
       const bounded = boundTemplate(raw, options);
@@ -211,7 +249,7 @@ export function buildSurface(
         server: server.name,
         original: raw.uriTemplate,
         template,
-        grantKey: `${label}__${raw.uriTemplate}`,
+        grantKey: `${label}__${normalizeUriPattern(raw.uriTemplate)}`,
         ...(rewritten ? { rewrittenFor: label } : {}),
         matches: templateMatcher(uriTemplate),
         ...(quarantined ? { quarantined: true } : {}),

@@ -10,6 +10,7 @@ import type { AuthConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { compileGlobs } from '../guards/glob.js';
 import { isRiskClass, type RiskClass } from '../guards/risk.js';
+import { normalizeUriPattern } from '../guards/uri-normal.js';
 import type { HeaderBag, Principal } from './principal.js';
 
 /** The scope (RFC 6749 §3.3) that unlocks operator detail such as the full health report. */
@@ -19,8 +20,8 @@ export const ADMIN_SCOPE = 'manifold:admin';
 const TOOLS_SCOPE_PREFIX = 'tools:';
 /**
  * Grants over the other kinds name their kind: `prompts:<glob over exposed prompt names>` and
- * `resources:<glob over <label>__<upstream URI or template>>`. A bare pattern (or `tools:`) is
- * about tools, as it always was.
+ * `resources:<glob over <label>__<upstream URI or template, in normal form>>`. A bare pattern (or
+ * `tools:`) is about tools, as it always was.
  */
 export const KIND_PREFIXES = { prompts: 'prompts:', resources: 'resources:' } as const;
 export type GrantKind = 'tools' | keyof typeof KIND_PREFIXES;
@@ -41,9 +42,20 @@ export function patternsOf(patterns: readonly string[], kind: GrantKind): string
     );
   }
   const prefix = KIND_PREFIXES[kind];
-  return patterns
+  const kept = patterns
     .filter((p) => p.startsWith(prefix) && p.length > prefix.length)
     .map((p) => p.slice(prefix.length));
+  return kind === 'resources' ? kept.map(resourcePattern) : kept;
+}
+
+/**
+ * A resources grant in the form of the keys it is matched against, `<label>__<URI>` with the URI
+ * normalised (guards/uri-normal.ts): the pattern's URI is put in the same form.
+ */
+function resourcePattern(pattern: string): string {
+  const split = pattern.indexOf('__');
+  if (split === -1) return pattern;
+  return pattern.slice(0, split + 2) + normalizeUriPattern(pattern.slice(split + 2));
 }
 
 const isKindScope = (s: string) =>

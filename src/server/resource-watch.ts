@@ -1,4 +1,5 @@
 import type { Gateway } from '../gateway.js';
+import { normalizeUri } from '../guards/uri-normal.js';
 
 /** Whoever receives `notifications/resources/updated`: a legacy session or a modern listen stream. */
 export interface Watcher {
@@ -6,14 +7,23 @@ export interface Watcher {
   send(exposedUri: string): void;
 }
 
+/** One upstream URI watched upstream, and who watches it (each under the URI it subscribed with). */
+interface Target {
+  server: string;
+  /** The URI the upstream was asked to watch. */
+  uri: string;
+  watchers: Map<Watcher, string>;
+}
+
 /**
  * Resource subscriptions across the edge (spec 2025-11-25: resources/subscribe; 2026-07-28:
  * `resourceSubscriptions` in subscriptions/listen). Each upstream URI is watched upstream once,
  * however many clients watch it, and unwatched when the last one goes; an update goes to every
- * watcher under the URI it subscribed with.
+ * watcher under the URI it subscribed with. URIs are compared in normal form (SECURITY J4), so an
+ * update the upstream spells differently still finds the watchers of the same resource.
  */
 export class ResourceWatch {
-  private readonly targets = new Map<string, Map<Watcher, string>>();
+  private readonly targets = new Map<string, Target>();
   private readonly byWatcher = new Map<Watcher, Set<string>>();
 
   constructor(private readonly gateway: Gateway) {
@@ -21,14 +31,14 @@ export class ResourceWatch {
   }
 
   async add(watcher: Watcher, server: string, uri: string, exposed: string): Promise<void> {
-    const key = `${server}\0${uri}`;
-    let watchers = this.targets.get(key);
-    const first = !watchers;
-    if (!watchers) {
-      watchers = new Map();
-      this.targets.set(key, watchers);
+    const key = keyOf(server, uri);
+    let target = this.targets.get(key);
+    const first = !target;
+    if (!target) {
+      target = { server, uri, watchers: new Map() };
+      this.targets.set(key, target);
     }
-    watchers.set(watcher, exposed);
+    target.watchers.set(watcher, exposed);
     let keys = this.byWatcher.get(watcher);
     if (!keys) {
       keys = new Set();
@@ -39,20 +49,12 @@ export class ResourceWatch {
   }
 
   remove(watcher: Watcher, server: string, uri: string): void {
-    const key = `${server}\0${uri}`;
-    this.byWatcher.get(watcher)?.delete(key);
-    const watchers = this.targets.get(key);
-    if (!watchers?.delete(watcher) || watchers.size > 0) return;
-    this.targets.delete(key);
-    void this.gateway.pool.get(server)?.unsubscribe(uri);
+    this.drop(watcher, keyOf(server, uri));
   }
 
   /** The watcher is gone (its session ended, its stream closed): nothing more for it. */
   removeAll(watcher: Watcher): void {
-    for (const key of [...(this.byWatcher.get(watcher) ?? [])]) {
-      const [server, uri] = key.split('\0') as [string, string];
-      this.remove(watcher, server, uri);
-    }
+    for (const key of [...(this.byWatcher.get(watcher) ?? [])]) this.drop(watcher, key);
     this.byWatcher.delete(watcher);
   }
 
@@ -60,9 +62,23 @@ export class ResourceWatch {
     return this.targets.size;
   }
 
-  private updated(server: string, uri: string): void {
-    const watchers = this.targets.get(`${server}\0${uri}`);
-    if (!watchers) return;
-    for (const [watcher, exposed] of watchers) watcher.send(exposed);
+  private drop(watcher: Watcher, key: string): void {
+    this.byWatcher.get(watcher)?.delete(key);
+    const target = this.targets.get(key);
+    if (!target?.watchers.delete(watcher) || target.watchers.size > 0) return;
+    this.targets.delete(key);
+    void this.gateway.pool.get(target.server)?.unsubscribe(target.uri);
   }
+
+  private updated(server: string, uri: string): void {
+    const target = this.targets.get(keyOf(server, uri));
+    if (!target) return;
+    for (const [watcher, exposed] of target.watchers) watcher.send(exposed);
+  }
+}
+
+/** One key per server and resource: the URI in normal form, or as given when it has none. */
+function keyOf(server: string, uri: string): string {
+  const normal = normalizeUri(uri);
+  return JSON.stringify([server, normal.ok ? normal.uri : uri]);
 }
