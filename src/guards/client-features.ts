@@ -187,9 +187,48 @@ export function checkInputRequests(
         ),
       };
     }
-    out[key.slice(0, 128)] = { method, params: withRelatedTask(bounded, relatedTask) };
+    out[clientKey(key.slice(0, 128))] = { method, params: withRelatedTask(bounded, relatedTask) };
   }
   return { ok: true, requests: out };
+}
+
+/** The prefix of the gateway's own input-request keys (`manifold.approval`, `manifold.login`). */
+const GATEWAY_KEYS = 'manifold.';
+/** What an upstream's key under the gateway's prefix becomes for the client. */
+const RENAMED = 'upstream.';
+
+/**
+ * The key a client sees for an upstream's input request. An upstream never asks under the
+ * gateway's own keys (SECURITY G6): a client that shows the gateway's questions specially (an
+ * approval, a sign-in link) would show the upstream's text as the gateway's. Such a key is
+ * renamed `upstream.<key>`, and so is any key that already starts with `upstream.`, so that no two
+ * keys meet and each answer maps back to the key it answers (`upstreamResponses`).
+ *
+ * @example clientKey('manifold.approval') // 'upstream.manifold.approval'
+ */
+export function clientKey(key: string): string {
+  return key.startsWith(GATEWAY_KEYS) || key.startsWith(RENAMED) ? `${RENAMED}${key}` : key;
+}
+
+/** The upstream's key for a client's answer, or undefined for a key no upstream request has here. */
+function upstreamKey(key: string): string | undefined {
+  if (!key.startsWith(RENAMED)) return key.startsWith(GATEWAY_KEYS) ? undefined : key;
+  const original = key.slice(RENAMED.length);
+  return original.startsWith(GATEWAY_KEYS) || original.startsWith(RENAMED) ? original : undefined;
+}
+
+/**
+ * A client's answers under the keys its upstream asked with (the inverse of `clientKey`). An
+ * answer under one of the gateway's own keys is the gateway's, never the upstream's: dropped.
+ */
+export function upstreamResponses<T>(answers: Record<string, T>): Record<string, T> {
+  const out: [string, T][] = [];
+  for (const [key, answer] of Object.entries(answers)) {
+    const original = upstreamKey(key);
+    if (original !== undefined) out.push([original, answer]);
+  }
+  // fromEntries defines own properties: a key "__proto__" stays a key.
+  return Object.fromEntries(out);
 }
 
 function withRelatedTask(

@@ -9,6 +9,13 @@
 /** Deeper than any schema or result a real server sends; far below where a stack overflows. */
 export const MAX_MESSAGE_DEPTH = 100;
 
+/**
+ * How deep a client's tool arguments may nest. No schema the catalog keeps is deeper (tool-bounds.ts
+ * MAX_SCHEMA_DEPTH), and the arguments sent upstream stay within MAX_MESSAGE_DEPTH when a server
+ * echoes them back in its answer.
+ */
+export const MAX_ARGUMENT_DEPTH = 64;
+
 /** Whether `value` has objects or arrays nested more than `max` levels deep. */
 export function deeperThan(value: unknown, max: number): boolean {
   if (typeof value !== 'object' || value === null) return false;

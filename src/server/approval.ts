@@ -9,7 +9,9 @@
  * At most once: a modern client's yes travels in a sealed requestState naming one approval id,
  * which is claimed in the store before the call is sent. Two retries with the same answer, on
  * one instance or two, send the call once; the state is also bound to a digest of the arguments,
- * so an approval for one set of arguments never runs another.
+ * so an approval for one set of arguments never runs another. Every state minted for a later
+ * round of the approved call (the upstream's own questions) carries that digest, and who approved
+ * and when (SECURITY G1). Any answer spends the state: a decline is never followed by a yes (G2).
  */
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Sealer } from '../auth/seal.js';
@@ -24,7 +26,7 @@ import { type Edge, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import type { Reply } from './http-in.js';
 import { rawResultMessage } from './jsonrpc.js';
-import { inputRequiredResult, invalidState, type StateBody } from './mrtr.js';
+import { type Approved, approvedOf, inputRequiredResult, invalidState, type StateBody } from './mrtr.js';
 
 type Result = Record<string, unknown>;
 
@@ -52,8 +54,8 @@ export interface ApprovalGate {
   /** Digest of the canonical arguments: a retry must carry the same ones. */
   digest: string;
   timeoutMs: number;
-  /** The client's answer for the audit line: who, when. */
-  approved(at: number): void;
+  /** A person said yes, for the audit line: when, and who (the subject whose client answered). */
+  approved(at: number, by: string): void;
   /** The final message when the call does not run; writes the audit line. */
   refuse(outcome: Exclude<ApprovalOutcome, 'accepted'>, id: string | number, detail?: string): string;
 }
@@ -149,7 +151,7 @@ export function refusalResult(
     cancelled: `The user dismissed the approval request for ${tool} without approving it. It was not called.`,
     timeout: `Nobody approved ${tool} within ${timeoutSeconds} s. It was not called; call it again to ask again.`,
     unsupported: `${tool} needs the user's approval (${setting}), and this client cannot ask its user: it did not declare the elicitation capability${detail ? ` (${detail})` : ''}. It was not called. Use a client that supports elicitation, or ask the operator to change ${setting}.`,
-    replayed: `This approval was already used for one call of ${tool}; the call was not sent again. Call the tool again to ask for a new approval.`,
+    replayed: `This approval was already used: it was answered once, an answer is final, and ${tool} was not sent again. Call the tool again to ask for a new approval.`,
     failed: `The approval request for ${tool} could not be answered${detail ? `: ${detail}` : ''}. It was not called.`,
   }[outcome];
   return {
@@ -169,13 +171,25 @@ export async function approvalVerdict(
 ): Promise<Exclude<ApprovalOutcome, 'unsupported' | 'failed'>> {
   // The approval covers the arguments it showed: any others need a question of their own.
   if (body.d !== gate.digest) throw invalidState();
-  if (body.x < now) return 'timeout';
-  const outcome = outcomeOf(modernAnswer(answers));
-  if (outcome !== 'accepted') return outcome;
-  // Claimed before anything is sent: a second retry with the same answer never runs the call.
+  const outcome = body.x < now ? 'timeout' : outcomeOf(modernAnswer(answers));
+  // A decision is final (SECURITY G2): the first answer spends the state whatever it said, so a
+  // decline (or a cancel, or silence past the deadline) is never followed by a yes. Claimed in the
+  // store before anything is sent, so a second retry, here or on another instance, never runs the call.
   return (await edge.gateway.store.claim(`approve:${body.a}`, body.x + CLAIM_GRACE_MS, now))
-    ? 'accepted'
+    ? outcome
     : 'replayed';
+}
+
+/**
+ * A later round of a call that needs approval (the upstream's own question: a wrap or held
+ * state). Its state must carry the approval of exactly these arguments, or it is refused as an
+ * invalid state (SECURITY G1); the approval is the round's, for its audit line.
+ */
+export function approvedRound(gate: ApprovalGate, body: StateBody): Approved {
+  const approved = approvedOf(body);
+  if (!approved || approved.digest !== gate.digest) throw invalidState();
+  gate.approved(approved.at, approved.by);
+  return approved;
 }
 
 /** The gateway's question to a modern client, as `input_required` with a sealed approval state. */

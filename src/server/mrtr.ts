@@ -42,8 +42,33 @@ export interface StateBody {
   i?: string;
   /** A single-use id, claimed in the store when the state is used: an approval's, or a wrap's of an approved call. */
   a?: string;
-  /** approve: the digest of the arguments it approves. */
+  /**
+   * The digest of the arguments a person approved: on the approval state, and on every later
+   * state of an approved call (wrap, held), so no round of it can run other arguments (SECURITY G1).
+   */
   d?: string;
+  /** wrap, held: who approved the call (the subject whose client answered) and when (ms). */
+  b?: string;
+  t?: number;
+}
+
+/** A person's yes, as every later round of the call carries it (SECURITY G1). */
+export interface Approved {
+  /** The digest of the canonical arguments shown and approved (approval.ts). */
+  digest: string;
+  by: string;
+  at: number;
+}
+
+/** The fields of a state for a round of an approved call; none for a call that needed no approval. */
+export function approvedFields(approved: Approved | undefined): Pick<StateBody, 'd' | 'b' | 't'> {
+  return approved ? { d: approved.digest, b: approved.by, t: approved.at } : {};
+}
+
+/** The approval a wrap or held state carries, if any: all three fields, or none. */
+export function approvedOf(body: StateBody): Approved | undefined {
+  if (body.k === 'approve' || body.d === undefined) return undefined;
+  return { digest: body.d, by: body.b!, at: body.t! };
 }
 
 export const invalidState = () =>
@@ -70,7 +95,10 @@ export async function openState(
     body.n !== expect.target ||
     typeof body.x !== 'number' ||
     (body.x < expect.now && body.k !== 'approve') ||
-    (body.k === 'approve' && (typeof body.a !== 'string' || typeof body.d !== 'string'))
+    (body.k === 'approve' && (typeof body.a !== 'string' || typeof body.d !== 'string')) ||
+    (body.k !== 'approve' &&
+      body.d !== undefined &&
+      (typeof body.d !== 'string' || typeof body.b !== 'string' || typeof body.t !== 'number'))
   ) {
     throw invalidState();
   }

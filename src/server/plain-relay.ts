@@ -76,6 +76,7 @@ export function plainRelay(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
     inputMode: ex.era === 'modern' ? 'relay' : 'ask',
     repeatable: t.repeatable,
     clientCapabilities: NO_CAPABILITIES,
+    onInputRound: t.onInputRequired ? () => t.onInputRequired?.(0) : undefined,
   };
   const fail = (e: unknown): Reply => {
     const f = t.onError(e, id);

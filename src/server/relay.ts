@@ -166,7 +166,7 @@ export function admitRequest(
   const { gateway } = edge;
   const { principal } = ex;
   const started = gateway.platform.now();
-  const audit = (verdict: string, bytesOut: number, reason?: string) => {
+  const audit = (verdict: string, bytesOut: number, reason?: string, inputRequired?: boolean) => {
     const durationMs = gateway.platform.now() - started;
     const shown = target.slice(0, 256);
     ex.trace?.verdict(verdict, server, reason);
@@ -180,6 +180,7 @@ export function admitRequest(
       durationMs,
       bytesIn: ex.bytesIn,
       bytesOut,
+      ...(inputRequired ? { resultType: 'input_required' } : {}),
     });
     const { observers } = gateway;
     observers.report(method, principal, server, shown, verdict, durationMs, ex.bytesIn, bytesOut, reason);
@@ -189,11 +190,19 @@ export function admitRequest(
   return admitted(limit, audit);
 }
 
-/** Writes a request's audit line when it ends (admitRequest). */
-export type RequestAudit = (verdict: string, bytesOut: number) => void;
+/**
+ * Writes a request's audit line when it ends (admitRequest), or when one of its rounds ends
+ * asking the client for input (`inputRequired`: the request goes on in a later round).
+ */
+export type RequestAudit = (
+  verdict: string,
+  bytesOut: number,
+  reason?: string,
+  inputRequired?: boolean,
+) => void;
 
 /** The audit of an admitted request, or the refusal of one over its tenant's limit. */
-function admitted(limit: TakeResult, audit: (verdict: string, bytesOut: number, reason?: string) => void) {
+function admitted(limit: TakeResult, audit: RequestAudit) {
   if (limit.ok) return audit;
   audit('denied', 0, 'ERR_RATE_LIMITED');
   throw rateLimited(limit.retryAfterSeconds);
@@ -235,6 +244,7 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
       audit('error', f.body.length);
       return f;
     },
+    onInputRequired: (bytesOut) => audit('allowed', bytesOut, undefined, true),
     onCancelled: () => audit('error', 0),
   });
 }

@@ -19,7 +19,7 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Sealer } from '../auth/seal.js';
 import { ManifoldError } from '../errors.js';
-import { checkInputRequests, relayedCapabilities } from '../guards/client-features.js';
+import { checkInputRequests, relayedCapabilities, upstreamResponses } from '../guards/client-features.js';
 import { META, TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputRequests, InputResponses } from '../upstream/session.js';
 import { readTask, type TaskState } from '../upstream/tasks-wire.js';
@@ -279,8 +279,10 @@ async function taskUpdate(
   ref: TaskRef,
   taskId: string,
 ): Promise<string> {
-  const answers = ex.request.params?.inputResponses;
-  if (!isObject(answers)) throw new ManifoldError('ERR_INVALID_PARAMS', 'inputResponses must be an object');
+  const given = ex.request.params?.inputResponses;
+  if (!isObject(given)) throw new ManifoldError('ERR_INVALID_PARAMS', 'inputResponses must be an object');
+  // Under the keys the upstream asked with (tasks/get showed them as client-features.ts clientKey).
+  const answers = upstreamResponses(given);
   if (upstream.era === 'legacy') {
     edge.taskPumps.answer(taskId, answers as InputResponses);
   } else {

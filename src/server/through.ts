@@ -8,7 +8,7 @@
  */
 import { Cancellation } from '../cancellation.js';
 import { ManifoldError } from '../errors.js';
-import { checkInputRequests, relayedCapabilities } from '../guards/client-features.js';
+import { checkInputRequests, relayedCapabilities, upstreamResponses } from '../guards/client-features.js';
 import { TASKS_EXTENSION } from '../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../upstream/session.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -16,6 +16,7 @@ import type { CallOptions } from '../upstream/upstream-types.js';
 import {
   type ApprovalGate,
   approvalVerdict,
+  approvedRound,
   askApprovalLegacy,
   askApprovalModern,
   CLAIM_GRACE_MS,
@@ -25,7 +26,15 @@ import type { Exchange } from './exchange.js';
 import type { MessageBody, Reply } from './http-in.js';
 import { errorMessage, rawResultMessage } from './jsonrpc.js';
 import { logNote, progressNote, severe } from './log-relay.js';
-import { type HeldCall, inputRequiredResult, invalidState, openState, type Waiting } from './mrtr.js';
+import {
+  type Approved,
+  approvedFields,
+  type HeldCall,
+  inputRequiredResult,
+  invalidState,
+  openState,
+  type Waiting,
+} from './mrtr.js';
 import { explainFailure, plainEligible, plainRelay } from './plain-relay.js';
 
 type Result = Record<string, unknown>;
@@ -40,6 +49,12 @@ export interface Through {
   progressToken?: string | number | undefined;
   /** The final message for a result (serialized), answering request `id`; writes the audit line. */
   onResult(result: Result, id: string | number): MessageBody;
+  /**
+   * A round that reached the upstream ended asking the client for input (the client got the
+   * question in `bytesOut` bytes, or was asked on its own stream: 0). Every round that reaches an
+   * upstream writes an audit line (SECURITY G3); this one's call goes on in a later round.
+   */
+  onInputRequired?(bytesOut: number): void;
   /** The final message for a failure, with its HTTP status for a modern client. */
   onError(e: unknown, id: string | number): { body: string; status: number };
   /** A cancelled request: it gets no answer on a stream (spec: cancellation). */
@@ -84,33 +99,39 @@ async function resumeRetry(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
     now,
   });
   const answers = isObject(params.inputResponses) ? params.inputResponses : {};
+  let approved: Approved | undefined;
   if (body.k === 'approve') {
     // The user's answer to the gateway's own question; nothing of it goes upstream.
     if (gate) {
       const outcome = await approvalVerdict(edge, gate, body, answers, now);
       if (outcome !== 'accepted') return json(gate.refuse(outcome, ex.request.id));
-      gate.approved(now);
+      approved = { digest: gate.digest, by: ex.principal.subject, at: now };
+      gate.approved(now, approved.by);
     }
   } else {
-    // A later round of a call that needed approval. A held call's rounds are single-use already;
-    // a wrapped state carries an id of its own, claimed here, so replaying it never resends the
-    // approved call to its upstream.
+    // A later round of a call that needed approval: its state carries the approval of exactly
+    // these arguments, or it is refused. A held call's rounds are single-use already; a wrapped
+    // state carries an id of its own, claimed here, so replaying it never resends the approved
+    // call to its upstream.
+    if (gate) approved = approvedRound(gate, body);
     if (gate && body.k === 'wrap') {
       if (body.a === undefined) throw invalidState();
       if (!(await edge.gateway.store.claim(`wrap:${body.a}`, body.x + CLAIM_GRACE_MS, now))) {
         return json(gate.refuse('replayed', ex.request.id));
       }
     }
-    if (body.k === 'held') return resumeHeld(edge, ex, body.h, body.r, answers as InputResponses);
+    // The answers go back under the keys the upstream asked with (client-features.ts clientKey).
+    const upstreamAnswers = upstreamResponses(answers) as InputResponses;
+    if (body.k === 'held') return resumeHeld(edge, ex, body.h, body.r, upstreamAnswers);
     if (body.s !== t.upstream.name) throw invalidState();
     upstreamParams = {
       ...t.params,
-      inputResponses: answers,
+      inputResponses: upstreamAnswers,
       ...(body.u !== undefined ? { requestState: body.u } : {}),
     };
   }
   // Approved (or never needing it): the call goes.
-  return start(edge, ex, t, upstreamParams);
+  return start(edge, ex, t, upstreamParams, undefined, approved);
 }
 
 function resumeHeld(
@@ -142,6 +163,8 @@ function start(
   upstreamParams: Result,
   /** A legacy client's user must approve first, on this request's stream. */
   gate?: ApprovalGate,
+  /** A person approved the call: every state minted for a later round carries it (SECURITY G1). */
+  approvedBefore?: Approved,
 ): Promise<Reply> {
   const { gateway } = edge;
   const { request } = ex;
@@ -153,6 +176,7 @@ function start(
   const waiting: Waiting | undefined = { answer: first, id: request.id };
   let held: HeldCall | undefined;
   let refused: ManifoldError | undefined;
+  let approved = approvedBefore;
   // With tracing on, the request's span ends with the call (`end`), not with its first reply.
   const trace = ex.trace?.hold();
   // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
@@ -200,6 +224,7 @@ function start(
       h: call.token,
       r: call.round,
       i: edge.instance,
+      ...approvedFields(approved),
     });
     const reply = new Promise<InputResponses>((resolve, reject) => {
       call.resume = resolve;
@@ -209,9 +234,12 @@ function start(
       };
     });
     edge.held.hold(call, ex.principal, now);
-    w.answer.finish(
-      rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
+    const body = rawResultMessage(
+      w.id,
+      JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo)),
     );
+    w.answer.finish(body);
+    t.onInputRequired?.(body.length);
     return reply;
   };
   const onInput: InputHandler = async (requests, guessed) => {
@@ -224,7 +252,7 @@ function start(
         throw new ManifoldError('ERR_CLIENT_FEATURE', 'no request is waiting to carry the question');
       answers[key] = await ex.ask(w.answer, r.method, r.params ?? {}, cancellation);
     }
-    return answers;
+    return upstreamResponses(answers);
   };
   const level = ex.logLevel;
   const options: CallOptions = {
@@ -234,6 +262,7 @@ function start(
     inputMode: ex.era === 'modern' ? 'relay' : 'ask',
     repeatable: t.repeatable,
     clientCapabilities: withTasks(relayedCapabilities(server.clientFeatures, ex.clientCapabilities), t.tasks),
+    onInputRound: t.onInputRequired ? () => t.onInputRequired?.(0) : undefined,
   };
   const token = t.progressToken;
   if (token !== undefined) options.onprogress = (p) => current()?.answer.push(progressNote(p, token), true);
@@ -278,10 +307,14 @@ function start(
           s: t.upstream.name,
           ...(typeof result.requestState === 'string' ? { u: result.requestState } : {}),
           ...(t.approval ? { a: crypto.randomUUID() } : {}),
+          ...approvedFields(approved),
         });
-        w.answer.finish(
-          rawResultMessage(w.id, JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo))),
+        const body = rawResultMessage(
+          w.id,
+          JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo)),
         );
+        w.answer.finish(body);
+        t.onInputRequired?.(body.length);
       });
     }
     if (result.resultType === 'task') {
@@ -358,7 +391,9 @@ function start(
     // The user answers on this stream before anything is sent upstream (approval.ts).
     void askApprovalLegacy(ex, first, gate, cancellation).then(({ outcome, detail }) => {
       if (outcome === 'accepted') {
-        gate.approved(gateway.platform.now());
+        const at = gateway.platform.now();
+        approved = { digest: gate.digest, by: ex.principal.subject, at };
+        gate.approved(at, approved.by);
         go();
         return;
       }

@@ -1,6 +1,7 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import { rateLimited } from '../auth/shared-limit.js';
 import { ManifoldError } from '../errors.js';
+import { deeperThan, MAX_ARGUMENT_DEPTH } from '../guards/depth.js';
 import { UpstreamAuthRequired } from '../upstream/call-errors.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
@@ -39,10 +40,19 @@ export function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
   }
   if (admitted)
     return admitted.then(
-      () => relay(edge, call),
+      () => relayAudited(edge, call),
       (e: unknown) => call.denied(e),
     );
-  return relay(edge, call);
+  return relayAudited(edge, call);
+}
+
+/** `relay`, where a refusal thrown after admission is audited too (SECURITY G3). */
+function relayAudited(edge: Edge, call: ToolCall): Promise<Reply> {
+  try {
+    return relay(edge, call);
+  } catch (e) {
+    return call.refused(e);
+  }
 }
 
 /**
@@ -58,6 +68,8 @@ class ToolCall {
   /** The exchange as the client sent it (`ex` may become the call it names). */
   private readonly outer: Exchange;
   private readonly started: number;
+  /** Audit lines written for this request (a held call's rounds write theirs through the first). */
+  private lines = 0;
 
   constructor(
     private readonly edge: Edge,
@@ -73,7 +85,15 @@ class ToolCall {
    * The call's audit line and metrics. Argument values are never logged: only sizes, names and
    * the verdict (and, for a call that needed a person's yes, what they answered and when).
    */
-  audit(verdict: Verdict, bytesOut: number, approval?: ApprovalAudit, reason?: string): void {
+  audit(
+    verdict: Verdict,
+    bytesOut: number,
+    approval?: ApprovalAudit,
+    reason?: string,
+    /** The round ended asking the client for input: the call goes on in a later request. */
+    inputRequired?: boolean,
+  ): void {
+    this.lines++;
     const { gateway } = this.edge;
     const { entry, params, outer } = this;
     const { principal, bytesIn } = outer;
@@ -90,6 +110,7 @@ class ToolCall {
       durationMs,
       bytesIn,
       bytesOut,
+      ...(inputRequired ? { resultType: 'input_required' } : {}),
       ...approval,
     });
     const { observers } = gateway;
@@ -99,6 +120,20 @@ class ToolCall {
   /** Refused before it was sent: audited, and thrown on. */
   denied(e: unknown): never {
     this.audit('denied', 0, undefined, e instanceof ManifoldError ? e.code : undefined);
+    throw e;
+  }
+
+  /**
+   * Refused after admission (a request state that does not open, a question that could not be
+   * asked…): audited unless a line for this request already says what happened, and thrown on.
+   */
+  refused(e: unknown): never {
+    if (this.lines === 0) {
+      const code = e instanceof ManifoldError ? e.code : undefined;
+      const verdict =
+        code === 'ERR_INVALID_PARAMS' ? 'invalid' : code === 'ERR_TOOL_UNKNOWN' ? 'denied' : 'error';
+      this.audit(verdict, 0, undefined, code);
+    }
     throw e;
   }
 }
@@ -145,8 +180,9 @@ function takeLimit(edge: Edge, principal: Exchange['principal']): Promise<void> 
 /** What a call needs to wait for before it is sent: an approval question, a login, its callee. */
 class Prepared {
   gate?: ApprovalGate | undefined;
-  /** When a person approved it (ms since the epoch). */
+  /** When a person approved it (ms since the epoch), and who (the subject whose client answered). */
   approvedAt?: number | undefined;
+  approvedBy?: string | undefined;
 
   constructor(
     public ex: Exchange,
@@ -167,6 +203,15 @@ function relay(edge: Edge, call: ToolCall): Promise<Reply> {
     throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
   }
   const argsObject = (args ?? {}) as Record<string, unknown>;
+  // Bounded here, at the edge, whatever the schema allows: nothing after (the approval question's
+  // canonical JSON, the checks, the encoder that sends them upstream) meets a depth it cannot take.
+  if (deeperThan(argsObject, MAX_ARGUMENT_DEPTH)) {
+    call.audit('invalid', 0, undefined, 'ERR_INVALID_PARAMS');
+    throw new ManifoldError(
+      'ERR_INVALID_PARAMS',
+      `arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels; send them less deeply nested`,
+    );
+  }
   const respond = (verdict: Verdict, body: string) => {
     call.audit(verdict, body.length);
     return Promise.resolve(json(body));
@@ -199,9 +244,11 @@ function relay(edge: Edge, call: ToolCall): Promise<Reply> {
     shared.config.auth?.mode === 'user' ||
     shared.config.isolation !== 'shared'
   ) {
-    return prepare(edge, call, entry, argsObject, shared, timeoutSeconds).then((prepared) =>
-      prepared instanceof Prepared ? send(edge, call, entry, argsObject, prepared) : prepared,
-    );
+    return prepare(edge, call, entry, argsObject, shared, timeoutSeconds)
+      .then((prepared) =>
+        prepared instanceof Prepared ? send(edge, call, entry, argsObject, prepared) : prepared,
+      )
+      .then(undefined, (e: unknown) => call.refused(e));
   }
   return send(edge, call, entry, argsObject, new Prepared(ex, shared));
 }
@@ -225,8 +272,9 @@ async function prepare(
       params: question.params,
       digest: question.digest,
       timeoutMs: timeoutSeconds * 1000,
-      approved: (at) => {
+      approved: (at, by) => {
         prepared.approvedAt = at;
+        prepared.approvedBy = by;
       },
       refuse: (outcome, id, detail) => {
         const body = resultMessage(id, ex.result(refusalResult(entry, outcome, timeoutSeconds, detail)));
@@ -269,7 +317,7 @@ function send(
       ? undefined
       : {
           approval: 'accepted',
-          approvedBy: ex.principal.subject,
+          approvedBy: prepared.approvedBy ?? ex.principal.subject,
           approvedAt: new Date(prepared.approvedAt).toISOString(),
         };
   const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: argsObject };
@@ -286,7 +334,7 @@ function send(
   if (relayed) upstreamParams._meta = relayed;
 
   const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
-  return runThrough(edge, ex, {
+  const reply = runThrough(edge, ex, {
     upstream,
     method: 'tools/call',
     params: upstreamParams,
@@ -306,6 +354,7 @@ function send(
       call.audit('error', f.body.length, approvalAudit());
       return f;
     },
+    onInputRequired: (bytesOut) => call.audit('allowed', bytesOut, approvalAudit(), undefined, true),
     onCancelled: () => call.audit('error', 0, approvalAudit()),
     ...(gate ? { approval: gate } : {}),
     tasks: plan.extension,
@@ -319,6 +368,9 @@ function send(
         }
       : {}),
   });
+  // A retry's request state can still refuse the call (it does not open, or it carries other
+  // arguments than were approved): audited like any refusal. Other calls' replies never reject.
+  return params.requestState === undefined ? reply : reply.then(undefined, (e: unknown) => call.refused(e));
 }
 
 /** `manifold__call_tool {name, arguments}` as the tools/call it stands for (the rest of params kept). */

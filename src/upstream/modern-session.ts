@@ -187,6 +187,9 @@ export class ModernSession implements UpstreamSession {
       }
       // The retry carries the answers and the server's own state, exactly.
       const answers = await ask((r.inputRequests as InputRequests | undefined) ?? {});
+      // The round is over: answered, and the request goes again. (One the client cannot answer
+      // ends the request instead, and the caller audits that end.)
+      o.onInputRound?.();
       const { requestState: _old, inputResponses: _prev, ...rest } = sent;
       sent = {
         ...rest,

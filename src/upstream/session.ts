@@ -74,6 +74,11 @@ export interface SessionCallOptions {
    * edge to hand to a modern client. Server requests of legacy upstreams always use `onInput`.
    */
   inputMode?: 'ask' | 'relay' | undefined;
+  /**
+   * In `ask` mode, a modern upstream's round ended `input_required` and the client answered it;
+   * the request is sent again. The caller audits the round, which reached the upstream (SECURITY G3).
+   */
+  onInputRound?: (() => void) | undefined;
   /** The client capabilities to declare upstream for this request (modern upstreams). */
   clientCapabilities?: Record<string, unknown> | undefined;
   /**

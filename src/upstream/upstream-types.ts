@@ -81,6 +81,7 @@ export function withDeadlines(
     logLevel: options.logLevel,
     onInput: options.onInput,
     inputMode: options.inputMode,
+    onInputRound: options.onInputRound,
     clientCapabilities: options.clientCapabilities,
     repeatable: options.repeatable,
     timeoutMs,
