@@ -2,9 +2,11 @@
  * `manifold login <server>` and `manifold logout <server>` (#19, design §4.7): an operator signs
  * the deployment in to a protected upstream (mode `gateway`, or the catalog identity of mode
  * `user`) from a terminal, and signs it out. The token goes to the configured store, sealed, where
- * a running gateway finds it on its next attempt. The browser comes back to a loopback listener
- * (RFC 8252 §7.3: `http://127.0.0.1:<port>/oauth/callback`), so the CLI has its own client
- * registration at the authorization server (`server#cli`), apart from the gateway's callback.
+ * every running gateway uses it within seconds (token-slots.ts REREAD_MS). A login asks for every
+ * scope asked before, a step-up's included, which the store keeps with the token. The browser
+ * comes back to a loopback listener (RFC 8252 §7.3: `http://127.0.0.1:<port>/oauth/callback`), so
+ * the CLI has its own client registration at the authorization server (`server#cli`), apart from
+ * the gateway's callback.
  */
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -196,7 +198,7 @@ export function runLogin(argv: string[], io: CliIO, log: Logger): Promise<number
       const ttl = (p.config.gateway.oauth?.flowTtlSeconds ?? OAUTH_DEFAULTS.flowTtlSeconds) * 1000;
       await awaitCallback(listener, registry, name, Math.max(0, Math.min(ttl, begun.expiresAt - Date.now())));
       io.out(
-        `signed in to ${name}${subject ? ` for subject ${subject}` : ''}; a running gateway uses the token on its next attempt\n`,
+        `signed in to ${name}${subject ? ` for subject ${subject}` : ''}; running gateways use the token within seconds\n`,
       );
       return 0;
     } finally {

@@ -30,6 +30,13 @@ const INSERT_TOKEN = `INSERT INTO manifold_oauth_tokens (server, subject, ${TOKE
 const UPDATE_TOKEN = `UPDATE manifold_oauth_tokens SET issuer = $1, resource = $2, sealed = $3, scope = $4,
     expires_at = $5, version = version + 1, updated_at = $6
   WHERE server = $7 AND subject = $8 AND version = $9 RETURNING version`;
+// A login's write: the row whatever it holds, one version past it (see src/store/credentials.ts).
+const REPLACE_TOKEN = `INSERT INTO manifold_oauth_tokens (server, subject, ${TOKEN_COLUMNS}, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8)
+  ON CONFLICT (server, subject) DO UPDATE SET issuer = excluded.issuer, resource = excluded.resource,
+    sealed = excluded.sealed, scope = excluded.scope, expires_at = excluded.expires_at,
+    version = manifold_oauth_tokens.version + 1, updated_at = excluded.updated_at
+  RETURNING version`;
 
 type Value = string | number | null;
 
@@ -82,6 +89,20 @@ export class PostgresCredentialStore implements CredentialStore {
         ? await this.count(INSERT_TOKEN, [server, subject, ...values, now])
         : await this.count(UPDATE_TOKEN, [...values, now, server, subject, expect]);
     return written > 0;
+  }
+
+  async replaceToken(
+    server: string,
+    subject: string,
+    t: Omit<StoredToken, 'version'>,
+    now: number,
+  ): Promise<number> {
+    const values: Value[] = [t.issuer, t.resource, t.sealed, scopeText(t.scope), t.expiresAt ?? null];
+    const row = await this.one(REPLACE_TOKEN, [server, subject, ...values, now]);
+    const version = row?.version;
+    if (typeof version !== 'number' || !Number.isSafeInteger(version))
+      throw new Error('the token row took no version');
+    return version;
   }
 
   deleteToken(server: string, subject?: string): Promise<number> {

@@ -111,25 +111,35 @@ export class ClientBook {
   }
 
   /**
-   * The client a stored token was issued to, for refresh and revocation: the gateway's own
-   * registration, else the CLI's (a token from `manifold login`).
+   * The client a stored token was issued to, for refresh and revocation: the one whose id the
+   * token names (the gateway's registration, or the CLI's for a token from `manifold login`:
+   * both exist once each has signed in). A token stored without one gets the gateway's own
+   * client, else the CLI's.
    */
-  async forToken(server: string, as: AsMetadata, gatewayRedirect: string): Promise<OAuthClient | undefined> {
+  async forToken(
+    server: string,
+    as: AsMetadata,
+    gatewayRedirect: string,
+    clientId?: string,
+  ): Promise<OAuthClient | undefined> {
+    const fits = (c: OAuthClient | undefined) =>
+      c !== undefined && (clientId === undefined || c.clientId === clientId);
     const configured = this.configured(as, gatewayRedirect);
-    if (configured) return configured;
+    if (fits(configured)) return configured;
     if (this.deps.cimdUrl && as.cimdSupported) {
-      return {
+      const cimd: OAuthClient = {
         clientId: this.deps.cimdUrl,
         authMethod: 'none',
         source: 'cimd',
         redirectUri: gatewayRedirect,
       };
+      if (fits(cimd)) return cimd;
     }
     for (const key of [server, `${server}#cli`]) {
       const row = await this.deps.credentials.getClient(key, as.issuer);
       if (row) {
         const c = await this.stored(key, as, row.redirectUri);
-        if (c) return c;
+        if (fits(c)) return c;
       }
     }
     return undefined;

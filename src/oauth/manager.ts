@@ -20,7 +20,7 @@ import { discoverAuthorizationServer, discoverResource } from './discovery.js';
 import { clientCredentials, redeemCode, refresh, revoke, selectScopes, startAuthorization } from './flow.js';
 import { probeChallenge } from './login.js';
 import { createStaticAuth } from './static-auth.js';
-import { hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
+import { type AskedScopes, hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
 import {
   type AsMetadata,
   type Fetch,
@@ -47,7 +47,13 @@ export interface OAuthDeps {
   addSecret?(value: string): void;
 }
 
-/** A claim on a state outlives the state by this much (clock skew between instances). */
+/**
+ * Whether the slot holds another token than the refused request carried (none, or an older one):
+ * a login or refresh landed meanwhile, and the request deserves a try with it.
+ */
+function replaced(s: Slot, sent: string | null | undefined): boolean {
+  return s.token !== undefined && sent !== undefined && sent !== `Bearer ${s.token.accessToken}`;
+}
 
 export function createUpstreamAuth(config: ServerConfig, deps: OAuthDeps): UpstreamAuth {
   const auth = config.auth;
@@ -104,8 +110,8 @@ export class OAuthManager implements UpstreamAuth {
   }
 
   async authorize(subject: SubjectKey): Promise<Record<string, string>> {
-    await this.slots.load(subject);
-    const s = this.slots.slot(subject);
+    // A login in another process (the CLI, another instance) is in use here within REREAD_MS.
+    const s = await this.slots.fresh(subject);
     if (!s.token && this.auth.grant === 'client_credentials') await this.renew(subject, s);
     else if (s.token && this.expiring(s.token, s)) await this.renew(subject, s);
     const t = s.token;
@@ -122,7 +128,14 @@ export class OAuthManager implements UpstreamAuth {
   }
 
   private async doRenew(subject: SubjectKey, s: Slot, scopes?: string[]): Promise<boolean> {
+    // The row this renewal continues: it is written only over that version, never over a login
+    // that landed meanwhile (whatever a re-read puts in the slot while the AS answers).
     const before = s.version;
+    const held = s.token?.accessToken;
+    const carried: AskedScopes = {
+      asked: s.requested,
+      ...(s.pendingScopes ? { stepUp: s.pendingScopes } : {}),
+    };
     try {
       if (this.auth.grant === 'client_credentials') {
         const prm = await discoverResource(this.deps.fetch, this.url, s.challenge);
@@ -133,26 +146,25 @@ export class OAuthManager implements UpstreamAuth {
         const client = await this.clients.get(this.server, as, this.deps.gateway.redirectUri);
         const asked = scopes ?? selectScopes(s.challenge, prm, as, s.requested, this.auth.scopes);
         const t = await clientCredentials(this.deps.fetch, as, client, prm.resource, asked, this.deps.now());
-        s.requested = asked ?? [];
-        await this.slots.write(subject, s, t);
+        await this.slots.write(subject, s, t, { asked: asked ?? [] }, { expect: before });
         this.log.info('oauth.token', { grant: 'client_credentials', issuer: hostOf(issuer) });
         return s.token !== undefined;
       }
       const t = s.token;
       if (!t?.refreshToken) return false;
       const as = await this.metadata(t.issuer);
-      const client = await this.clients.forToken(this.server, as, this.deps.gateway.redirectUri);
+      const client = await this.clients.forToken(this.server, as, this.deps.gateway.redirectUri, t.clientId);
       if (!client) throw new OAuthError('refresh-failed', 'no client registration for the token');
       const next = await refresh(this.deps.fetch, as, client, t, this.deps.now());
-      await this.slots.write(subject, s, next);
+      await this.slots.write(subject, s, next, carried, { expect: before });
       this.log.info('oauth.refresh', { issuer: hostOf(t.issuer) });
       return s.token !== undefined;
     } catch (e) {
       // Only the AS's own refusal ends a token; an unreachable AS leaves it for the next attempt.
       const rule = e instanceof OAuthError ? e.rule : undefined;
-      // Another instance may have rotated the refresh token first: theirs is good.
+      // Another instance may have rotated the refresh token first, or a login landed: theirs is good.
       await this.slots.read(subject, s).catch(() => {});
-      if (s.version !== before && s.token) return true;
+      if (s.token && s.token.accessToken !== held) return true;
       if (this.auth.grant !== 'client_credentials' && rule === 'refresh-failed' && s.version === before) {
         await this.deps.credentials.deleteToken(this.server, subject);
         s.token = undefined;
@@ -174,14 +186,13 @@ export class OAuthManager implements UpstreamAuth {
     const c = bearerChallenge(wwwAuthenticate);
     if (status === 401) {
       if (c) s.challenge = c;
-      const before = s.version;
       const had = s.token?.accessToken;
       await this.slots.read(subject, s);
       // Another instance (or the CLI) stored a newer token meanwhile.
-      if (s.token && (s.version !== before || s.token.accessToken !== had)) return 'retry';
+      if (s.token && s.token.accessToken !== had) return 'retry';
       // The refused request carried no token or an older one (a login landed while it was in
       // flight): the current token was never refused, so it is neither deleted nor given up on.
-      if (s.token && sent !== undefined && sent !== `Bearer ${s.token.accessToken}`) return 'retry';
+      if (replaced(s, sent)) return 'retry';
       const cc = this.auth.grant === 'client_credentials';
       // The token this gateway just renewed for a 401 was refused too: renewing again would loop.
       const renewedRefused = s.token !== undefined && s.token.accessToken === s.renewed;
@@ -205,21 +216,34 @@ export class OAuthManager implements UpstreamAuth {
     }
     if (c?.error !== 'insufficient_scope') return 'stop';
     s.challenge = c;
+    // RFC 6750 §3.1: the token lacks a scope. A token stored since (a login in the CLI or on
+    // another instance) may hold it: the request goes again with that one, and counts no step-up.
+    await this.slots.read(subject, s);
+    if (replaced(s, sent)) return 'retry';
     const challenged = c.scope ?? [];
+    const pending = s.pendingScopes ?? [];
+    // The token a step-up was asked for, refused again for what it waits for: the same step-up.
+    if (sent && sent === s.steppedUp && challenged.every((x) => pending.includes(x))) return 'stop';
     const key = [...challenged].sort().join(' ');
     const n = (s.stepUps.get(key) ?? 0) + 1;
     s.stepUps.set(key, n);
-    s.pendingScopes = union(s.token?.scope ?? s.requested, challenged);
-    if (n > this.auth.maxStepUps || (this.auth.grant === 'client_credentials' && n > 1)) {
+    // SEP-2350: the next authorization asks for every scope asked so far and the challenge's.
+    const wanted = union(union(s.pendingScopes ?? s.requested, s.token?.scope ?? []), challenged);
+    const cc = this.auth.grant === 'client_credentials';
+    if (!cc) {
+      // Kept with the token, so a login anywhere (the CLI, another instance) asks for all of it.
+      await this.slots.stepUp(subject, s, wanted, sent ?? null);
+      if (replaced(s, sent)) return 'retry';
+      s.steppedUp = sent ?? undefined;
+    }
+    if (n > this.auth.maxStepUps || (cc && n > 1)) {
       need(s, 'step-up-exhausted', 'refused');
       this.log.warn('oauth.refused', { rule: 'step-up-exhausted', status });
       return 'stop';
     }
-    if (this.auth.grant === 'client_credentials') {
-      return (await this.renew(subject, s, s.pendingScopes)) ? 'retry' : 'stop';
-    }
+    if (cc) return (await this.renew(subject, s, wanted)) ? 'retry' : 'stop';
     need(s, 'login-required');
-    this.log.info('oauth.step_up', { scopes: s.pendingScopes.length });
+    this.log.info('oauth.step_up', { scopes: wanted.length });
     return 'stop';
   }
 
@@ -249,7 +273,7 @@ export class OAuthManager implements UpstreamAuth {
   /** Reads the stored token of a subject (the deployment's, at start) so its state is known. */
   async preload(subject: SubjectKey = ''): Promise<void> {
     await this.slots
-      .load(subject)
+      .fresh(subject)
       .catch((e) => this.log.warn('oauth.store_unreadable', { error: String(e).slice(0, 200) }));
   }
 
@@ -283,6 +307,7 @@ export class OAuthManager implements UpstreamAuth {
       await this.rebind(subject, s, issuer);
       const as = await this.metadata(issuer);
       const client = await this.clients.get(key, as, redirect);
+      // The row was read again just now (rebind): a step-up seen by any process is asked for.
       const scopes =
         selectScopes(s.challenge, prm, as, s.pendingScopes ?? s.requested, this.auth.scopes) ?? [];
       const r = await startAuthorization(
@@ -293,7 +318,6 @@ export class OAuthManager implements UpstreamAuth {
         this.deps.gateway.flowTtlSeconds * 1000,
         this.deps.now(),
       );
-      s.requested = scopes;
       this.log.info('oauth.login_started', { issuer: hostOf(issuer) });
       return { url: r.url, expiresAt: r.exp };
     } catch (e) {
@@ -305,7 +329,7 @@ export class OAuthManager implements UpstreamAuth {
   /** SEP-2352: a new issuer drops the registrations and the subject's token of the old one. */
   private async rebind(subject: SubjectKey, s: Slot, issuer: string): Promise<void> {
     await this.clients.rebind(this.server, issuer);
-    await this.slots.load(subject);
+    await this.slots.read(subject, s);
     if (s.token && s.token.issuer !== issuer) {
       await this.deps.credentials.deleteToken(this.server, subject);
       s.token = undefined;
@@ -323,13 +347,11 @@ export class OAuthManager implements UpstreamAuth {
     if (client.clientId !== pending.clientId)
       throw new OAuthError('state-invalid', 'the sign-in was started with another client');
     const t = await redeemCode(this.deps.fetch, as, client, pending, code, this.deps.now());
-    await this.slots.load(pending.subject);
-    await this.slots.write(pending.subject, s, t);
+    // A completed login ends a refusal; the row read back says whether a step-up still waits.
+    if (s.state === 'refused') need(s, 'login-required');
+    // The newest sign-in wins over whatever is stored, whichever process (or CLI) wrote it.
+    await this.slots.write(pending.subject, s, t, { asked: pending.scopes }, 'replace');
     if (!s.token) throw new OAuthError('token-failed', 'the token could not be stored');
-    s.state = 'ready';
-    s.rule = undefined;
-    s.pendingScopes = undefined;
-    s.requested = t.scope;
     this.log.info('oauth.login', { issuer: hostOf(pending.issuer) });
     this.emit(pending.subject);
   }
@@ -347,7 +369,7 @@ export class OAuthManager implements UpstreamAuth {
         try {
           const as = await this.metadata(t.issuer);
           const client = as.revocationEndpoint
-            ? await this.clients.forToken(this.server, as, this.deps.gateway.redirectUri)
+            ? await this.clients.forToken(this.server, as, this.deps.gateway.redirectUri, t.clientId)
             : undefined;
           if (client) await revoke(this.deps.fetch, as, client, t);
         } catch (e) {
@@ -355,13 +377,7 @@ export class OAuthManager implements UpstreamAuth {
         }
       }
       await this.deps.credentials.deleteToken(this.server, sub);
-      this.slots.reset(sub, {
-        state: 'needs-login',
-        rule: 'login-required',
-        requested: [],
-        stepUps: new Map(),
-        loaded: Promise.resolve(),
-      });
+      this.slots.forget(sub);
       this.log.info('oauth.logout', {});
       this.emit(sub);
     }

@@ -94,6 +94,7 @@ export async function tokenRequest(
     accessToken: doc.access_token,
     tokenType: 'Bearer',
     scope: typeof doc.scope === 'string' ? doc.scope.split(' ').filter(Boolean) : [...fallback.scope],
+    clientId: client.clientId,
   };
   const refreshToken =
     typeof doc.refresh_token === 'string' && doc.refresh_token ? doc.refresh_token : undefined;

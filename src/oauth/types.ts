@@ -95,6 +95,11 @@ export interface TokenSet {
   /** Epoch ms. */
   expiresAt?: number;
   scope: string[];
+  /**
+   * The client it was issued to (the gateway's registration or the CLI's): a refresh and a
+   * revocation present that client, as RFC 6749 §6 binds a refresh token to it.
+   */
+  clientId?: string;
 }
 
 /** What an authorization in progress needs at the callback; sealed into `state`, never stored. */

@@ -85,6 +85,13 @@ const INSERT_TOKEN = `INSERT INTO oauth_tokens (server, subject, ${TOKEN_COLUMNS
 const UPDATE_TOKEN = `UPDATE oauth_tokens SET issuer = ?, resource = ?, sealed = ?, scope = ?, expires_at = ?,
     version = version + 1, updated_at = ?
   WHERE server = ? AND subject = ? AND version = ? RETURNING version`;
+// A login's write: the row whatever it holds, one version past it.
+const REPLACE_TOKEN = `INSERT INTO oauth_tokens (server, subject, ${TOKEN_COLUMNS}, updated_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
+  ON CONFLICT (server, subject) DO UPDATE SET issuer = excluded.issuer, resource = excluded.resource,
+    sealed = excluded.sealed, scope = excluded.scope, expires_at = excluded.expires_at,
+    version = oauth_tokens.version + 1, updated_at = excluded.updated_at
+  RETURNING version`;
 
 /** The store over any `SqlExec`; the schema is the state store's (schema.ts v3, v4), migrated by it. */
 export class SqlCredentialStore implements CredentialStore {
@@ -143,6 +150,18 @@ export class SqlCredentialStore implements CredentialStore {
         ? this.sql.exec(INSERT_TOKEN, server, subject, ...values, now)
         : this.sql.exec(UPDATE_TOKEN, ...values, now, server, subject, expect);
     return rows.length > 0;
+  }
+
+  async replaceToken(
+    server: string,
+    subject: string,
+    t: Omit<StoredToken, 'version'>,
+    now: number,
+  ): Promise<number> {
+    const values: SqlValue[] = [t.issuer, t.resource, t.sealed, scopeText(t.scope), t.expiresAt ?? null];
+    const version = int(this.sql.exec(REPLACE_TOKEN, server, subject, ...values, now)[0]?.version);
+    if (version === undefined) throw new Error('the token row took no version');
+    return version;
   }
 
   async deleteToken(server: string, subject?: string): Promise<number> {
@@ -218,6 +237,20 @@ export class MemoryCredentialStore implements CredentialStore {
       version: (current?.version ?? 0) + 1,
     });
     return true;
+  }
+
+  async replaceToken(server: string, subject: string, t: Omit<StoredToken, 'version'>): Promise<number> {
+    const bySubject = this.tokens.get(server) ?? new Map<string, StoredToken>();
+    this.tokens.set(server, bySubject);
+    const version = (bySubject.get(subject)?.version ?? 0) + 1;
+    const { expiresAt, ...rest } = t;
+    bySubject.set(subject, {
+      ...rest,
+      scope: [...t.scope],
+      ...(expiresAt !== undefined ? { expiresAt } : {}),
+      version,
+    });
+    return version;
   }
 
   async deleteToken(server: string, subject?: string): Promise<number> {

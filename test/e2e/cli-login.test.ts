@@ -10,12 +10,19 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../deploy/node/sqlite-store.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
 import { type ProtectedServer, startProtectedServer } from '../fixtures/protected-server.mjs';
+import { type AnyHandle, connectEra, resultText } from '../helpers/clients.js';
 import { CLI, ensureDist } from '../helpers/dist.js';
-import { connectClient, freePort, startTestGateway } from '../helpers/harness.js';
+import {
+  connectClient,
+  eventually,
+  freePort,
+  startTestGateway,
+  type TestGateway,
+} from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
 
 interface Run {
@@ -53,8 +60,11 @@ function manifold(args: string[], config = configFile): Promise<Run> {
 }
 
 /** `manifold login`, left running until it prints the authorization URL. */
-function startLogin(args: string[]): { child: ChildProcess; url: Promise<string>; done: Promise<Run> } {
-  const child = spawn(process.execPath, [CLI, 'login', ...args, '--config', configFile, '--no-open'], {
+function startLogin(
+  args: string[],
+  config = configFile,
+): { child: ChildProcess; url: Promise<string>; done: Promise<Run> } {
+  const child = spawn(process.execPath, [CLI, 'login', ...args, '--config', config, '--no-open'], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -220,4 +230,141 @@ describe('manifold login and logout', () => {
     expect(cc.code).toBe(1);
     expect(cc.stderr).toMatch(/client_credentials/);
   });
+});
+
+/**
+ * 49.16: the CLI login and the gateway's own (HTTP) login, in either order, with a gateway running
+ * on the same SQLite file as the CLI (two processes, one store): every instance ends up with the
+ * newest token, and each login asks for the union of the scopes asked so far (a scope step-up,
+ * RFC 6750 §3.1 `insufficient_scope`, included).
+ */
+describe('49.16: the CLI and HTTP logins leave every instance with the newest token and every scope asked', () => {
+  type Obj = Record<string, unknown>;
+  const opened: { stop(): Promise<unknown> }[] = [];
+  let runs = 0;
+
+  afterEach(async () => {
+    for (const o of opened.splice(0).reverse()) await o.stop().catch(() => {});
+  });
+
+  /** A running gateway and a CLI config on a store of their own. */
+  async function deployment(): Promise<{ gw: TestGateway; config: string }> {
+    const n = ++runs;
+    const gateway = { ...raw.gateway, store: { path: join(dir, `step-${n}.db`) } };
+    const config = join(dir, `step-${n}.json`);
+    writeFileSync(config, JSON.stringify({ mcpServers: raw.mcpServers, gateway }));
+    const gw = await startTestGateway({ mcpServers: raw.mcpServers, gateway }, { waitReady: false });
+    opened.push(gw);
+    return { gw, config };
+  }
+
+  /** The gateway's own login: the admin route, then the browser back to the gateway's callback. */
+  async function httpLogin(gw: TestGateway, user: string): Promise<string[]> {
+    const res = await fetch(new URL('/admin/servers/prot/login', gw.url), { method: 'POST' });
+    expect(res.status).toBe(200);
+    const begun = (await res.json()) as { authorizationUrl: string };
+    const page = await browse(begun.authorizationUrl, {
+      callback: `${new URL(gw.url).origin}/oauth/callback`,
+      user,
+    });
+    expect(page.status).toBe(200);
+    return page.request.get('scope')?.split(' ') ?? [];
+  }
+
+  /** `manifold login prot` as an operator runs it, signed in as `user`: the scopes it asked for. */
+  async function cliLogin(config: string, user: string): Promise<string[]> {
+    const login = startLogin(['prot'], config);
+    const url = await login.url;
+    const redirectUri = new URL(url).searchParams.get('redirect_uri')!;
+    const page = await browse(url, { callback: redirectUri, user });
+    expect(page.status).toBe(200);
+    const run = await login.done;
+    expect(run.code, run.stderr).toBe(0);
+    return new URL(url).searchParams.get('scope')?.split(' ') ?? [];
+  }
+
+  async function client(gw: TestGateway, era: 'v1' | 'v2'): Promise<AnyHandle['client']> {
+    const h = await connectEra(gw.url, era);
+    opened.push({ stop: () => h.close() });
+    return h.client;
+  }
+
+  async function call(c: AnyHandle['client'], tool: string): Promise<Obj | undefined> {
+    try {
+      const r = await c.callTool({ name: `prot__${tool}`, arguments: {} });
+      return r.isError ? undefined : (JSON.parse(resultText(r)) as Obj);
+    } catch {
+      return undefined;
+    }
+  }
+
+  const ready = (gw: TestGateway) =>
+    eventually(() => gw.gateway.pool.get('prot')?.state === 'ready', 'prot ready');
+
+  it('49.16: after a step-up, manifold login asks for the union and the running gateway then succeeds without a restart (v1 and v2)', async () => {
+    const { gw, config } = await deployment();
+    const first = await httpLogin(gw, 'alice');
+    expect(first).toContain('repo:read');
+    expect(first).not.toContain('repo:write');
+    await ready(gw);
+    const v1 = await client(gw, 'v1');
+    const v2 = await client(gw, 'v2');
+    expect(await call(v1, 'list_repos')).toMatchObject({ owner: 'alice' });
+    // 403 insufficient_scope for repo:write: a step-up login is needed. A client that tries again
+    // meanwhile asks for the same step-up, not for more than `maxStepUps` allows.
+    for (const c of [v2, v1, v2]) expect(await call(c, 'create_issue')).toBeUndefined();
+    const health = (await (await fetch(new URL('/healthz', gw.url))).json()) as { upstreams: Obj[] };
+    expect(health.upstreams.find((u) => u.name === 'prot')?.auth).toMatchObject({ state: 'needs-login' });
+
+    // The CLI knows nothing of the challenge but what the store holds: it asks for every scope.
+    const asked = await cliLogin(config, 'alice');
+    expect(asked).toEqual(expect.arrayContaining(['repo:read', 'repo:write']));
+    // The gateway that saw the 403 uses the CLI's token at once: no restart, no other login.
+    expect(await call(v2, 'create_issue')).toEqual({ created: true, by: 'alice' });
+    expect(await call(v1, 'create_issue')).toEqual({ created: true, by: 'alice' });
+  }, 120_000);
+
+  it('49.16: a CLI login, then an HTTP login on a gateway that still holds an older token: the HTTP token is used (v1 and v2)', async () => {
+    const { gw, config } = await deployment();
+    await httpLogin(gw, 'alice');
+    await ready(gw);
+    const v1 = await client(gw, 'v1');
+    expect(await call(v1, 'whoami')).toMatchObject({ sub: 'alice' });
+    await cliLogin(config, 'carol');
+    // The gateway's own login, later than the CLI's: its token is the newest.
+    await httpLogin(gw, 'bob');
+    await ready(gw);
+    const v2 = await client(gw, 'v2');
+    expect(await call(v2, 'whoami')).toMatchObject({ sub: 'bob' });
+    expect(await call(v1, 'whoami')).toMatchObject({ sub: 'bob' });
+    const store = openSqliteStore(join(dir, `step-${runs}.db`));
+    try {
+      expect((await store.credentials.getToken('prot', ''))?.version).toBeGreaterThan(2);
+    } finally {
+      store.close();
+    }
+  }, 120_000);
+
+  it('49.16: an HTTP login with a step-up, then a CLI login: the CLI asks for the union and the running gateway uses its token (v1 and v2)', async () => {
+    const { gw, config } = await deployment();
+    await httpLogin(gw, 'alice');
+    await ready(gw);
+    const v1 = await client(gw, 'v1');
+    expect(await call(v1, 'create_issue')).toBeUndefined();
+    // The gateway's own step-up login asks for the union (as it did before 49.16).
+    expect(await httpLogin(gw, 'alice')).toEqual(expect.arrayContaining(['repo:read', 'repo:write']));
+    await ready(gw);
+    expect(await call(v1, 'create_issue')).toEqual({ created: true, by: 'alice' });
+
+    // Then the operator signs in from a terminal as someone else: every scope asked so far, again.
+    const asked = await cliLogin(config, 'bob');
+    expect(asked).toEqual(expect.arrayContaining(['repo:read', 'repo:write']));
+    await eventually(
+      async () => (await call(v1, 'whoami'))?.sub === 'bob',
+      "the running gateway uses the CLI's token",
+    );
+    const v2 = await client(gw, 'v2');
+    expect(await call(v2, 'create_issue')).toEqual({ created: true, by: 'bob' });
+    expect(await call(v1, 'create_issue')).toEqual({ created: true, by: 'bob' });
+  }, 120_000);
 });

@@ -114,6 +114,32 @@ function credentialContract(name: string, open: () => Promise<Opened>, sql = tru
       expect(await store.getToken('github', '')).toEqual({ ...bare, version: 3 });
     });
 
+    it('49.16: a login replaces whatever is stored, one version past it, and a refresh of the older version then loses', async () => {
+      // No row yet: the login's token is the first.
+      expect(await store.replaceToken('github', '', token({ sealed: 'v1.cli' }), 1000)).toBe(1);
+      // Another process wrote meanwhile (the CLI, another instance): this process read version 1.
+      expect(await store.putToken('github', '', token({ sealed: 'v1.refreshed' }), 1, 1500)).toBe(true);
+      // A login finishing here, whatever version it last saw, is the newest token.
+      expect(
+        await store.replaceToken('github', '', token({ sealed: 'v1.http', scope: ['a', 'b'] }), 2000),
+      ).toBe(3);
+      expect(await store.getToken('github', '')).toEqual({
+        ...token({ sealed: 'v1.http', scope: ['a', 'b'] }),
+        version: 3,
+      });
+      // A refresh that continued version 2 never undoes it.
+      expect(await store.putToken('github', '', token({ sealed: 'v1.late' }), 2, 2500)).toBe(false);
+      expect((await store.getToken('github', ''))?.sealed).toBe('v1.http');
+      // Two logins at once: both are written, one after the other, and versions still order them.
+      const versions = await Promise.all([
+        store.replaceToken('github', '', token({ sealed: 'v1.x' }), 3000),
+        store.replaceToken('github', '', token({ sealed: 'v1.y' }), 3000),
+      ]);
+      expect([...versions].sort()).toEqual([4, 5]);
+      const last = versions[0] === 5 ? 'v1.x' : 'v1.y';
+      expect(await store.getToken('github', '')).toMatchObject({ sealed: last, version: 5 });
+    });
+
     it('keeps subjects and servers apart, lists without the sealed column, deletes one or all', async () => {
       await store.putToken('github', '["t","alice"]', token({ sealed: 'v1.alice' }), undefined, 1000);
       await store.putToken(
