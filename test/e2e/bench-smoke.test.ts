@@ -5,14 +5,12 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { ensureRunner } from '../helpers/conformance.js';
 import { ROOT } from '../helpers/harness.js';
-import { findOrInstall } from '../helpers/postgres.js';
 
 // The bench keeps working: a smoke run (tiny durations) produces every section. Its numbers are
 // not judged here; timing belongs to `npm run bench`.
 it('npm run bench (smoke) runs every phase and writes JSON and Markdown results', () => {
-  // The scale section starts a Postgres; the bench finds the binaries but never installs them.
-  findOrInstall();
-  // The start-up section reports the CLI on the conformance runner's Node 22 as well.
+  // The scale section starts a Postgres of its own from the binaries test/services.mjs installed.
+  // The start-up section reports the CLI on test/tools' Node 24 as well.
   ensureRunner();
   const out = mkdtempSync(join(tmpdir(), 'manifold-bench-smoke-'));
   try {
@@ -105,10 +103,10 @@ it('npm run bench (smoke) runs every phase and writes JSON and Markdown results'
     expect(json.startup.floorMs).toBeGreaterThan(0);
     expect(json.startup.configs.default.samplesMs).toHaveLength(3);
     expect(json.startup.configs.auth.medianMs).toBeGreaterThan(json.startup.floorMs);
-    // On Node 22, with and without the module compile cache (reported, not judged).
-    expect(json.startup.node22.withoutCacheMs).toBeGreaterThan(json.startup.floorMs);
-    expect(json.startup.node22.withCacheMs).toBeGreaterThan(0);
-    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('process start on Node 22');
+    // On Node 24, with and without the module compile cache (reported, not judged).
+    expect(json.startup.node24.withoutCacheMs).toBeGreaterThan(json.startup.floorMs);
+    expect(json.startup.node24.withCacheMs).toBeGreaterThan(0);
+    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toContain('process start on Node 24');
     // #18: the big-result phase ran both transports and both cap settings.
     expect(json.bigResult.stdio.gatewayMs).toBeGreaterThan(0);
     expect(json.bigResult.http.floorPeakMb).toBeGreaterThan(0);

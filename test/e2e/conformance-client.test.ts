@@ -7,7 +7,7 @@ import {
   CONFORMANCE_CLI,
   ensureRunner,
   listClientScenarios,
-  NODE22,
+  NODE24,
   RUNNER_DIR,
   readChecks,
 } from '../helpers/conformance.js';
@@ -57,7 +57,7 @@ function runScenario(scenario: string, revision: string, force: boolean): Promis
     '60000',
   ];
   return new Promise((resolve) => {
-    execFile(NODE22, args, { cwd: out, timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }, (error) => {
+    execFile(NODE24, args, { cwd: out, timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }, (error) => {
       const checks = readChecks(out);
       const failed = [...checks].filter(([, s]) => s === 'FAILURE' || s === 'WARNING').map(([id]) => id);
       resolve({ scenario, passed: !error && checks.size > 0, failed, ms: Date.now() - started });

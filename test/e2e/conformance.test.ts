@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONFORMANCE_CLI, ensureRunner, NODE22, RUNNER_DIR, type Status } from '../helpers/conformance.js';
+import { CONFORMANCE_CLI, ensureRunner, NODE24, RUNNER_DIR, type Status } from '../helpers/conformance.js';
 import { ROOT, startTestGateway, stopChild, type TestGateway } from '../helpers/harness.js';
 
 /**
@@ -27,7 +27,7 @@ function runSuite(url: string, revision: string): Promise<Outcome> {
   const out = mkdtempSync(join(tmpdir(), 'mf-conformance-'));
   return new Promise((resolve, reject) => {
     execFile(
-      NODE22,
+      NODE24,
       [CLI, 'server', '--url', url, '--requirements', revision, '-o', out],
       { cwd: out, timeout: 240_000, maxBuffer: 32 * 1024 * 1024 },
       (error) => {

@@ -14,7 +14,7 @@ describe('the packed package', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('npm pack holds the CLI and its chunks, not the sources or tests; the unpacked CLI runs', () => {
-    // Node's compile cache, as a Node 22 run of the CLI leaves it (deploy/node/launch.ts): this
+    // Node's compile cache, as a Node 24 run of the CLI leaves it (deploy/node/launch.ts): this
     // machine's compiled code, never packed.
     const cache = join(ROOT, 'dist/.cache/v0-test');
     mkdirSync(cache, { recursive: true });

@@ -13,12 +13,7 @@ import {
 } from '../helpers/clients.js';
 import { eventually, ROOT } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/modern.js';
-import {
-  type SpawnedInstance,
-  spawnInstances,
-  startPostgres,
-  type TestPostgres,
-} from '../helpers/postgres.js';
+import { freshDatabase, type SpawnedInstance, spawnInstances } from '../helpers/postgres.js';
 import { testIssuer } from '../helpers/tokens.js';
 
 // #15: three `manifold serve` processes on one Postgres behind a round-robin balancer on loopback
@@ -86,7 +81,6 @@ async function allPages(h: AnyHandle): Promise<{ tools: Tool[]; pages: number }>
 }
 
 describe('three gateways on one Postgres behind a round-robin balancer', () => {
-  let server: TestPostgres;
   let url: string;
   let dir: string;
   let toolsFile: string;
@@ -101,8 +95,7 @@ describe('three gateways on one Postgres behind a round-robin balancer', () => {
   });
 
   beforeAll(async () => {
-    server = await startPostgres();
-    url = await server.database('balance');
+    url = await freshDatabase('balance');
     dir = mkdtempSync(join(tmpdir(), 'mf-pg-balance-'));
     toolsFile = join(dir, 'tools.json');
     configFile = join(dir, 'manifold.json');
@@ -141,7 +134,6 @@ describe('three gateways on one Postgres behind a round-robin balancer', () => {
     for (const c of clients) await c.close().catch(() => {});
     await balancer?.close();
     for (const i of instances) await i.stop();
-    await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

@@ -11,7 +11,7 @@ import { Sealer } from '../../src/auth/seal.js';
 import { EVERYTHING, eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { legacyRequest, legacySession } from '../helpers/legacy.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase } from '../helpers/postgres.js';
 import { testIssuer } from '../helpers/tokens.js';
 
 // #15: a modern client's retry of a call held on one instance (a legacy upstream asked for
@@ -27,7 +27,6 @@ const TOOL = 'ev__trigger-elicitation-request';
 const CALL = { name: TOOL, arguments: {} };
 
 describe('a held MRTR retry on another instance (Postgres)', () => {
-  let server: TestPostgres;
   let url: string;
   let a: TestGateway;
   let b: TestGateway;
@@ -41,8 +40,7 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     dir = mkdtempSync(join(tmpdir(), 'mf-pg-forward-'));
     askLog = join(dir, 'ask.log');
     writeFileSync(askLog, '');
-    server = await startPostgres();
-    url = await server.database('forward');
+    url = await freshDatabase('forward');
     const issuer = await testIssuer(ISS, AUD);
     alice = await issuer.mint({ scope: 'tools:*' }, 'alice');
     mallory = await issuer.mint({ scope: 'tools:*' }, 'mallory');
@@ -77,7 +75,6 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
   afterAll(async () => {
     await a?.stop();
     await b?.stop();
-    await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, DRIFT } from '../helpers/clients.js';
 import type { TestGateway } from '../helpers/harness.js';
-import { startInstances, startPostgres, stopInstances, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase, startInstances, stopInstances } from '../helpers/postgres.js';
 import { parsePromText } from '../helpers/prom-text.js';
 
 // #15: "rate limits enforced across instances". Three gateways on one Postgres, one tenant's
@@ -28,15 +28,13 @@ async function call(h: AnyHandle): Promise<Outcome> {
 }
 
 describe('rate limits shared by gateways on one Postgres', () => {
-  let server: TestPostgres;
   let url: string;
   let dir: string;
   const gateways: TestGateway[] = [];
   const clients: AnyHandle[] = [];
 
   beforeAll(async () => {
-    server = await startPostgres();
-    url = await server.database('limits');
+    url = await freshDatabase('limits');
     dir = mkdtempSync(join(tmpdir(), 'mf-pg-rate-'));
     const toolsFile = join(dir, 'tools.json');
     writeFileSync(
@@ -58,7 +56,6 @@ describe('rate limits shared by gateways on one Postgres', () => {
 
   afterAll(async () => {
     await stopInstances({ gateways, clients });
-    await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

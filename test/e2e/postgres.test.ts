@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, DRIFT } from '../helpers/clients.js';
 import { eventually, ROOT, type TestGateway } from '../helpers/harness.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
-import { startInstances, startPostgres, stopInstances, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase, startInstances, stopInstances } from '../helpers/postgres.js';
 
 // #15: several gateway instances on one Postgres. Three gateways in this process, each with its
 // own stdio child of the drift fixture (one tools file), share nothing but the database.
@@ -39,7 +39,6 @@ const descriptionOf = async (h: AnyHandle, name: string) =>
   (await listed(h)).find((t) => t.name === name)?.description;
 
 describe('several gateways on one Postgres', () => {
-  let server: TestPostgres;
   let url: string;
   let dir: string;
   let toolsFile: string;
@@ -60,8 +59,7 @@ describe('several gateways on one Postgres', () => {
   };
 
   beforeAll(async () => {
-    server = await startPostgres();
-    url = await server.database('gateways');
+    url = await freshDatabase('gateways');
     dir = mkdtempSync(join(tmpdir(), 'mf-pg-e2e-'));
     toolsFile = join(dir, 'tools.json');
     configFile = join(dir, 'manifold.json');
@@ -94,7 +92,6 @@ describe('several gateways on one Postgres', () => {
 
   afterAll(async () => {
     await stopInstances({ gateways, clients });
-    await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectModern, DRIFT } from '../helpers/clients.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase } from '../helpers/postgres.js';
 
 // #15: a legacy session opened on one instance is served by another on the same Postgres. The
 // client's requests go to whichever instance `route.to` names: a load balancer without stickiness.
@@ -35,15 +35,17 @@ function routed(urls: () => string[], route: Route): typeof fetch {
 }
 
 describe('legacy sessions on any instance of one Postgres', () => {
-  let server: TestPostgres;
   let dir: string;
   let publicKey: string;
   let mint: (sub: string) => Promise<string>;
   const tokens = { alice: '', bob: '' };
   const stopAll: (() => Promise<void>)[] = [];
 
+  /** Each start's database, by the name it was asked for. */
+  const databases = new Map<string, string>();
   const start = async (database: string, idleSeconds: number): Promise<TestGateway[]> => {
-    const url = await server.database(database);
+    const url = await freshDatabase(database);
+    databases.set(database, url);
     const toolsFile = join(dir, 'tools.json');
     const raw = {
       mcpServers: { fx: { command: process.execPath, args: [DRIFT], env: { DRIFT_TOOLS_FILE: toolsFile } } },
@@ -86,7 +88,6 @@ describe('legacy sessions on any instance of one Postgres', () => {
   const listTools = { jsonrpc: '2.0', id: 7, method: 'tools/list' };
 
   beforeAll(async () => {
-    server = await startPostgres();
     dir = mkdtempSync(join(tmpdir(), 'mf-sessions-'));
     writeFileSync(
       join(dir, 'tools.json'),
@@ -108,7 +109,6 @@ describe('legacy sessions on any instance of one Postgres', () => {
 
   afterAll(async () => {
     for (const stop of stopAll.reverse()) await stop().catch(() => {});
-    await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -139,7 +139,7 @@ describe('legacy sessions on any instance of one Postgres', () => {
       expect((await client.listTools()).tools).toHaveLength(1);
       expect(transport.sessionId).toBe(sid);
       // The row names the owner and the version; no token or header is in it.
-      const db = new pg.Client({ connectionString: `postgres://postgres@127.0.0.1:${server.port}/roaming` });
+      const db = new pg.Client({ connectionString: databases.get('roaming') });
       await db.connect();
       try {
         const { rows } = await db.query('SELECT * FROM manifold_sessions WHERE id = $1', [sid]);

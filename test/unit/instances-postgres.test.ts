@@ -3,19 +3,17 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresInstances, STALE_MS } from '../../deploy/node/instances.js';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/postgres-store.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase } from '../helpers/postgres.js';
 
 // The registry of instances and the forward itself (deploy/node/instances.ts), on a real Postgres
 // and a real HTTP listener standing in for the holder; clocks are given, so staleness is exact.
-let server: TestPostgres;
 let store: PostgresStateStore;
 let holder: Server;
 let origin: string;
 const seen: { path?: string; headers?: IncomingHttpHeaders; body?: string }[] = [];
 
 beforeAll(async () => {
-  server = await startPostgres();
-  store = await openPostgresStore(await server.database('instances'));
+  store = await openPostgresStore(await freshDatabase('instances'));
   holder = createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8').on('data', (c: string) => {
@@ -39,7 +37,6 @@ beforeAll(async () => {
 afterAll(async () => {
   holder?.close();
   await store?.close();
-  await server?.stop();
 });
 
 const request = (path = '/mcp') => ({

@@ -6,19 +6,11 @@ import { toRpcError } from '../../src/server/errors.js';
 import { SessionTable } from '../../src/server/sessions.js';
 import { type SessionRecord, SharedSessions } from '../../src/server/shared-sessions.js';
 import { eventually } from '../helpers/harness.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase } from '../helpers/postgres.js';
 
 // #15: legacy session records on a real Postgres (test/helpers/postgres.ts), a fresh database per case.
-let server: TestPostgres;
 let databases = 0;
-const fresh = async () => openPostgresStore(await server.database(`sessions_${++databases}`));
-
-beforeAll(async () => {
-  server = await startPostgres();
-}, 600_000);
-afterAll(async () => {
-  await server?.stop();
-});
+const fresh = async () => openPostgresStore(await freshDatabase(`sessions_${++databases}`));
 
 const IDLE_MS = 60_000;
 const record = (id: string, owner = '["alice","acme"]'): SessionRecord => ({
@@ -94,7 +86,7 @@ describe('legacy session records on Postgres', () => {
   });
 
   it('a delete is announced to every instance watching, and only a delete of a row that was there', async () => {
-    const url = await server.database(`sessions_${++databases}`);
+    const url = await freshDatabase(`sessions_${++databases}`);
     const [a, b] = await Promise.all([openPostgresStore(url), openPostgresStore(url)]);
     try {
       const gone: string[] = [];

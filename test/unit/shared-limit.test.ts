@@ -7,7 +7,7 @@ import { parseConfigObject } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
 import { createJsonLogger } from '../../src/log.js';
 import { eventually, freePort } from '../helpers/harness.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase } from '../helpers/postgres.js';
 
 /** A clock the test moves by hand, starting 10 s into a window. */
 function manualClock(start = 1_000 * WINDOW_MS + 10_000) {
@@ -66,23 +66,17 @@ describe('callLimiter, in memory (no shared store)', () => {
 });
 
 describe('the Postgres limiter: one count per tenant for every instance', () => {
-  let server: TestPostgres;
   let databases = 0;
   const stores: PostgresStateStore[] = [];
   /** Two "instances": two stores, each with its own pool, on one fresh database. */
   const twoInstances = async () => {
-    const url = await server.database(`limits_${++databases}`);
+    const url = await freshDatabase(`limits_${++databases}`);
     const pair = await Promise.all([openPostgresStore(url), openPostgresStore(url)]);
     stores.push(...pair);
     return pair;
   };
-
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 600_000);
   afterAll(async () => {
     for (const s of stores) await s.close().catch(() => {});
-    await server?.stop();
   });
 
   it('two instances at 30/min take at most 30 together in a window, interleaved; the next window grants again', async () => {

@@ -1,23 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { PG_MIGRATIONS } from '../../deploy/node/postgres-schema.js';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/postgres-store.js';
 import { isManifoldError } from '../../src/errors.js';
 import { identityOf } from '../../src/store/state.js';
 import { eventually } from '../helpers/harness.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freshDatabase } from '../helpers/postgres.js';
 import { baselineOf, ID, serverConfig, storeContract, TOOLS, tool } from '../shared/store-contract.js';
 
-// A real Postgres, started for this file (test/helpers/postgres.ts); a fresh database per store.
-let server: TestPostgres;
+// The run's Postgres (test/helpers/postgres.ts); a fresh database per store.
 let databases = 0;
-const freshUrl = () => server.database(`store_${++databases}`);
-
-beforeAll(async () => {
-  server = await startPostgres();
-}, 600_000);
-afterAll(async () => {
-  await server?.stop();
-});
+const freshUrl = () => freshDatabase(`store_${++databases}`);
 
 storeContract('PostgresStateStore', {
   open: async () => openPostgresStore(await freshUrl()),
@@ -142,7 +134,7 @@ describe('PostgresStateStore shared by several instances', () => {
   });
 
   it('an unreachable or wrong database fails with a message that holds neither the URL nor its password', async () => {
-    const url = `postgres://postgres:pw-sk-9f8e7d@127.0.0.1:${server.port}/no_such_database`;
+    const url = `postgres://postgres:pw-sk-9f8e7d@127.0.0.1:${new URL(inject('postgresAdminUrl')).port}/no_such_database`;
     let error: unknown;
     try {
       await openPostgresStore(url);

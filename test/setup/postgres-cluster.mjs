@@ -1,7 +1,7 @@
-// A throwaway Postgres for the bench's scale section (#15): the same idea as the tests'
-// test/helpers/postgres.ts (Debian's binaries under /usr/lib/postgresql/<version>/bin, a cluster
-// in a temp dir, trust auth, a free loopback port, fsync off), in plain .mjs for node. The bench
-// never installs anything: without the binaries it fails and says what to install.
+// A throwaway Postgres cluster on loopback: Debian's binaries (test/services.mjs installs them),
+// a cluster in a temp dir, trust auth, a free port, its socket in the temp dir, fsync off (nothing
+// here must survive). One per test run (test/setup/global.ts) and one per bench run. Postgres
+// refuses to run as root, so as root every command runs as the `postgres` OS user.
 import { spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 
 const ROOT_DIR = '/usr/lib/postgresql';
 
-/** The newest installed version's bin directory, or a clear error. */
+/** The newest installed version's bin directory, or an error that says what to run. */
 function binDir() {
   const versions = existsSync(ROOT_DIR)
     ? readdirSync(ROOT_DIR)
@@ -19,13 +19,12 @@ function binDir() {
     : [];
   if (versions.length === 0) {
     throw new Error(
-      `the bench's scale section needs Postgres: no ${ROOT_DIR}/*/bin/initdb here (apt-get install -y postgresql; the bench does not install it)`,
+      `Postgres is not installed (no ${ROOT_DIR}/*/bin/initdb): run \`node test/services.mjs\``,
     );
   }
   return join(ROOT_DIR, versions[0], 'bin');
 }
 
-/** Postgres refuses to run as root: as root, every command runs as the `postgres` OS user. */
 function run(bin, args) {
   const asRoot = process.getuid?.() === 0;
   const [command, argv] = asRoot ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
@@ -46,14 +45,24 @@ function freePort() {
   });
 }
 
+/** Whether the process runs; a zombie (exited, not yet reaped) does not. */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
 /**
- * initdb, pg_ctl start, createdb `name`. Returns the database URL, the postmaster's pid and
- * stop() (pg_ctl stop -m fast, then the temp dir is removed). A bench that dies without stop()
- * takes the server down with it.
+ * initdb and pg_ctl start. Returns the port, the postmaster's pid, the admin URL and stop()
+ * (pg_ctl stop -m fast; fails if the server still runs; removes the temp dir). A process that
+ * exits without stop() takes the server down with it.
  */
-export async function startPostgres(name = 'bench') {
+export async function startCluster() {
   const bin = binDir();
-  const dir = mkdtempSync(join(tmpdir(), 'mf-bench-pg-'));
+  const dir = mkdtempSync(join(tmpdir(), 'mf-pg-'));
   if (process.getuid?.() === 0) {
     const id = (flag) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim());
     chownSync(dir, id('-u'), id('-g'));
@@ -68,28 +77,43 @@ export async function startPostgres(name = 'bench') {
     '-c fsync=off',
     '-c synchronous_commit=off',
     '-c full_page_writes=off',
+    // Every test file's gateways share this cluster: room for their pools and listeners.
+    '-c max_connections=400',
   ].join(' ');
   run(join(bin, 'pg_ctl'), ['start', '-D', data, '-w', '-t', '30', '-l', join(dir, 'log'), '-o', options]);
   const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
   const onExit = () => {
-    try {
-      process.kill(pid, 'SIGQUIT');
-    } catch {}
+    if (alive(pid)) process.kill(pid, 'SIGQUIT');
   };
   process.once('exit', onExit);
-  try {
-    run(join(bin, 'createdb'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', name]);
-  } catch (e) {
-    onExit();
-    throw e;
-  }
   return {
-    url: `postgres://postgres@127.0.0.1:${port}/${name}`,
+    port,
     pid,
+    adminUrl: `postgres://postgres@127.0.0.1:${port}/postgres`,
     async stop() {
       process.off('exit', onExit);
       run(join(bin, 'pg_ctl'), ['stop', '-D', data, '-m', 'fast', '-w', '-t', '30']);
+      // pg_ctl -w returns once the pid file is gone; the process itself may take a moment more.
+      const until = Date.now() + 5000;
+      while (alive(pid) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+      const running = alive(pid);
       rmSync(dir, { recursive: true, force: true });
+      if (running) throw new Error(`Postgres (pid ${pid}) is still running after pg_ctl stop`);
     },
   };
+}
+
+/** A new database on the cluster at `adminUrl`; returns its URL. */
+export async function createDatabase(adminUrl, name) {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
 }
