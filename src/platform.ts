@@ -1,6 +1,6 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { Tracer } from '@opentelemetry/api';
-import type { Logger } from './log.js';
+import type { Logger } from './lib/log.js';
 
 /**
  * Lets `timer` not hold the process, where the host's timers can (Node's `unref`): true if it

@@ -2,7 +2,7 @@
 // is what `npm start`, the `manifold` bin and the tests run. Resolving and reading ~300 modules
 // cost more than running them; the session layer (the SDK client, its transports) and undici are
 // split off, and load when the first upstream connects or the first egress request is made.
-// The entry is a launcher (deploy/node/launch.ts) that turns on Node's compile cache where Node
+// The entry is a launcher (deploy/node/cli/launch.ts) that turns on Node's compile cache where Node
 // has one, then imports the CLI, which is a chunk of its own.
 import { chmodSync, rmSync } from 'node:fs';
 import { build } from 'esbuild';
@@ -11,7 +11,7 @@ rmSync('dist/chunks', { recursive: true, force: true });
 // Node's compile cache (launch.ts) for the chunks of an earlier build: never read again.
 rmSync('dist/.cache', { recursive: true, force: true });
 await build({
-  entryPoints: { manifold: 'deploy/node/launch.ts' },
+  entryPoints: { manifold: 'deploy/node/cli/launch.ts' },
   outdir: 'dist',
   entryNames: '[name]',
   chunkNames: 'chunks/[name]-[hash]',

@@ -1,6 +1,6 @@
 import { formatIssues, parseConfig } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
-import type { Logger } from '../../src/log.js';
+import type { Logger } from '../../src/lib/log.js';
 import { workersLogger } from './platform.js';
 
 /** The bindings every place of the deployment reads (wrangler.jsonc). */

@@ -1,4 +1,4 @@
-import type { Gateway } from '../../src/gateway.js';
+import type { Gateway } from '../../src/gateway/gateway.js';
 import type { SnapshotOpener } from './opener.js';
 
 /**

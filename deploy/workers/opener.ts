@@ -7,7 +7,7 @@
  */
 import { ManifoldError } from '../../src/errors.js';
 import type { Era } from '../../src/protocol/versions.js';
-import { ModernSession } from '../../src/upstream/modern-session.js';
+import { ModernSession } from '../../src/upstream/modern/session.js';
 import {
   NotServing,
   type SessionDeps,

@@ -6,11 +6,11 @@
  */
 import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import type { Config } from '../../src/config/types.js';
-import { Gateway } from '../../src/gateway.js';
-import { textExporter } from '../../src/metrics/text.js';
-import type { UpstreamAuth } from '../../src/oauth/auth-fetch.js';
-import { type AppOptions, createApp } from '../../src/server/app.js';
+import { Gateway } from '../../src/gateway/gateway.js';
+import { textExporter } from '../../src/observe/metrics-text.js';
+import { type AppOptions, createApp } from '../../src/server/http/app.js';
 import type { StateStore } from '../../src/store/state.js';
+import type { UpstreamAuth } from '../../src/upstream/oauth/auth-fetch.js';
 import type { SessionOpener } from '../../src/upstream/session.js';
 import { type Booted, type Env, INTERNAL, INTERNAL_ORIGIN, VERSION } from './boot.js';
 import { workersPlatform } from './platform.js';

@@ -1,8 +1,8 @@
 import type { GatewayConfig } from '../../src/config/types.js';
-import { egressPolicy } from '../../src/guards/egress.js';
-import { createJsonLogger, type Logger } from '../../src/log.js';
+import { egressPolicy } from '../../src/guards/egress/policy.js';
+import { createJsonLogger, type Logger } from '../../src/lib/log.js';
 import type { Platform } from '../../src/platform.js';
-import { guardedFetch } from '../../src/upstream/egress-fetch.js';
+import { guardedFetch } from '../../src/upstream/wire/egress-fetch.js';
 
 /** Workers allow six simultaneous outbound connections per invocation: connect in waves of six. */
 export const WORKERS_FANOUT = 6;

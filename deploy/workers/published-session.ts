@@ -1,9 +1,9 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { VerifiedListing } from '../../src/drift-gate.js';
 import { ManifoldError } from '../../src/errors.js';
+import type { VerifiedListing } from '../../src/gateway/drift-gate.js';
 import type { Era } from '../../src/protocol/versions.js';
 import type { Listing } from '../../src/upstream/listing.js';
-import type { DiscoverInfo } from '../../src/upstream/modern-session.js';
+import type { DiscoverInfo } from '../../src/upstream/modern/session.js';
 import {
   declaresTools,
   type ItemsPage,

@@ -12,7 +12,7 @@
  *   `isolation` (its per-tenant or per-subject instances hold connections).
  */
 import type { Principal } from '../../src/auth/principal.js';
-import type { Gateway } from '../../src/gateway.js';
+import type { Gateway } from '../../src/gateway/gateway.js';
 
 export type Route = { to: 'isolate' } | { to: 'upstream'; server: string } | { to: 'tenant' };
 

@@ -18,7 +18,7 @@
  */
 import { type LeaseFn, leasedLimiter, WINDOW_MS } from '../../src/auth/leased-limit.js';
 import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
-import type { Logger } from '../../src/log.js';
+import type { Logger } from '../../src/lib/log.js';
 
 /** The path of the lease request inside the tenant's object. */
 export const LEASE_PATH = '/__manifold/lease';

@@ -6,9 +6,9 @@
 import { createAuthenticator } from '../../src/auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../../src/auth/principal.js';
 import { encodeHeaderValue } from '../../src/protocol/headers.js';
-import { toRpcError } from '../../src/server/errors.js';
-import { readBodyCapped } from '../../src/server/http-guards.js';
-import { errorMessage } from '../../src/server/jsonrpc.js';
+import { errorMessage } from '../../src/protocol/jsonrpc.js';
+import { readBodyCapped } from '../../src/server/http/guards.js';
+import { toRpcError } from '../../src/server/mcp/errors.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
 import { callbackServer, oauthServers, observeAuth, plain, remoteAuths, SeenOrigin } from './oauth.js';

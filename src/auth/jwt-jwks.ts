@@ -3,10 +3,12 @@
  * which refuses redirects and non-200 answers, caps and time-bounds the body read, and adds a
  * failure cooldown.
  */
+
 import { createRemoteJWKSet, customFetch, type FetchImplementation, type JWTVerifyGetKey } from 'jose';
 import type { AuthConfig } from '../config/types.js';
 import { describeError } from '../errors.js';
-import { readTextCapped } from '../read-capped.js';
+import { isObject } from '../lib/json.js';
+import { readTextCapped } from '../lib/read-capped.js';
 import { KeySourceError } from './jwt-errors.js';
 
 const DEFAULT_JWKS_COOLDOWN_SECONDS = 30;
@@ -18,8 +20,7 @@ const MAX_JWKS_BYTES = 512 * 1024;
 
 /** RFC 7517 §5: an object whose `keys` is an array of JWK objects (what jose's isJwkSet accepts). */
 export function isJwkSetShape(v: unknown): v is { keys: Record<string, unknown>[] } {
-  const isObject = (o: unknown) => typeof o === 'object' && o !== null && !Array.isArray(o);
-  const keys = isObject(v) ? (v as { keys?: unknown }).keys : undefined;
+  const keys = isObject(v) ? v.keys : undefined;
   return Array.isArray(keys) && keys.every(isObject);
 }
 

@@ -14,7 +14,7 @@
  * Retry-After 1 s) and logged; calls from tenants without a limit never touch the store.
  */
 import { LRUCache } from 'lru-cache';
-import type { Logger } from '../log.js';
+import type { Logger } from '../lib/log.js';
 import type { CallLimiterFactory, LimiterInputs, TakeCall, TakeResult } from './shared-limit.js';
 
 export const WINDOW_MS = 60_000;

@@ -1,10 +1,12 @@
 /** Reads `gateway.auth`: `false`, or issuer, audience, exactly one key source and the optional rest. */
+
+import { isObject, type JsonObject } from '../lib/json.js';
 import { checkAlgorithms, checkHttpsUrl, checkPublicKey, checkResource, checkSecret } from './auth-checks.js';
 import { AUTH_DEFAULTS, KEY_SOURCES } from './defaults.js';
 import { FIELD_TEXT } from './field-text.js';
 import { error, type Findings, hasIssueUnder, interpolateField } from './findings.js';
 import { describeKind, validateShape } from './issues.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { keysOf } from './json-parse.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { AUTH_KEYS, authEntrySchema, TENANT_KEYS } from './schema.js';
 import type { AuthConfig, TenantConfig } from './types.js';

@@ -2,7 +2,7 @@
  * Defaults and limits of the config: what the gateway and `gateway.auth` use when a key is not
  * set, the bounds the shapes enforce, and the JWS algorithms and key sources auth accepts.
  */
-import type { LogLevel } from '../log.js';
+import type { LogLevel } from '../lib/log.js';
 import type { AuthConfig, GatewayConfig, GatewayOAuthConfig, ServerAuthConfig } from './types.js';
 
 /** Where the Node host keeps drift baselines and the catalog cache unless `gateway.store` says otherwise. */

@@ -3,10 +3,11 @@
  * interpolator that substitutes `${VAR}` and remembers which paths it touched.
  */
 import type * as z from 'zod/v4-mini';
+import { isObject, type JsonObject } from '../lib/json.js';
 import type { FieldTable } from './field-text.js';
 import type { Interpolator } from './interpolate.js';
 import { describeKind, validateShape } from './issues.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { keysOf } from './json-parse.js';
 import { formatPath, type PathSegment } from './paths.js';
 import type { ConfigIssue } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';

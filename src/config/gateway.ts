@@ -2,6 +2,8 @@
  * Reads `gateway`: the plain settings through one shape, `disclosure` and `drift` key by key,
  * the host lists, the cross-field limits, and `auth`, `store` and `tracing` through their own readers.
  */
+
+import { isObject, type JsonObject } from '../lib/json.js';
 import { readAuth } from './auth.js';
 import { bindIssue, isLoopbackHost } from './bind.js';
 import { DEFAULT_STORE_PATH, GATEWAY_DEFAULTS } from './defaults.js';
@@ -16,7 +18,7 @@ import {
 } from './findings.js';
 import { checkAllowedHost, checkHostname, checkOrigin } from './hosts.js';
 import { describeKind, validateShape } from './issues.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { keysOf } from './json-parse.js';
 import { readGatewayOAuth } from './oauth.js';
 import type { PathSegment } from './paths.js';
 import {

@@ -3,14 +3,10 @@
  * column on every runtime, duplicate keys are caught, and objects keep their keys in file order
  * (JSON.parse would move integer-like keys such as "1" to the front).
  */
+
+import { isObject, type JsonObject } from '../lib/json.js';
 import type { PathSegment } from './paths.js';
 import type { ConfigIssue } from './types.js';
-
-export type JsonObject = Record<string, unknown>;
-
-export function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 const MAX_DEPTH = 64;
 

@@ -3,11 +3,13 @@
  * Pure: no file system, no process, so it runs on Node and on Workers alike. The caller reads the
  * file and passes the environment.
  */
+
+import { isObject } from '../lib/json.js';
 import { error, type Findings } from './findings.js';
 import { readGateway } from './gateway.js';
 import { type Env, Interpolator } from './interpolate.js';
 import { describeKind } from './issues.js';
-import { isObject, keysOf, readJson } from './json-parse.js';
+import { keysOf, readJson } from './json-parse.js';
 import { formatPath } from './paths.js';
 import { readProfiles } from './profiles.js';
 import { TOP_LEVEL_KEYS } from './schema.js';

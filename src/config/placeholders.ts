@@ -9,8 +9,10 @@
  *   path would be one literal file for every tenant;
  * - `command` is never filled in, whatever the isolation.
  */
+
+import { isObject, type JsonObject } from '../lib/json.js';
 import { error, type Findings } from './findings.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { keysOf } from './json-parse.js';
 import type { PathSegment } from './paths.js';
 import type { ServerConfig } from './types.js';
 

@@ -3,11 +3,13 @@
  * `/mcp/<name>`, with its own catalog mode and disclosure budget. Every problem is reported with
  * its path, and a server that is not configured is named with the closest one.
  */
+
+import { isObject, type JsonObject } from '../lib/json.js';
 import { FIELD_TEXT } from './field-text.js';
 import { error, type Findings, hasIssueUnder, interpolateField, isTainted, readNested } from './findings.js';
 import type { GatewayRead } from './gateway.js';
 import { describeKind, validateShape } from './issues.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { keysOf } from './json-parse.js';
 import type { PathSegment } from './paths.js';
 import { CATALOG_KEYS, PROFILE_KEYS, profileEntrySchema } from './schema.js';
 import type { CatalogSettings, ProfileConfig } from './types.js';

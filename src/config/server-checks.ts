@@ -11,8 +11,9 @@ import {
   RISK_CLASSES,
   RISK_PATTERN_PREFIX,
 } from '../guards/risk.js';
+import { isObject, type JsonObject } from '../lib/json.js';
 import { error, type Findings, isTainted } from './findings.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { keysOf } from './json-parse.js';
 import type { PathSegment } from './paths.js';
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;

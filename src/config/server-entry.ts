@@ -2,11 +2,13 @@
  * Reads one entry of `mcpServers`: its name, its shape, the transport (explicit or inferred), the
  * prefix it claims, and the per-server limits checked against the gateway's.
  */
+
+import { isObject, type JsonObject } from '../lib/json.js';
 import { FIELD_TEXT } from './field-text.js';
 import { error, type Findings, hasIssueUnder, interpolateField, isTainted } from './findings.js';
 import type { GatewayRead } from './gateway.js';
 import { describeKind, validateShape } from './issues.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { keysOf } from './json-parse.js';
 import { nameProblems, suggestName } from './names.js';
 import { checkServerAuth, readServerAuth } from './oauth.js';
 import { formatPath, type PathSegment } from './paths.js';

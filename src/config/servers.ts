@@ -2,10 +2,12 @@
  * Reads the server map (`mcpServers`, or `servers` as VS Code writes it), then the rules that span
  * entries: prefixes must not collide, and `gateway.disclosure.alwaysLoad` must name real servers.
  */
+
+import { isObject, type JsonObject } from '../lib/json.js';
 import { error, type Findings, isTainted } from './findings.js';
 import type { GatewayRead } from './gateway.js';
 import { describeKind } from './issues.js';
-import { isObject, type JsonObject, keysOf } from './json-parse.js';
+import { keysOf } from './json-parse.js';
 import { type PrefixClaim, readServer } from './server-entry.js';
 import type { ServerConfig } from './types.js';
 import { closestKey } from './unknown-keys.js';

@@ -1,6 +1,6 @@
 import type { ApprovalSettings, DeclaredRisk } from '../guards/risk.js';
-import type { LogLevel } from '../log.js';
-import type { TokenAuthMethod } from '../oauth/types.js';
+import type { LogLevel } from '../lib/log.js';
+import type { TokenAuthMethod } from '../upstream/oauth/types.js';
 
 export type TransportKind = 'stdio' | 'streamable-http' | 'sse';
 

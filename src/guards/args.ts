@@ -5,6 +5,7 @@ import {
   type SchemaDraft,
   Validator,
 } from '@cfworker/json-schema';
+import { isObject } from '../lib/json.js';
 import { paramHeaderPlan } from '../protocol/headers.js';
 import { quickAccept } from './args-quick.js';
 import { stripUnsafe } from './text.js';
@@ -337,8 +338,4 @@ function clip(raw: string, max: number): string {
 function message(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);
   return clip(text.split('\n')[0] ?? '', 200);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

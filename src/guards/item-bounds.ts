@@ -7,6 +7,7 @@
  * too long) is left out, with a finding.
  */
 import type { Prompt, Resource, ResourceTemplate } from '@modelcontextprotocol/sdk/types.js';
+import { isObject } from '../lib/json.js';
 import { clipText, stripUnsafe, utf8Bytes } from './text.js';
 
 export interface ItemFinding {
@@ -26,7 +27,6 @@ const MAX_META_BYTES = 2048;
 const MAX_ICONS = 8;
 
 type Obj = Record<string, unknown>;
-const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function text(v: unknown, max: number): string | undefined {
   return typeof v === 'string' ? clipText(stripUnsafe(v), max).text : undefined;

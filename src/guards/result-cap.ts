@@ -1,3 +1,4 @@
+import { isObject } from '../lib/json.js';
 import { utf8Bytes, utf8Prefix } from './text.js';
 
 /** The `_meta` key set on every capped result, so a client can tell it got less than was sent. */
@@ -328,7 +329,3 @@ export function byteLength(text: string): number {
 
 /** Any UTF-16 unit above 0x7f, surrogates included (as in text.ts). */
 const NON_ASCII = /[\u0080-\uffff]/;
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}

@@ -4,10 +4,11 @@
  * same cutting rules: text is cut at a UTF-8 boundary with a visible marker, binary parts that do
  * not fit become a note, and `_meta["manifold/truncated"]` says the client got less than was sent.
  */
+
+import { isObject } from '../lib/json.js';
 import { resultCap, TRUNCATED_META_KEY } from './result-cap.js';
 
 type Obj = Record<string, unknown>;
-const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export interface Capped {
   result: Obj;

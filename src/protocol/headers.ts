@@ -1,3 +1,5 @@
+import { isObject } from '../lib/json.js';
+
 /**
  * Request metadata headers of streamable HTTP (spec 2026-07-28: basic/transports/streamable-http,
  * "Request Metadata"): the Base64 sentinel encoding of `Mcp-Name` and `Mcp-Param-*` values, and
@@ -91,9 +93,6 @@ export type ParamHeaderPlan = { ok: true; params: readonly ParamHeader[] } | { o
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const NO_HEADERS: ParamHeaderPlan = { ok: true, params: [] };
-
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Reads the `x-mcp-header` annotations of a tool's input schema ("Schema Extension"). A value must

@@ -4,7 +4,7 @@
  * an era: src/server decides the downstream era, src/upstream each upstream's.
  */
 
-import { spreadUnder } from '../objects.js';
+import { spreadUnder } from '../lib/objects.js';
 
 /** Revisions with per-request metadata and no handshake (spec 2026-07-28: basic/versioning). */
 export const MODERN_VERSIONS = ['2026-07-28'] as const;

@@ -3,6 +3,7 @@
  * Durable Object, Postgres), so they cannot disagree on what a row says.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { isObject } from '../lib/json.js';
 import type { Baseline, ServerRow } from './state.js';
 
 /** One row as stored, columns unchecked: the file may have been written by anything. */
@@ -17,8 +18,6 @@ export interface RawRow {
   created_at: unknown;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
 
 function isTool(v: unknown): v is Tool {

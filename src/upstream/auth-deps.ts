@@ -6,10 +6,10 @@
  */
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import { authFetch } from '../oauth/auth-fetch.js';
-import type { SubjectKey } from '../oauth/types.js';
 import { authRefusal, UpstreamAuthRequired } from './call-errors.js';
-import type { UpstreamDeps } from './upstream-types.js';
+import { authFetch } from './oauth/auth-fetch.js';
+import type { SubjectKey } from './oauth/types.js';
+import type { UpstreamDeps } from './types.js';
 
 export function withUpstreamAuth(
   deps: UpstreamDeps,

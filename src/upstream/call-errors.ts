@@ -1,7 +1,7 @@
 import { describeError, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
-import type { OAuthRule } from '../oauth/types.js';
 import { McpCode } from '../protocol/versions.js';
+import type { OAuthRule } from './oauth/types.js';
 
 /**
  * Upstream text is untrusted: escapes, controls, bidi and zero-width characters go (the same

@@ -7,7 +7,7 @@
  */
 import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/types.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../lib/log.js';
 import { brief } from './call-errors.js';
 import { listAllItems } from './discovery.js';
 import { LISTS, type ListKind, type UpstreamSession } from './session.js';

@@ -1,11 +1,11 @@
 import type { Config, GatewayConfig, ServerConfig } from '../config/types.js';
-import type { Logger } from '../log.js';
-import type { UpstreamAuth } from '../oauth/auth-fetch.js';
+import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import type { BackoffOptions } from './backoff.js';
+import type { UpstreamAuth } from './oauth/auth-fetch.js';
 import type { SessionOpener } from './session.js';
+import type { UpstreamDeps, UpstreamStatus } from './types.js';
 import { Upstream } from './upstream.js';
-import type { UpstreamDeps, UpstreamStatus } from './upstream-types.js';
 
 export interface PoolDeps {
   platform: Platform;

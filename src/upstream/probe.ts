@@ -17,14 +17,14 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ManifoldError } from '../errors.js';
 import { type Era, McpCode, MODERN_VERSIONS } from '../protocol/versions.js';
 import { brief, httpStatusOf, UpstreamHttpError } from './call-errors.js';
-import { postMessage } from './http-wire.js';
-import { LegacySession } from './legacy-session.js';
-import { type DiscoverInfo, ModernSession, readDiscover } from './modern-session.js';
-import { modernStamp, modernWire } from './modern-wire.js';
+import { LegacySession } from './legacy/session.js';
+import { markOverSse, reachedOverSse, SSE_FALLBACK_STATUSES } from './legacy/sse-fallback.js';
+import { forwardingTransport } from './legacy/transport-wrap.js';
+import { createTransport, upstreamUrl } from './legacy/transports.js';
+import { type DiscoverInfo, ModernSession, readDiscover } from './modern/session.js';
+import { modernStamp, modernWire } from './modern/wire.js';
 import type { SessionDeps, SessionEvents, UpstreamSession } from './session.js';
-import { markOverSse, reachedOverSse, SSE_FALLBACK_STATUSES } from './sse-fallback.js';
-import { forwardingTransport } from './transport-wrap.js';
-import { createTransport, upstreamUrl } from './transports.js';
+import { postMessage } from './wire/http.js';
 
 const PROBE_ID = 'manifold:probe';
 /** A stdio server that says nothing to the probe within this is taken as legacy. */

@@ -1,8 +1,8 @@
-import type { Cancellation } from '../cancellation.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { Logger } from '../log.js';
-import { spreadUnder } from '../objects.js';
+import type { Cancellation } from '../lib/cancellation.js';
+import type { Logger } from '../lib/log.js';
+import { spreadUnder } from '../lib/objects.js';
 import {
   brief,
   httpStatusOf,
@@ -12,7 +12,7 @@ import {
   sessionExpired,
 } from './call-errors.js';
 import type { SessionCallOptions, UpstreamSession } from './session.js';
-import { type CallOptions, type UpstreamDeps, type UpstreamState, withDeadlines } from './upstream-types.js';
+import { type CallOptions, type UpstreamDeps, type UpstreamState, withDeadlines } from './types.js';
 
 /** What recovery reads of its upstream, and the few things it asks of it. */
 export interface RecoveryHost {

@@ -1,9 +1,9 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { Cancellation } from '../cancellation.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
-import type { VerifiedListing } from '../drift-gate.js';
 import { ManifoldError } from '../errors.js';
-import type { Logger } from '../log.js';
+import type { VerifiedListing } from '../gateway/drift-gate.js';
+import type { Cancellation } from '../lib/cancellation.js';
+import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 import type { Listing } from './listing.js';

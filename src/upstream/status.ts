@@ -1,9 +1,9 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
-import type { VerifiedListing } from '../drift-gate.js';
+import type { VerifiedListing } from '../gateway/drift-gate.js';
+import { reachedOverSse } from './legacy/sse-fallback.js';
 import type { UpstreamSession } from './session.js';
-import { reachedOverSse } from './sse-fallback.js';
-import type { UpstreamState, UpstreamStatus } from './upstream-types.js';
+import type { UpstreamState, UpstreamStatus } from './types.js';
 
 /** The parts of an upstream its status is made of. */
 interface StatusSource {

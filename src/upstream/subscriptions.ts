@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js';
+import type { Logger } from '../lib/log.js';
 import { brief } from './call-errors.js';
 import type { UpstreamSession } from './session.js';
 

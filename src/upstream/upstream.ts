@@ -1,22 +1,22 @@
 import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
-import type { VerifiedListing } from '../drift-gate.js';
 import { ManifoldError } from '../errors.js';
-import { driftListing } from '../guards/drift-kinds.js';
-import type { Logger } from '../log.js';
-import type { SubjectKey } from '../oauth/types.js';
+import type { VerifiedListing } from '../gateway/drift-gate.js';
+import { driftListing } from '../guards/drift/kinds.js';
+import type { Logger } from '../lib/log.js';
 import type { Era } from '../protocol/versions.js';
 import { authAware, withUpstreamAuth } from './auth-deps.js';
 import { backoffDelay, defaultBackoff, ReconnectTimer } from './backoff.js';
 import { logReason, publicReason } from './call-errors.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
+import type { SubjectKey } from './oauth/types.js';
 import { Recovery } from './recovery.js';
 import { type ListKind, NotServing, type UpstreamSession } from './session.js';
 import { sessions } from './session-layer.js';
 import { upstreamStatus } from './status.js';
 import { Subscriptions } from './subscriptions.js';
-import type { CallOptions, UpstreamDeps, UpstreamState, UpstreamStatus } from './upstream-types.js';
-import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS, trustEverything } from './upstream-types.js';
+import type { CallOptions, UpstreamDeps, UpstreamState, UpstreamStatus } from './types.js';
+import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS, trustEverything } from './types.js';
 
 /** One connection attempt of an upstream (see `Upstream.attempts`). */
 interface Attempt {

@@ -11,7 +11,7 @@
 // Clients are 2025-11-25 sessions; auth is off and the store is off: this measures the result
 // path, not the rest of a call. All traffic goes to 127.0.0.1; every wait is bounded.
 //   node test/bench/big-result.mjs [--smoke] [--cli PATH]    (or MANIFOLD_CLI=PATH; default
-//   dist/manifold.js, else dist/deploy/node/cli.js). Prints the JSON on stdout, the rows on stderr.
+//   dist/manifold.js, else dist/deploy/node/cli/main.js). Prints the JSON on stdout, the rows on stderr.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -194,7 +194,7 @@ function outcomeOf(status, bytes, expectChars) {
 /** The CLI as built: the bundle (`npm run build`), else tsc's output. */
 function defaultCli() {
   const bundle = join(ROOT, 'dist/manifold.js');
-  return existsSync(bundle) ? bundle : join(ROOT, 'dist/deploy/node/cli.js');
+  return existsSync(bundle) ? bundle : join(ROOT, 'dist/deploy/node/cli/main.js');
 }
 
 const median = (xs) => {

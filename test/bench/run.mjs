@@ -1021,7 +1021,7 @@ function directStdioColdMs(n) {
   const one = (i) =>
     new Promise((res, rej) => {
       const child = spawn(process.execPath, [join(HERE, 'fast-upstream.mjs'), '--stdio'], {
-        // What the gateway gives its children (deploy/node/child-env.ts), not this process's
+        // What the gateway gives its children (deploy/node/runtime/child-env.ts), not this process's
         // environment: NODE_EXTRA_CA_CERTS alone adds tens of ms to each Node start.
         env: { ...childEnv(), TOOLS: '20', TOOL_PREFIX: `c${i}` },
         stdio: ['pipe', 'pipe', 'inherit'],

@@ -4,10 +4,10 @@
 // memory is compared after full collections. RSS is far too coarse for this (it moves by tens of
 // MB with the collector's heap sizing). Options as JSON in argv[2]: { config, token, sessions }.
 // Prints one JSON line: { sessions, bytesPerSession, before, after }.
-import { resolveJwksFile } from '../../dist/deploy/node/load.js';
-import { startGateway } from '../../dist/deploy/node/serve.js';
+import { resolveJwksFile } from '../../dist/deploy/node/cli/load.js';
+import { startGateway } from '../../dist/deploy/node/http/serve.js';
 import { parseConfigObject } from '../../dist/src/config/index.js';
-import { silentLogger } from '../../dist/src/log.js';
+import { silentLogger } from '../../dist/src/lib/log.js';
 import { legacyInitialize } from './calls.mjs';
 
 if (typeof globalThis.gc !== 'function') throw new Error('run with --expose-gc');

@@ -97,8 +97,8 @@ function argumentsFor(tool) {
 
 async function main() {
   const { parseConfigObject } = await dist('src/config/index.js');
-  const { createJsonLogger } = await dist('src/log.js');
-  const { startGateway } = await dist('deploy/node/serve.js');
+  const { createJsonLogger } = await dist('src/lib/log.js');
+  const { startGateway } = await dist('deploy/node/http/serve.js');
 
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openSqliteStore } from '../../deploy/node/sqlite-store.js';
+import { openSqliteStore } from '../../deploy/node/store/sqlite.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
 import { type ProtectedServer, startProtectedServer } from '../fixtures/protected-server.mjs';
 import { type AnyHandle, connectEra, resultText } from '../helpers/clients.js';

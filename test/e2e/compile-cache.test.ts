@@ -92,7 +92,7 @@ describe('the compile cache (Node 24)', () => {
 
     const second = await startAndStop(NODE24, cli, { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' });
     expect(second.code).toBe(0);
-    expect(second.stderr).toMatch(/cache for (ESM )?file:\/\/\S+\/chunks\/cli-[A-Z0-9]+\.js was accepted/);
+    expect(second.stderr).toMatch(/cache for (ESM )?file:\/\/\S+\/chunks\/main-[A-Z0-9]+\.js was accepted/);
   }, 180_000);
 
   it('is not written with NODE_DISABLE_COMPILE_CACHE=1', async () => {

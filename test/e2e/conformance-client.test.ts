@@ -126,7 +126,7 @@ describe('the official conformance suite with Manifold as the client', () => {
 
   beforeAll(() => {
     ensureRunner();
-    if (!existsSync(join(ROOT, 'dist/deploy/node/serve.js')))
+    if (!existsSync(join(ROOT, 'dist/deploy/node/http/serve.js')))
       throw new Error(
         'dist is missing: run npm run build (npm test does); the driver imports the built gateway',
       );

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { DirectCaller } from '../../src/upstream/direct-call.js';
+import { DirectCaller } from '../../src/upstream/wire/direct-call.js';
 import { type Fixture, type FixtureEvent, health, startFixture } from '../helpers/fixture.js';
 import {
   connectClient,

@@ -4,7 +4,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../src/server/app.js';
+import { createApp } from '../../src/server/http/app.js';
 import { EVERYTHING, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { testIssuer } from '../helpers/tokens.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { baselineFrom } from '../../src/guards/drift.js';
+import { baselineFrom } from '../../src/guards/drift/fingerprint.js';
 import { encodeHeaderValue } from '../../src/protocol/headers.js';
 import { identityOf } from '../../src/store/state.js';
 import {

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
-import { loadConfigFile } from '../../deploy/node/load.js';
-import { startGateway } from '../../deploy/node/serve.js';
-import { createJsonLogger } from '../../src/log.js';
+import { loadConfigFile } from '../../deploy/node/cli/load.js';
+import { startGateway } from '../../deploy/node/http/serve.js';
+import { createJsonLogger } from '../../src/lib/log.js';
 import { gatewayScenarios, type StartGateway } from '../shared/scenarios.js';
 
 const made: string[] = [];

@@ -1,7 +1,7 @@
 import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { CallGuards } from '../../src/call-guards.js';
 import { parseConfigObject } from '../../src/config/index.js';
-import { createJsonLogger } from '../../src/log.js';
+import { CallGuards } from '../../src/gateway/call-guards.js';
+import { createJsonLogger } from '../../src/lib/log.js';
 
 const MiB = 1 << 20;
 

@@ -5,10 +5,10 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tracer } from '@opentelemetry/api';
-import { type RunningGateway, startGateway } from '../../deploy/node/serve.js';
+import { type RunningGateway, startGateway } from '../../deploy/node/http/serve.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
-import { createJsonLogger } from '../../src/log.js';
+import { createJsonLogger } from '../../src/lib/log.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const EVERYTHING = resolve(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');

@@ -1,4 +1,4 @@
-import { OAuthError, type OAuthRule } from '../../src/oauth/types.js';
+import { OAuthError, type OAuthRule } from '../../src/upstream/oauth/types.js';
 
 /** The rule of the OAuthError `p` rejects with; anything else (or no rejection) fails the test. */
 export async function rule(p: Promise<unknown>): Promise<OAuthRule> {

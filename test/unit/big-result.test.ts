@@ -1,15 +1,15 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { nodeEgressFetch } from '../../deploy/node/egress.js';
+import { nodeEgressFetch } from '../../deploy/node/runtime/egress.js';
 import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { CallGuards } from '../../src/call-guards.js';
 import { parseConfigObject } from '../../src/config/index.js';
+import { CallGuards } from '../../src/gateway/call-guards.js';
 import { resultCap } from '../../src/guards/result-cap.js';
 import * as text from '../../src/guards/text.js';
-import { createJsonLogger } from '../../src/log.js';
-import { legacyResult, modernResult } from '../../src/server/exchange.js';
-import { rawResultMessage } from '../../src/server/jsonrpc.js';
+import { createJsonLogger } from '../../src/lib/log.js';
+import { rawResultMessage } from '../../src/protocol/jsonrpc.js';
+import { legacyResult, modernResult } from '../../src/server/mcp/exchange.js';
 
 // #18, "Big results": a result is serialized once, inside its JSON-RPC response; a result that
 // fits is never scanned for its UTF-8 size; an upstream body is let go once it is read.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { readEnvelopedCall, readPlainCall } from '../../src/server/call-reader.js';
-import { EnvelopeCache } from '../../src/server/envelope-cache.js';
+import { readEnvelopedCall, readPlainCall } from '../../src/server/mcp/call-reader.js';
+import { EnvelopeCache } from '../../src/server/mcp/envelope-cache.js';
 
 // A tools/call in the SDK clients' layout, read without parsing its fixed parts (#18): whatever it
 // returns must be exactly JSON.parse's value, keys in the same order, and nothing for a body

@@ -4,8 +4,8 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { describe, expect, it } from 'vitest';
 import type { Catalog } from '../../src/aggregate/catalog.js';
 import { parseConfigObject } from '../../src/config/index.js';
-import { Gateway } from '../../src/gateway.js';
-import { createJsonLogger, silentLogger } from '../../src/log.js';
+import { Gateway } from '../../src/gateway/gateway.js';
+import { createJsonLogger, silentLogger } from '../../src/lib/log.js';
 import type { Platform } from '../../src/platform.js';
 
 // Upstreams over in-memory transports that answer one after another, 20 ms apart.

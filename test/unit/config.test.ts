@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigLoadError, loadConfigFile, resolveJwksFile } from '../../deploy/node/load.js';
+import { ConfigLoadError, loadConfigFile, resolveJwksFile } from '../../deploy/node/cli/load.js';
 import {
   AUTH_DEFAULTS,
   type AuthConfig,
@@ -21,8 +21,8 @@ import {
   parseConfig,
   parseConfigObject,
 } from '../../src/config/index.js';
-import { redactor } from '../../src/redact.js';
-import { maskedConfig } from '../../src/server/status-config.js';
+import { redactor } from '../../src/lib/redact.js';
+import { maskedConfig } from '../../src/server/http/status/config.js';
 
 type Ok = Extract<ConfigResult, { ok: true }>;
 type Failed = Extract<ConfigResult, { ok: false }>;

@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { PG_MIGRATIONS } from '../../deploy/node/postgres-schema.js';
-import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/postgres-store.js';
-import { openSqliteStore } from '../../deploy/node/sqlite-store.js';
+import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
+import { PG_MIGRATIONS } from '../../deploy/node/store/postgres-schema.js';
+import { openSqliteStore } from '../../deploy/node/store/sqlite.js';
 import {
   type CredentialStore,
   MemoryCredentialStore,

@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Cancellation } from '../../src/cancellation.js';
-import { silentLogger } from '../../src/log.js';
-import { DirectCaller, MAX_SIGNAL_USES } from '../../src/upstream/direct-call.js';
-import { legacyWire } from '../../src/upstream/http-wire.js';
+import { Cancellation } from '../../src/lib/cancellation.js';
+import { silentLogger } from '../../src/lib/log.js';
+import { DirectCaller, MAX_SIGNAL_USES } from '../../src/upstream/wire/direct-call.js';
+import { legacyWire } from '../../src/upstream/wire/http.js';
 import { bundleForChild } from '../helpers/dist.js';
 
 /** A request that never answers, until its signal aborts it. */
@@ -246,7 +246,7 @@ describe('direct calls: one timer for every deadline', () => {
     // at once. It must exit on its own as soon as that is done.
     const dir = mkdtempSync(join(tmpdir(), 'manifold-direct-timer-'));
     try {
-      bundleForChild('src/upstream/direct-call.ts', dir, 'direct-call.mjs');
+      bundleForChild('src/upstream/wire/direct-call.ts', dir, 'direct-call.mjs');
       writeFileSync(
         join(dir, 'child.mjs'),
         `import { DirectCaller } from './direct-call.mjs';

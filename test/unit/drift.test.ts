@@ -16,7 +16,7 @@ import {
   type ListedTool,
   quarantineDescription,
   quarantinedTool,
-} from '../../src/guards/drift.js';
+} from '../../src/guards/drift/fingerprint.js';
 
 const searchTool: Tool = {
   name: 'search',

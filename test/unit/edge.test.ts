@@ -4,10 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { CursorSealer } from '../../src/aggregate/cursor.js';
 import { anonymousPrincipal } from '../../src/auth/principal.js';
 import { ManifoldError } from '../../src/errors.js';
-import { toRpcError } from '../../src/server/errors.js';
-import { classify } from '../../src/server/jsonrpc.js';
-import { negotiateVersion } from '../../src/server/legacy.js';
-import { SessionTable } from '../../src/server/sessions.js';
+import { classify } from '../../src/protocol/jsonrpc.js';
+import { toRpcError } from '../../src/server/mcp/errors.js';
+import { negotiateVersion } from '../../src/server/mcp/legacy.js';
+import { SessionTable } from '../../src/server/mcp/sessions.js';
 import { backoffDelay } from '../../src/upstream/backoff.js';
 import { mapCallError, sanitizeUpstreamText, UpstreamRpcError } from '../../src/upstream/call-errors.js';
 

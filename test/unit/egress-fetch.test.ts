@@ -2,10 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { nodeEgressFetch } from '../../deploy/node/egress.js';
+import { nodeEgressFetch } from '../../deploy/node/runtime/egress.js';
 import { ManifoldError } from '../../src/errors.js';
-import { egressPolicy } from '../../src/guards/egress.js';
-import { guardedFetch } from '../../src/upstream/egress-fetch.js';
+import { egressPolicy } from '../../src/guards/egress/policy.js';
+import { guardedFetch } from '../../src/upstream/wire/egress-fetch.js';
 
 // Real loopback servers. Loopback is private, so each test lists the ports it means to reach.
 

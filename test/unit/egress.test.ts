@@ -1,7 +1,7 @@
 import { createServer, connect as netConnect, type Server } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkedLookup, nodeEgressFetch, type Resolver } from '../../deploy/node/egress.js';
+import { checkedLookup, nodeEgressFetch, type Resolver } from '../../deploy/node/runtime/egress.js';
 import { ManifoldError } from '../../src/errors.js';
 import {
   egressDeniedError,
@@ -12,8 +12,8 @@ import {
   parseIPv6,
   parseIp,
   type Verdict,
-} from '../../src/guards/egress.js';
-import { guardedFetch } from '../../src/upstream/egress-fetch.js';
+} from '../../src/guards/egress/policy.js';
+import { guardedFetch } from '../../src/upstream/wire/egress-fetch.js';
 
 const open = egressPolicy({ allowedHosts: [] });
 const url = (u: string) => new URL(u);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EnvelopeCache } from '../../src/server/envelope-cache.js';
+import { EnvelopeCache } from '../../src/server/mcp/envelope-cache.js';
 
 // The modern request's `_meta` envelope, parsed once per distinct text (#18): every body must
 // parse to exactly what JSON.parse gives, whatever the cache holds.

@@ -1,6 +1,7 @@
 import * as fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManifoldError } from '../../src/errors.js';
+import { batchAllowed, decideEra } from '../../src/protocol/era.js';
 import {
   decodeHeaderValue,
   encodeHeaderValue,
@@ -9,8 +10,7 @@ import {
   sameParamValue,
 } from '../../src/protocol/headers.js';
 import { isReservedMetaKey, META, withMeta, withMetaField } from '../../src/protocol/versions.js';
-import { batchAllowed, decideEra } from '../../src/server/era.js';
-import { toRpcError } from '../../src/server/errors.js';
+import { toRpcError } from '../../src/server/mcp/errors.js';
 
 const meta = (extra: Record<string, unknown> = {}) => ({
   [META.protocolVersion]: '2026-07-28',

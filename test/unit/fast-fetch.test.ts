@@ -2,7 +2,7 @@ import { getEventListeners } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nodeEgressFetch } from '../../deploy/node/egress.js';
+import { nodeEgressFetch } from '../../deploy/node/runtime/egress.js';
 
 // The Node egress fetch over undici's dispatcher (deploy/node/fast-fetch.ts), against a real
 // loopback server whose routes script each answer.

@@ -1,9 +1,9 @@
 import * as fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfigObject } from '../../src/config/index.js';
-import { Gateway } from '../../src/gateway.js';
-import { silentLogger } from '../../src/log.js';
-import { createApp } from '../../src/server/app.js';
+import { Gateway } from '../../src/gateway/gateway.js';
+import { silentLogger } from '../../src/lib/log.js';
+import { createApp } from '../../src/server/http/app.js';
 
 // E6: fuzzed JSON-RPC through the real HTTP app (in memory, no upstreams needed).
 describe('E6: fuzzed input', () => {

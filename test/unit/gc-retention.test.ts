@@ -2,9 +2,9 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { resultCap } from '../../src/guards/result-cap.js';
-import { silentLogger } from '../../src/log.js';
-import { KeyedList } from '../../src/tables.js';
-import { DirectCaller } from '../../src/upstream/direct-call.js';
+import { silentLogger } from '../../src/lib/log.js';
+import { KeyedList } from '../../src/lib/tables.js';
+import { DirectCaller } from '../../src/upstream/wire/direct-call.js';
 
 // What a finished call leaves reachable for the young-generation GC (tables.ts, #18). A long-lived
 // Map that gains and loses a key per call, once one of its tables is in the old generation, keeps

@@ -13,7 +13,7 @@ import {
   MAX_SHAPES,
   repeatsName,
   shapedHeader,
-} from '../../deploy/node/header-names.js';
+} from '../../deploy/node/http/header-names.js';
 import { bundleForChild } from '../helpers/dist.js';
 
 // The gateway's request class files header names the way Node does, from what Node did the first
@@ -261,7 +261,7 @@ describe('FiledIncomingMessage', () => {
     // real server, next to Node's own class.
     const dir = mkdtempSync(join(tmpdir(), 'manifold-header-names-'));
     try {
-      bundleForChild('deploy/node/header-names.ts', dir, 'header-names.mjs');
+      bundleForChild('deploy/node/http/header-names.ts', dir, 'header-names.mjs');
       writeFileSync(
         join(dir, 'child.mjs'),
         `import { createServer, request } from 'node:http';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManifoldError } from '../../src/errors.js';
-import { hostAllowed, originCheck } from '../../src/server/http-guards.js';
+import { hostAllowed, originCheck } from '../../src/server/http/guards.js';
 
 const request = (headers: Record<string, string>) => ({
   header: (name: string) => headers[name],

@@ -1,8 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PostgresInstances, STALE_MS } from '../../deploy/node/instances.js';
-import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/postgres-store.js';
+import { PostgresInstances, STALE_MS } from '../../deploy/node/store/instances.js';
+import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
 import { freshDatabase } from '../helpers/postgres.js';
 
 // The registry of instances and the forward itself (deploy/node/instances.ts), on a real Postgres

@@ -2,13 +2,13 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { buildCatalog, type Catalog } from '../../src/aggregate/catalog.js';
 import { CursorSealer } from '../../src/aggregate/cursor.js';
+import { ListPages, type PageSource } from '../../src/aggregate/pages.js';
+import { ProfileSet } from '../../src/aggregate/profiles.js';
+import { ToolViews } from '../../src/aggregate/tool-views.js';
 import { principalFromClaims } from '../../src/auth/grants.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import type { AuthConfig } from '../../src/config/types.js';
-import { ListPages, type PageSource } from '../../src/list-pages.js';
-import { silentLogger } from '../../src/log.js';
-import { ProfileSet } from '../../src/profiles.js';
-import { ToolViews } from '../../src/tool-views.js';
+import { silentLogger } from '../../src/lib/log.js';
 
 /**
  * #18: tool views and first tools/list pages are shared by everyone who sees the same (tenant,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { prettyLine } from '../../deploy/node/log-format.js';
-import { createJsonLogger } from '../../src/log.js';
+import { prettyLine } from '../../deploy/node/cli/log-format.js';
+import { createJsonLogger } from '../../src/lib/log.js';
 
 describe('the terminal log format', () => {
   it('one readable line per event: clock, level, event, [server], fields', () => {

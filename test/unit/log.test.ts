@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createJsonLogger, type LogFields } from '../../src/log.js';
+import { createJsonLogger, type LogFields } from '../../src/lib/log.js';
 
 // The logger builds lines from pre-serialized parts; each must carry exactly what one
 // JSON.stringify of the whole object gives (key order aside: JS puts integer-like keys first).

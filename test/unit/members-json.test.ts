@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { legacyResult, membersJson, modernResult } from '../../src/server/exchange.js';
+import { legacyResult, membersJson, modernResult } from '../../src/server/mcp/exchange.js';
 
 // A result's JSON built member by member (#18) must be JSON.stringify's text, byte for byte, for
 // either era's dressing.

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { promExporter } from '../../deploy/node/metrics.js';
+import { promExporter } from '../../deploy/node/runtime/metrics.js';
 import { buildCatalog, type Catalog } from '../../src/aggregate/catalog.js';
 import { parseConfigObject } from '../../src/config/index.js';
-import { RequestMetrics } from '../../src/metrics/requests.js';
-import { textExporter } from '../../src/metrics/text.js';
-import type { MetricFamily } from '../../src/metrics/types.js';
-import type { RequestRecord } from '../../src/observe.js';
+import type { MetricFamily } from '../../src/observe/metrics.js';
+import { textExporter } from '../../src/observe/metrics-text.js';
+import type { RequestRecord } from '../../src/observe/record.js';
+import { RequestMetrics } from '../../src/observe/request-metrics.js';
 import { parsePromText } from '../helpers/prom-text.js';
 
 /** A real catalog of `count` tools from one configured server `gh` (gh__t0, gh__t1, …). */

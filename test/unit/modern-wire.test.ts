@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ParamHeader } from '../../src/protocol/headers.js';
 import { META } from '../../src/protocol/versions.js';
-import { GATEWAY_CLIENT_CAPABILITIES, modernStamp, modernWire } from '../../src/upstream/modern-wire.js';
+import { GATEWAY_CLIENT_CAPABILITIES, modernStamp, modernWire } from '../../src/upstream/modern/wire.js';
 
 // What a request to a 2026-07-28 upstream carries (spec 2026-07-28: basic/index `_meta`,
 // streamable-http "Request Metadata"). The stamp and the header cache are built once per session

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { batchedLines, nodeLogger, nodePlatform } from '../../deploy/node/platform.js';
-import { silentLogger } from '../../src/log.js';
-import { egressPolicyOf } from '../../src/upstream/egress-fetch.js';
+import { batchedLines, nodeLogger, nodePlatform } from '../../deploy/node/runtime/platform.js';
+import { silentLogger } from '../../src/lib/log.js';
+import { egressPolicyOf } from '../../src/upstream/wire/egress-fetch.js';
 
 // The Node platform's fetch loads undici on its first request (#18, start time). Until then, and
 // after, it must still be seen as a guarded fetch: transports read its policy to refuse a denied

@@ -7,10 +7,10 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfigFile } from '../../deploy/node/load.js';
-import { nodePlatform } from '../../deploy/node/platform.js';
-import { readNodeSecret, secretFileEnv } from '../../deploy/node/secrets.js';
-import { silentLogger } from '../../src/log.js';
+import { loadConfigFile } from '../../deploy/node/cli/load.js';
+import { nodePlatform } from '../../deploy/node/runtime/platform.js';
+import { readNodeSecret, secretFileEnv } from '../../deploy/node/runtime/secrets.js';
+import { silentLogger } from '../../src/lib/log.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'manifold-secrets-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { b64url, unb64url } from '../../src/auth/seal.js';
-import { SecretBox } from '../../src/oauth/box.js';
+import { SecretBox } from '../../src/upstream/oauth/box.js';
 
 const enc = new TextEncoder();
 const SECRET = enc.encode('a-deployment-secret-of-at-least-32-characters');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bearerChallenge, parseChallenges } from '../../src/oauth/challenge.js';
+import { bearerChallenge, parseChallenges } from '../../src/upstream/oauth/challenge.js';
 
 // RFC 9110 §11.6.1 WWW-Authenticate; RFC 6750 §3 Bearer parameters; RFC 9728 §5.1 resource_metadata.
 

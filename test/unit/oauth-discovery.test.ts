@@ -1,15 +1,15 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { egressPolicy } from '../../src/guards/egress.js';
+import { egressPolicy } from '../../src/guards/egress/policy.js';
 import {
   discoverAuthorizationServer,
   discoverResource,
   isAllowedEndpoint,
   resourceMatches,
-} from '../../src/oauth/discovery.js';
-import { OAuthError } from '../../src/oauth/types.js';
-import { guardedFetch } from '../../src/upstream/egress-fetch.js';
+} from '../../src/upstream/oauth/discovery.js';
+import { OAuthError } from '../../src/upstream/oauth/types.js';
+import { guardedFetch } from '../../src/upstream/wire/egress-fetch.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
 import { rule } from '../helpers/oauth-rule.js';
 

@@ -2,8 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SecretBox } from '../../src/oauth/box.js';
-import { discoverAuthorizationServer } from '../../src/oauth/discovery.js';
+import { SecretBox } from '../../src/upstream/oauth/box.js';
+import { discoverAuthorizationServer } from '../../src/upstream/oauth/discovery.js';
 import {
   clientCredentials,
   openCallback,
@@ -14,15 +14,19 @@ import {
   selectScopes,
   startAuthorization,
   TokenEndpointError,
-} from '../../src/oauth/flow.js';
-import { chooseAuthMethod, clientMetadataDocument, obtainClient } from '../../src/oauth/registration.js';
+} from '../../src/upstream/oauth/flow.js';
+import {
+  chooseAuthMethod,
+  clientMetadataDocument,
+  obtainClient,
+} from '../../src/upstream/oauth/registration.js';
 import {
   type AsMetadata,
   type OAuthClient,
   OAuthError,
   type PendingFlow,
   type ResourceMetadata,
-} from '../../src/oauth/types.js';
+} from '../../src/upstream/oauth/types.js';
 import { type AuthServer, startAuthServer } from '../fixtures/oauth-as.mjs';
 import { rule } from '../helpers/oauth-rule.js';
 

@@ -1,6 +1,6 @@
 import * as fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { madeOnce, spreadUnder } from '../../src/objects.js';
+import { madeOnce, spreadUnder } from '../../src/lib/objects.js';
 
 // The relay builds its per-call objects with spreadUnder instead of `{ ...from, ...own }` (#18);
 // it must mean the same, for any keys, `__proto__` included.

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { CallGuards } from '../../src/call-guards.js';
 import { parseConfigObject } from '../../src/config/index.js';
+import { CallGuards } from '../../src/gateway/call-guards.js';
 import { compileOutputValidator, MAX_PROBLEMS } from '../../src/guards/args.js';
 import { TRUNCATED_META_KEY } from '../../src/guards/result-cap.js';
-import { createJsonLogger } from '../../src/log.js';
+import { createJsonLogger } from '../../src/lib/log.js';
 
 // Issue #14: a tools/call answer is checked against the tool's outputSchema, and a result the cap
 // had to strip of its structured content stays valid for a client that knows the schema.

@@ -2,8 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { materialize, parseAnswer, RawJsonString, SPLIT_TEXT_CHARS } from '../../src/guards/raw-text.js';
 import { SplitMessage } from '../../src/guards/split-result.js';
-import { PlainReply, pieces, toResponse } from '../../src/server/http-in.js';
-import { rawResultMessage } from '../../src/server/jsonrpc.js';
+import { rawResultMessage } from '../../src/protocol/jsonrpc.js';
+import { PlainReply, pieces, toResponse } from '../../src/server/mcp/http-in.js';
 import { guardsWithCap, toolEntry } from '../helpers/call-guards.js';
 
 // #18: a big text of an upstream's tools/call answer is kept as the JSON it came in and sent on

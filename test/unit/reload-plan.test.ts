@@ -7,7 +7,7 @@ import {
   runningConfig,
   sameValue,
   type VIEW_FIELDS,
-} from '../../src/reload-plan.js';
+} from '../../src/gateway/reload-plan.js';
 
 function config(raw: Record<string, unknown>, env: Record<string, string> = {}): Config {
   const result = parseConfigObject(raw, env);

@@ -46,7 +46,7 @@ describe('repository hygiene (#16)', () => {
 
   it('docs/configuration.md names the variables a stdio server inherits, as child-env.ts passes them', () => {
     const doc = readFileSync(resolve(ROOT, 'docs/configuration.md'), 'utf8');
-    const code = readFileSync(resolve(ROOT, 'deploy/node/child-env.ts'), 'utf8');
+    const code = readFileSync(resolve(ROOT, 'deploy/node/runtime/child-env.ts'), 'utf8');
     const posix = /: \[([^\]]+)\];/
       .exec(code)![1]!
       .match(/'([A-Z_]+)'/g)!

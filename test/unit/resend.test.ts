@@ -4,7 +4,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfigObject } from '../../src/config/index.js';
 import { ManifoldError } from '../../src/errors.js';
-import { createJsonLogger, silentLogger } from '../../src/log.js';
+import { createJsonLogger, silentLogger } from '../../src/lib/log.js';
 import type { Platform } from '../../src/platform.js';
 import {
   httpStatusOf,
@@ -15,9 +15,9 @@ import {
   UpstreamHttpError,
   UpstreamSessionExpired,
 } from '../../src/upstream/call-errors.js';
-import { legacyWire, postMessage, type Wire } from '../../src/upstream/http-wire.js';
-import { modernWire } from '../../src/upstream/modern-wire.js';
+import { modernWire } from '../../src/upstream/modern/wire.js';
 import { Upstream } from '../../src/upstream/upstream.js';
+import { legacyWire, postMessage, type Wire } from '../../src/upstream/wire/http.js';
 
 // #14: which 404 means "the server forgot the session", how a request that was not resent is
 // worded, and the resend of a stdio upstream whose child died (reconnect without the backoff).

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { baselineFrom } from '../../src/guards/drift.js';
-import { driftListing } from '../../src/guards/drift-kinds.js';
-import { identityLine, planRetrust, reviewDigest } from '../../src/guards/retrust-plan.js';
+import { baselineFrom } from '../../src/guards/drift/fingerprint.js';
+import { driftListing } from '../../src/guards/drift/kinds.js';
+import { identityLine, planRetrust, reviewDigest } from '../../src/guards/drift/retrust-plan.js';
 
 const tool = (name: string, description: string) => ({
   name,

@@ -3,14 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { openSqliteStore } from '../../deploy/node/sqlite-store.js';
+import { openSqliteStore } from '../../deploy/node/store/sqlite.js';
 import { buildCatalog } from '../../src/aggregate/catalog.js';
 import { grantsMatcher, principalFromClaims } from '../../src/auth/grants.js';
 import { formatIssues, parseConfigObject } from '../../src/config/index.js';
 import type { AuthConfig, ServerConfig } from '../../src/config/types.js';
-import { baselineFrom, decideDrift, fingerprintTool } from '../../src/guards/drift.js';
+import { baselineFrom, decideDrift, fingerprintTool } from '../../src/guards/drift/fingerprint.js';
 import { annotatedClass, approvalDecider, PRESETS, riskClassifier } from '../../src/guards/risk.js';
-import { approvalQuestion, canElicitForm, outcomeOf } from '../../src/server/approval.js';
+import { approvalQuestion, canElicitForm, outcomeOf } from '../../src/server/mcp/approval.js';
 import { MemoryStateStore } from '../../src/store/state.js';
 
 const tool = (name: string, annotations?: Record<string, unknown>): Tool => ({

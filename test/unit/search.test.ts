@@ -1,13 +1,13 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { buildCatalog, narrowCatalog } from '../../src/aggregate/catalog.js';
+import { ProfileSet } from '../../src/aggregate/profiles.js';
 import { nameWords, ToolIndex } from '../../src/aggregate/search.js';
+import { ToolViews } from '../../src/aggregate/tool-views.js';
 import { principalFromClaims } from '../../src/auth/grants.js';
 import { formatIssues, parseConfigObject } from '../../src/config/index.js';
 import type { AuthConfig } from '../../src/config/types.js';
-import { silentLogger } from '../../src/log.js';
-import { ProfileSet } from '../../src/profiles.js';
-import { ToolViews } from '../../src/tool-views.js';
+import { silentLogger } from '../../src/lib/log.js';
 
 const stdio = { command: 'x' };
 

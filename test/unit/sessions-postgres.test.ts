@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/postgres-store.js';
+import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
 import type { Principal } from '../../src/auth/principal.js';
 import { isManifoldError } from '../../src/errors.js';
-import { toRpcError } from '../../src/server/errors.js';
-import { SessionTable } from '../../src/server/sessions.js';
-import { type SessionRecord, SharedSessions } from '../../src/server/shared-sessions.js';
+import { toRpcError } from '../../src/server/mcp/errors.js';
+import { SessionTable } from '../../src/server/mcp/sessions.js';
+import { type SessionRecord, SharedSessions } from '../../src/server/mcp/shared-sessions.js';
 import { eventually } from '../helpers/harness.js';
 import { freshDatabase } from '../helpers/postgres.js';
 

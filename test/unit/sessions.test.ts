@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
-import { SessionTable } from '../../src/server/sessions.js';
+import { SessionTable } from '../../src/server/mcp/sessions.js';
 
 const principal = (tenant: string, subject: string): Principal => ({
   tenant,
@@ -118,7 +118,7 @@ describe('#15 the table tells a shared store which sessions end for good', () =>
 
 describe('isolation identity segments', () => {
   it('keep a tenant name inside one path segment, and two names apart', async () => {
-    const { identitySegment } = await import('../../src/upstream/isolated.js');
+    const { identitySegment } = await import('../../src/upstream/isolation.js');
     for (const hostile of ['../../etc/passwd', '..', '.', '', 'a/b', 'a\\b', 'C:\\x', 'ä', '\u0000']) {
       const s = identitySegment(hostile);
       expect(s).not.toMatch(/[/\\]/);
@@ -133,7 +133,7 @@ describe('isolation identity segments', () => {
 
 describe('#13.8 SSE streams are bounded for a client that stops reading', () => {
   it('past the soft bound progress is dropped; past the hard bound the stream ends; a reader that keeps up loses nothing', async () => {
-    const { SseStream } = await import('../../src/server/sse.js');
+    const { SseStream } = await import('../../src/server/mcp/sse.js');
     const stalled = new SseStream({ softLimit: 64 * 1024, hardLimit: 256 * 1024 });
     let closed = 0;
     stalled.onclose = () => closed++;

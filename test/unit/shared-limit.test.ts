@@ -1,11 +1,11 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { blockOf, SWEEP_EVERY, WINDOW_MS } from '../../deploy/node/postgres-rate-limit.js';
-import { openPostgresStore, PostgresStateStore } from '../../deploy/node/postgres-store.js';
+import { openPostgresStore, PostgresStateStore } from '../../deploy/node/store/postgres.js';
+import { blockOf, SWEEP_EVERY, WINDOW_MS } from '../../deploy/node/store/postgres-rate-limit.js';
 import { callLimiter, type TakeCall, type TakeResult } from '../../src/auth/shared-limit.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
-import { createJsonLogger } from '../../src/log.js';
+import { createJsonLogger } from '../../src/lib/log.js';
 import { eventually, freePort } from '../helpers/harness.js';
 import { freshDatabase } from '../helpers/postgres.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SPLIT_TEXT_CHARS, SplitMessage } from '../../src/guards/split-result.js';
-import { PlainReply, pieces, toResponse } from '../../src/server/http-in.js';
-import { rawResultMessage } from '../../src/server/jsonrpc.js';
+import { rawResultMessage } from '../../src/protocol/jsonrpc.js';
+import { PlainReply, pieces, toResponse } from '../../src/server/mcp/http-in.js';
 import { guardsWithCap, toolEntry } from '../helpers/call-guards.js';
 
 // #18: a result with one big text block leaves as a serialized head, the text (escaped a step at

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { splitMeta } from '../../src/server/split-meta.js';
+import { splitMeta } from '../../src/server/mcp/split-meta.js';
 
 // A tools/call's downstream `_meta`: the progress token is mapped, reserved keys stay at the edge,
 // everything else is relayed. A shared envelope (frozen by the envelope cache) is split once and

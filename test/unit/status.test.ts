@@ -3,11 +3,11 @@ import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import { statusPathProblem } from '../../src/config/status-path.js';
-import type { RequestRecord } from '../../src/observe.js';
-import { redactor } from '../../src/redact.js';
-import { RecentCalls, UNRESOLVED } from '../../src/server/status-calls.js';
-import { maskedConfig, maskUrl, redactDeep } from '../../src/server/status-config.js';
-import { globReaches, reachesServer } from '../../src/server/status-reach.js';
+import { redactor } from '../../src/lib/redact.js';
+import { RecentCalls, UNRESOLVED } from '../../src/observe/recent-calls.js';
+import type { RequestRecord } from '../../src/observe/record.js';
+import { maskedConfig, maskUrl, redactDeep } from '../../src/server/http/status/config.js';
+import { globReaches, reachesServer } from '../../src/server/http/status/reach.js';
 
 const stdio = { command: 'node', args: ['server.js'] };
 const parse = (gateway: Record<string, unknown>, env: Record<string, string> = {}) =>

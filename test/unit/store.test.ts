@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openSqliteStore } from '../../deploy/node/sqlite-store.js';
+import { openSqliteStore } from '../../deploy/node/store/sqlite.js';
 import { isManifoldError } from '../../src/errors.js';
 import { MIGRATIONS } from '../../src/store/schema.js';
 import { identityOf, MemoryStateStore, sameIdentity } from '../../src/store/state.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { IdTable, KeyedList } from '../../src/tables.js';
+import { IdTable, KeyedList } from '../../src/lib/tables.js';
 
 describe('IdTable', () => {
   it('finds, counts and forgets values by id', () => {

@@ -1,13 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildSurface } from '../../src/aggregate/surface.js';
+import { SurfaceViews } from '../../src/aggregate/surface-views.js';
 import { rewriteUri, templateMatcher, unrewriteUri } from '../../src/aggregate/uris.js';
 import { grantsMatcher } from '../../src/auth/grants.js';
 import type { Principal } from '../../src/auth/principal.js';
 import type { ServerConfig } from '../../src/config/types.js';
 import { ManifoldError } from '../../src/errors.js';
 import { normalizeUri, normalizeUriPattern } from '../../src/guards/uri-normal.js';
-import { SurfaceViews } from '../../src/surface-views.js';
 
 /**
  * 49.4 / SECURITY J4: resource URIs in normal form (RFC 3986 §6.2.2) before any filter, grant or

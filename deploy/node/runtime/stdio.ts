@@ -1,0 +1,288 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from '../../../src/lib/log.js';
+import type { StdioSpec } from '../../../src/platform.js';
+import { inheritedEnvironment } from './child-env.js';
+
+/** Every live child, so that no exit path of the gateway leaves one behind. */
+const live = new Set<ChildProcess>();
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    // Negative pid: the whole process group, so wrappers such as npx take their children along.
+    process.kill(-child.pid, signal);
+  } catch {
+    try {
+      child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+process.once('exit', () => {
+  for (const child of live) killGroup(child, 'SIGKILL');
+});
+
+/**
+ * Children must not outlive the gateway even when it cannot clean up (kill -9, OOM kill): the
+ * exit hook above never runs then. A small shell reaper, in its own process group and deaf to
+ * signals, holds the read end of a pipe; the gateway writes each child's process group id to it
+ * (and `-id` when the child is gone). When the gateway dies, however it dies, the kernel closes
+ * the pipe, the reaper reads EOF and SIGKILLs every group still listed, grandchildren included
+ * (#13.15). POSIX only; on Windows there is no process group to kill.
+ */
+const REAPER = [
+  "trap '' INT TERM HUP",
+  'groups=" "',
+  'while read -r id; do',
+  '  case "$id" in',
+  '    -*) groups=$(printf %s "$groups" | sed "s/ ${id#-} / /") ;;',
+  '    *[!0-9]*|"") ;;',
+  '    *) groups="$groups$id " ;;',
+  '  esac',
+  'done',
+  'for id in $groups; do kill -KILL "-$id" 2>/dev/null; done',
+].join('\n');
+
+let reaper: ChildProcess | undefined | null;
+
+function reaperInput(): NodeJS.WritableStream | undefined {
+  if (reaper === null || process.platform === 'win32') return undefined;
+  if (!reaper || reaper.exitCode !== null) {
+    try {
+      reaper = spawn('/bin/sh', ['-c', REAPER], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+      reaper.on('error', () => {
+        reaper = null;
+      });
+      reaper.stdin?.on('error', () => {});
+      reaper.unref();
+      // The pipe must not keep the event loop alive either.
+      (reaper.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+    } catch {
+      reaper = null;
+      return undefined;
+    }
+  }
+  return reaper.stdin ?? undefined;
+}
+
+function tellReaper(line: string): void {
+  reaperInput()?.write(`${line}\n`);
+}
+
+/** Children still running; used by shutdown and by tests. */
+export function liveChildren(): number {
+  return live.size;
+}
+
+/**
+ * MCP over a child's stdin/stdout: newline-delimited JSON (spec: basic/transports, stdio).
+ * Written here rather than taken from the SDK to own the process group (no orphans), to put
+ * stderr in the gateway log line by line, and to parse each line exactly once.
+ */
+export class ChildStdioTransport implements Transport {
+  private corked = false;
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  private child: ChildProcess | undefined;
+  /** The start of the line being read, while it is within the bound. */
+  private buffer = '';
+  /** Reading past the bound: the line's first and latest characters, to find its id at the end. */
+  private over: { head: string; tail: string; length: number } | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly spec: StdioSpec,
+    private readonly log: Logger,
+    /** The longest line read (characters; each is at least one byte): `maxUpstreamBodyBytes`. */
+    private readonly maxLine = 8 * 1024 * 1024,
+  ) {}
+
+  start(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.spec.command, this.spec.args, {
+        env: { ...inheritedEnvironment(), ...this.spec.env },
+        cwd: this.spec.cwd,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+        windowsHide: true,
+      });
+      this.child = child;
+      live.add(child);
+      let started = false;
+      child.once('spawn', () => {
+        started = true;
+        // detached: the child leads its own process group, whose id is its pid.
+        if (child.pid !== undefined) tellReaper(String(child.pid));
+        this.log.info('upstream.spawned', { pid: child.pid });
+        resolve();
+      });
+      child.once('error', (err) => {
+        const e = new Error(
+          `could not start ${this.spec.command}: ${(err as NodeJS.ErrnoException).code ?? err.message}`,
+        );
+        if (!started) reject(e);
+        else this.onerror?.(e);
+      });
+      child.once('close', (code, signal) => {
+        live.delete(child);
+        if (child.pid !== undefined) tellReaper(`-${child.pid}`);
+        if (started && !this.closed) this.log.warn('upstream.exited', { code, signal });
+        this.finish();
+      });
+      child.stdout?.setEncoding('utf8');
+      child.stdout?.on('data', (chunk: string) => this.onData(chunk));
+      child.stdin?.on('error', (err) => this.onerror?.(err));
+      let errBuf = '';
+      child.stderr?.setEncoding('utf8');
+      child.stderr?.on('data', (chunk: string) => {
+        errBuf += chunk;
+        let nl = errBuf.indexOf('\n');
+        while (nl !== -1) {
+          const line = errBuf.slice(0, nl).trimEnd();
+          errBuf = errBuf.slice(nl + 1);
+          if (line) this.log.info('upstream.stderr', { line: line.slice(0, 2000) });
+          nl = errBuf.indexOf('\n');
+        }
+        if (errBuf.length > 64 * 1024) errBuf = '';
+      });
+    });
+  }
+
+  /**
+   * Splits stdout into lines, scanning each chunk once (a long line is never rescanned), and
+   * never holds more than `maxLine` characters of one line: past that, the rest of the line is
+   * skipped, and its answer, when its id can be found, fails the call it answers (#13.3).
+   */
+  private onData(chunk: string): void {
+    let start = 0;
+    for (let nl = chunk.indexOf('\n'); nl !== -1; nl = chunk.indexOf('\n', start)) {
+      const piece = chunk.slice(start, nl);
+      start = nl + 1;
+      if (this.over) {
+        this.skip(piece);
+        this.overLong();
+        continue;
+      }
+      const line = this.buffer ? this.buffer + piece : piece;
+      this.buffer = '';
+      if (line.length > this.maxLine) {
+        this.over = { head: line.slice(0, 512), tail: '', length: 0 };
+        this.skip(line.slice(512));
+        this.overLong();
+        continue;
+      }
+      const trimmed = line.trim();
+      if (trimmed) this.onLine(trimmed);
+    }
+    const rest = start === 0 ? chunk : chunk.slice(start);
+    if (this.over) this.skip(rest);
+    else if (this.buffer.length + rest.length > this.maxLine) {
+      const line = this.buffer + rest;
+      this.buffer = '';
+      this.over = { head: line.slice(0, 512), tail: '', length: 0 };
+      this.skip(line.slice(512));
+    } else this.buffer += rest;
+  }
+
+  private skip(text: string): void {
+    const o = this.over!;
+    o.length += text.length;
+    o.tail = (o.tail + text).slice(-512);
+  }
+
+  /** An over-long line ended: fail the request it answers, if it names one. */
+  private overLong(): void {
+    const { head, tail, length } = this.over!;
+    this.over = undefined;
+    const id = idOf(head, tail);
+    this.log.warn('upstream.line_too_long', { chars: head.length + length, limit: this.maxLine });
+    if (id === undefined) return;
+    this.onmessage?.({
+      jsonrpc: '2.0',
+      id,
+      error: {
+        code: -32603,
+        message: `the server's answer was longer than maxUpstreamBodyBytes (${this.maxLine}) and was dropped`,
+      },
+    } as JSONRPCMessage);
+  }
+
+  private onLine(line: string): void {
+    let msg: unknown;
+    try {
+      msg = JSON.parse(line);
+    } catch {
+      this.log.debug('upstream.stdout_noise', { line: line.slice(0, 200) });
+      return;
+    }
+    if (typeof msg === 'object' && msg !== null && (msg as { jsonrpc?: unknown }).jsonrpc === '2.0') {
+      this.onmessage?.(msg as JSONRPCMessage);
+    }
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    const stdin = this.child?.stdin;
+    if (!stdin || this.closed || !stdin.writable)
+      return Promise.reject(new Error('stdio upstream is not running'));
+    // Lines sent in one turn of the event loop go out in one write: each write to a pipe is a
+    // syscall that wakes the child, and at concurrency 16 several calls leave per turn (#18).
+    if (!this.corked) {
+      this.corked = true;
+      stdin.cork();
+      setImmediate(() => {
+        this.corked = false;
+        stdin.uncork();
+      });
+    }
+    return new Promise((resolve, reject) => {
+      const ok = stdin.write(`${JSON.stringify(message)}\n`, (err) => (err ? reject(err) : undefined));
+      if (ok) resolve();
+      else stdin.once('drain', () => resolve());
+    });
+  }
+
+  /** Closes stdin, then SIGTERM to the group, then SIGKILL; resolves when the child is gone. */
+  async close(): Promise<void> {
+    const child = this.child;
+    this.closed = true;
+    if (!child || child.exitCode !== null || child.signalCode !== null) {
+      this.finish();
+      return;
+    }
+    const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+    child.stdin?.end();
+    killGroup(child, 'SIGTERM');
+    const timer = setTimeout(() => killGroup(child, 'SIGKILL'), 2000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  private finish(): void {
+    if (this.child && this.onclose) {
+      const cb = this.onclose;
+      this.onclose = undefined;
+      cb();
+    }
+  }
+}
+
+/** A response's id from the start of its line (`{"jsonrpc":"2.0","id":…`) or its end (`"id":…}`). */
+function idOf(head: string, tail: string): string | number | undefined {
+  const m =
+    /^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d{1,16}|"[^"\\]{0,256}")\s*,\s*"(?:result|error)"/.exec(
+      head,
+    ) ?? /[,{]\s*"id"\s*:\s*(-?\d{1,16}|"[^"\\]{0,256}")\s*\}\s*$/.exec(tail);
+  if (!m) return undefined;
+  // A request from the server carries an id too, but it also has a method near its start.
+  if (/"method"\s*:/.test(head.slice(0, 256))) return undefined;
+  return JSON.parse(m[1]!) as string | number;
+}
+
+export function connectStdio(spec: StdioSpec, log: Logger, maxLine?: number): Transport {
+  return new ChildStdioTransport(spec, log, maxLine);
+}

@@ -1,0 +1,113 @@
+/**
+ * Re-trust over HTTP (#15): the one baseline rewrite (SECURITY C3) for a deployment without a
+ * shell beside its store, Workers above all, where a quarantined tool could otherwise never be
+ * accepted. It is `manifold retrust` as two requests, on the connection the gateway already has:
+ *
+ * - `GET /admin/servers/<name>/drift[?tool=NAME]`: what the server lists now against its baseline,
+ *   the same diff lines the CLI prints, and a `digest` of what was shown and of the exact
+ *   baseline accepting it would write;
+ * - `POST /admin/servers/<name>/retrust` with `{"digest": "...", "tool"?: "..."}`: rewrites the
+ *   baseline only if what would be accepted is still what that digest was taken over (409
+ *   otherwise), so an operator never accepts a change they were not shown, even one made between
+ *   the review and the accept.
+ *
+ * Only a principal with `manifold:admin` may use either (the anonymous principal of a gateway
+ * without auth is one, as on `/healthz`); the Origin and Host guard of `/healthz` applies.
+ */
+import type { Context, Hono, MiddlewareHandler } from 'hono';
+import type { Authenticator } from '../../auth/principal.js';
+import { ManifoldError } from '../../errors.js';
+import type { Gateway } from '../../gateway/gateway.js';
+import type { Baseline } from '../../guards/drift/fingerprint.js';
+import { identityLine, planRetrust, reviewDigest } from '../../guards/drift/retrust-plan.js';
+import { type ServerIdentity, sameIdentity } from '../../store/state.js';
+
+export interface AdminRoutes {
+  authenticate: Authenticator;
+  guard: MiddlewareHandler;
+}
+
+interface Review {
+  server: string;
+  tool?: string;
+  identityChanged: boolean;
+  changes: number;
+  lines: string[];
+  digest: string;
+}
+
+const PREFIX = '/admin/servers/';
+
+export function mountAdmin(app: Hono, gateway: Gateway, routes: AdminRoutes): void {
+  app.use(`${PREFIX}*`, routes.guard);
+  const admitted = async (c: Context) => {
+    const principal = await routes.authenticate(c.req.raw);
+    if (!principal.admin) {
+      throw new ManifoldError('ERR_FORBIDDEN', 're-trust needs a token with the manifold:admin scope');
+    }
+  };
+  app.get(`${PREFIX}:server/drift`, async (c) => {
+    await admitted(c);
+    const result = await review(gateway, c.req.param('server'), c.req.query('tool'));
+    return 'status' in result ? c.json({ error: result.error }, result.status) : c.json(result.review);
+  });
+  app.post(`${PREFIX}:server/retrust`, async (c) => {
+    await admitted(c);
+    let body: unknown;
+    try {
+      body = JSON.parse(await c.req.text());
+    } catch {
+      return c.json({ error: 'the body must be JSON: {"digest": "<from GET .../drift>"}' }, 400);
+    }
+    const { digest, tool } = (body ?? {}) as Record<string, unknown>;
+    if (typeof digest !== 'string' || (tool !== undefined && typeof tool !== 'string')) {
+      return c.json({ error: 'write {"digest": "<from GET .../drift>", "tool": "<optional name>"}' }, 400);
+    }
+    const server = c.req.param('server');
+    const result = await review(gateway, server, tool);
+    if ('status' in result) return c.json({ error: result.error }, result.status);
+    if (result.review.digest !== digest) {
+      return c.json(
+        { error: 'what the server lists changed since that review: review it again', review: result.review },
+        409,
+      );
+    }
+    await gateway.store.retrust(result.identity, result.next, gateway.platform.now());
+    gateway.log.warn('drift.retrusted', {
+      server,
+      ...(tool ? { tool } : {}),
+      changes: result.review.changes,
+      via: 'admin-endpoint',
+    });
+    // This instance re-verifies now; others on the same store see the epoch at their next poll.
+    await gateway.pollTrust();
+    return c.json({ retrusted: server, ...(tool ? { tool } : {}), changes: result.review.changes });
+  });
+}
+
+type Reviewed =
+  | { review: Review; identity: ServerIdentity; next: Baseline }
+  | { status: 404 | 503; error: string };
+
+/** What accepting would change, or why it cannot be reviewed now. */
+async function review(gateway: Gateway, name: string, tool: string | undefined): Promise<Reviewed> {
+  const upstream = gateway.pool.get(name);
+  // Unknown and disabled read alike: there is nothing of it to accept.
+  if (!upstream || upstream.config.disabled) return { status: 404, error: `no server named ${name}` };
+  if (upstream.state !== 'ready') {
+    return {
+      status: 503,
+      error: `server ${name} is not connected now (${upstream.state}): try again once it is`,
+    };
+  }
+  const current = upstream.driftRecords();
+  const identity = gateway.drift.identity(upstream.config);
+  const row = await gateway.store.get(name);
+  const identityChanged = row !== undefined && !sameIdentity(row.identity, identity);
+  const plan = await planRetrust(row?.baseline ?? {}, current, tool);
+  if ('refused' in plan) return { status: 404, error: `server ${name} ${plan.refused}` };
+  const lines = identityChanged ? [identityLine(name, row!.identity, identity), ...plan.lines] : plan.lines;
+  const shown = { server: name, ...(tool ? { tool } : {}), identityChanged, changes: plan.changes, lines };
+  const digest = await reviewDigest(shown, { identity, baseline: plan.next });
+  return { review: { ...shown, digest }, identity, next: plan.next };
+}

@@ -1,0 +1,250 @@
+/**
+ * Relays `prompts/get`, `resources/read` and `completion/complete` to the upstream that owns the
+ * prompt, resource or template, under the same policy as tools: resolved for the principal (what
+ * it cannot see does not exist for it), rate-limited per tenant, capped, audited, and answered in
+ * the client's era. Upstream names and URIs are translated both ways.
+ */
+
+import type { ResourceRoute } from '../../aggregate/surface-views.js';
+import { rewriteUri } from '../../aggregate/uris.js';
+import { rateLimited, type TakeResult } from '../../auth/shared-limit.js';
+import { ManifoldError } from '../../errors.js';
+import { isObject } from '../../lib/json.js';
+import { rawResultMessage } from '../../protocol/jsonrpc.js';
+import { isReservedMetaKey } from '../../protocol/versions.js';
+import { type Edge, failBody } from './dispatch.js';
+import type { Exchange } from './exchange.js';
+import type { Reply } from './http-in.js';
+import { runThrough } from './through.js';
+
+type Result = Record<string, unknown>;
+
+interface Target {
+  server: string;
+  /** The params as the upstream must see them. */
+  params: Result;
+  /** What the audit line names (exposed name or URI). */
+  subject: string;
+  /** Dress the upstream's answer for the client (translate URIs, cap). */
+  finish: (result: Result) => Result;
+  /** The modern caching hint of `resources/read` (it is a cacheable result). */
+  cacheable?: boolean;
+}
+
+/** The downstream `_meta` minus what describes the client's own request (its version, capabilities). */
+function relayedMeta(meta: unknown): Result | undefined {
+  if (!isObject(meta)) return undefined;
+  let out: Result | undefined;
+  for (const [k, v] of Object.entries(meta)) {
+    if (k === 'progressToken' || isReservedMetaKey(k)) continue;
+    out ??= {};
+    out[k] = v;
+  }
+  return out;
+}
+
+function withMeta(params: Result, source: Result): Result {
+  const meta = relayedMeta(source._meta);
+  return meta ? { ...params, _meta: meta } : params;
+}
+
+export function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
+  const params = ex.request.params ?? {};
+  const entry = edge.gateway.views.resolvePrompt(ex.principal, params.name);
+  if (entry.quarantined) {
+    throw new ManifoldError(
+      'ERR_INVALID_PARAMS',
+      `prompt ${entry.name} changed after it was trusted; an operator must re-trust server ${entry.server}`,
+    );
+  }
+  const args = params.arguments;
+  if (args !== undefined && !isObject(args))
+    throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
+  return relay(edge, ex, {
+    server: entry.server,
+    subject: entry.name,
+    params: withMeta({ name: entry.original, ...(args ? { arguments: args } : {}) }, params),
+    finish: (r) => edge.gateway.guards.capSurface(entry.server, 'prompt', entry.name, r),
+  });
+}
+
+/** The URI a client should see for an upstream's own URI, on this route. */
+function exposedUri(route: ResourceRoute, upstreamUri: string): string {
+  if (route.resource && upstreamUri === route.resource.original) return route.resource.uri;
+  if (route.template?.rewrittenFor) return rewriteUri(upstreamUri, route.template.rewrittenFor);
+  return upstreamUri;
+}
+
+export function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
+  const params = ex.request.params ?? {};
+  const route = edge.gateway.views.resolveResource(ex.principal, params.uri);
+  if (route.template?.quarantined) {
+    throw new ManifoldError(
+      'ERR_INVALID_PARAMS',
+      `this resource template changed after it was trusted; an operator must re-trust server ${route.server}`,
+    );
+  }
+  return relay(edge, ex, {
+    server: route.server,
+    subject: String(params.uri),
+    params: withMeta({ uri: route.uri }, params),
+    cacheable: true,
+    finish: (r) => {
+      const contents = Array.isArray(r.contents)
+        ? r.contents.map((c) =>
+            isObject(c) && typeof c.uri === 'string' ? { ...c, uri: exposedUri(route, c.uri) } : c,
+          )
+        : [];
+      return edge.gateway.guards.capSurface(route.server, 'contents', String(params.uri), { ...r, contents });
+    },
+  });
+}
+
+export function completionComplete(edge: Edge, ex: Exchange): Promise<Reply> {
+  const params = ex.request.params ?? {};
+  const ref = isObject(params.ref) ? params.ref : {};
+  const views = edge.gateway.views;
+  let server: string;
+  let upstreamRef: Result;
+  if (ref.type === 'ref/prompt') {
+    const entry = views.resolvePrompt(ex.principal, ref.name);
+    server = entry.server;
+    upstreamRef = { ...ref, name: entry.original };
+  } else if (ref.type === 'ref/resource') {
+    // A completion names a template; a literal URI is routed like a read.
+    let route: { server: string; uri: string };
+    try {
+      const t = views.resolveTemplate(ex.principal, ref.uri);
+      route = { server: t.server, uri: t.original };
+    } catch {
+      route = views.resolveResource(ex.principal, ref.uri);
+    }
+    server = route.server;
+    upstreamRef = { ...ref, uri: route.uri };
+  } else {
+    throw new ManifoldError(
+      'ERR_INVALID_PARAMS',
+      'ref must be {"type": "ref/prompt", "name"} or {"type": "ref/resource", "uri"}',
+    );
+  }
+  const { ref: _r, ...rest } = params;
+  return relay(edge, ex, {
+    server,
+    subject: String(ref.name ?? ref.uri ?? ''),
+    params: withMeta({ ...rest, ref: upstreamRef }, params),
+    finish: boundCompletion,
+  });
+}
+
+/** At most 100 values (schema: CompleteResult), each a bounded string. */
+function boundCompletion(r: Result): Result {
+  const completion = isObject(r.completion) ? r.completion : {};
+  const values = Array.isArray(completion.values)
+    ? completion.values
+        .filter((v): v is string => typeof v === 'string')
+        .slice(0, 100)
+        .map((v) => v.slice(0, 1024))
+    : [];
+  const out: Result = { values };
+  if (typeof completion.total === 'number') out.total = completion.total;
+  if (typeof completion.hasMore === 'boolean') out.hasMore = completion.hasMore;
+  return { ...r, completion: out };
+}
+
+/**
+ * The audit line and the tenant's rate limit for one relayed request (prompts, resources,
+ * completion, tasks): returns the function that writes the audit line when it ends; a request
+ * over the limit is audited as denied and refused here.
+ */
+export function admitRequest(
+  edge: Edge,
+  ex: Exchange,
+  method: string,
+  target: string,
+  server: string,
+): RequestAudit | Promise<RequestAudit> {
+  const { gateway } = edge;
+  const { principal } = ex;
+  const started = gateway.platform.now();
+  const audit = (verdict: string, bytesOut: number, reason?: string, inputRequired?: boolean) => {
+    const durationMs = gateway.platform.now() - started;
+    const shown = target.slice(0, 256);
+    ex.trace?.verdict(verdict, server, reason);
+    gateway.log.info('audit.request', {
+      method,
+      tenant: principal.tenant,
+      subject: principal.subject,
+      target: shown,
+      server,
+      verdict,
+      durationMs,
+      bytesIn: ex.bytesIn,
+      bytesOut,
+      ...(inputRequired ? { resultType: 'input_required' } : {}),
+    });
+    const { observers } = gateway;
+    observers.report(method, principal, server, shown, verdict, durationMs, ex.bytesIn, bytesOut, reason);
+  };
+  const limit = gateway.takeCall(principal.tenant);
+  if (limit instanceof Promise) return limit.then((l) => admitted(l, audit));
+  return admitted(limit, audit);
+}
+
+/**
+ * Writes a request's audit line when it ends (admitRequest), or when one of its rounds ends
+ * asking the client for input (`inputRequired`: the request goes on in a later round).
+ */
+export type RequestAudit = (
+  verdict: string,
+  bytesOut: number,
+  reason?: string,
+  inputRequired?: boolean,
+) => void;
+
+/** The audit of an admitted request, or the refusal of one over its tenant's limit. */
+function admitted(limit: TakeResult, audit: RequestAudit) {
+  if (limit.ok) return audit;
+  audit('denied', 0, 'ERR_RATE_LIMITED');
+  throw rateLimited(limit.retryAfterSeconds);
+}
+
+async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
+  const { gateway } = edge;
+  const { request } = ex;
+  let audit = admitRequest(edge, ex, request.method, target.subject, target.server);
+  // Awaited only when a shared limiter had to ask its store: the common request stays synchronous.
+  if (audit instanceof Promise) audit = await audit;
+  const upstream = await gateway.callee(target.server, ex.principal);
+  const { progressToken } = isObject(request.params?._meta) ? (request.params._meta as Result) : {};
+  return runThrough(edge, ex, {
+    upstream,
+    method: request.method,
+    params: target.params,
+    target: target.subject,
+    progressToken:
+      typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
+    onResult: (result, id) => {
+      const dressed = ex.result(target.finish(result));
+      if (target.cacheable && ex.era === 'modern') {
+        // resources/read is cacheable (2026-07-28: caching): the upstream's hint, private
+        // whenever the answer depends on who asks.
+        dressed.ttlMs = typeof result.ttlMs === 'number' && result.ttlMs >= 0 ? result.ttlMs : 0;
+        dressed.cacheScope =
+          edge.listCache.cacheScope === 'private' || result.cacheScope !== 'public' ? 'private' : 'public';
+      } else {
+        delete dressed.ttlMs;
+        delete dressed.cacheScope;
+      }
+      const body = rawResultMessage(id, JSON.stringify(dressed));
+      audit('allowed', body.length);
+      return body;
+    },
+    onError: (e, id) => {
+      const f = failBody(edge, id, e, ex.era);
+      audit('error', f.body.length);
+      return f;
+    },
+    onInputRequired: (bytesOut) => audit('allowed', bytesOut, undefined, true),
+    onCancelled: () => audit('error', 0),
+  });
+}

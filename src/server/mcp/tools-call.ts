@@ -1,0 +1,408 @@
+import type { CatalogEntry } from '../../aggregate/catalog.js';
+import { rateLimited } from '../../auth/shared-limit.js';
+import { ManifoldError } from '../../errors.js';
+import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../guards/depth.js';
+import { resultMessage } from '../../protocol/jsonrpc.js';
+import { UpstreamAuthRequired } from '../../upstream/call-errors.js';
+import type { Upstream } from '../../upstream/upstream.js';
+import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
+import { type Edge, failBody, json } from './dispatch.js';
+import type { Exchange } from './exchange.js';
+import type { Reply } from './http-in.js';
+import { describeTool, searchTools } from './local-tools.js';
+import { loginReply, takeLoginState } from './login-elicit.js';
+import { splitMeta } from './split-meta.js';
+import { planTask, taskCreated } from './tasks.js';
+import { runThrough } from './through.js';
+
+type Result = Record<string, unknown>;
+export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
+/** The approval fields of an audit line: the outcome, and for a yes, who gave it and when. */
+type ApprovalAudit = { approval: ApprovalOutcome | 'denied'; approvedBy?: string; approvedAt?: string };
+
+/**
+ * Relays one tools/call to the upstream that owns it, with one audit line per call. The answer
+ * is plain JSON unless something must reach the client first (progress re-keyed to its token,
+ * log messages it asked for): then the POST becomes an SSE stream (through.ts, answer.ts).
+ *
+ * No async step of its own on the common call (#18): a ready gateway, a connected owner and a
+ * local rate limit take it to the upstream in the same turn; only what must wait (the first
+ * catalog, a first connection, a shared limiter's store, an approval question, a login, a
+ * caller's own instance) waits.
+ */
+export function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
+  const call = new ToolCall(edge, outer);
+  let admitted: Promise<void> | undefined;
+  try {
+    admitted = admit(edge, call);
+  } catch (e) {
+    call.denied(e);
+  }
+  if (admitted)
+    return admitted.then(
+      () => relayAudited(edge, call),
+      (e: unknown) => call.denied(e),
+    );
+  return relayAudited(edge, call);
+}
+
+/** `relay`, where a refusal thrown after admission is audited too (SECURITY G3). */
+function relayAudited(edge: Edge, call: ToolCall): Promise<Reply> {
+  try {
+    return relay(edge, call);
+  } catch (e) {
+    return call.refused(e);
+  }
+}
+
+/**
+ * One tools/call on its way: the exchange (an inner one for `manifold__call_tool`), its tool, and
+ * its audit line. A class, not an object literal: V8 may decide to allocate a literal's objects in
+ * the old generation once some of them live long, and everything such an object points to then
+ * outlives the young generation's collections (measured: 2.3 MB promoted per scavenge, #18).
+ */
+class ToolCall {
+  ex: Exchange;
+  params: Record<string, unknown>;
+  entry: CatalogEntry | undefined;
+  /** The exchange as the client sent it (`ex` may become the call it names). */
+  private readonly outer: Exchange;
+  private readonly started: number;
+  /** Audit lines written for this request (a held call's rounds write theirs through the first). */
+  private lines = 0;
+
+  constructor(
+    private readonly edge: Edge,
+    ex: Exchange,
+  ) {
+    this.ex = ex;
+    this.outer = ex;
+    this.params = ex.request.params ?? {};
+    this.started = edge.gateway.platform.now();
+  }
+
+  /**
+   * The call's audit line and metrics. Argument values are never logged: only sizes, names and
+   * the verdict (and, for a call that needed a person's yes, what they answered and when).
+   */
+  audit(
+    verdict: Verdict,
+    bytesOut: number,
+    approval?: ApprovalAudit,
+    reason?: string,
+    /** The round ended asking the client for input: the call goes on in a later request. */
+    inputRequired?: boolean,
+  ): void {
+    this.lines++;
+    const { gateway } = this.edge;
+    const { entry, params, outer } = this;
+    const { principal, bytesIn } = outer;
+    const tool = entry?.name ?? (typeof params.name === 'string' ? params.name.slice(0, 128) : null);
+    const server = entry?.server ?? null;
+    const durationMs = gateway.platform.now() - this.started;
+    outer.trace?.verdict(verdict, server, reason);
+    gateway.log.info('audit.tools_call', {
+      tenant: principal.tenant,
+      subject: principal.subject,
+      tool,
+      server,
+      verdict,
+      durationMs,
+      bytesIn,
+      bytesOut,
+      ...(inputRequired ? { resultType: 'input_required' } : {}),
+      ...approval,
+    });
+    const { observers } = gateway;
+    observers.report('tools/call', principal, server, tool, verdict, durationMs, bytesIn, bytesOut, reason);
+  }
+
+  /** Refused before it was sent: audited, and thrown on. */
+  denied(e: unknown): never {
+    this.audit('denied', 0, undefined, e instanceof ManifoldError ? e.code : undefined);
+    throw e;
+  }
+
+  /**
+   * Refused after admission (a request state that does not open, a question that could not be
+   * asked…): audited unless a line for this request already says what happened, and thrown on.
+   */
+  refused(e: unknown): never {
+    if (this.lines === 0) {
+      const code = e instanceof ManifoldError ? e.code : undefined;
+      const verdict =
+        code === 'ERR_INVALID_PARAMS' ? 'invalid' : code === 'ERR_TOOL_UNKNOWN' ? 'denied' : 'error';
+      this.audit(verdict, 0, undefined, code);
+    }
+    throw e;
+  }
+}
+
+/**
+ * Resolves the tool and takes the call from the tenant's rate limit: at once, or with a promise
+ * when something must be waited for first.
+ */
+function admit(edge: Edge, call: ToolCall): Promise<void> | undefined {
+  const { gateway } = edge;
+  // A client may call a tool it already knows without listing first: wait for the first
+  // catalog like tools/list does, and for the owning upstream's first connection attempt.
+  if (!gateway.isReady) return gateway.ready.then(() => admit(edge, call));
+  const { principal } = call.ex;
+  let entry = gateway.resolve(principal, call.params.name);
+  call.entry = entry;
+  if (entry.meta === 'call_tool') {
+    // Search mode's way to call a found tool: the call it names, exactly as if made directly.
+    call.ex = innerCall(call.ex);
+    call.params = call.ex.request.params ?? {};
+    call.entry = undefined;
+    entry = gateway.resolve(principal, call.params.name);
+    call.entry = entry;
+    if (entry.meta)
+      throw new ManifoldError('ERR_INVALID_PARAMS', 'manifold__call_tool calls upstream tools only');
+  }
+  const owner = gateway.pool.get(entry.server);
+  if (owner?.state === 'connecting') return owner.firstAttempt.then(() => takeLimit(edge, principal));
+  return takeLimit(edge, principal);
+}
+
+function takeLimit(edge: Edge, principal: Exchange['principal']): Promise<void> | undefined {
+  const limit = edge.gateway.takeCall(principal.tenant);
+  // Awaited only when a shared limiter had to ask its store: the common call stays synchronous.
+  if (limit instanceof Promise) {
+    return limit.then((l) => {
+      if (!l.ok) throw rateLimited(l.retryAfterSeconds);
+    });
+  }
+  if (!limit.ok) throw rateLimited(limit.retryAfterSeconds);
+  return undefined;
+}
+
+/** What a call needs to wait for before it is sent: an approval question, a login, its callee. */
+class Prepared {
+  gate?: ApprovalGate | undefined;
+  /** When a person approved it (ms since the epoch), and who (the subject whose client answered). */
+  approvedAt?: number | undefined;
+  approvedBy?: string | undefined;
+
+  constructor(
+    public ex: Exchange,
+    public upstream: Upstream,
+    public round = 0,
+  ) {}
+}
+
+function relay(edge: Edge, call: ToolCall): Promise<Reply> {
+  const { gateway } = edge;
+  const { ex } = call;
+  const entry = call.entry!;
+  const { principal, request } = ex;
+  const params = request.params ?? {};
+  const args = params.arguments;
+  if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args))) {
+    call.audit('invalid', 0);
+    throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
+  }
+  const argsObject = (args ?? {}) as Record<string, unknown>;
+  // Bounded here, at the edge, whatever the schema allows: nothing after (the approval question's
+  // canonical JSON, the checks, the encoder that sends them upstream) meets a depth it cannot take.
+  if (deeperThan(argsObject, MAX_ARGUMENT_DEPTH)) {
+    call.audit('invalid', 0, undefined, 'ERR_INVALID_PARAMS');
+    throw new ManifoldError(
+      'ERR_INVALID_PARAMS',
+      `arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels; send them less deeply nested`,
+    );
+  }
+  const respond = (verdict: Verdict, body: string) => {
+    call.audit(verdict, body.length);
+    return Promise.resolve(json(body));
+  };
+  const local = (r: Result) => resultMessage(request.id, ex.result(r));
+  if (entry.meta === 'describe_tool') {
+    return respond('allowed', local(describeTool(gateway, principal, argsObject)));
+  }
+  if (entry.meta === 'search_tools')
+    return respond('allowed', local(searchTools(gateway, principal, argsObject)));
+  const refusal = gateway.guards.refuse(entry);
+  if (refusal) return respond('quarantined', local(refusal));
+  // Arguments are checked against the full schema before anything is sent.
+  const invalid = gateway.guards.checkArguments(gateway.catalog, entry, argsObject);
+  if (invalid) return respond('invalid', local(invalid));
+  // Refused by policy: an isError result with the reason, so the model can tell its user.
+  const timeoutSeconds =
+    entry.approval === 'allow'
+      ? 0
+      : (gateway.config.servers.find((s) => s.name === entry.server)?.approval.timeoutSeconds ?? 120);
+  if (entry.approval === 'deny') {
+    const body = local(refusalResult(entry, 'denied', timeoutSeconds));
+    call.audit('denied', body.length, { approval: 'denied' });
+    return Promise.resolve(json(body));
+  }
+  const shared = gateway.pool.get(entry.server);
+  if (!shared) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
+  if (
+    entry.approval === 'ask' ||
+    shared.config.auth?.mode === 'user' ||
+    shared.config.isolation !== 'shared'
+  ) {
+    return prepare(edge, call, entry, argsObject, shared, timeoutSeconds)
+      .then((prepared) =>
+        prepared instanceof Prepared ? send(edge, call, entry, argsObject, prepared) : prepared,
+      )
+      .then(undefined, (e: unknown) => call.refused(e));
+  }
+  return send(edge, call, entry, argsObject, new Prepared(ex, shared));
+}
+
+/** What must be waited for before the call is sent; a reply instead when the call ends here. */
+async function prepare(
+  edge: Edge,
+  call: ToolCall,
+  entry: CatalogEntry,
+  argsObject: Record<string, unknown>,
+  shared: Upstream,
+  timeoutSeconds: number,
+): Promise<Prepared | Reply> {
+  const { gateway } = edge;
+  let ex = call.ex;
+  const prepared = new Prepared(ex, shared);
+  if (entry.approval === 'ask') {
+    const question = await approvalQuestion(entry, argsObject, gateway.redact);
+    prepared.gate = {
+      method: 'elicitation/create',
+      params: question.params,
+      digest: question.digest,
+      timeoutMs: timeoutSeconds * 1000,
+      approved: (at, by) => {
+        prepared.approvedAt = at;
+        prepared.approvedBy = by;
+      },
+      refuse: (outcome, id, detail) => {
+        const body = resultMessage(id, ex.result(refusalResult(entry, outcome, timeoutSeconds, detail)));
+        call.audit('denied', body.length, { approval: outcome });
+        return body;
+      },
+    };
+  }
+  // A `user` server (#19): a retry after the caller signed in carries the gateway's login state.
+  if (shared.config.auth?.mode === 'user') {
+    ({ ex, round: prepared.round } = await takeLoginState(edge, ex, entry.name));
+    prepared.ex = ex;
+  }
+  if (shared.config.isolation !== 'shared') {
+    try {
+      // An isolated server's call goes to the caller's own instance.
+      prepared.upstream = await gateway.callee(entry.server, ex.principal);
+    } catch (e) {
+      call.audit('error', 0);
+      if (e instanceof UpstreamAuthRequired) return loginReply(edge, ex, entry.name, e, prepared.round);
+      throw e;
+    }
+  }
+  return prepared;
+}
+
+function send(
+  edge: Edge,
+  call: ToolCall,
+  entry: CatalogEntry,
+  argsObject: Record<string, unknown>,
+  prepared: Prepared,
+): Promise<Reply> {
+  const { gateway } = edge;
+  const { ex, upstream, gate } = prepared;
+  // The client's own `_meta`, as sent (a login state's removal leaves it as it was).
+  const params = call.ex.request.params ?? {};
+  const approvalAudit = (): ApprovalAudit | undefined =>
+    prepared.approvedAt === undefined
+      ? undefined
+      : {
+          approval: 'accepted',
+          approvedBy: prepared.approvedBy ?? ex.principal.subject,
+          approvedAt: new Date(prepared.approvedAt).toISOString(),
+        };
+  const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: argsObject };
+  // A task, where both sides run them (or an error that says why not: never a silent sync call).
+  let plan: ReturnType<typeof planTask>;
+  try {
+    plan = planTask(ex, entry, upstream);
+  } catch (e) {
+    call.audit('denied', 0);
+    throw e;
+  }
+  if (plan.task) upstreamParams.task = plan.task;
+  const { progressToken, relayed } = splitMeta(params._meta);
+  if (relayed) upstreamParams._meta = relayed;
+
+  const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
+  const reply = runThrough(edge, ex, {
+    upstream,
+    method: 'tools/call',
+    params: upstreamParams,
+    target: entry.name,
+    repeatable: entry.risk === 'read',
+    progressToken: validToken ? progressToken : undefined,
+    onResult: (result, id) => {
+      const body = gateway.guards.resultMessage(entry, result, id, ex);
+      call.audit('allowed', body.length, approvalAudit());
+      return body;
+    },
+    onError: (e, id) => {
+      const asResult = errorAsResult(entry, e);
+      const f = asResult
+        ? { body: resultMessage(id, ex.result(asResult)), status: 200 }
+        : failBody(edge, id, e, ex.era);
+      call.audit('error', f.body.length, approvalAudit());
+      return f;
+    },
+    onInputRequired: (bytesOut) => call.audit('allowed', bytesOut, approvalAudit(), undefined, true),
+    onCancelled: () => call.audit('error', 0, approvalAudit()),
+    ...(gate ? { approval: gate } : {}),
+    tasks: plan.extension,
+    ...(plan.extension || plan.task
+      ? {
+          onTask: async (raw: Result, id: string | number) => {
+            const body = await taskCreated(edge, ex, entry, raw, id);
+            call.audit('allowed', body.length, approvalAudit());
+            return body;
+          },
+        }
+      : {}),
+  });
+  // A retry's request state can still refuse the call (it does not open, or it carries other
+  // arguments than were approved): audited like any refusal. Other calls' replies never reject.
+  return params.requestState === undefined ? reply : reply.then(undefined, (e: unknown) => call.refused(e));
+}
+
+/** `manifold__call_tool {name, arguments}` as the tools/call it stands for (the rest of params kept). */
+function innerCall(ex: Exchange): Exchange {
+  const params = ex.request.params ?? {};
+  const args = params.arguments;
+  const inner = typeof args === 'object' && args !== null && !Array.isArray(args) ? (args as Result) : {};
+  if (typeof inner.name !== 'string' || inner.name === '') {
+    throw new ManifoldError(
+      'ERR_INVALID_PARAMS',
+      'manifold__call_tool needs {"name": "<tool>", "arguments": {...}}',
+    );
+  }
+  return {
+    ...ex,
+    request: { ...ex.request, params: { ...params, name: inner.name, arguments: inner.arguments ?? {} } },
+  };
+}
+
+/** Failures that belong to the tool's answer rather than to the protocol become isError results. */
+function errorAsResult(entry: CatalogEntry, e: unknown): Result | undefined {
+  if (e instanceof ManifoldError && e.code === 'ERR_UPSTREAM_BODY_TOO_LARGE') {
+    return {
+      content: [
+        {
+          type: 'text',
+          text: `The answer of ${entry.name} was too large: ${e.publicMessage}. Ask for less.`,
+        },
+      ],
+      isError: true,
+      _meta: { 'manifold/truncated': true },
+    };
+  }
+  return undefined;
+}

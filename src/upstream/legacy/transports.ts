@@ -1,0 +1,85 @@
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { ServerConfig } from '../../config/types.js';
+import { ManifoldError } from '../../errors.js';
+import { egressDeniedError } from '../../guards/egress/policy.js';
+import type { Logger } from '../../lib/log.js';
+import type { Platform } from '../../platform.js';
+import { egressPolicyOf } from '../wire/egress-fetch.js';
+import { deliveredOnce } from './sse-once.js';
+
+/**
+ * Builds the transport for one configured server. HTTP transports use the platform's egress
+ * fetch; stdio is only possible where the platform provides a connector (Node).
+ */
+export function createTransport(server: ServerConfig, platform: Platform, log: Logger): Transport {
+  switch (server.type) {
+    case 'stdio': {
+      if (!platform.connectStdio) {
+        throw new ManifoldError(
+          'ERR_UPSTREAM_UNAVAILABLE',
+          `stdio servers cannot run on ${platform.runtime}`,
+          {
+            data: { rule: 'unsupported-transport' },
+          },
+        );
+      }
+      return platform.connectStdio(
+        {
+          server: server.name,
+          command: server.command ?? '',
+          args: server.args,
+          env: server.env,
+          ...(server.cwd ? { cwd: server.cwd } : {}),
+        },
+        log,
+      );
+    }
+    case 'streamable-http':
+      return new StreamableHTTPClientTransport(upstreamUrl(server, platform, log), {
+        fetch: platform.fetch,
+        requestInit: { headers: server.headers },
+        redirectPolicy: redirectPolicy(platform),
+        reconnectionOptions: {
+          initialReconnectionDelay: 1000,
+          maxReconnectionDelay: 30_000,
+          reconnectionDelayGrowFactor: 2,
+          maxRetries: 2,
+        },
+      });
+    case 'sse': {
+      const sse = new SSEClientTransport(upstreamUrl(server, platform, log), {
+        fetch: platform.fetch,
+        requestInit: { headers: server.headers },
+        redirectPolicy: redirectPolicy(platform),
+      });
+      // Only workerd delivers each event twice (sse-once.ts); elsewhere nothing to undo.
+      return platform.runtime === 'workers' ? deliveredOnce(sse) : sse;
+    }
+  }
+}
+
+/**
+ * The upstream URL, refused up front when the platform's egress policy denies it outright. The
+ * guarded fetch would refuse the first request anyway; this fails before a transport exists and
+ * logs the detailed reason under the server's name (the error itself stays generic).
+ */
+export function upstreamUrl(server: ServerConfig, platform: Platform, log: Logger): URL {
+  const url = new URL(server.url ?? '');
+  const verdict = egressPolicyOf(platform.fetch)?.checkUrl(url);
+  if (verdict && !verdict.ok) {
+    log.warn('egress.denied', { reason: verdict.reason });
+    throw egressDeniedError(verdict.reason);
+  }
+  return url;
+}
+
+/**
+ * 'follow' hands redirects to the platform fetch, which follows them by hand and checks every hop
+ * against the egress policy. A fetch without that guard keeps the SDK's own 'same-origin' policy,
+ * so an unguarded runtime never follows a redirect off the configured origin.
+ */
+function redirectPolicy(platform: Platform): 'follow' | 'same-origin' {
+  return egressPolicyOf(platform.fetch) ? 'follow' : 'same-origin';
+}
