@@ -15,7 +15,7 @@ import {
   type SessionOpener,
   type UpstreamSession,
 } from '../../src/upstream/session.js';
-import { sessions } from '../../src/upstream/session-layer.js';
+import { sessions } from '../../src/upstream/upstream.js';
 import { INTERNAL, INTERNAL_ORIGIN, SERVER_HEADER } from './boot.js';
 import { PublishedSession } from './published-session.js';
 import type { Snapshot } from './snapshot.js';

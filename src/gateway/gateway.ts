@@ -24,11 +24,16 @@ import type { UpstreamStatus } from '../upstream/types.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { CallGuards } from './call-guards.js';
 import { nextCatalogs, reservedPrefixes } from './catalog-build.js';
-import { coldDeadline } from './cold-start.js';
 import { DriftGate, type VerifiedListing } from './drift-gate.js';
-import { gatewayHealth, type Health, withIsolation } from './health.js';
+import {
+  coldDeadline,
+  gatewayHealth,
+  type Health,
+  loadWarm,
+  reverifyWarm,
+  withIsolation,
+} from './lifecycle.js';
 import { Reloader } from './reload.js';
-import { loadWarm, reverifyWarm } from './warm.js';
 
 /** The lists a client can be told changed. */
 export type ChangeKind = 'tools' | 'prompts' | 'resources';
@@ -53,7 +58,7 @@ export interface GatewayOptions {
   upstreamAuth?: ReadonlyMap<string, UpstreamAuth>; // protected upstreams' credentials (#19), by server
 }
 
-export type { Health } from './health.js';
+export type { Health } from './lifecycle.js';
 
 /**
  * The gateway's state: upstream pool, current catalog snapshot, sessions. The HTTP layer

@@ -18,9 +18,14 @@ import { ManifoldError } from '../errors.js';
 import { type Era, McpCode, MODERN_VERSIONS } from '../protocol/versions.js';
 import { brief, httpStatusOf, UpstreamHttpError } from './call-errors.js';
 import { LegacySession } from './legacy/session.js';
-import { markOverSse, reachedOverSse, SSE_FALLBACK_STATUSES } from './legacy/sse-fallback.js';
 import { forwardingTransport } from './legacy/transport-wrap.js';
-import { createTransport, upstreamUrl } from './legacy/transports.js';
+import {
+  createTransport,
+  markOverSse,
+  reachedOverSse,
+  SSE_FALLBACK_STATUSES,
+  upstreamUrl,
+} from './legacy/transports.js';
 import { type DiscoverInfo, ModernSession, readDiscover } from './modern/session.js';
 import { modernStamp, modernWire } from './modern/wire.js';
 import type { SessionDeps, SessionEvents, UpstreamSession } from './session.js';

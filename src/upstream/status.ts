@@ -1,7 +1,7 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import type { VerifiedListing } from '../gateway/drift-gate.js';
-import { reachedOverSse } from './legacy/sse-fallback.js';
+import { reachedOverSse } from './legacy/transports.js';
 import type { UpstreamSession } from './session.js';
 import type { UpstreamState, UpstreamStatus } from './types.js';
 

@@ -12,7 +12,6 @@ import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.j
 import type { SubjectKey } from './oauth/types.js';
 import { Recovery } from './recovery.js';
 import { type ListKind, NotServing, type UpstreamSession } from './session.js';
-import { sessions } from './session-layer.js';
 import { upstreamStatus } from './status.js';
 import { Subscriptions } from './subscriptions.js';
 import type { CallOptions, UpstreamDeps, UpstreamState, UpstreamStatus } from './types.js';
@@ -443,3 +442,14 @@ export class Upstream {
     return session ? session.close().catch(() => {}) : Promise.resolve();
   }
 }
+
+/**
+ * The session layer (the SDK client, its transports, the HTTP wires) is loaded on the first
+ * connection, not with the gateway: the listener opens before any of it is needed (#18, start time).
+ */
+let sessionLayer: Promise<typeof import('./probe.js')> | undefined;
+
+export const sessions = (): Promise<typeof import('./probe.js')> => {
+  sessionLayer ??= import('./probe.js');
+  return sessionLayer;
+};

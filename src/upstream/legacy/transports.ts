@@ -1,13 +1,14 @@
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../../config/types.js';
 import { ManifoldError } from '../../errors.js';
 import { egressDeniedError } from '../../guards/egress/policy.js';
 import type { Logger } from '../../lib/log.js';
 import type { Platform } from '../../platform.js';
 import { egressPolicyOf } from '../wire/egress-fetch.js';
-import { deliveredOnce } from './sse-once.js';
+import { forwardingTransport, type OnMessage } from './transport-wrap.js';
 
 /**
  * Builds the transport for one configured server. HTTP transports use the platform's egress
@@ -54,7 +55,7 @@ export function createTransport(server: ServerConfig, platform: Platform, log: L
         requestInit: { headers: server.headers },
         redirectPolicy: redirectPolicy(platform),
       });
-      // Only workerd delivers each event twice (sse-once.ts); elsewhere nothing to undo.
+      // Only workerd delivers each event twice (deliveredOnce, below); elsewhere nothing to undo.
       return platform.runtime === 'workers' ? deliveredOnce(sse) : sse;
     }
   }
@@ -82,4 +83,47 @@ export function upstreamUrl(server: ServerConfig, platform: Platform, log: Logge
  */
 function redirectPolicy(platform: Platform): 'follow' | 'same-origin' {
   return egressPolicyOf(platform.fetch) ? 'follow' : 'same-origin';
+}
+
+/**
+ * Servers configured by `url` alone that refused the streamable-HTTP initialize (400, 404 or 405)
+ * and answered over HTTP+SSE instead (transports, backwards compatibility). Keyed by the server's
+ * config object: reconnects go straight to SSE, and status reports the transport in use.
+ */
+const overSse = new WeakSet<object>();
+
+/** Refusals of a streamable-HTTP initialize that mean "try the HTTP+SSE transport". */
+export const SSE_FALLBACK_STATUSES: ReadonlySet<number> = new Set([400, 404, 405]);
+
+export function markOverSse(config: object): void {
+  overSse.add(config);
+}
+
+export function reachedOverSse(config: object): boolean {
+  return overSse.has(config);
+}
+
+/**
+ * The `eventsource` package (under the SDK's HTTP+SSE transport) calls its `onmessage` handler
+ * itself and then dispatches the same event, and workerd's `EventTarget` calls a target's
+ * `onmessage` property on dispatch too: on Workers every message of an HTTP+SSE upstream arrived
+ * twice (progress `[1, 1, 2, 2, …]`, #16). The second delivery is the same event within the same
+ * synchronous turn, so a message identical to the one delivered just before it, with no task in
+ * between, is dropped (two identical messages back to back in one turn could at most be a repeated
+ * notification, which is idempotent). Used on Workers only.
+ */
+export function deliveredOnce(inner: Transport): Transport {
+  let last: string | undefined;
+  const once =
+    (h: OnMessage): OnMessage =>
+    (message: JSONRPCMessage, extra) => {
+      const text = JSON.stringify(message);
+      if (text === last) return;
+      last = text;
+      queueMicrotask(() => {
+        if (last === text) last = undefined;
+      });
+      h(message, extra);
+    };
+  return forwardingTransport(inner, { wrap: once });
 }
