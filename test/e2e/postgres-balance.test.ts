@@ -11,10 +11,10 @@ import {
   DRIFT,
   type ModernHandle,
 } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { eventually, ROOT } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/modern.js';
 import { freshDatabase, type SpawnedInstance, spawnInstances } from '../helpers/postgres.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 // #15: three `manifold serve` processes on one Postgres behind a round-robin balancer on loopback
 // (no sticky routing): what clients of both eras see through it, what every instance sees after a
@@ -117,9 +117,7 @@ describe('three gateways on one Postgres behind a round-robin balancer', () => {
           pageSize: 2,
           drift: { recheckSeconds: 0 },
           auth: {
-            issuer: ISS,
-            audience: AUD,
-            publicKey: issuer.publicKey,
+            ...issuer.auth,
             tenantClaim: 'tid',
             tenants: { limited: { callsPerMinute: LIMIT } },
           },

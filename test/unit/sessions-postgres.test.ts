@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
-import type { Principal } from '../../src/auth/principal.js';
 import { isManifoldError } from '../../src/errors.js';
 import { toRpcError } from '../../src/server/mcp/errors.js';
 import { SessionTable } from '../../src/server/mcp/sessions.js';
 import { type SessionRecord, SharedSessions } from '../../src/server/mcp/shared-sessions.js';
+import { principal } from '../helpers/factories.js';
 import { eventually } from '../helpers/harness.js';
 import { freshDatabase } from '../helpers/postgres.js';
 
@@ -127,13 +127,7 @@ describe('SharedSessions over Postgres', () => {
         () => now,
         () => {},
       );
-      const alice: Principal = {
-        tenant: 'acme',
-        subject: 'alice',
-        grants: ['*'],
-        key: 'acme/alice',
-        viewKey: 'acme/alice',
-      };
+      const alice = principal({ tenant: 'acme', subject: 'alice' });
       const session = table.create(alice, '2025-11-25', now);
       await shared.opened(session);
       // Another instance sets the level (its own copy and the row).
@@ -166,13 +160,7 @@ describe('a session store that does not answer', () => {
       () => 1_000,
       (what) => failures.push(what),
     );
-    const alice: Principal = {
-      tenant: 'acme',
-      subject: 'alice',
-      grants: ['*'],
-      key: 'acme/alice',
-      viewKey: 'acme/alice',
-    };
+    const alice = principal({ tenant: 'acme', subject: 'alice' });
     const held = table.create(alice, '2025-11-25', 1_000);
     await store.close();
     const outcome = await shared.find('6f1c1f7e-8a43-4a4b-9d43-0b7f3c3a1d09', alice).then(

@@ -1,14 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
-import type { Principal } from '../../src/auth/principal.js';
 import { SessionTable } from '../../src/server/mcp/sessions.js';
+import { principal as made } from '../helpers/factories.js';
 
-const principal = (tenant: string, subject: string): Principal => ({
-  tenant,
-  subject,
-  grants: ['*'],
-  key: `${tenant}/${subject}`,
-  viewKey: `${tenant}/${subject}`,
-});
+const principal = (tenant: string, subject: string) => made({ tenant, subject });
 
 describe('#13.7 sessions are bounded per principal and per tenant', () => {
   it("a flood of sessions by one principal evicts only that principal's own, oldest first", () => {
