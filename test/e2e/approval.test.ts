@@ -222,6 +222,7 @@ describe('human approval, risk classes and trust tiers (#14)', () => {
             expect(r.isError).toBe(true);
             expect(r.text).toContain('Nobody approved');
             expect(r.meta['manifold/approval']).toBe('timeout');
+            // Waiting to see that nothing happens: the late approval must not start the call.
             await new Promise((res) => setTimeout(res, 300));
             expect(count()).toBe(before);
           } finally {

@@ -365,6 +365,7 @@ describe('#13.4 client-facing error text names only what the caller may see, and
 
   it('a 401 is not retried in a tight loop', async () => {
     const before = refusing.events.filter((e) => e.event === 'refused').length;
+    // Attempts counted over a fixed window of time: the window is what is measured.
     await new Promise((r) => setTimeout(r, 3000));
     const during = refusing.events.filter((e) => e.event === 'refused').length - before;
     // The test backoff is 200 ms growing to 1 s: a handful of attempts, never hundreds.

@@ -172,6 +172,7 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     expect(first.body.result?.resultType).toBe('input_required');
     const [key] = Object.keys(first.body.result!.inputRequests as object);
     const gone = new AbortController();
+    let streamed = false;
     const retried = modernRequest(
       b.url,
       'tools/call',
@@ -181,11 +182,18 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
         inputResponses: { [key!]: { action: 'accept', content: { name: 'Kay' } } },
         requestState: first.body.result!.requestState,
       },
-      { meta: CAPS, headers: { authorization: `Bearer ${alice}` }, signal: gone.signal },
+      {
+        meta: CAPS,
+        headers: { authorization: `Bearer ${alice}` },
+        signal: gone.signal,
+        onMessage: (m) => {
+          if (m.method === 'notifications/progress') streamed = true;
+        },
+      },
     ).catch((e: unknown) => e);
     // The answer reached A's upstream through B, and its progress streams back; then the client leaves B.
     await eventually(() => readFileSync(askLog, 'utf8').includes('answered Kay'), 'the answer upstream');
-    await new Promise((r) => setTimeout(r, 300));
+    await eventually(() => streamed, 'progress streamed back through B');
     gone.abort();
     expect(await retried).toBeInstanceOf(Error);
     await eventually(() => readFileSync(askLog, 'utf8').includes('cancelled'), 'the cancellation upstream');

@@ -203,6 +203,7 @@ describe('legacy sessions on any instance of one Postgres', () => {
       route.to = 1;
       await client.listTools();
       const [a, b] = urls() as [string, string];
+      // Time itself must pass (the idle limit); asking meanwhile would count as use.
       await new Promise((r) => setTimeout(r, 2500));
       expect((await post(b, tokens.alice, sid, listTools)).status).toBe(404);
       expect((await post(a, tokens.alice, sid, listTools)).status).toBe(404);

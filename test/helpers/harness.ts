@@ -113,10 +113,9 @@ export function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
-export async function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    const ok = await new Promise<boolean>((res) => {
+export function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const listening = () =>
+    new Promise<boolean>((res) => {
       const s = netConnect(port, '127.0.0.1');
       s.once('connect', () => {
         s.destroy();
@@ -124,10 +123,7 @@ export async function waitForPort(port: number, timeoutMs: number): Promise<void
       });
       s.once('error', () => res(false));
     });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`nothing listening on ${port} after ${timeoutMs} ms`);
+  return eventually(listening, `something listening on ${port}`, timeoutMs, 100);
 }
 
 /**

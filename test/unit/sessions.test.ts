@@ -84,6 +84,8 @@ describe('#15 the table tells a shared store which sessions end for good', () =>
     const expired: string[] = [];
     idle.onForget = (id) => expired.push(id);
     const s = idle.create(a, '2025-11-25', 0);
+    // Time itself must pass: the idle limit is read from the clock, and asking earlier would
+    // count as use.
     await new Promise((r) => setTimeout(r, 120));
     expect(idle.get(s.id, a.key)).toBeUndefined();
     expect(expired).toEqual([]);
