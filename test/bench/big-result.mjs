@@ -326,7 +326,7 @@ export function bigResultTargets(r) {
     path('http'),
     {
       id: 'big-result-default-caps',
-      rule: `a ${mib} result, default caps: refused or truncated, peak RSS growth ≤ ${d.stdio.boundMb} MB`,
+      rule: `a ${mib} result, default caps: refused (an error or isError) or truncated, peak RSS growth ≤ ${d.stdio.boundMb} MB`,
       measured: `stdio ${d.stdio.outcome}, +${d.stdio.growthMb} MB; HTTP ${d.http.outcome}, +${d.http.growthMb} MB`,
       pass: d.stdio.pass && d.http.pass,
     },

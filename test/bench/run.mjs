@@ -111,12 +111,11 @@ async function openSession(url, headers = {}) {
 async function manifold(config) {
   const path = join(tmp, `cfg-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(path, JSON.stringify(config));
-  const started = performance.now();
   const g = start(process.execPath, [CLI, 'serve', '--config', path, '--port', '0', '--log-level', 'info'], {
     portFrom: 'log',
   });
   const port = await g.port;
-  return { ...g, port, url: `http://127.0.0.1:${port}/mcp`, started };
+  return { ...g, port, url: `http://127.0.0.1:${port}/mcp` };
 }
 
 /** A fast upstream (fast-upstream.mjs) over HTTP; its MCP URL. */
