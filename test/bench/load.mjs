@@ -4,6 +4,8 @@
 //   (`rate`: at most that many requests per second in all).
 //   mode "latency": one request at a time over a kept-alive undici connection, timed with
 //   hrtime (autocannon's histogram has whole-millisecond resolution, too coarse for a proxy hop).
+//   It runs for `duration` s and at least until it has `minSamples` samples after the `warmup`
+//   requests, but never past `limit` s: a short phase on a busy machine still measures something.
 //   With `samples: true` the sorted samples (µs) come back too, for merging rounds.
 import autocannon from 'autocannon';
 import { Client } from 'undici';
@@ -18,11 +20,18 @@ if (o.mode === 'latency') {
   const url = new URL(o.url);
   const client = new Client(url.origin, { pipelining: 1 });
   const samples = [];
-  const until = performance.now() + o.duration * 1000;
+  const t0 = performance.now();
+  const until = t0 + o.duration * 1000;
+  const limit = t0 + (o.limit ?? Math.max(30, 4 * o.duration)) * 1000;
+  const minSamples = o.minSamples ?? 1;
+  const more = () => {
+    const now = performance.now();
+    return now < limit && (now < until || samples.length < minSamples);
+  };
   let errors = 0;
   let n = 0;
-  while (performance.now() < until && n < (o.amount ?? 1e9)) {
-    const t0 = process.hrtime.bigint();
+  while (more() && n < (o.amount ?? 1e9)) {
+    const sent = process.hrtime.bigint();
     const res = await client.request({
       method: 'POST',
       path: url.pathname,
@@ -30,7 +39,7 @@ if (o.mode === 'latency') {
       body: o.body,
     });
     await res.body.text();
-    const us = Number(process.hrtime.bigint() - t0) / 1000;
+    const us = Number(process.hrtime.bigint() - sent) / 1000;
     if (res.statusCode !== 200) errors++;
     if (n >= (o.warmup ?? 50)) samples.push(us);
     n++;

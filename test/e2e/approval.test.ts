@@ -7,9 +7,9 @@ import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextp
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpTap, startReferenceHttp, tapStdio } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { EVERYTHING, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * #14: risk classes, trust tiers and human approval, with real upstreams of both eras
@@ -222,6 +222,7 @@ describe('human approval, risk classes and trust tiers (#14)', () => {
             expect(r.isError).toBe(true);
             expect(r.text).toContain('Nobody approved');
             expect(r.meta['manifold/approval']).toBe('timeout');
+            // Waiting to see that nothing happens: the late approval must not start the call.
             await new Promise((res) => setTimeout(res, 300));
             expect(count()).toBe(before);
           } finally {
@@ -387,7 +388,7 @@ describe('risk grants: a token scoped to every read tool (#14)', () => {
         ev: { command: process.execPath, args: [EVERYTHING, 'stdio'], risk: { 'get-sum': 'read' } },
         evt: { command: process.execPath, args: [EVERYTHING, 'stdio'], trustAnnotations: true },
       },
-      gateway: { auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey } },
+      gateway: { auth: { ...issuer.auth } },
     });
   }, 60_000);
 

@@ -1,16 +1,9 @@
 import { spawn } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  EVERYTHING,
-  MEMORY,
-  ROOT,
-  startTestGateway,
-  stopChild,
-  type TestGateway,
-} from '../helpers/harness.js';
+import { everythingStdio, memoryStdio, type TestIssuer, testIssuer } from '../helpers/factories.js';
+import { ROOT, startTestGateway, stopChild, type TestGateway } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/modern.js';
 
 const ISS = 'https://issuer.example';
@@ -21,18 +14,10 @@ const ACCEPT = 'application/json, text/event-stream';
 describe('per-tenant JWT grants, end to end', () => {
   let gw: TestGateway;
   let recorder: ReturnType<typeof spawn>;
-  let privateKey: CryptoKey;
+  let issuer: TestIssuer;
   const tokens = { alice: '', bob: '', carol: '', admin: '', dave: '' };
   const clients: Client[] = [];
-
-  const mint = (claims: Record<string, unknown>) =>
-    new SignJWT(claims)
-      .setProtectedHeader({ alg: 'ES256' })
-      .setIssuer(ISS)
-      .setAudience(AUD)
-      .setIssuedAt()
-      .setExpirationTime('10m')
-      .sign(privateKey);
+  const mint = (claims: Record<string, unknown>) => issuer.mint(claims);
 
   async function connect(token: string): Promise<Client> {
     const client = new Client({ name: 'tenant', version: '1' });
@@ -69,9 +54,7 @@ describe('per-tenant JWT grants, end to end', () => {
   };
 
   beforeAll(async () => {
-    const pair = await generateKeyPair('ES256', { extractable: true });
-    privateKey = pair.privateKey;
-    const publicKey = await exportSPKI(pair.publicKey);
+    issuer = await testIssuer(ISS, AUD);
     recorder = spawn(process.execPath, [`${ROOT}/test/fixtures/header-recorder.mjs`], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -80,22 +63,18 @@ describe('per-tenant JWT grants, end to end', () => {
     );
     gw = await startTestGateway({
       mcpServers: {
-        everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
-        memory: {
-          command: process.execPath,
-          args: [MEMORY],
+        everything: everythingStdio(),
+        memory: memoryStdio({
           env: { MEMORY_FILE_PATH: '/tmp/manifold-auth-memory.jsonl' },
           budgetTokens: 300,
-        },
+        }),
         recorder: { url: `http://127.0.0.1:${port}/mcp` },
       },
       gateway: {
         allowedHosts: [`127.0.0.1:${port}`],
         pageSize: 4,
         auth: {
-          issuer: ISS,
-          audience: AUD,
-          publicKey,
+          ...issuer.auth,
           tenantClaim: 'tid',
           authorizationServers: [ISS],
           tenants: { acme: { grants: ['everything__*', 'recorder__*'] }, umbrella: { callsPerMinute: 3 } },

@@ -1,10 +1,11 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, run, runCli } from '../helpers/dist.js';
 import {
   connectClient,
   eventually,
@@ -15,7 +16,6 @@ import {
 } from '../helpers/harness.js';
 
 const DRIFT = `${ROOT}/test/fixtures/drift-server.mjs`;
-const CLI = `${ROOT}/dist/manifold.js`;
 const SECRET = 'sk-live-drift-secret-9f8e7d';
 
 type ToolDef = {
@@ -75,15 +75,12 @@ describe('drift quarantine on a durable store', () => {
     client = undefined;
     gw = undefined;
   };
-  /** A manifold command on this test's config, without a terminal (as a script runs it). */
-  const manifold = (command: string, args: string[]) => {
-    if (!existsSync(CLI)) throw new Error('dist is missing: run npm run build (npm test does)');
-    return spawnSync(process.execPath, [CLI, command, ...args, '--config', configFile], {
-      encoding: 'utf8',
-      env: { ...process.env, ...env },
-      timeout: 30_000,
-    });
-  };
+  /**
+   * A manifold command on this test's config, without a terminal (as a script runs it), while the
+   * gateway in this process goes on serving.
+   */
+  const manifold = (command: string, args: string[]) =>
+    runCli([command, ...args, '--config', configFile], { env });
   const retrust = (args: string[]) => manifold('retrust', [...args, '--yes']);
 
   beforeAll(() => {
@@ -178,18 +175,18 @@ describe('drift quarantine on a durable store', () => {
     const health = await (await fetch(gw!.url.replace('/mcp', '/healthz'))).json();
     const fx = health.upstreams.find((u: { name: string }) => u.name === 'fx');
     expect(fx.drift).toEqual({ quarantined: ['alpha', 'beta'], withheld: ['gamma'] });
-    const r = manifold('check', []);
+    const r = await manifold('check', []);
     expect(r.status, r.stderr).toBe(1);
     expect(r.stdout).toContain('fx: quarantined (changed since trusted): alpha, beta');
     expect(r.stdout).toContain('fx: withheld (new, never trusted): gamma');
     expect(r.stdout).toContain('`manifold retrust fx`');
     expect(r.stdout + r.stderr).not.toContain('baseline_recorded');
     // Still pending for the gateway: check accepted nothing.
-    expect(manifold('drift', ['fx']).status).toBe(1);
+    expect((await manifold('drift', ['fx'])).status).toBe(1);
   });
 
   it('manifold drift shows every pending change with its diff, exits 1, and changes nothing', async () => {
-    const r = manifold('drift', []);
+    const r = await manifold('drift', []);
     expect(r.status, r.stderr).toBe(1);
     expect(r.stdout).toContain('fx: 4 change(s) since it was trusted; `manifold retrust fx` to accept');
     expect(r.stdout).toContain('- Alpha v1.');
@@ -201,15 +198,15 @@ describe('drift quarantine on a durable store', () => {
     const tools = await names();
     expect(tools.find((t) => t.name === 'fx__beta')?.description).toMatch(/^Quarantined:/);
     expect(tools.map((t) => t.name)).not.toContain('fx__gamma');
-    expect(manifold('drift', ['nosuch']).status).toBe(2);
+    expect((await manifold('drift', ['nosuch'])).status).toBe(2);
   });
 
   it('retrust without --yes and without a terminal refuses and writes nothing', async () => {
-    const r = manifold('retrust', ['fx']);
+    const r = await manifold('retrust', ['fx']);
     expect(r.status).toBe(2);
     expect(r.stdout).toContain('+ new tool gamma');
     expect(r.stderr).toContain('not re-trusted: confirm on a terminal, or pass --yes');
-    expect(manifold('drift', ['fx']).status).toBe(1);
+    expect((await manifold('drift', ['fx'])).status).toBe(1);
     expect((await names()).find((t) => t.name === 'fx__beta')?.description).toMatch(/^Quarantined:/);
   });
 
@@ -218,12 +215,7 @@ describe('drift quarantine on a durable store', () => {
     const command = [process.execPath, CLI, 'retrust', 'fx', '--tool', 'beta', '--config', configFile]
       .map((a) => `'${a}'`)
       .join(' ');
-    const r = spawnSync('script', ['-qec', command, '/dev/null'], {
-      encoding: 'utf8',
-      env: { ...process.env, ...env },
-      input: 'n\n',
-      timeout: 30_000,
-    });
+    const r = await run('script', ['-qec', command, '/dev/null'], { env, input: 'n\n' });
     expect(r.stdout).toContain('re-trust fx (tool beta) with the 1 change(s) above? [y/N]');
     expect(r.stdout).toContain('not re-trusted: fx is unchanged');
     expect(r.status).toBe(1);
@@ -232,7 +224,7 @@ describe('drift quarantine on a durable store', () => {
 
   it('retrust --tool shows the diff and restores only that tool, live', async () => {
     const before = notified;
-    const r = retrust(['fx', '--tool', 'alpha']);
+    const r = await retrust(['fx', '--tool', 'alpha']);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('- Alpha v1.');
     expect(r.stdout).toContain('+ Alpha v2: also uploads your files.');
@@ -245,7 +237,7 @@ describe('drift quarantine on a durable store', () => {
 
   it('C3: retrust of the whole server restores every tool with its new text', async () => {
     const before = notified;
-    const r = retrust(['fx']);
+    const r = await retrust(['fx']);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('+ new tool gamma');
     await eventually(() => notified > before, 'list_changed after retrust');
@@ -300,12 +292,12 @@ describe('drift quarantine on a durable store', () => {
       expect(health.upstreams.find((u: { name: string }) => u.name === 'remote').drift).toMatchObject({
         identityChanged: true,
       });
-      const checked = manifold('check', []);
+      const checked = await manifold('check', []);
       expect(checked.status).toBe(1);
       expect(checked.stdout).toContain('remote: its command, args or URL changed since it was trusted');
       expect(checked.stdout).toContain('`manifold retrust remote`');
       const before = notified;
-      const r = retrust(['remote']);
+      const r = await retrust(['remote']);
       expect(r.status, r.stderr).toBe(0);
       expect(r.stdout).toContain('identity of remote changed');
       await eventually(() => notified > before, 'list_changed after re-trusting the new URL');

@@ -3,8 +3,8 @@ import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testIssuer } from '../helpers/factories.js';
 import { type Fixture, health, startFixture } from '../helpers/fixture.js';
 import {
   connectClient,
@@ -281,15 +281,8 @@ describe('#13.4 client-facing error text names only what the caller may see, and
       startFixture(SCRIPTED),
     ]);
     closedPort = await freePort();
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    mint = (claims) =>
-      new SignJWT(claims)
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setIssuedAt()
-        .setExpirationTime('10m')
-        .sign(privateKey);
+    const issuer = await testIssuer(ISS, AUD);
+    mint = (claims) => issuer.mint(claims);
     gw = await startTestGateway(
       {
         mcpServers: {
@@ -301,7 +294,7 @@ describe('#13.4 client-facing error text names only what the caller may see, and
         },
         gateway: {
           allowedHosts: ['127.0.0.1'],
-          auth: { issuer: ISS, audience: AUD, publicKey: await exportSPKI(publicKey) },
+          auth: issuer.auth,
         },
       },
       { env: { ALPHA_KEY: SECRET, QUOTED_KEY: QUOTED }, waitReady: true },
@@ -372,6 +365,7 @@ describe('#13.4 client-facing error text names only what the caller may see, and
 
   it('a 401 is not retried in a tight loop', async () => {
     const before = refusing.events.filter((e) => e.event === 'refused').length;
+    // Attempts counted over a fixed window of time: the window is what is measured.
     await new Promise((r) => setTimeout(r, 3000));
     const during = refusing.events.filter((e) => e.event === 'refused').length - before;
     // The test backoff is 200 ms growing to 1 s: a handful of attempts, never hundreds.

@@ -2,7 +2,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baselineFrom } from '../../src/guards/drift/fingerprint.js';
 import { encodeHeaderValue } from '../../src/protocol/headers.js';
@@ -21,10 +20,10 @@ import {
   type TapLine,
   tapStdio,
 } from '../helpers/clients.js';
+import { memoryStdio, stdioServer, testIssuer } from '../helpers/factories.js';
 import {
   EVERYTHING,
   eventually,
-  MEMORY,
   type Spawned,
   startEverythingHttp,
   startTestGateway,
@@ -354,16 +353,8 @@ describe('era matrix: legacy and modern clients x legacy and modern upstreams, o
   const handle = (kind: 'legacy' | 'modern'): AnyHandle => (kind === 'legacy' ? legacy : modern);
 
   beforeAll(async () => {
-    const pair = await generateKeyPair('ES256', { extractable: true });
-    const publicKey = await exportSPKI(pair.publicKey);
-    const mint = (sub: string, scope: string) =>
-      new SignJWT({ sub, scope })
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setIssuedAt()
-        .setExpirationTime('10m')
-        .sign(pair.privateKey);
+    const issuer = await testIssuer(ISS, AUD);
+    const mint = (sub: string, scope: string) => issuer.mint({ scope }, sub);
 
     const dir = mkdtempSync(join(tmpdir(), 'manifold-matrix-'));
     toolsFile = join(dir, 'tools.json');
@@ -399,12 +390,8 @@ describe('era matrix: legacy and modern clients x legacy and modern upstreams, o
         eh: { url: `http://127.0.0.1:${ehTap.port}/mcp`, maxResultBytes: CAP },
         rh: { url: `http://127.0.0.1:${rhTap.port}/mcp`, maxResultBytes: CAP },
         rs: { command: rsTap.command, args: rsTap.args, maxResultBytes: CAP },
-        mem: {
-          command: process.execPath,
-          args: [MEMORY],
-          env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
-        },
-        ds: { command: process.execPath, args: [DRIFT], env: { DRIFT_TOOLS_FILE: toolsFile } },
+        mem: memoryStdio({ env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') } }),
+        ds: stdioServer(DRIFT, [], { env: { DRIFT_TOOLS_FILE: toolsFile } }),
         rl: {
           url: refLegacyHttp.url,
           protocol: '2025-11-25',
@@ -414,7 +401,7 @@ describe('era matrix: legacy and modern clients x legacy and modern upstreams, o
       gateway: {
         pageSize: 10,
         allowedHosts: [ehTap.port, rhTap.port, refLegacyHttp.port].map((p) => `127.0.0.1:${p}`),
-        auth: { issuer: ISS, audience: AUD, publicKey },
+        auth: issuer.auth,
       },
     });
     const everyone = await mint('matrix-user', 'tools:*');

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { EVERYTHING, eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { parsePromText, type Scrape } from '../helpers/prom-text.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 const ISS = 'https://issuer.example';
 const AUD = 'manifold-metrics';
@@ -83,9 +83,7 @@ describe('GET /metrics: Prometheus text, scraped and parsed', () => {
       gateway: {
         drift: { recheckSeconds: 0 },
         auth: {
-          issuer: ISS,
-          audience: AUD,
-          publicKey: issuer.publicKey,
+          ...issuer.auth,
           tenantClaim: 'tid',
           tenants: { limited: { callsPerMinute: 1 } },
         },

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,15 +10,15 @@ import {
   DRIFT,
   type ModernHandle,
 } from '../helpers/clients.js';
-import { eventually, ROOT } from '../helpers/harness.js';
+import { runCli } from '../helpers/dist.js';
+import { testIssuer } from '../helpers/factories.js';
+import { eventually } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/modern.js';
 import { freshDatabase, type SpawnedInstance, spawnInstances } from '../helpers/postgres.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 // #15: three `manifold serve` processes on one Postgres behind a round-robin balancer on loopback
 // (no sticky routing): what clients of both eras see through it, what every instance sees after a
 // drift and a re-trust, one rate limit for all, and one instance killed (SIGKILL) under load.
-const CLI = `${ROOT}/dist/manifold.js`;
 const INSTANCES = 3;
 const ISS = 'https://issuer.balance.test';
 const AUD = 'manifold-balance';
@@ -117,9 +116,7 @@ describe('three gateways on one Postgres behind a round-robin balancer', () => {
           pageSize: 2,
           drift: { recheckSeconds: 0 },
           auth: {
-            issuer: ISS,
-            audience: AUD,
-            publicKey: issuer.publicKey,
+            ...issuer.auth,
             tenantClaim: 'tid',
             tenants: { limited: { callsPerMinute: LIMIT } },
           },
@@ -190,11 +187,7 @@ describe('three gateways on one Postgres behind a round-robin balancer', () => {
   });
 
   it('manifold retrust (CLI) reaches every instance', async () => {
-    const r = spawnSync(process.execPath, [CLI, 'retrust', 'fx', '--yes', '--config', configFile], {
-      encoding: 'utf8',
-      env: { ...process.env, ...env() },
-      timeout: 30_000,
-    });
+    const r = await runCli(['retrust', 'fx', '--yes', '--config', configFile], { env: env() });
     expect(r.status, r.stderr).toBe(0);
     for (const i of instances) {
       await eventually(

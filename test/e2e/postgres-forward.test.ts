@@ -8,11 +8,11 @@ import {
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Sealer } from '../../src/auth/seal.js';
+import { testIssuer } from '../helpers/factories.js';
 import { EVERYTHING, eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { legacyRequest, legacySession } from '../helpers/legacy.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { freshDatabase } from '../helpers/postgres.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 // #15: a modern client's retry of a call held on one instance (a legacy upstream asked for
 // elicitation mid-call) lands on another instance, which forwards it to the holder through the
@@ -65,7 +65,7 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
         store: { postgres: '${MANIFOLD_PG_URL}' },
         // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         cursorSecret: '${MANIFOLD_CURSOR_SECRET}',
-        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+        auth: { ...issuer.auth },
       },
     };
     const env = { MANIFOLD_PG_URL: url, MANIFOLD_CURSOR_SECRET: SECRET };
@@ -172,6 +172,7 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     expect(first.body.result?.resultType).toBe('input_required');
     const [key] = Object.keys(first.body.result!.inputRequests as object);
     const gone = new AbortController();
+    let streamed = false;
     const retried = modernRequest(
       b.url,
       'tools/call',
@@ -181,11 +182,18 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
         inputResponses: { [key!]: { action: 'accept', content: { name: 'Kay' } } },
         requestState: first.body.result!.requestState,
       },
-      { meta: CAPS, headers: { authorization: `Bearer ${alice}` }, signal: gone.signal },
+      {
+        meta: CAPS,
+        headers: { authorization: `Bearer ${alice}` },
+        signal: gone.signal,
+        onMessage: (m) => {
+          if (m.method === 'notifications/progress') streamed = true;
+        },
+      },
     ).catch((e: unknown) => e);
     // The answer reached A's upstream through B, and its progress streams back; then the client leaves B.
     await eventually(() => readFileSync(askLog, 'utf8').includes('answered Kay'), 'the answer upstream');
-    await new Promise((r) => setTimeout(r, 300));
+    await eventually(() => streamed, 'progress streamed back through B');
     gone.abort();
     expect(await retried).toBeInstanceOf(Error);
     await eventually(() => readFileSync(askLog, 'utf8').includes('cancelled'), 'the cancellation upstream');
@@ -287,13 +295,19 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
     expect(created.body.result?.resultType).toBe('task');
     const taskId = created.body.result!.taskId as string;
     const until = async (done: (t: Record<string, unknown>) => boolean) => {
-      const end = Date.now() + 30_000;
-      for (;;) {
-        const r = await on(b, 'tasks/get', { taskId });
-        expect(r.body.error).toBeUndefined();
-        if (done(r.body.result!) || Date.now() > end) return r.body.result!;
-        await new Promise((r) => setTimeout(r, 150));
-      }
+      let t: Record<string, unknown> = {};
+      await eventually(
+        async () => {
+          const r = await on(b, 'tasks/get', { taskId });
+          expect(r.body.error).toBeUndefined();
+          t = r.body.result!;
+          return done(t);
+        },
+        () => `task ${taskId} to get there, last ${JSON.stringify(t)}`,
+        30_000,
+        150,
+      );
+      return t;
     };
     // B's own server-everything never heard of this task: every answer below is A's, through B.
     const waiting = await until((t) => t.status === 'input_required' && t.inputRequests !== undefined);

@@ -1,17 +1,16 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, DRIFT } from '../helpers/clients.js';
-import { eventually, ROOT, type TestGateway } from '../helpers/harness.js';
+import { runCli } from '../helpers/dist.js';
+import { eventually, type TestGateway } from '../helpers/harness.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { freshDatabase, startInstances, stopInstances } from '../helpers/postgres.js';
 
 // #15: several gateway instances on one Postgres. Three gateways in this process, each with its
 // own stdio child of the drift fixture (one tools file), share nothing but the database.
-const CLI = `${ROOT}/dist/manifold.js`;
 const INSTANCES = 3;
 
 type ToolDef = { name: string; description: string; inputSchema: Record<string, unknown> };
@@ -49,14 +48,8 @@ describe('several gateways on one Postgres', () => {
     MANIFOLD_PG_URL: url,
     MANIFOLD_CURSOR_SECRET: 'one-secret-every-instance-shares-0123456789',
   });
-  const manifold = (args: string[]) => {
-    if (!existsSync(CLI)) throw new Error('dist is missing: run npm run build (npm test does)');
-    return spawnSync(process.execPath, [CLI, ...args, '--config', configFile], {
-      encoding: 'utf8',
-      env: { ...process.env, ...env() },
-      timeout: 30_000,
-    });
-  };
+  /** The CLI on this config, while the gateways in this process go on serving. */
+  const manifold = (args: string[]) => runCli([...args, '--config', configFile], { env: env() });
 
   beforeAll(async () => {
     url = await freshDatabase('gateways');
@@ -171,12 +164,12 @@ describe('several gateways on one Postgres', () => {
     );
   });
 
-  it('manifold check and drift read the baselines from Postgres', () => {
-    const drift = manifold(['drift', 'fx']);
+  it('manifold check and drift read the baselines from Postgres', async () => {
+    const drift = await manifold(['drift', 'fx']);
     expect(drift.status, drift.stderr).toBe(1);
     expect(drift.stdout).toContain('- Alpha v1.');
     expect(drift.stdout).toContain('+ Alpha v2: also uploads your files.');
-    const check = manifold(['check']);
+    const check = await manifold(['check']);
     expect(check.status, check.stderr).toBe(1);
     expect(check.stdout).toContain('fx: quarantined (changed since trusted): alpha');
     expect(drift.stdout + drift.stderr + check.stdout + check.stderr).not.toContain(url);
@@ -184,7 +177,7 @@ describe('several gateways on one Postgres', () => {
 
   it('manifold retrust against Postgres reaches every instance at once (NOTIFY), the poll behind it', async () => {
     const started = Date.now();
-    const r = manifold(['retrust', 'fx', '--yes']);
+    const r = await manifold(['retrust', 'fx', '--yes']);
     expect(r.status, r.stderr).toBe(0);
     const retrusted = Date.now();
     const seen: number[] = [];

@@ -353,6 +353,7 @@ describe('the log reader goes away', () => {
         for (let i = 0; i < 5; i++) {
           const r = await client.callTool({ name: 'everything__echo', arguments: { message: `m${i}` } });
           expect(textOf(r)).toBe(`Echo: m${i}`);
+          // Waiting to see that nothing happens: a failed log write would end the process about now.
           await new Promise((r) => setTimeout(r, 50));
         }
       } finally {

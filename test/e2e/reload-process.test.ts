@@ -142,6 +142,7 @@ describe('reload under load (the CLI, SIGHUP and the watched file)', () => {
     await eventually(() => reloaded().length === 2, 'the second reload', 30_000);
     // ... so the next change waits for SIGHUP.
     write({ ...v2, late: fixture() }, { watchConfig: false });
+    // Waiting to see that nothing happens: a watch still on would reload within this second.
     await new Promise((r) => setTimeout(r, 1000));
     expect(reloaded()).toHaveLength(2);
     p.child.kill('SIGHUP');

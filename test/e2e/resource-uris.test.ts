@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { modernListen } from '../helpers/modern.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * 49.4 / SECURITY J4: a dot segment, in any spelling, never takes a resource read, subscription
@@ -109,7 +109,7 @@ describe('49.4: resource URIs are normalised before every filter, grant and temp
         lg: server('legacy', 'lg'),
         mg: server('modern', 'mg'),
       },
-      gateway: { auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey } },
+      gateway: { auth: { ...issuer.auth } },
     });
     filterToken = await issuer.mint({ scope: 'resources:lf__* resources:mf__*' }, 'filtered');
     grantToken = await issuer.mint(

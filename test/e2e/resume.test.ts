@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFERENCE } from '../helpers/clients.js';
-import { startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { legacySession, type SseEvent, sseEvents } from '../helpers/legacy.js';
 
 /**
@@ -11,7 +11,6 @@ import { legacySession, type SseEvent, sseEvents } from '../helpers/legacy.js';
  */
 
 type Obj = Record<string, unknown>;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function post(url: string, headers: Record<string, string>, id: number, name: string, meta?: Obj) {
   return fetch(url, {
@@ -80,6 +79,8 @@ describe('resumable streams for 2025-11-25 clients', () => {
 
   it('a dropped connection loses nothing: the call runs on and the reconnect replays the rest', async () => {
     const headers = await legacySession(plain.url);
+    const audited = () => plain.logs.filter((l) => l.event === 'audit.tools_call').length;
+    const before = audited();
     const ac = new AbortController();
     const res = await fetch(plain.url, {
       method: 'POST',
@@ -107,7 +108,8 @@ describe('resumable streams for 2025-11-25 clients', () => {
       method: 'notifications/progress',
       params: { progress: 0 },
     });
-    await sleep(400);
+    // The call runs on with nobody connected: its audit line says it finished.
+    await eventually(() => audited() > before, 'the call to finish with the connection gone');
     const rest = await resume(plain.url, headers, seen.at(-1)!.id!);
     const messages = rest.map(message);
     expect(

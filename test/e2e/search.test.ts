@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfigObject } from '../../src/config/index.js';
 import { connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { EVERYTHING, eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * #17: tool search and named profiles, with real stdio upstreams (a search fixture with realistic
@@ -225,7 +225,7 @@ describe('search mode with grants and quarantine (#17)', () => {
       },
       gateway: {
         catalog: { mode: 'search' },
-        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+        auth: { ...issuer.auth },
       },
     });
   }, 60_000);
@@ -314,7 +314,7 @@ describe('named profiles (#17)', () => {
         },
       },
       gateway: {
-        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey, profileClaim: 'profile' },
+        auth: { ...issuer.auth, profileClaim: 'profile' },
       },
     });
   }, 60_000);
@@ -463,7 +463,7 @@ describe('49.9: search ranking over the caller’s own tools', () => {
       mcpServers: { a: drift(mine), ...(only === 'none' ? {} : { [`b${only}`]: drift(theirs[only]) }) },
       gateway: {
         catalog: { mode: 'search' },
-        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+        auth: { ...issuer.auth },
       },
     });
     gw = await startTestGateway(raw('alpha') as Parameters<typeof startTestGateway>[0]);

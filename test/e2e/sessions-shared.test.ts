@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectModern, DRIFT } from '../helpers/clients.js';
+import { stdioServer, type TestIssuer, testIssuer } from '../helpers/factories.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { freshDatabase } from '../helpers/postgres.js';
 
@@ -36,8 +36,7 @@ function routed(urls: () => string[], route: Route): typeof fetch {
 
 describe('legacy sessions on any instance of one Postgres', () => {
   let dir: string;
-  let publicKey: string;
-  let mint: (sub: string) => Promise<string>;
+  let issuer: TestIssuer;
   const tokens = { alice: '', bob: '' };
   const stopAll: (() => Promise<void>)[] = [];
 
@@ -48,12 +47,12 @@ describe('legacy sessions on any instance of one Postgres', () => {
     databases.set(database, url);
     const toolsFile = join(dir, 'tools.json');
     const raw = {
-      mcpServers: { fx: { command: process.execPath, args: [DRIFT], env: { DRIFT_TOOLS_FILE: toolsFile } } },
+      mcpServers: { fx: stdioServer(DRIFT, [], { env: { DRIFT_TOOLS_FILE: toolsFile } }) },
       gateway: {
         // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         store: { postgres: '${MANIFOLD_PG_URL}' },
         sessionIdleSeconds: idleSeconds,
-        auth: { issuer: ISS, audience: AUD, publicKey },
+        auth: issuer.auth,
       },
     };
     const env = { MANIFOLD_PG_URL: url };
@@ -93,18 +92,9 @@ describe('legacy sessions on any instance of one Postgres', () => {
       join(dir, 'tools.json'),
       JSON.stringify([{ name: 'alpha', description: 'Alpha.', inputSchema: { type: 'object' } }]),
     );
-    const pair = await generateKeyPair('ES256', { extractable: true });
-    publicKey = await exportSPKI(pair.publicKey);
-    mint = (sub) =>
-      new SignJWT({ sub, scope: 'tools:*' })
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setIssuedAt()
-        .setExpirationTime('10m')
-        .sign(pair.privateKey);
-    tokens.alice = await mint('alice');
-    tokens.bob = await mint('bob');
+    issuer = await testIssuer(ISS, AUD);
+    tokens.alice = await issuer.mint({ scope: 'tools:*' }, 'alice');
+    tokens.bob = await issuer.mint({ scope: 'tools:*' }, 'bob');
   }, 600_000);
 
   afterAll(async () => {
@@ -213,6 +203,7 @@ describe('legacy sessions on any instance of one Postgres', () => {
       route.to = 1;
       await client.listTools();
       const [a, b] = urls() as [string, string];
+      // Time itself must pass (the idle limit); asking meanwhile would count as use.
       await new Promise((r) => setTimeout(r, 2500));
       expect((await post(b, tokens.alice, sid, listTools)).status).toBe(404);
       expect((await post(a, tokens.alice, sid, listTools)).status).toBe(404);

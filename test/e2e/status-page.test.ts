@@ -5,6 +5,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureChromium, launchChromium } from '../helpers/browser.js';
 import { type AnyHandle, connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import {
   eventually,
   ROOT,
@@ -13,7 +14,6 @@ import {
   startTestGateway,
   type TestGateway,
 } from '../helpers/harness.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * The status page (#16) in a real browser (Debian's Chromium driven by playwright-core): it
@@ -62,7 +62,7 @@ describe('status page in Chromium', () => {
       gateway: {
         allowedHosts: [`127.0.0.1:${web.port}`],
         drift: { recheckSeconds: 0 },
-        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+        auth: { ...issuer.auth },
       },
     });
     admin = await issuer.mint({ scope: 'manifold:admin tools:*' }, 'ops');

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import {
   eventually,
   freePort,
@@ -11,7 +12,6 @@ import {
   startTestGateway,
   type TestGateway,
 } from '../helpers/harness.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * The status page's JSON view (#16) with auth on, without a browser: who sees what, secrets
@@ -89,7 +89,7 @@ describe('status page JSON view (auth on)', () => {
         gateway: {
           allowedHosts: [`127.0.0.1:${web.port}`, `127.0.0.1:${closed}`],
           drift: { recheckSeconds: 0 },
-          auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+          auth: { ...issuer.auth },
         },
       },
       { env: { STATUS_SECRET: SECRET } },

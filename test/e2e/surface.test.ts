@@ -1,10 +1,10 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern, DRIFT, REFERENCE } from '../helpers/clients.js';
-import { EVERYTHING, eventually, MEMORY, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { everythingStdio, memoryStdio, stdioServer, testIssuer } from '../helpers/factories.js';
+import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { modernListen } from '../helpers/modern.js';
 
 /**
@@ -95,40 +95,27 @@ describe('the MCP surface beyond tools, in both eras', () => {
     memoryFile = join(dir, 'memory.jsonl');
     writeFileSync(toolsFile, '[]');
     writeSurface(baseSurface);
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    const spki = await exportSPKI(publicKey);
-    token = (scope) =>
-      new SignJWT({ scope })
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setSubject(`user-${scope.length}`)
-        .setIssuedAt()
-        .setExpirationTime('1h')
-        .sign(privateKey);
+    const issuer = await testIssuer(ISS, AUD, { expiresIn: '1h' });
+    token = (scope) => issuer.mint({ scope }, `user-${scope.length}`);
     gw = await startTestGateway({
       mcpServers: {
-        ev: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
-        ref: { command: process.execPath, args: [REFERENCE, 'stdio'] },
+        ev: everythingStdio(),
+        ref: stdioServer(REFERENCE, ['stdio']),
         // The same fixture in its legacy era: its URIs collide with ref's, so they are rewritten.
-        rl: {
-          command: process.execPath,
-          args: [REFERENCE, 'stdio'],
+        rl: stdioServer(REFERENCE, ['stdio'], {
           protocol: '2025-11-25',
           tools: { allow: ['test_trigger_resource_update'] },
-        },
-        d: {
-          command: process.execPath,
-          args: [DRIFT],
+        }),
+        d: stdioServer(DRIFT, [], {
           env: { DRIFT_TOOLS_FILE: toolsFile, DRIFT_SURFACE_FILE: surfaceFile },
           prompts: { deny: ['secret_*'] },
           resources: { deny: ['file:///hidden/*'] },
           maxResultBytes: 1024,
-        },
+        }),
         // Tools only: it declares neither prompts nor resources.
-        mem: { command: process.execPath, args: [MEMORY], env: { MEMORY_FILE_PATH: memoryFile } },
+        mem: memoryStdio({ env: { MEMORY_FILE_PATH: memoryFile } }),
       },
-      gateway: { pageSize: 4, auth: { issuer: ISS, audience: AUD, publicKey: spki } },
+      gateway: { pageSize: 4, auth: issuer.auth },
     });
     const all = await token('tools:* prompts:* resources:*');
     clients.push(await connectLegacy(gw.url, all), await connectModern(gw.url, all));

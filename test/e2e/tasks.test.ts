@@ -1,11 +1,11 @@
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startReferenceHttp } from '../helpers/clients.js';
-import { EVERYTHING, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { everythingStdio, testIssuer } from '../helpers/factories.js';
+import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { legacyRequest, legacySession } from '../helpers/legacy.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
 
@@ -21,7 +21,6 @@ const TASKS = 'io.modelcontextprotocol/tasks';
 const EXT = { [META_CAPS]: { elicitation: { form: {} }, extensions: { [TASKS]: {} } } };
 const NO_EXT = { [META_CAPS]: { elicitation: { form: {} } } };
 const Passthrough = z.object({}).passthrough();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('tasks through the gateway, both eras', () => {
   let gw: TestGateway;
@@ -33,25 +32,17 @@ describe('tasks through the gateway, both eras', () => {
 
   beforeAll(async () => {
     ref = await startReferenceHttp();
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    const sign = (sub: string) =>
-      new SignJWT({ scope: 'tools:*' })
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setSubject(sub)
-        .setIssuedAt()
-        .setExpirationTime('1h')
-        .sign(privateKey);
+    const issuer = await testIssuer(ISS, AUD, { expiresIn: '1h' });
+    const sign = (sub: string) => issuer.mint({ scope: 'tools:*' }, sub);
     [tokenA, tokenB] = await Promise.all([sign('alice'), sign('bob')]);
     gw = await startTestGateway({
       mcpServers: {
-        ev: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
+        ev: everythingStdio(),
         ref: { url: ref.url },
       },
       gateway: {
         allowedHosts: [`127.0.0.1:${ref.port}`],
-        auth: { issuer: ISS, audience: AUD, publicKey: await exportSPKI(publicKey) },
+        auth: issuer.auth,
       },
     });
   }, 60_000);
@@ -67,15 +58,21 @@ describe('tasks through the gateway, both eras', () => {
   const tasks = (method: string, params: Obj, meta: Obj = EXT, token = tokenA) =>
     modernRequest(gw.url, method, params, { meta, headers: as(token) });
 
+  /** Polls tasks/get until `done`. */
   async function until(taskId: string, done: (t: Obj) => boolean, ms = 20_000): Promise<Obj> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const r = await tasks('tasks/get', { taskId });
-      expect(r.body.error).toBeUndefined();
-      const t = r.body.result!;
-      if (done(t) || Date.now() > end) return t;
-      await sleep(150);
-    }
+    let task: Obj = {};
+    await eventually(
+      async () => {
+        const r = await tasks('tasks/get', { taskId });
+        expect(r.body.error).toBeUndefined();
+        task = r.body.result!;
+        return done(task);
+      },
+      () => `task ${taskId} to get there, last ${JSON.stringify(task)}`,
+      ms,
+      150,
+    );
+    return task;
   }
 
   it('both eras see the capability: the extension for 2026 clients, tasks for 2025 clients', async () => {

@@ -1,10 +1,10 @@
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectLegacy, connectModern } from '../helpers/clients.js';
-import { MEMORY, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { memoryStdio, testIssuer } from '../helpers/factories.js';
+import { startTestGateway, type TestGateway } from '../helpers/harness.js';
 
 /**
  * #13 "Isolation of stateful upstreams between tenants": server-memory (a real stateful server
@@ -39,22 +39,10 @@ describe('isolation of stateful upstreams between tenants (server-memory)', () =
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'mf-tenants-'));
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    mint = (tenant, subject) =>
-      new SignJWT({ tid: tenant, scope: 'tools:*' })
-        .setProtectedHeader({ alg: 'ES256' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setSubject(subject)
-        .setIssuedAt()
-        .setExpirationTime('10m')
-        .sign(privateKey);
-    const memory = (file: string, extra: Obj = {}) => ({
-      command: process.execPath,
-      args: [MEMORY],
-      env: { MEMORY_FILE_PATH: join(dir, file) },
-      ...extra,
-    });
+    const issuer = await testIssuer(ISS, AUD);
+    mint = (tenant, subject) => issuer.mint({ tid: tenant, scope: 'tools:*' }, subject);
+    const memory = (file: string, extra: Obj = {}) =>
+      memoryStdio({ env: { MEMORY_FILE_PATH: join(dir, file) }, ...extra });
     gw = await startTestGateway({
       mcpServers: {
         shared: memory('shared.jsonl'),
@@ -65,7 +53,7 @@ describe('isolation of stateful upstreams between tenants (server-memory)', () =
         }),
       },
       gateway: {
-        auth: { issuer: ISS, audience: AUD, publicKey: await exportSPKI(publicKey), tenantClaim: 'tid' },
+        auth: { ...issuer.auth, tenantClaim: 'tid' },
       },
     });
   });

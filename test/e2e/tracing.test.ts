@@ -272,7 +272,7 @@ describe('tracing on', () => {
       taps
         .mod!.slice(before)
         .some((e) => (e.body?.params as Obj | undefined)?.name === 'test_tool_with_progress');
-    while (!sent()) await new Promise((r) => setTimeout(r, 2));
+    await eventually(sent, 'the call on its way upstream', 15_000, 2);
     abort.abort();
     expect(await pending).toBeInstanceOf(Error);
     const { server, clients } = await spansOf('tools/call');

@@ -8,8 +8,8 @@ import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextp
 import { ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resultText } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * SECURITY G5: a message from an upstream that names no request (a log line, or a question to the
@@ -105,7 +105,7 @@ describe('49.5: messages that name no request never reach another tenant', () =>
         // One child for each subject: whatever it says is that subject's.
         own: { ...lingering, isolation: 'per-subject' },
       },
-      gateway: { auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey, tenantClaim: 'tid' } },
+      gateway: { auth: { ...issuer.auth, tenantClaim: 'tid' } },
     });
   });
 

@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAuthServer } from '../fixtures/oauth-as.mjs';
 import { startProtectedServer } from '../fixtures/protected-server.mjs';
 import { resultText } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
-import { testIssuer } from '../helpers/tokens.js';
 
 /**
  * #19, the gateway side: Manifold as an OAuth client of a protected MCP server, end to end with a
@@ -278,7 +278,7 @@ describe('upstream OAuth, mode user (#19)', () => {
         mcpServers: { gh: { url: up.ps.url, auth: 'user' } },
         gateway: {
           allowedHosts: ['127.0.0.1'],
-          auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+          auth: { ...issuer.auth },
           oauth: { secret: SECRET },
         },
       },

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { buildSync } from 'esbuild';
@@ -6,6 +6,53 @@ import { ROOT } from './harness.js';
 
 /** The built CLI, run the way the docs tell a new user to run it. */
 export const CLI = resolve(ROOT, 'dist/manifold.js');
+
+export interface Ran {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * A command run to its end without blocking this process, as spawnSync would: a gateway or server
+ * in this process goes on answering meanwhile, and this process's kept-alive sockets are not left
+ * to time out under a frozen event loop (which showed as ECONNRESET on the next request).
+ */
+export function run(
+  command: string,
+  args: string[],
+  options: { env?: Record<string, string>; input?: string; cwd?: string; timeoutMs?: number } = {},
+): Promise<Ran> {
+  const child = spawn(command, args, {
+    cwd: options.cwd ?? ROOT,
+    env: { ...process.env, ...options.env },
+    stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    stdout += d;
+  });
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+    stderr += d;
+  });
+  if (options.input !== undefined) child.stdin?.end(options.input);
+  const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000);
+  return new Promise((res, rej) => {
+    child.once('error', rej);
+    child.once('close', (status, signal) => {
+      clearTimeout(timer);
+      res({ status, signal, stdout, stderr });
+    });
+  });
+}
+
+/** The built CLI run to its end (see `run`); `npm run build` first (npm test does). */
+export function runCli(args: string[], options: Parameters<typeof run>[2] = {}): Promise<Ran> {
+  if (!existsSync(CLI)) throw new Error('dist is missing: run npm run build (npm test does)');
+  return run(process.execPath, [CLI, ...args], options);
+}
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {

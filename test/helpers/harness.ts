@@ -113,10 +113,9 @@ export function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
-export async function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    const ok = await new Promise<boolean>((res) => {
+export function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const listening = () =>
+    new Promise<boolean>((res) => {
       const s = netConnect(port, '127.0.0.1');
       s.once('connect', () => {
         s.destroy();
@@ -124,18 +123,24 @@ export async function waitForPort(port: number, timeoutMs: number): Promise<void
       });
       s.once('error', () => res(false));
     });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`nothing listening on ${port} after ${timeoutMs} ms`);
+  return eventually(listening, `something listening on ${port}`, timeoutMs, 100);
 }
 
-/** Polls until `check` returns true, or fails with `what`. For event-driven waits, not timing. */
-export async function eventually(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000) {
+/**
+ * Polls until `check` returns true, or fails naming `what` (a function, to report the last state
+ * seen). The way a test waits for something to happen; a fixed sleep is only for waiting to see
+ * that something does NOT happen, or for time itself to pass (a TTL, a rate-limit window).
+ */
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  what: string | (() => string),
+  timeoutMs = 15_000,
+  intervalMs = 50,
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
-  throw new Error(`timed out waiting for: ${what}`);
+  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${typeof what === 'string' ? what : what()}`);
 }

@@ -52,6 +52,8 @@ export async function modernRequest(
     meta?: Record<string, unknown> | null;
     id?: string | number;
     signal?: AbortSignal;
+    /** Called with each message of a streamed answer as it arrives. */
+    onMessage?: (message: Record<string, unknown>) => void;
   } = {},
 ): Promise<ModernAnswer> {
   const full: Record<string, unknown> = { ...params };
@@ -68,7 +70,7 @@ export async function modernRequest(
   });
   const type = res.headers.get('content-type') ?? '';
   if (type.includes('text/event-stream')) {
-    const raw = await res.text();
+    const raw = options.onMessage ? await readStream(res, options.onMessage) : await res.text();
     const messages = parseSse(raw);
     return {
       status: res.status,
@@ -81,6 +83,22 @@ export async function modernRequest(
   const text = await res.text();
   const body = text ? (JSON.parse(text) as ModernAnswer['body']) : ({} as ModernAnswer['body']);
   return { status: res.status, headers: res.headers, body, messages: [body], raw: text };
+}
+
+/** The whole text of an SSE answer, handing each complete event's message to `onMessage` as it comes. */
+async function readStream(res: Response, onMessage: (m: Record<string, unknown>) => void): Promise<string> {
+  const decoder = new TextDecoder();
+  let raw = '';
+  let done = 0;
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    raw += decoder.decode(chunk, { stream: true });
+    const end = raw.lastIndexOf('\n\n');
+    if (end < done) continue;
+    for (const m of parseSse(raw.slice(done, end))) onMessage(m);
+    done = end + 2;
+  }
+  for (const m of parseSse(raw.slice(done))) onMessage(m);
+  return raw;
 }
 
 export function parseSse(text: string): Record<string, unknown>[] {

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { inject } from 'vitest';
 import { createDatabase } from '../setup/postgres-cluster.mjs';
 import { type AnyHandle, connectLegacy, connectModern } from './clients.js';
-import { freePort, ROOT, startTestGateway, stopChild, type TestGateway } from './harness.js';
+import { eventually, freePort, ROOT, startTestGateway, stopChild, type TestGateway } from './harness.js';
 
 let made = 0;
 
@@ -113,18 +113,20 @@ export async function spawnInstances(
     }),
   );
   await Promise.all(
-    started.map(async (i) => {
-      const until = Date.now() + 60_000;
-      for (;;) {
-        if (i.child.exitCode !== null) throw new Error(`manifold serve exited (${i.child.exitCode})`);
-        const status = await fetch(`http://127.0.0.1:${i.port}/healthz`).then(
-          (r) => r.status,
-          () => 0,
-        );
-        if (status === 200) return;
-        if (Date.now() > until) throw new Error(`manifold serve on ${i.port} is not healthy after 60 s`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }),
+    started.map((i) =>
+      eventually(
+        async () => {
+          if (i.child.exitCode !== null) throw new Error(`manifold serve exited (${i.child.exitCode})`);
+          const status = await fetch(`http://127.0.0.1:${i.port}/healthz`).then(
+            (r) => r.status,
+            () => 0,
+          );
+          return status === 200;
+        },
+        `manifold serve on ${i.port} to be healthy`,
+        60_000,
+        100,
+      ),
+    ),
   );
 }

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testIssuer } from '../helpers/factories.js';
 import {
   EVERYTHING,
   eventually,
@@ -238,17 +238,11 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
     });
 
     it('JWT auth from a JWKS: a granted token works; none, a foreign key and a narrow grant do not', async () => {
-      const ours = await generateKeyPair('ES256', { extractable: true });
-      const theirs = await generateKeyPair('ES256', { extractable: true });
-      const jwks = { keys: [{ ...(await exportJWK(ours.publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }] };
-      const mint = (key: CryptoKey, scope: string) =>
-        new SignJWT({ sub: 'alice', scope })
-          .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
-          .setIssuer(ISS)
-          .setAudience(AUD)
-          .setIssuedAt()
-          .setExpirationTime('10m')
-          .sign(key);
+      // Same issuer, audience and kid; only the key differs.
+      const ours = await testIssuer(ISS, AUD, { kid: 'k1' });
+      const theirs = await testIssuer(ISS, AUD, { kid: 'k1' });
+      const jwks = ours.jwks;
+      const mint = (by: typeof ours, scope: string) => by.mint({ scope }, 'alice');
       const gw = await boot({
         config: {
           mcpServers: { everything: { url: everything.url } },
@@ -263,7 +257,7 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
         const post = (headers: Record<string, string> = {}) => rawPost(gw.url, INIT, headers);
 
         // Accepted: the grant covers everything__*.
-        const alice = await connect(gw.url, await mint(ours.privateKey, 'tools:everything__*'));
+        const alice = await connect(gw.url, await mint(ours, 'tools:everything__*'));
         expect(await names(alice)).toContain('everything__echo');
         expect(text(await alice.callTool({ name: 'everything__echo', arguments: { message: 'hi' } }))).toBe(
           'Echo: hi',
@@ -279,13 +273,13 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
 
         // Signed by another key under the same kid: refused as an invalid token.
         const forged = await post({
-          authorization: `Bearer ${await mint(theirs.privateKey, 'tools:everything__*')}`,
+          authorization: `Bearer ${await mint(theirs, 'tools:everything__*')}`,
         });
         expect(forged.status).toBe(401);
         expect(forged.headers['www-authenticate']).toContain('error="invalid_token"');
 
         // A valid token whose grants do not cover a tool cannot see it, or call it.
-        const narrow = await connect(gw.url, await mint(ours.privateKey, 'tools:everything__echo'));
+        const narrow = await connect(gw.url, await mint(ours, 'tools:everything__echo'));
         const visible = await names(narrow);
         expect(visible).toContain('everything__echo');
         expect(visible).not.toContain('everything__get-sum');

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { CallerBounds, type CallerLimits, type Holder } from '../../src/server/mcp/caller-bounds.js';
 import { HeldCalls } from '../../src/server/mcp/mrtr.js';
 import { TaskPumps } from '../../src/server/mcp/task-pumps.js';
+import { eventually } from '../helpers/harness.js';
 
 const who = (tenant: string, subject: string): Holder => ({ key: `${tenant}/${subject}`, tenant });
 const alice = who('acme', 'alice');
@@ -104,7 +105,7 @@ describe('CallerBounds (SECURITY G4)', () => {
     expect(await start('b1', bob)).toEqual({ i1: { method: 'elicitation/create' } });
     for (const id of ['a1', 'a2', 'a3']) await start(id, alice);
     // The refusal reaches the server's call a few promise steps later.
-    await new Promise((r) => setTimeout(r, 0));
+    await eventually(() => refused.length > 0, 'the refusal');
     expect(refused).toEqual(['a1: too many tasks waiting for input']);
     expect(await start('b1', bob)).toEqual({ i1: { method: 'elicitation/create' } });
     pumps.closeAll();

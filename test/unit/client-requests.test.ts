@@ -8,6 +8,7 @@ import {
   relayedCapabilities,
 } from '../../src/guards/client-features.js';
 import { HeldCalls, openState, type StateBody } from '../../src/server/mcp/mrtr.js';
+import { eventually } from '../helpers/harness.js';
 
 const secret = new TextEncoder().encode('a-test-secret-of-some-length-000');
 const OFF = { sampling: false, elicitation: true, roots: false };
@@ -105,7 +106,7 @@ describe('HeldCalls', () => {
     const ended: string[] = [];
     const held = new HeldCalls(LIMITS);
     held.hold({ ...call('a', ended), expiresAt: 5 }, alice, 0);
-    await new Promise((r) => setTimeout(r, 30));
+    await eventually(() => ended.length > 0, 'the call abandoned');
     expect(ended).toEqual(['a: the client did not answer in time']);
     expect(held.get('a')).toBeUndefined();
   });

@@ -110,6 +110,7 @@ describe('cold start', () => {
     const started = gateway.start();
     await gateway.close();
     await started;
+    // Waiting to see that nothing happens: no connection attempt starts after close().
     await new Promise((r) => setTimeout(r, 300));
     expect(spawned).toBe(0);
     expect(gateway.health().upstreams.map((u) => u.state)).toEqual(['closed', 'closed', 'closed']);

@@ -14,6 +14,7 @@ import {
   type Verdict,
 } from '../../src/guards/egress/policy.js';
 import { guardedFetch } from '../../src/upstream/wire/egress-fetch.js';
+import { eventually } from '../helpers/harness.js';
 
 const open = egressPolicy({ allowedHosts: [] });
 const url = (u: string) => new URL(u);
@@ -495,7 +496,7 @@ describe('D3/D6: connect-time DNS check (deploy/node/egress.ts)', () => {
       expect(connections).toBe(0);
       // Listed explicitly: the same answer is allowed and the socket connects.
       expect(await connectVia(['svc.example'])).toBeUndefined();
-      await new Promise((r) => setTimeout(r, 50));
+      await eventually(() => connections > 0, 'the server to see the connection');
       expect(connections).toBe(1);
     } finally {
       server.close();

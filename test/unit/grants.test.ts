@@ -3,6 +3,7 @@ import { ADMIN_SCOPE, extractBearer, grantsMatcher, principalFromClaims } from '
 import { anonymousPrincipal, type Principal } from '../../src/auth/principal.js';
 import type { AuthConfig } from '../../src/config/types.js';
 import { ManifoldError } from '../../src/errors.js';
+import { principal as made } from '../helpers/factories.js';
 
 function authConfig(over: Partial<AuthConfig> = {}): AuthConfig {
   return {
@@ -242,14 +243,8 @@ describe('principalFromClaims', () => {
 });
 
 describe('grantsMatcher', () => {
-  const principal = (grants: Principal['grants'], cap?: string[]): Principal => ({
-    subject: 's',
-    tenant: 't',
-    grants,
-    ...(cap ? { cap } : {}),
-    key: 'k',
-    viewKey: 'v',
-  });
+  const principal = (grants: Principal['grants'], cap?: string[]) =>
+    made({ grants, ...(cap ? { cap } : {}) });
 
   it('no grants: nothing (fail closed)', () => {
     const granted = grantsMatcher(principal([]));

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
-import type { Principal } from '../../src/auth/principal.js';
 import { isManifoldError } from '../../src/errors.js';
 import { toRpcError } from '../../src/server/mcp/errors.js';
 import { SessionTable } from '../../src/server/mcp/sessions.js';
 import { type SessionRecord, SharedSessions } from '../../src/server/mcp/shared-sessions.js';
+import { principal } from '../helpers/factories.js';
 import { eventually } from '../helpers/harness.js';
 import { freshDatabase } from '../helpers/postgres.js';
 
@@ -92,21 +92,25 @@ describe('legacy session records on Postgres', () => {
       const gone: string[] = [];
       b.sessionStore(IDLE_MS).watch((id) => gone.push(id));
       const sa = a.sessionStore(IDLE_MS);
-      // The watcher connects in the background: deletes until it has seen one.
+      // The watcher connects in the background: deletes until it has seen one of them.
+      const probes: string[] = [];
       await eventually(async () => {
         const id = crypto.randomUUID();
         await sa.put(record(id), 1_000);
         await sa.delete(id);
-        await new Promise((r) => setTimeout(r, 50));
-        return gone.includes(id);
+        probes.push(id);
+        return probes.some((p) => gone.includes(p));
       }, 'the LISTEN connection is up');
-      const count = gone.length;
-      await sa.delete('00000000-0000-4000-8000-00000000dead');
+      const dead = '00000000-0000-4000-8000-00000000dead';
+      await sa.delete(dead);
       const id = crypto.randomUUID();
       await sa.put(record(id), 1_000);
       await sa.delete(id);
       await eventually(() => gone.includes(id), 'the delete announced');
-      expect(gone.length).toBe(count + 1);
+      // Notifications arrive in commit order: had the missing row's delete been announced, it
+      // would be here by now.
+      expect(gone).not.toContain(dead);
+      expect(gone.filter((g) => g === id)).toHaveLength(1);
       expect(await sa.take(id, '["alice","acme"]', 2_000, IDLE_MS)).toBeUndefined();
     } finally {
       await Promise.all([a.close(), b.close()]);
@@ -127,13 +131,7 @@ describe('SharedSessions over Postgres', () => {
         () => now,
         () => {},
       );
-      const alice: Principal = {
-        tenant: 'acme',
-        subject: 'alice',
-        grants: ['*'],
-        key: 'acme/alice',
-        viewKey: 'acme/alice',
-      };
+      const alice = principal({ tenant: 'acme', subject: 'alice' });
       const session = table.create(alice, '2025-11-25', now);
       await shared.opened(session);
       // Another instance sets the level (its own copy and the row).
@@ -166,13 +164,7 @@ describe('a session store that does not answer', () => {
       () => 1_000,
       (what) => failures.push(what),
     );
-    const alice: Principal = {
-      tenant: 'acme',
-      subject: 'alice',
-      grants: ['*'],
-      key: 'acme/alice',
-      viewKey: 'acme/alice',
-    };
+    const alice = principal({ tenant: 'acme', subject: 'alice' });
     const held = table.create(alice, '2025-11-25', 1_000);
     await store.close();
     const outcome = await shared.find('6f1c1f7e-8a43-4a4b-9d43-0b7f3c3a1d09', alice).then(

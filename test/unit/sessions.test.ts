@@ -1,14 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
-import type { Principal } from '../../src/auth/principal.js';
 import { SessionTable } from '../../src/server/mcp/sessions.js';
+import { principal as made } from '../helpers/factories.js';
 
-const principal = (tenant: string, subject: string): Principal => ({
-  tenant,
-  subject,
-  grants: ['*'],
-  key: `${tenant}/${subject}`,
-  viewKey: `${tenant}/${subject}`,
-});
+const principal = (tenant: string, subject: string) => made({ tenant, subject });
 
 describe('#13.7 sessions are bounded per principal and per tenant', () => {
   it("a flood of sessions by one principal evicts only that principal's own, oldest first", () => {
@@ -90,6 +84,8 @@ describe('#15 the table tells a shared store which sessions end for good', () =>
     const expired: string[] = [];
     idle.onForget = (id) => expired.push(id);
     const s = idle.create(a, '2025-11-25', 0);
+    // Time itself must pass: the idle limit is read from the clock, and asking earlier would
+    // count as use.
     await new Promise((r) => setTimeout(r, 120));
     expect(idle.get(s.id, a.key)).toBeUndefined();
     expect(expired).toEqual([]);

@@ -8,6 +8,7 @@ import { RecentCalls, UNRESOLVED } from '../../src/observe/recent-calls.js';
 import type { RequestRecord } from '../../src/observe/record.js';
 import { maskedConfig, maskUrl, redactDeep } from '../../src/server/http/status/config.js';
 import { globReaches, reachesServer } from '../../src/server/http/status/reach.js';
+import { principal as made } from '../helpers/factories.js';
 
 const stdio = { command: 'node', args: ['server.js'] };
 const parse = (gateway: Record<string, unknown>, env: Record<string, string> = {}) =>
@@ -201,14 +202,7 @@ describe('config masking', () => {
 describe("which servers a tenant's view holds", () => {
   const server = (name: string, prefix: string | false = name) =>
     ({ name, prefix }) as unknown as Parameters<typeof reachesServer>[1];
-  const principal = (grants: string[] | '*', extra: Partial<Principal> = {}): Principal => ({
-    subject: 's',
-    tenant: 't',
-    grants,
-    key: 'k',
-    viewKey: 'v',
-    ...extra,
-  });
+  const principal = (grants: string[] | '*', extra: Partial<Principal> = {}) => made({ grants, ...extra });
 
   it.each([
     ['github__get_*', 'github__', true],

@@ -8,6 +8,7 @@ import type { Principal } from '../../src/auth/principal.js';
 import type { ServerConfig } from '../../src/config/types.js';
 import { ManifoldError } from '../../src/errors.js';
 import { normalizeUri, normalizeUriPattern } from '../../src/guards/uri-normal.js';
+import { principal as made } from '../helpers/factories.js';
 
 /**
  * 49.4 / SECURITY J4: resource URIs in normal form (RFC 3986 §6.2.2) before any filter, grant or
@@ -195,13 +196,7 @@ describe('49.4: a dot segment never passes a resource filter, grant or template'
     { maxDescriptionBytes: 1024 },
   );
   const views = new SurfaceViews(() => surface);
-  const principal = (grants: string[]): Principal => ({
-    subject: 's',
-    tenant: 't',
-    grants,
-    key: JSON.stringify(grants),
-    viewKey: JSON.stringify(grants),
-  });
+  const principal = (grants: string[]) => made({ grants });
   const filtered = principal(['resources:cf__*']);
   const granted = principal(['resources:gr__file:///public/*', 'resources:gr__MEMO://notes/public/*']);
 

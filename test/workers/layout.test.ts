@@ -6,7 +6,6 @@ import {
   Client as ModernClient,
   StreamableHTTPClientTransport as ModernTransport,
 } from '@modelcontextprotocol/client';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AnyHandle,
@@ -16,6 +15,7 @@ import {
   startHttpTap,
   startReferenceHttp,
 } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { eventually, type Spawned, startEverythingHttp, stopChild } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/modern.js';
 import { type RunningWorker, startWorker } from '../helpers/workerd.js';
@@ -58,16 +58,9 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     dir = mkdtempSync(join(tmpdir(), 'manifold-layout-'));
     ref = await startReferenceHttp();
     everything = await startEverythingHttp('streamableHttp');
-    const keys = await generateKeyPair('ES256', { extractable: true });
-    jwks = { keys: [{ ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }] };
-    const mint = (scope: string, sub = 'alice') =>
-      new SignJWT({ sub, scope })
-        .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
-        .setIssuer(ISS)
-        .setAudience(AUD)
-        .setIssuedAt()
-        .setExpirationTime('10m')
-        .sign(keys.privateKey);
+    const issuer = await testIssuer(ISS, AUD, { kid: 'k1' });
+    jwks = issuer.jwks;
+    const mint = (scope: string, sub = 'alice') => issuer.mint({ scope }, sub);
     user = await mint('tools:* prompts:* resources:*');
     admin = await mint('tools:* manifold:admin');
     bob = await mint('tools:*', 'bob');

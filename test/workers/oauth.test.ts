@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAuthServer } from '../fixtures/oauth-as.mjs';
 import { startProtectedServer } from '../fixtures/protected-server.mjs';
 import { connectLegacy, connectModern, resultText } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { eventually } from '../helpers/harness.js';
 import { browse } from '../helpers/oauth-browser.js';
-import { testIssuer } from '../helpers/tokens.js';
 import { type RunningWorker, startWorker } from '../helpers/workerd.js';
 
 /**
@@ -265,7 +265,7 @@ describe('workers: upstream OAuth, mode user (#19)', () => {
     config = {
       mcpServers: { gh: { url: ps.url, auth: 'user' } },
       gateway: {
-        auth: { issuer: ISS, audience: AUD, publicKey: issuer.publicKey },
+        auth: { ...issuer.auth },
         logLevel: 'error',
         allowedHosts: [new URL(ps.url).host, new URL(as.issuer).host],
         oauth: { secret: SECRET },
