@@ -2,8 +2,9 @@
  * The snapshot an upstream object publishes (#15): what the server offers, verified against its
  * baseline in that object's store, and how long an isolate may serve it before asking again.
  */
-import type { VerifiedListing } from '../../src/gateway/drift-gate.js';
+
 import type { Gateway } from '../../src/gateway/gateway.js';
+import type { VerifiedListing } from '../../src/guards/drift/fingerprint.js';
 import type { Era } from '../../src/protocol/versions.js';
 import type { Listing } from '../../src/upstream/listing.js';
 

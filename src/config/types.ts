@@ -1,6 +1,5 @@
 import type { ApprovalSettings, DeclaredRisk } from '../guards/risk.js';
 import type { LogLevel } from '../lib/log.js';
-import type { TokenAuthMethod } from '../upstream/oauth/types.js';
 
 export type TransportKind = 'stdio' | 'streamable-http' | 'sse';
 
@@ -367,3 +366,6 @@ export interface TracingConfig {
   /** The `service.name` of the spans. Absent: OTEL_SERVICE_NAME, else "manifold". */
   serviceName?: string;
 }
+
+/** How the gateway authenticates at an authorization server's token endpoint (RFC 8414). */
+export type TokenAuthMethod = 'none' | 'client_secret_basic' | 'client_secret_post';

@@ -1,25 +1,9 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
+import type { DriftEvent, VerifiedListing } from '../guards/drift/fingerprint.js';
 import { baselineFrom, decideDrift, fingerprintTool, type ListedTool } from '../guards/drift/fingerprint.js';
 import type { Logger } from '../lib/log.js';
 import { identityOf, type ServerIdentity, type StateStore, sameIdentity } from '../store/state.js';
-
-/** What one upstream listing may contribute to the catalog once drift has been checked. */
-export interface VerifiedListing {
-  /** Tools whose description, schemas and annotations match the trusted baseline. */
-  trusted: Tool[];
-  /** Listed tools that changed after trust: shown as quarantine stubs, never callable. */
-  quarantined: Tool[];
-  /** Upstream names that were trusted and are no longer listed. */
-  removed: string[];
-  /** Listed names that were never trusted: not served until an operator re-trusts the server. */
-  withheld: string[];
-  /** The configured identity no longer matches the stored one: nothing is served. */
-  identityChanged: boolean;
-}
-
-/** The drift decisions counted in `DriftGate.events`. */
-export type DriftEvent = 'quarantined' | 'withheld' | 'removed' | 'identity_changed' | 'baseline_unreadable';
 
 /**
  * Drift quarantine (SECURITY C1–C4): every listing is fingerprinted and compared with the

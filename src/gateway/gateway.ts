@@ -10,6 +10,7 @@ import { Sealer } from '../auth/seal.js';
 import { type CallLimiterFactory, callLimiter, type TakeCall } from '../auth/shared-limit.js';
 import type { Config } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
+import type { VerifiedListing } from '../guards/drift/fingerprint.js';
 import type { Logger } from '../lib/log.js';
 import { type Redactor, redactor } from '../lib/redact.js';
 import { Observers } from '../observe/record.js';
@@ -24,7 +25,7 @@ import type { UpstreamStatus } from '../upstream/types.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { CallGuards } from './call-guards.js';
 import { nextCatalogs, reservedPrefixes } from './catalog-build.js';
-import { DriftGate, type VerifiedListing } from './drift-gate.js';
+import { DriftGate } from './drift-gate.js';
 import {
   coldDeadline,
   gatewayHealth,

@@ -3,12 +3,13 @@
  * from the verified listings in the store, and the health verdict that `/healthz` reports.
  */
 import type { Diagnostic } from '../aggregate/catalog.js';
+import type { VerifiedListing } from '../guards/drift/fingerprint.js';
 import type { Logger } from '../lib/log.js';
 import { unrefTimer } from '../platform.js';
 import type { UpstreamAuth } from '../upstream/oauth/auth-fetch.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import type { UpstreamStatus } from '../upstream/types.js';
-import type { DriftGate, VerifiedListing } from './drift-gate.js';
+import type { DriftGate } from './drift-gate.js';
 
 /**
  * A cold start waits for the upstreams' first connection attempts at most `ms`: one hung upstream

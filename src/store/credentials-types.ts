@@ -1,4 +1,4 @@
-import type { TokenAuthMethod } from '../upstream/oauth/types.js';
+import type { TokenAuthMethod } from '../config/types.js';
 
 /**
  * Upstream OAuth credentials at rest (#19). `secret` and `sealed` are SecretBox output

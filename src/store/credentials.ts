@@ -8,7 +8,7 @@
  * Postgres store): a row that does not parse is treated as absent, which sends the manager back
  * to a login rather than into a crash.
  */
-import type { TokenAuthMethod } from '../upstream/oauth/types.js';
+import type { TokenAuthMethod } from '../config/types.js';
 import type { CredentialStore, StoredClient, StoredToken } from './credentials-types.js';
 import type { SqlExec, SqlValue } from './sql.js';
 

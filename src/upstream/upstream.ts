@@ -1,7 +1,7 @@
 import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { VerifiedListing } from '../gateway/drift-gate.js';
+import type { VerifiedListing } from '../guards/drift/fingerprint.js';
 import { driftListing } from '../guards/drift/kinds.js';
 import type { Logger } from '../lib/log.js';
 import type { Era } from '../protocol/versions.js';

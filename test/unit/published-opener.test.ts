@@ -2,8 +2,8 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { anonymousPrincipal } from '../../src/auth/principal.js';
 import { parseConfigObject } from '../../src/config/index.js';
-import type { VerifiedListing } from '../../src/gateway/drift-gate.js';
 import { Gateway } from '../../src/gateway/gateway.js';
+import type { VerifiedListing } from '../../src/guards/drift/fingerprint.js';
 import { silentLogger } from '../../src/lib/log.js';
 import type { Platform } from '../../src/platform.js';
 import {

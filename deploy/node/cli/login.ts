@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import type { Config, ServerConfig } from '../../../src/config/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { UpstreamAuth } from '../../../src/upstream/oauth/auth-fetch.js';
-import { completeLogin } from '../../../src/upstream/oauth/manager.js';
+import { completeLogin } from '../../../src/upstream/oauth/login.js';
 import {
   createUpstreamAuths,
   defaultRedirectUri,

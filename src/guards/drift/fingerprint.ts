@@ -174,3 +174,20 @@ export function quarantineDescription(server: string): string {
 export function quarantinedTool(exposedName: string, server: string): Tool {
   return { name: exposedName, description: quarantineDescription(server), inputSchema: { type: 'object' } };
 }
+
+/** What one upstream listing may contribute to the catalog once drift has been checked. */
+export interface VerifiedListing {
+  /** Tools whose description, schemas and annotations match the trusted baseline. */
+  trusted: Tool[];
+  /** Listed tools that changed after trust: shown as quarantine stubs, never callable. */
+  quarantined: Tool[];
+  /** Upstream names that were trusted and are no longer listed. */
+  removed: string[];
+  /** Listed names that were never trusted: not served until an operator re-trusts the server. */
+  withheld: string[];
+  /** The configured identity no longer matches the stored one: nothing is served. */
+  identityChanged: boolean;
+}
+
+/** The drift decisions counted in `DriftGate.events`. */
+export type DriftEvent = 'quarantined' | 'withheld' | 'removed' | 'identity_changed' | 'baseline_unreadable';

@@ -18,7 +18,8 @@ import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Authenticator } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
-import { completeLogin, OAuthManager } from '../../upstream/oauth/manager.js';
+import { completeLogin } from '../../upstream/oauth/login.js';
+import { OAuthManager } from '../../upstream/oauth/manager.js';
 import { clientMetadataDocument } from '../../upstream/oauth/registration.js';
 import { OAuthError, type OAuthRule } from '../../upstream/oauth/types.js';
 

@@ -5,11 +5,11 @@
  * keyed by server name, or `server#cli` for the CLI's own loopback registration (its redirect URI
  * differs), and are bound to one issuer (SEP-2352).
  */
-import type { ServerAuthConfig } from '../../config/types.js';
+import type { ServerAuthConfig, TokenAuthMethod } from '../../config/types.js';
 import type { CredentialStore } from '../../store/credentials-types.js';
 import type { SecretBox } from './box.js';
 import { obtainClient } from './registration.js';
-import type { AsMetadata, Fetch, OAuthClient, TokenAuthMethod } from './types.js';
+import type { AsMetadata, Fetch, OAuthClient } from './types.js';
 
 export interface ClientDeps {
   fetch: Fetch;

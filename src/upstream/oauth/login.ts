@@ -1,35 +1,15 @@
 /**
- * The two ends of a browser login that need no manager state (#19): the server's own challenge,
- * probed when a login begins before any request saw one, and the callback's completion.
+ * The end of a browser login (#19): the callback's state opened, claimed once, and redeemed by
+ * the manager of the server it names.
  */
 import { sha256Hex } from '../../guards/canonical-json.js';
 import type { UpstreamAuth } from './auth-fetch.js';
-import { bearerChallenge } from './challenge.js';
 import { openCallback } from './flow.js';
 import { OAuthManager } from './manager.js';
-import { type Challenge, type Fetch, OAuthError, type SubjectKey } from './types.js';
+import { OAuthError, type SubjectKey } from './types.js';
 
 /** A claim on a state outlives the state by this much (clock skew between instances). */
 const CLAIM_GRACE_MS = 10 * 60_000;
-
-/**
- * The server's 401 challenge to a request without a token: its `scope` is what the first
- * authorization asks for (2026-07-28 scope selection), and its `resource_metadata` where PRM is.
- */
-export async function probeChallenge(f: Fetch, url: string): Promise<Challenge | undefined> {
-  try {
-    const res = await f(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: '{"jsonrpc":"2.0","id":0,"method":"ping"}',
-    });
-    await res.body?.cancel().catch(() => {});
-    return res.status === 401 ? bearerChallenge(res.headers.get('www-authenticate')) : undefined;
-  } catch {
-    // Unreachable now: discovery says so in its own words.
-    return undefined;
-  }
-}
 
 /**
  * Completes a login for whichever server the state names (the callback route and the CLI): the

@@ -18,11 +18,11 @@ import { bearerChallenge } from './challenge.js';
 import { ClientBook } from './clients.js';
 import { discoverAuthorizationServer, discoverResource } from './discovery.js';
 import { clientCredentials, redeemCode, refresh, revoke, selectScopes, startAuthorization } from './flow.js';
-import { probeChallenge } from './login.js';
 import { createStaticAuth } from './static-auth.js';
 import { type AskedScopes, hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
 import {
   type AsMetadata,
+  type Challenge,
   type Fetch,
   OAuthError,
   type PendingFlow,
@@ -31,7 +31,6 @@ import {
 } from './types.js';
 
 export type { UpstreamAuth } from './auth-fetch.js';
-export { completeLogin } from './login.js';
 
 export interface OAuthDeps {
   /** The unwrapped, egress-guarded fetch: discovery, registration and tokens never carry the bearer. */
@@ -390,5 +389,24 @@ export class OAuthManager implements UpstreamAuth {
 
   private emit(subject: SubjectKey): void {
     for (const l of this.listeners) l(subject);
+  }
+}
+
+/**
+ * The server's 401 challenge to a request without a token: its `scope` is what the first
+ * authorization asks for (2026-07-28 scope selection), and its `resource_metadata` where PRM is.
+ */
+export async function probeChallenge(f: Fetch, url: string): Promise<Challenge | undefined> {
+  try {
+    const res = await f(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{"jsonrpc":"2.0","id":0,"method":"ping"}',
+    });
+    await res.body?.cancel().catch(() => {});
+    return res.status === 401 ? bearerChallenge(res.headers.get('www-authenticate')) : undefined;
+  } catch {
+    // Unreachable now: discovery says so in its own words.
+    return undefined;
   }
 }

@@ -4,8 +4,10 @@
  * Metadata Document when the AS supports it, then a dynamic registration (RFC 7591) kept from
  * before, then a new one. And how that client authenticates at the token endpoint.
  */
+
+import type { TokenAuthMethod } from '../../config/types.js';
 import { errorCode, hostOf, isLoopbackHost, readJsonObject, request } from './http.js';
-import { type AsMetadata, type Fetch, type OAuthClient, OAuthError, type TokenAuthMethod } from './types.js';
+import { type AsMetadata, type Fetch, type OAuthClient, OAuthError } from './types.js';
 
 export interface ObtainClientOptions {
   configured?: OAuthClient;

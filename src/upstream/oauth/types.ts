@@ -5,7 +5,7 @@
  * host, never a token, a client secret or a URL with its query.
  */
 
-export type TokenAuthMethod = 'none' | 'client_secret_basic' | 'client_secret_post';
+import type { TokenAuthMethod } from '../../config/types.js';
 
 export type OAuthRule =
   | 'no-resource-metadata'
