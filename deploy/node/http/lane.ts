@@ -12,7 +12,6 @@ import {
   type Reply,
   STREAMED_BODY_CHARS,
 } from '../../../src/server/mcp/http-in.js';
-import { repeatsName, shapedHeader } from './header-names.js';
 
 /**
  * Node's listener: POST /mcp (and /mcp/<profile>) goes to the MCP endpoint straight from the
@@ -66,15 +65,13 @@ class NodeIn implements HttpIn {
 
   /** A lower-case name (HttpIn); `get` takes any case. */
   header(key: string): string | undefined {
-    if (this.joined === undefined)
-      this.joined = repeatsName(this.req) ? joinHeaders(this.req.rawHeaders) : null;
+    const { headers, rawHeaders } = this.req;
+    // One key per distinct name: as many keys as raw pairs means no name came twice.
+    this.joined ??= Object.keys(headers).length * 2 === rawHeaders.length ? null : joinHeaders(rawHeaders);
     if (this.joined !== null) return this.joined.get(key);
-    const shaped = shapedHeader(this.req, key);
-    if (shaped !== null) return shaped;
-    // A plain object: a name such as `constructor` finds Object.prototype's, hence the checks.
-    const value: unknown = this.req.headers[key];
-    if (typeof value === 'string') return value;
-    return Array.isArray(value) ? value.join(', ') : undefined;
+    if (!Object.hasOwn(headers, key)) return undefined;
+    const value = headers[key];
+    return Array.isArray(value) ? value.join(', ') : value;
   }
 
   /** Any case, as Headers.get. */

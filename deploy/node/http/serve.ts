@@ -13,7 +13,6 @@ import type { BackoffOptions } from '../../../src/upstream/backoff.js';
 import { createUpstreamAuths, defaultRedirectUri } from '../../../src/upstream/oauth/registry.js';
 import { nodePlatform } from '../runtime/platform.js';
 import { openConfiguredStore } from '../store/open.js';
-import { FiledIncomingMessage } from './header-names.js';
 import { httpLane } from './lane.js';
 
 export interface RunningGateway {
@@ -103,7 +102,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   });
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));
-  const server = createServer({ IncomingMessage: FiledIncomingMessage }, httpLane(mcp, other, log));
+  const server = createServer(httpLane(mcp, other, log));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.gateway.port, config.gateway.host, () => {
