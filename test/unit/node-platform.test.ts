@@ -3,10 +3,10 @@ import { batchedLines, nodeLogger, nodePlatform } from '../../deploy/node/runtim
 import { silentLogger } from '../../src/lib/log.js';
 import { egressPolicyOf } from '../../src/upstream/wire/egress-fetch.js';
 
-// The Node platform's fetch loads undici on its first request (#18, start time). Until then, and
-// after, it must still be seen as a guarded fetch: transports read its policy to refuse a denied
-// URL before they exist and to leave redirects to it (SECURITY D3, D5).
-describe('nodePlatform fetch', () => {
+// The Node platform loads undici on its first request out (start time). Until then, and after, its
+// fetch must still be seen as a guarded fetch: transports read its policy to refuse a denied URL
+// before they exist and to leave redirects to it (SECURITY D3, D5). Its postJson is guarded alike.
+describe('nodePlatform egress', () => {
   const platform = nodePlatform(silentLogger, {
     allowedHosts: ['127.0.0.1:4999'],
     maxUpstreamBodyBytes: 1 << 20,
@@ -19,9 +19,14 @@ describe('nodePlatform fetch', () => {
     expect(policy?.checkUrl(new URL('http://169.254.169.254/latest')).ok).toBe(false);
   });
 
-  it('refuses a denied host on the first request, through the lazily loaded guarded fetch', async () => {
+  it('refuses a denied host on the first request, by fetch and by postJson', async () => {
     const err = await platform.fetch('http://10.0.0.1/mcp').catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'ERR_EGRESS_DENIED' });
+    const signal = new AbortController().signal;
+    const posted = await platform
+      .postJson?.({ url: 'http://10.0.0.1/mcp', headers: {}, body: '{}', signal })
+      .catch((e: unknown) => e);
+    expect(posted).toMatchObject({ code: 'ERR_EGRESS_DENIED' });
   });
 });
 

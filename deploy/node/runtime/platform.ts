@@ -1,11 +1,9 @@
 import { GATEWAY_DEFAULTS } from '../../../src/config/schema.js';
 import type { GatewayConfig } from '../../../src/config/types.js';
-import { egressPolicy } from '../../../src/guards/egress/policy.js';
 import { createJsonLogger, type Logger, type LogLevel } from '../../../src/lib/log.js';
 import type { Platform } from '../../../src/platform.js';
-import { checksEgress } from '../../../src/upstream/wire/egress-fetch.js';
 import { type LogFormat, prettyLine } from '../cli/log-format.js';
-import type { NodeEgressOptions } from './egress.js';
+import { nodeEgress } from './egress.js';
 import { readNodeSecret } from './secrets.js';
 import { connectStdio } from './stdio.js';
 
@@ -108,38 +106,19 @@ export function batchedLines(
 }
 
 /**
- * The egress fetch, with undici (a megabyte of JavaScript) loaded on the first request rather than
- * before the gateway listens (#18, start time): a deployment of stdio servers without remote JWKS
- * never loads it. After the first request, one branch per call.
- */
-function lazyEgressFetch(options: NodeEgressOptions): typeof fetch {
-  let impl: typeof fetch | undefined;
-  let loading: Promise<typeof fetch> | undefined;
-  const lazy = ((input: RequestInfo | URL, init?: RequestInit) => {
-    if (impl) return impl(input, init);
-    loading ??= import('./egress.js').then((m) => {
-      impl = m.nodeEgressFetch(options);
-      return impl;
-    });
-    return loading.then((f) => f(input, init));
-  }) as typeof fetch;
-  // The same policy the guarded fetch inside checks: transports refuse a denied URL up front and
-  // leave redirects to this fetch only when they can see that it checks them.
-  return checksEgress(lazy, egressPolicy({ allowedHosts: options.allowedHosts }));
-}
-
-/**
- * The Node runtime behind the core: an egress-guarded fetch (allowlist, connect-time address check,
- * redirects by hand, body cap), child processes for stdio, stderr logs.
+ * The Node runtime behind the core: egress through undici with the connect-time address check
+ * (egress.ts), child processes for stdio, stderr logs.
  */
 export function nodePlatform(log: Logger, gateway: GatewayConfig): Platform {
+  const { fetch, postJson } = nodeEgress({
+    // The loader's defaults, so a GatewayConfig built by hand without these stays guarded.
+    allowedHosts: gateway.allowedHosts ?? GATEWAY_DEFAULTS.allowedHosts,
+    maxUpstreamBodyBytes: gateway.maxUpstreamBodyBytes ?? GATEWAY_DEFAULTS.maxUpstreamBodyBytes,
+    log,
+  });
   return {
-    fetch: lazyEgressFetch({
-      // The loader's defaults, so a GatewayConfig built by hand without these stays guarded.
-      allowedHosts: gateway.allowedHosts ?? GATEWAY_DEFAULTS.allowedHosts,
-      maxUpstreamBodyBytes: gateway.maxUpstreamBodyBytes ?? GATEWAY_DEFAULTS.maxUpstreamBodyBytes,
-      log,
-    }),
+    fetch,
+    postJson,
     connectStdio: (spec, stdioLog) =>
       connectStdio(spec, stdioLog, gateway.maxUpstreamBodyBytes ?? GATEWAY_DEFAULTS.maxUpstreamBodyBytes),
     runtime: 'node',
