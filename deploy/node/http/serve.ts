@@ -38,9 +38,9 @@ export interface StartOptions {
 }
 
 /**
- * prom-client takes 25-40 ms to load, more than the rest of the start (#18, start time): it is
- * loaded by the first scrape. Its event loop lag and GC metrics count from then on; CPU and
- * memory are the process's own totals either way (metrics.ts credits the CPU spent before).
+ * prom-client takes longer to load than the rest of the start: it is loaded by the first scrape.
+ * Its event loop lag and GC metrics count from then on; CPU and memory are the process's own
+ * totals either way (metrics.ts credits the CPU spent before).
  */
 function lazyPromExporter(): MetricsExporter {
   let loading: Promise<MetricsExporter> | undefined;

@@ -31,7 +31,7 @@ export async function openConfiguredStore(
 ): Promise<OpenedStore | undefined> {
   if (!store) return undefined;
   if ('postgres' in store) {
-    // Loaded only when configured: the driver is not part of a SQLite gateway's start (#18).
+    // Loaded only when configured: the driver is not part of a SQLite gateway's start.
     const { openPostgresStore } = await import('./postgres.js');
     return openPostgresStore(store.postgres, log);
   }
