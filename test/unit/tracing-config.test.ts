@@ -1,6 +1,6 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the tests write ${VAR} references in plain strings
 import { describe, expect, it } from 'vitest';
-import { tracingSettings } from '../../deploy/node/runtime/tracing.js';
+import { tracingSettings } from '../../deploy/node/runtime/tracing-env.js';
 import { type ConfigResult, GATEWAY_DEFAULTS, parseConfigObject } from '../../src/config/index.js';
 
 const withGateway = (gateway: Record<string, unknown>) => ({

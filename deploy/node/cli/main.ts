@@ -4,7 +4,7 @@ import type { Config } from '../../../src/config/types.js';
 import type { LogLevel } from '../../../src/lib/log.js';
 import { startGateway } from '../http/serve.js';
 import { LOG_FORMATS, type LogFormat, nodeLogger } from '../runtime/log.js';
-import { startTracing, tracingSettings } from '../runtime/tracing.js';
+import { tracingSettings } from '../runtime/tracing-env.js';
 import { runCheck } from './check.js';
 import { runKeys } from './keys.js';
 import { packageVersion } from './load.js';
@@ -139,9 +139,11 @@ async function main(argv: string[]): Promise<number> {
     return runCheck(config, log, version, (s) => process.stdout.write(`${s}\n`), secrets);
   }
 
-  // Off by default; the OTel SDK is loaded only when tracing is on.
+  // Off by default; the OTel SDK is loaded only when tracing is on (tracing-env.ts).
   const traceSettings = tracingSettings(config.gateway.tracing, process.env);
-  const tracing = traceSettings ? await startTracing(traceSettings, version) : undefined;
+  const tracing = traceSettings
+    ? (await import('../runtime/tracing.js')).startTracing(traceSettings, version)
+    : undefined;
   if (traceSettings) {
     // Never the endpoint itself: a URL can carry a token.
     log.info('tracing.on', { exporters: traceSettings.exporters, serviceName: traceSettings.serviceName });
