@@ -30,7 +30,7 @@ export type StdioConnector = (spec: StdioSpec, log: Logger) => Transport;
 
 /** One JSON-RPC request of the direct caller (src/upstream/wire/direct-call.ts), as one POST. */
 export interface JsonPost {
-  url: string;
+  url: string | URL;
   headers: Record<string, string>;
   /** The JSON-RPC message, serialized. */
   body: string;

@@ -109,10 +109,15 @@ export function nodeEgress(options: NodeEgressOptions): NodeEgress {
   const max = options.maxUpstreamBodyBytes;
   // undici is a megabyte of JavaScript: it loads with the first request out, not before the
   // gateway listens (a gateway of stdio servers without remote JWKS never loads it).
-  let client: Promise<HttpClient> | undefined;
-  const load = () => (client ??= import('./http-client.js').then((m) => m.httpClient(lookup, max)));
-  const send = (async (input: RequestInfo | URL, init?: RequestInit) =>
-    (await load()).fetch(input, init)) as typeof fetch;
+  let client: HttpClient | undefined;
+  let loading: Promise<HttpClient> | undefined;
+  const load = () =>
+    (loading ??= import('./http-client.js').then((m) => {
+      client = m.httpClient(lookup, max);
+      return client;
+    }));
+  const send = ((input: RequestInfo | URL, init?: RequestInit) =>
+    client ? client.fetch(input, init) : load().then((c) => c.fetch(input, init))) as typeof fetch;
   const log = options.log;
   const guard = {
     policy,
@@ -121,6 +126,9 @@ export function nodeEgress(options: NodeEgressOptions): NodeEgress {
   };
   return {
     fetch: guardedFetch(send, { ...guard, maxBodyBytes: max }),
-    postJson: guardedPost(async (hop) => (await load()).exchange(hop), guard),
+    postJson: guardedPost(
+      (hop) => (client ? client.exchange(hop) : load().then((c) => c.exchange(hop))),
+      guard,
+    ),
   };
 }

@@ -47,7 +47,7 @@ const SSE_HIGH_WATER = 64 * 1024;
 function exchange(agent: Agent, hop: Parameters<SendHop>[0], max: number): Promise<JsonAnswer> {
   const { url, method, body, signal } = hop;
   const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(hop.headers)) headers[k.toLowerCase()] = v;
+  for (const k in hop.headers) headers[k.toLowerCase()] = hop.headers[k]!;
   // The body is read as it comes, not decoded: ask for it as it is.
   headers['accept-encoding'] = 'identity';
   return new Promise<JsonAnswer>((resolve, reject) => {

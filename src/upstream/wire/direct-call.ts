@@ -29,7 +29,7 @@ import { withMeta, withMetaField } from '../../protocol/versions.js';
 import { UpstreamInvalidAnswer, UpstreamProtocolError, UpstreamRpcError } from '../call-errors.js';
 import type { StampOptions } from '../modern/wire.js';
 import type { InputHandler, LogMessage } from '../session.js';
-import { postMessage, type StreamEnd, type Wire } from './http.js';
+import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http.js';
 
 export interface DirectCallerOptions {
   /** Streamable HTTP: each request is a POST on this wire (`post`: the platform's, egress-guarded). */
@@ -107,8 +107,19 @@ export class DirectCaller implements CallHost {
    * connection that one caller ever used can say whose a message that names no request is.
    */
   private callers: string | typeof MANY | undefined;
+  /** How this connection POSTs (HTTP only), its endpoint parsed once. */
+  private readonly posting: PostOptions | undefined;
 
-  constructor(private readonly o: DirectCallerOptions) {}
+  constructor(private readonly o: DirectCallerOptions) {
+    const { http } = o;
+    this.posting = http && {
+      url: new URL(http.url),
+      post: http.post,
+      wire: http.wire,
+      log: o.log,
+      receive: (m, via) => this.receive(m, via),
+    };
+  }
 
   /**
    * Takes the messages that belong to direct calls (answers and progress) and returns true;
@@ -193,7 +204,7 @@ export class DirectCaller implements CallHost {
     }
     const message = { jsonrpc: '2.0' as const, id, method, params: callParams };
     if (cancellation?.aborted) return Promise.reject(cancellation.reason);
-    const http = this.o.http;
+    const http = this.posting;
     // A POST has a signal of its own: a call that times out or is cancelled frees its connection.
     // A stdio request has no connection of its own to free.
     const controller = http ? new AbortController() : undefined;
@@ -303,15 +314,11 @@ export class DirectCaller implements CallHost {
 
   /** Sends one request as a POST; resolves with where to resume from when a resumable stream ended unanswered. */
   private async post(
-    http: NonNullable<DirectCallerOptions['http']>,
+    http: PostOptions,
     message: { jsonrpc: '2.0'; id: string; method: string; params: Record<string, unknown> },
     signal: AbortSignal,
   ): Promise<StreamEnd | undefined> {
-    const end = await postMessage(
-      { ...http, log: this.o.log, receive: (m, via) => this.receive(m, via) },
-      message,
-      signal,
-    );
+    const end = await postMessage(http, message, signal);
     if (end === 'accepted' || !this.byId(message.id)) return undefined;
     if (end.json) throw new UpstreamProtocolError('the JSON answer did not answer the call');
     if (end.lastEventId !== undefined && http.wire.resume) return end;

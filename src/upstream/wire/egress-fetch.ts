@@ -228,7 +228,7 @@ export function guardedPost(send: SendHop, options: Omit<GuardedFetchOptions, 'm
   return (request) => {
     const { signal } = request;
     const hop: Hop = {
-      url: new URL(request.url),
+      url: request.url instanceof URL ? request.url : new URL(request.url),
       method: 'POST',
       headers: request.headers,
       body: request.body,

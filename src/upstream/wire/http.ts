@@ -39,7 +39,7 @@ export interface StreamEnd {
 }
 
 export interface PostOptions {
-  url: string;
+  url: string | URL;
   post: PostJson;
   wire: Wire;
   log: Logger;
