@@ -64,7 +64,8 @@ class NodeIn implements HttpIn {
   header(key: string): string | undefined {
     const { headers, rawHeaders } = this.req;
     // One key per distinct name: as many keys as raw pairs means no name came twice.
-    this.joined ??= Object.keys(headers).length * 2 === rawHeaders.length ? null : joinHeaders(rawHeaders);
+    if (this.joined === undefined)
+      this.joined = Object.keys(headers).length * 2 === rawHeaders.length ? null : joinHeaders(rawHeaders);
     if (this.joined !== null) return this.joined.get(key);
     if (!Object.hasOwn(headers, key)) return undefined;
     const value = headers[key];
