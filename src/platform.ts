@@ -28,13 +28,45 @@ export interface StdioSpec {
  */
 export type StdioConnector = (spec: StdioSpec, log: Logger) => Transport;
 
+/** One JSON-RPC request of the direct caller (src/upstream/wire/direct-call.ts), as one POST. */
+export interface JsonPost {
+  url: string | URL;
+  headers: Record<string, string>;
+  /** The JSON-RPC message, serialized. */
+  body: string;
+  /** Aborts the request at any stage: the call's deadline passed, or its client cancelled. */
+  signal: AbortSignal;
+}
+
+/** What the direct caller reads of an answer. A web `Response` is one. */
+export interface JsonAnswer {
+  readonly status: number;
+  readonly headers: { get(name: string): string | null };
+  /** The whole body as UTF-8 text, a leading BOM dropped (as `Response.text`); refused past the body cap. */
+  text(): Promise<string>;
+  /** The body as it arrives (how an event stream is read), each event capped; null for a null-body status. */
+  readonly body: ReadableStream<Uint8Array> | null;
+}
+
+/** Sends one `JsonPost` through the egress guard: the URL checked, redirects followed by hand. */
+export type PostJson = (request: JsonPost) => Promise<JsonAnswer>;
+
 /**
  * The one seam for runtime differences. The core asks its runtime for these and nothing more;
  * nothing under src/ imports node:* or cloudflare:*.
  */
 export interface Platform {
-  /** Egress fetch for upstream HTTP and JWKS. On Node it is guarded at connect time. */
+  /**
+   * The egress fetch: the SDK transports, JWKS and OAuth requests. A real fetch, egress-guarded
+   * (upstream/wire/egress-fetch.ts); on Node each connection's address is also checked (D3).
+   */
   fetch: typeof fetch;
+  /**
+   * The direct caller's POSTs, guarded as `fetch` is. Node's fetch builds a web Request, Headers and
+   * body stream around every request, more CPU than the rest of a relayed call; this is the same
+   * exchange without them. Absent (Workers, where fetch is the runtime's own): POSTed with `fetch`.
+   */
+  postJson?: PostJson;
   /** Absent on Workers: a stdio server then gets an `unsupported-transport` diagnostic. */
   connectStdio?: StdioConnector;
   /** The runtime's name, for diagnostics only (never for branching inside src/). */

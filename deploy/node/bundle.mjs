@@ -1,9 +1,8 @@
-// The Node CLI as one ES module and its lazily loaded chunks (#18, start time): `dist/manifold.js`
-// is what `npm start`, the `manifold` bin and the tests run. Resolving and reading ~300 modules
-// cost more than running them; the session layer (the SDK client, its transports) and undici are
-// split off, and load when the first upstream connects or the first egress request is made.
-// The entry is a launcher (deploy/node/cli/launch.ts) that turns on Node's compile cache where Node
-// has one, then imports the CLI, which is a chunk of its own.
+// The Node CLI as one ES module and its lazily loaded chunks: `dist/manifold.js` is what `npm
+// start`, the `manifold` bin and the tests run. One file starts faster than the modules it is made
+// of; what only some gateways need (the SDK client, undici, Postgres, OpenTelemetry) is split off
+// and loads when first used. The entry is a launcher (deploy/node/cli/launch.ts) that turns on
+// Node's compile cache where Node has one, then imports the CLI, which is a chunk of its own.
 import { chmodSync, rmSync } from 'node:fs';
 import { build } from 'esbuild';
 
@@ -24,9 +23,8 @@ await build({
   // never installed or used (pg's pure-JS client is): left unresolved.
   external: ['better-sqlite3', 'pg-native'],
   minify: true,
-  // No keepNames: its __name() call runs each time a closure is created, which on the call path
-  // is several times per request (17% of B2's and 32% of S2's CPU per call, measured A/B). Our
-  // errors set `name` themselves; the SDK's McpError is recognised by shape.
+  // No keepNames: its __name() call runs each time a closure is created, a large share of a call's
+  // CPU (B2, S2). Our errors set `name` themselves; the SDK's McpError is recognised by shape.
   sourcemap: 'linked',
   // Bundled CommonJS packages call require() for Node's built-ins; an ES module has none.
   banner: {

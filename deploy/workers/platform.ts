@@ -14,7 +14,8 @@ export function workersLogger(level: GatewayConfig['logLevel'], redact: readonly
 /**
  * The Workers runtime behind the core. Egress is the hostname allowlist and IP-literal checks
  * only: Workers have no DNS hook, so a public name that resolves privately is not caught here
- * (docs/security.md). There is no stdio: such servers get an `unsupported-transport` diagnostic.
+ * (docs/security.md). The direct caller posts with this fetch (no `postJson`: the runtime's own
+ * fetch is cheap here). There is no stdio: such servers get an `unsupported-transport` diagnostic.
  */
 export function workersPlatform(
   log: Logger,

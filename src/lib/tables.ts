@@ -1,19 +1,10 @@
 /**
  * Tables for what is added and removed once per relayed call, held by objects that live long
  * (an upstream's calls in flight, a session's requests). Not `Map`s, for the garbage collector's
- * sake (#18).
- *
- * A `Map` that lives long and gets a new key per call and loses it again outgrows its hash table
- * every few dozen calls, and V8 keeps each outgrown table pointing at its successor (so that live
- * iterators can follow), with the old entries still in it. Once one of those tables has been moved
- * to the old generation (any full GC does that), the scavenger treats every pointer out of it as
- * a root: each later table, and every value any of them ever held, survives the young-generation
- * GCs until the next full one. Under load, that is every call's objects: measured on the stdio
- * path at c=16, 2.6 MB of the 10 MB allocated between two scavenges survived each one, and
- * scavenging took 14 µs per call; with these tables, 0.45 MB and 2.4 µs (docs/design.md).
- *
- * Arrays do not do that: a removed entry's slot is cleared, and an array's store is only replaced
- * when it grows, which stops once it holds as many entries as are ever in flight.
+ * sake: a long-lived Map that gains and loses a key per call keeps each outgrown hash table, and
+ * once one is in the old generation every value it held survives the young-generation collections
+ * (test/unit/gc-retention.test.ts). Arrays clear a removed entry's slot and stop growing once
+ * they hold as many entries as are ever in flight.
  */
 
 /** Slots of an `IdTable`; ids further apart than this while both are live go to a Map. */

@@ -7,7 +7,7 @@
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { authRefusal, UpstreamAuthRequired } from './call-errors.js';
-import { authFetch } from './oauth/auth-fetch.js';
+import { authFetch, authPost } from './oauth/auth-fetch.js';
 import type { SubjectKey } from './oauth/types.js';
 import type { UpstreamDeps } from './types.js';
 
@@ -21,6 +21,8 @@ export function withUpstreamAuth(
   const platform = {
     ...deps.platform,
     fetch: authFetch(deps.platform.fetch, { target: config.url, auth, subject }),
+    // Where the direct caller has a POST of its own (Node), its requests carry the credentials too.
+    ...(deps.platform.postJson ? { postJson: authPost(deps.platform.postJson, { auth, subject }) } : {}),
   };
   return Object.create(deps, { platform: { value: platform, enumerable: true } }) as UpstreamDeps;
 }

@@ -29,6 +29,7 @@ import {
 import { type DiscoverInfo, ModernSession, readDiscover } from './modern/session.js';
 import { modernStamp, modernWire } from './modern/wire.js';
 import type { SessionDeps, SessionEvents, UpstreamSession } from './session.js';
+import { postJsonOf } from './wire/egress-fetch.js';
 import { postMessage } from './wire/http.js';
 
 const PROBE_ID = 'manifold:probe';
@@ -98,7 +99,7 @@ async function probeHttp(deps: SessionDeps, version: string = MODERN_VERSIONS[0]
     await postMessage(
       {
         url: deps.config.url ?? '',
-        fetch: deps.platform.fetch,
+        post: postJsonOf(deps.platform),
         wire: modernWire(deps.config.headers, version, () => new Map()),
         log: deps.log,
         receive: (m) => {

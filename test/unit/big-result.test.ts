@@ -1,7 +1,4 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { nodeEgressFetch } from '../../deploy/node/runtime/egress.js';
+import { describe, expect, it, vi } from 'vitest';
 import type { CatalogEntry } from '../../src/aggregate/catalog.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import { CallGuards } from '../../src/gateway/call-guards.js';
@@ -198,47 +195,5 @@ describe('resultCap: the UTF-8 size of a long string', () => {
     } finally {
       encode.mockRestore();
     }
-  });
-});
-
-describe('Node egress fetch: big JSON bodies', () => {
-  let server: Server;
-  let base: string;
-  let f: typeof fetch;
-  const bodies: Record<string, string> = {
-    '/ascii': JSON.stringify({ text: 'line\n"q"\\'.repeat(20_000) }),
-    '/utf8': JSON.stringify({ text: 'žluťoučký 😀 '.repeat(10_000) }),
-    '/small': JSON.stringify({ text: 'é' }),
-  };
-
-  beforeAll(async () => {
-    server = createServer((req, res) => {
-      const body = bodies[req.url ?? ''] ?? '';
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-      res.end(body);
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    base = `http://127.0.0.1:${port}`;
-    f = nodeEgressFetch({ allowedHosts: [`127.0.0.1:${port}`], maxUpstreamBodyBytes: 1 << 20 });
-  });
-
-  afterAll(() => new Promise((r) => server.close(r)));
-
-  it('reads ASCII and UTF-8 bodies past 64 KiB, as JSON and as text, exactly', async () => {
-    for (const path of Object.keys(bodies)) {
-      expect(await (await f(`${base}${path}`)).json()).toEqual(JSON.parse(bodies[path]!));
-      expect(await (await f(`${base}${path}`)).text()).toBe(bodies[path]);
-      const bytes = new Uint8Array(await (await f(`${base}${path}`)).arrayBuffer());
-      expect(Buffer.from(bytes).toString('utf8')).toBe(bodies[path]);
-    }
-  });
-
-  it('lets the body go once it is read: a later clone is refused, as fetch does', async () => {
-    const r = await f(`${base}/ascii`);
-    const copy = r.clone();
-    await r.json();
-    expect(() => r.clone()).toThrow(TypeError);
-    expect(await copy.text()).toBe(bodies['/ascii']);
   });
 });

@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
-import { PG_MIGRATIONS } from '../../deploy/node/store/postgres-schema.js';
+import { PG_MIGRATIONS } from '../../deploy/node/store/postgres/schema.js';
+import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
 import { openSqliteStore } from '../../deploy/node/store/sqlite.js';
 import {
   type CredentialStore,

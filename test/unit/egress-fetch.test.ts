@@ -2,10 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { nodeEgressFetch } from '../../deploy/node/runtime/egress.js';
+import { nodeEgress } from '../../deploy/node/runtime/egress.js';
 import { ManifoldError } from '../../src/errors.js';
 import { egressPolicy } from '../../src/guards/egress/policy.js';
-import { guardedFetch } from '../../src/upstream/wire/egress-fetch.js';
+import { guardedFetch, guardedPost, postJsonOf } from '../../src/upstream/wire/egress-fetch.js';
 
 // Real loopback servers. Loopback is private, so each test lists the ports it means to reach.
 
@@ -283,8 +283,51 @@ describe('D5: redirects followed by hand, every hop checked', () => {
     await expect(f(`${a.origin}/hop/1`, { redirect: 'error' })).rejects.toThrow(TypeError);
   });
 
-  it('D5: the same guard through nodeEgressFetch (undici Agent with the checked lookup)', async () => {
-    const f = nodeEgressFetch({ allowedHosts: [`127.0.0.1:${a.port}`], maxUpstreamBodyBytes: 1 << 20 });
+  it("D5: the direct caller's POST follows the same rules: 307/308 re-sent, 301 to GET, other hosts refused", async () => {
+    const signal = new AbortController().signal;
+    const posts = [
+      nodeEgress({ allowedHosts: [`127.0.0.1:${a.port}`], maxUpstreamBodyBytes: 1 << 20 }).postJson,
+      guardedPost(
+        ({ url, method, headers, body, signal: s }) =>
+          fetch(url, { method, headers, body, signal: s, redirect: 'manual' }),
+        {
+          policy: onlyA(),
+        },
+      ),
+    ];
+    for (const post of posts) {
+      const at = (path: string) =>
+        post({
+          url: `${a.origin}${path}`,
+          headers: { 'content-type': 'application/json' },
+          body: '{"id":1}',
+          signal,
+        });
+      expect(await (await at('/hop/3')).text()).toBe('done at a');
+      expect(JSON.parse(await (await at('/status/308')).text())).toMatchObject({
+        method: 'POST',
+        body: '{"id":1}',
+      });
+      expect(JSON.parse(await (await at('/status/301')).text())).toMatchObject({ method: 'GET', body: '' });
+      expect((await egressError(at('/hop/4'))).code).toBe('ERR_EGRESS_DENIED');
+      const off = await egressError(at(`/to?s=307&u=${encodeURIComponent(`${b.origin}/echo`)}`));
+      expect(off.code).toBe('ERR_EGRESS_DENIED');
+      await expect(
+        post({ url: 'http://169.254.169.254/', headers: {}, body: '{}', signal }),
+      ).rejects.toMatchObject({
+        code: 'ERR_EGRESS_DENIED',
+      });
+    }
+    expect(b.requests).toHaveLength(0);
+    // Where a runtime has no postJson of its own, the direct caller posts with the guarded fetch.
+    const viaFetch = postJsonOf({ fetch: guardedFetch(fetch, { policy: onlyA(), maxBodyBytes: 1 << 20 }) });
+    expect(
+      (await egressError(viaFetch({ url: `${a.origin}/hop/4`, headers: {}, body: '{}', signal }))).code,
+    ).toBe('ERR_EGRESS_DENIED');
+  });
+
+  it('D5: the same guard through the Node fetch (undici Agent with the checked lookup)', async () => {
+    const f = nodeEgress({ allowedHosts: [`127.0.0.1:${a.port}`], maxUpstreamBodyBytes: 1 << 20 }).fetch;
     expect(await (await f(`${a.origin}/hop/3`)).text()).toBe('done at a');
     expect((await egressError(f(`${a.origin}/hop/4`))).code).toBe('ERR_EGRESS_DENIED');
     const e = await egressError(f(`${a.origin}/to?u=${encodeURIComponent('http://169.254.169.254/')}`));
@@ -412,8 +455,8 @@ describe('upstream body cap (maxUpstreamBodyBytes), enforced while the body stre
     expect(written).toBeLessThan(TOTAL);
   });
 
-  it('the same through nodeEgressFetch (undici): bounded bytes read, upstream cut off', async () => {
-    const node = nodeEgressFetch({ allowedHosts: [`127.0.0.1:${s.port}`], maxUpstreamBodyBytes: CAP });
+  it('the same through the Node fetch (undici): bounded bytes read, upstream cut off', async () => {
+    const node = nodeEgress({ allowedHosts: [`127.0.0.1:${s.port}`], maxUpstreamBodyBytes: CAP }).fetch;
     let got = 0;
     // A JSON body is read whole inside the fetch, so the cap may fire before the Response exists;
     // a streamed body fires it while being read. Either way no more than the cap is held.

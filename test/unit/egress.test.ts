@@ -1,7 +1,7 @@
 import { createServer, connect as netConnect, type Server } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkedLookup, nodeEgressFetch, type Resolver } from '../../deploy/node/runtime/egress.js';
+import { checkedLookup, nodeEgress, type Resolver } from '../../deploy/node/runtime/egress.js';
 import { ManifoldError } from '../../src/errors.js';
 import {
   egressDeniedError,
@@ -503,7 +503,7 @@ describe('D3/D6: connect-time DNS check (deploy/node/egress.ts)', () => {
     }
   });
 
-  it('D3: nodeEgressFetch refuses the second request when DNS turns to the metadata address', async () => {
+  it('D3: the Node fetch refuses the second request when DNS turns to the metadata address', async () => {
     const answers = ['93.184.215.14', '169.254.169.254'];
     let calls = 0;
     const abort = new AbortController();
@@ -514,7 +514,7 @@ describe('D3/D6: connect-time DNS check (deploy/node/egress.ts)', () => {
       if (calls === 1) setTimeout(() => abort.abort(), 0);
       return [{ address, family: 4 }];
     };
-    const f = nodeEgressFetch({ allowedHosts: [], maxUpstreamBodyBytes: 1024, resolver });
+    const f = nodeEgress({ allowedHosts: [], maxUpstreamBodyBytes: 1024, resolver }).fetch;
     const first = await f('https://rebind.example/mcp', { signal: abort.signal }).catch((e: unknown) => e);
     expect(first).not.toMatchObject({ code: 'ERR_EGRESS_DENIED' });
     const second = await f('https://rebind.example/mcp').catch((e: unknown) => e);
@@ -562,7 +562,7 @@ describe('D3/D6: connect-time DNS check (deploy/node/egress.ts)', () => {
     expect((garbage.err as unknown as ManifoldError).code).toBe('ERR_EGRESS_DENIED');
   });
 
-  describe('D6: through nodeEgressFetch against a real listener', () => {
+  describe('D6: through the Node egress against a real listener', () => {
     let server: Server;
     let port = 0;
     let connections = 0;
@@ -577,14 +577,18 @@ describe('D3/D6: connect-time DNS check (deploy/node/egress.ts)', () => {
     afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
     it('D6: a resolver failure makes the request fail and nothing connects', async () => {
-      const f = nodeEgressFetch({
+      const egress = nodeEgress({
         allowedHosts: [`dns-fails.example:${port}`],
         maxUpstreamBodyBytes: 1024,
         resolver: async () => {
           throw Object.assign(new Error('getaddrinfo EAI_AGAIN'), { code: 'EAI_AGAIN' });
         },
       });
-      await expect(f(`http://dns-fails.example:${port}/`)).rejects.toThrow();
+      await expect(egress.fetch(`http://dns-fails.example:${port}/`)).rejects.toThrow();
+      const signal = new AbortController().signal;
+      await expect(
+        egress.postJson({ url: `http://dns-fails.example:${port}/`, headers: {}, body: '{}', signal }),
+      ).rejects.toThrow();
       expect(connections).toBe(0);
     });
   });
@@ -605,14 +609,21 @@ describe('D7: errors shown to clients are generic', () => {
   });
 
   it('D7: a connect-time refusal surfaces as the same generic error, not the resolved address', async () => {
-    const f = nodeEgressFetch({
+    const egress = nodeEgress({
       allowedHosts: [],
       maxUpstreamBodyBytes: 1024,
       resolver: async () => [{ address: '10.1.2.3', family: 4 }],
     });
-    const e = (await f('https://internal.example/').catch((x: unknown) => x)) as ManifoldError;
-    expect(e).toBeInstanceOf(ManifoldError);
-    expect(e.publicMessage).not.toMatch(/10\.1\.2\.3|internal\.example/);
-    expect(String(e.data?.reason)).toMatch(/10\.1\.2\.3/);
+    const signal = new AbortController().signal;
+    for (const attempt of [
+      egress.fetch('https://internal.example/'),
+      egress.postJson({ url: 'https://internal.example/mcp', headers: {}, body: '{}', signal }),
+    ]) {
+      const e = (await attempt.catch((x: unknown) => x)) as ManifoldError;
+      expect(e).toBeInstanceOf(ManifoldError);
+      expect(e.code).toBe('ERR_EGRESS_DENIED');
+      expect(e.publicMessage).not.toMatch(/10\.1\.2\.3|internal\.example/);
+      expect(String(e.data?.reason)).toMatch(/10\.1\.2\.3/);
+    }
   });
 });

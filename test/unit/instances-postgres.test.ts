@@ -1,11 +1,11 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PostgresInstances, STALE_MS } from '../../deploy/node/store/instances.js';
-import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
+import { PostgresInstances, STALE_MS } from '../../deploy/node/store/postgres/instances.js';
+import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
 import { freshDatabase } from '../helpers/postgres.js';
 
-// The registry of instances and the forward itself (deploy/node/instances.ts), on a real Postgres
+// The registry of instances and the forward itself (deploy/node/store/postgres/instances.ts), on a real Postgres
 // and a real HTTP listener standing in for the holder; clocks are given, so staleness is exact.
 let store: PostgresStateStore;
 let holder: Server;

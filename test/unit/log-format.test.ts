@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { prettyLine } from '../../deploy/node/cli/log-format.js';
+import { prettyLine } from '../../deploy/node/runtime/log.js';
 import { createJsonLogger } from '../../src/lib/log.js';
 
 describe('the terminal log format', () => {

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { batchedLines, nodeLogger, nodePlatform } from '../../deploy/node/runtime/platform.js';
+import { batchedLines, nodeLogger } from '../../deploy/node/runtime/log.js';
+import { nodePlatform } from '../../deploy/node/runtime/platform.js';
 import { silentLogger } from '../../src/lib/log.js';
 import { egressPolicyOf } from '../../src/upstream/wire/egress-fetch.js';
 
-// The Node platform's fetch loads undici on its first request (#18, start time). Until then, and
-// after, it must still be seen as a guarded fetch: transports read its policy to refuse a denied
-// URL before they exist and to leave redirects to it (SECURITY D3, D5).
-describe('nodePlatform fetch', () => {
+// The Node platform loads undici on its first request out (start time). Until then, and after, its
+// fetch must still be seen as a guarded fetch: transports read its policy to refuse a denied URL
+// before they exist and to leave redirects to it (SECURITY D3, D5). Its postJson is guarded alike.
+describe('nodePlatform egress', () => {
   const platform = nodePlatform(silentLogger, {
     allowedHosts: ['127.0.0.1:4999'],
     maxUpstreamBodyBytes: 1 << 20,
@@ -19,9 +20,14 @@ describe('nodePlatform fetch', () => {
     expect(policy?.checkUrl(new URL('http://169.254.169.254/latest')).ok).toBe(false);
   });
 
-  it('refuses a denied host on the first request, through the lazily loaded guarded fetch', async () => {
+  it('refuses a denied host on the first request, by fetch and by postJson', async () => {
     const err = await platform.fetch('http://10.0.0.1/mcp').catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'ERR_EGRESS_DENIED' });
+    const signal = new AbortController().signal;
+    const posted = await platform
+      .postJson?.({ url: 'http://10.0.0.1/mcp', headers: {}, body: '{}', signal })
+      .catch((e: unknown) => e);
+    expect(posted).toMatchObject({ code: 'ERR_EGRESS_DENIED' });
   });
 });
 
@@ -54,51 +60,33 @@ describe('nodeLogger batching', () => {
   });
 });
 
-// The batch is UTF-8 in a buffer outside the heap (#18): what reaches the sink must be exactly the
-// lines, in order, whatever their characters and lengths.
+// What reaches the sink must be exactly the lines, in order, in as few writes as the size allows.
 describe('batchedLines', () => {
-  const collect = (bytesPerWrite: number) => {
+  const collect = (charsPerWrite: number) => {
     const chunks: string[] = [];
-    const b = batchedLines((chunk) => {
-      chunks.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
-    }, bytesPerWrite);
+    const b = batchedLines((chunk) => chunks.push(chunk), charsPerWrite);
     return { chunks, ...b };
   };
 
-  it('keeps every character: multi-byte text, astral pairs and a lone surrogate', () => {
+  it('keeps every line and character, in order, in one write', () => {
     const { chunks, write, flush } = collect(4096);
-    const lines = ['plain', 'grüße ☃ 日本語', 'emoji 😀 pair', 'lone \ud800 half'];
+    const lines = ['plain', 'grüße ☃ 日本語', 'emoji 😀 pair'];
     for (const l of lines) write(l);
     flush();
-    expect(chunks).toHaveLength(1);
-    // A lone surrogate has no UTF-8: it is written as U+FFFD, as a string write to stderr writes it.
-    expect(chunks[0]).toBe(`${lines.map((l) => l.replace('\ud800', '\ufffd')).join('\n')}\n`);
+    flush();
+    expect(chunks).toEqual([`${lines.join('\n')}\n`]);
   });
 
-  it('writes what is pending before a line that would not fit, and a line longer than the buffer on its own', () => {
+  it('writes at once when the pending lines reach the size, and the next lines after', () => {
     const { chunks, write, flush } = collect(64);
-    // Room is kept for three bytes per character and the newline: 61 bytes for 20 characters.
     write('a'.repeat(20));
+    write('b'.repeat(20));
     expect(chunks).toEqual([]);
-    write('b'.repeat(20)); // 21 used + 61 would pass 64: the first line goes first
-    expect(chunks).toEqual([`${'a'.repeat(20)}\n`]);
-    write('d'.repeat(100)); // longer than the buffer: what is pending, then the line alone
-    expect(chunks.slice(1)).toEqual([`${'b'.repeat(20)}\n`, `${'d'.repeat(100)}\n`]);
+    write('c'.repeat(30)); // 21 + 21 + 31 pending: past 64
+    expect(chunks).toEqual([`${'a'.repeat(20)}\n${'b'.repeat(20)}\n${'c'.repeat(30)}\n`]);
+    write('d'.repeat(100)); // longer than the size on its own: written at once
     write('e');
     flush();
-    flush();
-    expect(chunks.slice(3)).toEqual(['e\n']);
-  });
-
-  it('does not reuse a buffer it handed to the sink', () => {
-    const held: Uint8Array[] = [];
-    const b = batchedLines((chunk) => {
-      if (typeof chunk !== 'string') held.push(chunk);
-    }, 64);
-    b.write('first');
-    b.flush();
-    b.write('second');
-    b.flush();
-    expect(held.map((c) => Buffer.from(c).toString('utf8'))).toEqual(['first\n', 'second\n']);
+    expect(chunks.slice(1)).toEqual([`${'d'.repeat(100)}\n`, 'e\n']);
   });
 });

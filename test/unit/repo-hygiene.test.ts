@@ -44,9 +44,9 @@ describe('repository hygiene (#16)', () => {
     expect(broken).toEqual([]);
   });
 
-  it('docs/configuration.md names the variables a stdio server inherits, as child-env.ts passes them', () => {
+  it('docs/configuration.md names the variables a stdio server inherits, as stdio.ts passes them', () => {
     const doc = readFileSync(resolve(ROOT, 'docs/configuration.md'), 'utf8');
-    const code = readFileSync(resolve(ROOT, 'deploy/node/runtime/child-env.ts'), 'utf8');
+    const code = readFileSync(resolve(ROOT, 'deploy/node/runtime/stdio.ts'), 'utf8');
     const posix = /: \[([^\]]+)\];/
       .exec(code)![1]!
       .match(/'([A-Z_]+)'/g)!

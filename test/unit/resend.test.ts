@@ -17,6 +17,7 @@ import {
 } from '../../src/upstream/call-errors.js';
 import { modernWire } from '../../src/upstream/modern/wire.js';
 import { Upstream } from '../../src/upstream/upstream.js';
+import { postJsonOf } from '../../src/upstream/wire/egress-fetch.js';
 import { legacyWire, postMessage, type Wire } from '../../src/upstream/wire/http.js';
 
 // #14: which 404 means "the server forgot the session", how a request that was not resent is
@@ -37,7 +38,7 @@ describe('a 404 that means the session is gone', () => {
     return postMessage(
       {
         url: 'http://u/mcp',
-        fetch: answer404(body),
+        post: postJsonOf({ fetch: answer404(body) }),
         wire,
         log: silentLogger,
         receive: (m) => received.push(m),

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
+import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
 import { isManifoldError } from '../../src/errors.js';
 import { toRpcError } from '../../src/server/mcp/errors.js';
 import { SessionTable } from '../../src/server/mcp/sessions.js';

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgresStore, PostgresStateStore } from '../../deploy/node/store/postgres.js';
-import { blockOf, SWEEP_EVERY, WINDOW_MS } from '../../deploy/node/store/postgres-rate-limit.js';
+import { blockOf, SWEEP_EVERY, WINDOW_MS } from '../../deploy/node/store/postgres/rate-limit.js';
+import { openPostgresStore, PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
 import { callLimiter, type TakeCall, type TakeResult } from '../../src/auth/shared-limit.js';
 import { parseConfigObject } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';

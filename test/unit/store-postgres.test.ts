@@ -1,6 +1,6 @@
 import { describe, expect, inject, it } from 'vitest';
-import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres.js';
-import { PG_MIGRATIONS } from '../../deploy/node/store/postgres-schema.js';
+import { PG_MIGRATIONS } from '../../deploy/node/store/postgres/schema.js';
+import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
 import { isManifoldError } from '../../src/errors.js';
 import { identityOf } from '../../src/store/state.js';
 import { eventually } from '../helpers/harness.js';

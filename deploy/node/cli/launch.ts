@@ -1,9 +1,8 @@
 #!/usr/bin/env node
 /**
- * The CLI's entry (`dist/manifold.js`, #18 start time). Where Node has a module compile cache
- * (22.1 and later), it is turned on before the CLI's code is loaded: V8 then reads the bundle's
- * compiled code back instead of compiling about half a megabyte of JavaScript on every start
- * (docs/design.md, "Nineteenth round of #18"). Node 20 has none, and the CLI loads as before.
+ * The CLI's entry (`dist/manifold.js`). Where Node has a module compile cache (22.1 and later), it
+ * is turned on before the CLI's code is loaded: V8 then reads the bundle's compiled code back
+ * instead of compiling it on every start. Node 20 has none, and the CLI loads as before.
  *
  * The cache lives in `.cache/` beside this file, inside the installed package: written by whoever
  * may write the package's code, and never in a directory other users share. Node checks each

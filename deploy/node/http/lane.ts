@@ -2,27 +2,23 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { HeaderBag, Principal } from '../../../src/auth/principal.js';
 import { describeError, ManifoldError } from '../../../src/errors.js';
 import type { Logger } from '../../../src/lib/log.js';
-import { spreadUnder } from '../../../src/lib/objects.js';
 import type { McpEndpoint } from '../../../src/server/http/app.js';
 import {
   type HttpIn,
-  JSON_HEADERS,
   PlainReply,
   pieces,
   type Reply,
   STREAMED_BODY_CHARS,
 } from '../../../src/server/mcp/http-in.js';
-import { repeatsName, shapedHeader } from './header-names.js';
 
 /**
  * Node's listener: POST /mcp (and /mcp/<profile>) goes to the MCP endpoint straight from the
  * IncomingMessage, and its answer is written to the ServerResponse as it is; every other request
  * goes to the Hono app, whose Node adapter is loaded on the first of them.
  *
- * Why (#18): on Node 20, the adapter's Request, Headers and body stream and a Response per answer
- * cost as much as the rest of a relayed call, and loading the adapter loads undici before the
- * port opens. The endpoint is the same one the app's own POST route calls (app.ts
- * `createHttp`): admission, era handlers and error answers are not written twice.
+ * Why: the adapter's web Request, Headers, body stream and Response per call cost a large share of
+ * a relayed call's CPU (the B2 bench row). The endpoint is the same one the app's own POST route
+ * calls (app.ts `createHttp`): admission, era handlers and error answers are not written twice.
  */
 export function httpLane(
   endpoint: McpEndpoint,
@@ -66,15 +62,14 @@ class NodeIn implements HttpIn {
 
   /** A lower-case name (HttpIn); `get` takes any case. */
   header(key: string): string | undefined {
+    const { headers, rawHeaders } = this.req;
+    // One key per distinct name: as many keys as raw pairs means no name came twice.
     if (this.joined === undefined)
-      this.joined = repeatsName(this.req) ? joinHeaders(this.req.rawHeaders) : null;
+      this.joined = Object.keys(headers).length * 2 === rawHeaders.length ? null : joinHeaders(rawHeaders);
     if (this.joined !== null) return this.joined.get(key);
-    const shaped = shapedHeader(this.req, key);
-    if (shaped !== null) return shaped;
-    // A plain object: a name such as `constructor` finds Object.prototype's, hence the checks.
-    const value: unknown = this.req.headers[key];
-    if (typeof value === 'string') return value;
-    return Array.isArray(value) ? value.join(', ') : undefined;
+    if (!Object.hasOwn(headers, key)) return undefined;
+    const value = headers[key];
+    return Array.isArray(value) ? value.join(', ') : value;
   }
 
   /** Any case, as Headers.get. */
@@ -93,16 +88,12 @@ class NodeIn implements HttpIn {
 
   onDisconnect(listener: () => void): () => void {
     const res = this.res;
-    let live = true;
-    // `on`, not `once`: a response closes once, and `once` wraps every listener in another. The
-    // undo clears a flag rather than calling `off`, whose search and delete on the response's
-    // listener table cost more than the listener (#18); the response, listener and all, goes
-    // with its request.
-    res.on('close', () => {
-      if (live && !res.writableFinished) listener();
-    });
+    const onClose = () => {
+      if (!res.writableFinished) listener();
+    };
+    res.once('close', onClose);
     return () => {
-      live = false;
+      res.off('close', onClose);
     };
   }
 }
@@ -127,25 +118,17 @@ function joinHeaders(raw: readonly string[]): Map<string, string> {
 function readBody(req: IncomingMessage, max: number): Promise<string> {
   const tooLarge = () => new ManifoldError('ERR_BODY_TOO_LARGE', `request body exceeds ${max} bytes`);
   const declared = req.headers['content-length'];
-  // Node's parser takes only digits here, so fewer digits than `max` has is a smaller number:
-  // `Number` on a string is a call into the runtime, about 290 instructions (#18).
-  if (declared !== undefined && declared.length >= String(max).length && Number(declared) > max)
-    return Promise.reject(tooLarge());
+  if (declared !== undefined && Number(declared) > max) return Promise.reject(tooLarge());
   const cut = () => new ManifoldError('ERR_BAD_REQUEST', 'the request body ended before it was complete');
   if (req.destroyed) return Promise.reject(cut());
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    // The listeners stay on when the body is settled, and do nothing more: taking four off cost
-    // more than the rest of the read (#18: about 2,600 instructions a call under callgrind). The
-    // request, listeners and all, goes with its response; the chunks go at once.
-    let settled = false;
     const settle = () => {
-      settled = true;
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onError);
       chunks.length = 0;
     };
     const onData = (chunk: Buffer) => {
-      if (settled) return;
       size += chunk.length;
       if (size > max) {
         settle();
@@ -155,20 +138,15 @@ function readBody(req: IncomingMessage, max: number): Promise<string> {
       chunks.push(chunk);
     };
     const onEnd = () => {
-      if (settled) return;
-      const text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8');
+      const text = Buffer.concat(chunks, size).toString('utf8');
       settle();
       resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
     };
     const onError = () => {
-      if (settled) return;
       settle();
       reject(cut());
     };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-    req.on('close', onError);
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onError);
   });
 }
 
@@ -181,17 +159,7 @@ function send(res: ServerResponse, reply: Reply): void {
       res.writeHead(status, headers).end();
     } else if (body.length <= STREAMED_BODY_CHARS) {
       const text = String(body);
-      const length = Buffer.byteLength(text);
-      // The common answer's headers as a literal of one shape (#18): merging into a copy stored
-      // each key through V8's megamorphic path.
-      res
-        .writeHead(
-          status,
-          headers === JSON_HEADERS
-            ? { 'content-type': 'application/json', 'content-length': length }
-            : spreadUnder(headers, { 'content-length': length }),
-        )
-        .end(text);
+      res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(text) }).end(text);
     } else {
       res.writeHead(status, headers);
       const source = pieces(body);

@@ -13,7 +13,6 @@ import type { BackoffOptions } from '../../../src/upstream/backoff.js';
 import { createUpstreamAuths, defaultRedirectUri } from '../../../src/upstream/oauth/registry.js';
 import { nodePlatform } from '../runtime/platform.js';
 import { openConfiguredStore } from '../store/open.js';
-import { FiledIncomingMessage } from './header-names.js';
 import { httpLane } from './lane.js';
 
 export interface RunningGateway {
@@ -39,9 +38,9 @@ export interface StartOptions {
 }
 
 /**
- * prom-client takes 25-40 ms to load, more than the rest of the start (#18, start time): it is
- * loaded by the first scrape. Its event loop lag and GC metrics count from then on; CPU and
- * memory are the process's own totals either way (metrics.ts credits the CPU spent before).
+ * prom-client takes longer to load than the rest of the start: it is loaded by the first scrape.
+ * Its event loop lag and GC metrics count from then on; CPU and memory are the process's own
+ * totals either way (metrics.ts credits the CPU spent before).
  */
 function lazyPromExporter(): MetricsExporter {
   let loading: Promise<MetricsExporter> | undefined;
@@ -103,7 +102,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   });
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));
-  const server = createServer({ IncomingMessage: FiledIncomingMessage }, httpLane(mcp, other, log));
+  const server = createServer(httpLane(mcp, other, log));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.gateway.port, config.gateway.host, () => {

@@ -1,13 +1,13 @@
 /**
- * Node's egress fetch: undici's own fetch on an Agent whose every new connection resolves its host
- * through a checked lookup, wrapped by the runtime-neutral guardedFetch (URL check, redirects by
- * hand, body cap). Checking at connect time, on the addresses the socket will actually use, is what
- * defeats DNS rebinding: a verdict is never cached, so a name that answered a public address a
- * second ago and now answers 169.254.169.254 is refused on the next connection (SECURITY D3).
+ * How the Node gateway reaches out: its HTTP client (http-client.ts: undici on an Agent whose every
+ * new connection resolves its host through the checked lookup below), behind the runtime-neutral
+ * egress guard (URL check, redirects by hand, body cap). Checking at connect time, on the addresses
+ * the socket will actually use, is what defeats DNS rebinding: a verdict is never cached, so a name
+ * that answered a public address a second ago and now answers 169.254.169.254 is refused on the
+ * next connection (SECURITY D3).
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupFunction } from 'node:net';
-import { Agent, fetch as undiciFetch } from 'undici';
 import {
   type EgressPolicy,
   egressDeniedError,
@@ -15,8 +15,9 @@ import {
   parseIp,
 } from '../../../src/guards/egress/policy.js';
 import type { Logger } from '../../../src/lib/log.js';
-import { guardedFetch } from '../../../src/upstream/wire/egress-fetch.js';
-import { fastFetch } from './fast-fetch.js';
+import type { PostJson } from '../../../src/platform.js';
+import { guardedFetch, guardedPost } from '../../../src/upstream/wire/egress-fetch.js';
+import type { HttpClient } from './http-client.js';
 
 /** One address a name resolved to, as dns.lookup({ all: true }) gives it. */
 export interface ResolvedAddress {
@@ -90,29 +91,44 @@ export interface NodeEgressOptions {
   maxRedirects?: number;
 }
 
+/** The two ways out of a Node gateway (`Platform.fetch` and `Platform.postJson`), on one Agent. */
+export interface NodeEgress {
+  fetch: typeof fetch;
+  postJson: PostJson;
+}
+
 /**
- * The fetch Node gives the core as `platform.fetch`: every upstream, JWKS and metadata request.
- *
  * @example
- * const f = nodeEgressFetch({ allowedHosts: ['127.0.0.1:3001'], maxUpstreamBodyBytes: 8 << 20 });
- * await f('http://127.0.0.1:3001/mcp'); // listed: allowed, even over http and on loopback
- * await f('https://internal.example/'); // refused at connect time if it resolves to 10.x
+ * const { fetch } = nodeEgress({ allowedHosts: ['127.0.0.1:3001'], maxUpstreamBodyBytes: 8 << 20 });
+ * await fetch('http://127.0.0.1:3001/mcp'); // listed: allowed, even over http and on loopback
+ * await fetch('https://internal.example/'); // refused at connect time if it resolves to 10.x
  */
-export function nodeEgressFetch(options: NodeEgressOptions): typeof fetch {
+export function nodeEgress(options: NodeEgressOptions): NodeEgress {
   const policy = egressPolicy({ allowedHosts: options.allowedHosts });
   const lookup = checkedLookup(policy, options.resolver ?? systemResolver);
-  const agent = new Agent({ connect: { lookup }, keepAliveTimeout: 30_000 });
-  const slow = ((input: RequestInfo | URL, init?: RequestInit) =>
-    undiciFetch(input as Parameters<typeof undiciFetch>[0], {
-      ...(init as Parameters<typeof undiciFetch>[1]),
-      dispatcher: agent,
-    })) as unknown as typeof fetch;
-  const base = fastFetch(agent, slow, options.maxUpstreamBodyBytes);
+  const max = options.maxUpstreamBodyBytes;
+  // undici is a megabyte of JavaScript: it loads with the first request out, not before the
+  // gateway listens (a gateway of stdio servers without remote JWKS never loads it).
+  let client: HttpClient | undefined;
+  let loading: Promise<HttpClient> | undefined;
+  const load = () =>
+    (loading ??= import('./http-client.js').then((m) => {
+      client = m.httpClient(lookup, max);
+      return client;
+    }));
+  const send = ((input: RequestInfo | URL, init?: RequestInit) =>
+    client ? client.fetch(input, init) : load().then((c) => c.fetch(input, init))) as typeof fetch;
   const log = options.log;
-  return guardedFetch(base, {
+  const guard = {
     policy,
-    maxBodyBytes: options.maxUpstreamBodyBytes,
     ...(options.maxRedirects === undefined ? {} : { maxRedirects: options.maxRedirects }),
     ...(log ? { onDenied: (reason: string) => log.warn('egress.denied', { reason }) } : {}),
-  });
+  };
+  return {
+    fetch: guardedFetch(send, { ...guard, maxBodyBytes: max }),
+    postJson: guardedPost(
+      (hop) => (client ? client.exchange(hop) : load().then((c) => c.exchange(hop))),
+      guard,
+    ),
+  };
 }

@@ -5,11 +5,10 @@ import type { Exposition, MetricFamily, MetricsExporter } from '../../../src/obs
  * The Node exporter: prom-client's registry writes the exposition (its escaping, its format), with
  * its default metrics (process CPU and memory, heap, event loop lag, GC) prefixed `manifold_`.
  *
- * The gateway's own families are counted in the core (src/metrics/), not in prom-client
- * metrics: a prom-client counter or histogram hashes its labels on every observation, ten times
- * the cost of the core's counters (requests.ts). Each family is registered as an object of the
- * shape the registry reads from its own metrics (`get()` answering name, help, type and values),
- * holding the values of the scrape under way.
+ * The gateway's own families are counted in the core (src/observe/metrics.ts), not in prom-client
+ * metrics, which hash their labels on every observation. Each family is registered as an object
+ * of the shape the registry reads from its own metrics (`get()` answering name, help, type and
+ * values), holding the values of the scrape under way.
  */
 export function promExporter(): MetricsExporter {
   const registry = new Registry();

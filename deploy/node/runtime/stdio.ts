@@ -1,9 +1,48 @@
+/**
+ * stdio upstreams on Node: the child process, what it inherits, how no child outlives the gateway
+ * (SECURITY F6, J2), and MCP over its stdin and stdout.
+ */
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { StdioSpec } from '../../../src/platform.js';
-import { inheritedEnvironment } from './child-env.js';
+
+/**
+ * What a stdio upstream inherits from the gateway's environment when its config does not say:
+ * the few variables a program needs to find itself (the same set as the MCP SDK's stdio client,
+ * itself after sudo's defaults), never the gateway's own secrets. Its `env` is added on top.
+ */
+const INHERITED =
+  process.platform === 'win32'
+    ? [
+        'APPDATA',
+        'HOMEDRIVE',
+        'HOMEPATH',
+        'LOCALAPPDATA',
+        'PATH',
+        'PROCESSOR_ARCHITECTURE',
+        'SYSTEMDRIVE',
+        'SYSTEMROOT',
+        'TEMP',
+        'USERNAME',
+        'USERPROFILE',
+        'PROGRAMFILES',
+      ]
+    : ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER'];
+
+/**
+ * The inherited part of a child's environment. A value that starts with `()` is a shell function
+ * export (the Shellshock vector), and is never passed on.
+ */
+function inheritedEnvironment(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const key of INHERITED) {
+    const value = process.env[key];
+    if (value !== undefined && !value.startsWith('()')) env[key] = value;
+  }
+  return env;
+}
 
 /** Every live child, so that no exit path of the gateway leaves one behind. */
 const live = new Set<ChildProcess>();
@@ -230,7 +269,7 @@ export class ChildStdioTransport implements Transport {
     if (!stdin || this.closed || !stdin.writable)
       return Promise.reject(new Error('stdio upstream is not running'));
     // Lines sent in one turn of the event loop go out in one write: each write to a pipe is a
-    // syscall that wakes the child, and at concurrency 16 several calls leave per turn (#18).
+    // syscall that wakes the child.
     if (!this.corked) {
       this.corked = true;
       stdin.cork();

@@ -1,7 +1,7 @@
 /**
  * The OpenTelemetry SDK behind `manifold serve` when tracing is on: a BasicTracerProvider with a
- * BatchSpanProcessor per exporter (OTLP/HTTP, or the console). cli.ts loads this module with a
- * dynamic import only then, so a gateway without tracing never loads the SDK (#18, start time).
+ * BatchSpanProcessor per exporter (OTLP/HTTP, or the console). cli/main.ts loads this module with a
+ * dynamic import only then, so a gateway without tracing never loads the SDK.
  * The provider is not registered globally: the tracer reaches the core through `Platform`.
  */
 import type { Tracer } from '@opentelemetry/api';

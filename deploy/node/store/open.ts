@@ -9,7 +9,7 @@ import type { Logger } from '../../../src/lib/log.js';
 import type { SessionStore } from '../../../src/server/mcp/shared-sessions.js';
 import type { CredentialStore } from '../../../src/store/credentials.js';
 import type { StateStore } from '../../../src/store/state.js';
-import type { PostgresInstances } from './instances.js';
+import type { PostgresInstances } from './postgres/instances.js';
 import { openSqliteStore } from './sqlite.js';
 
 export type OpenedStore = StateStore & {
@@ -31,8 +31,8 @@ export async function openConfiguredStore(
 ): Promise<OpenedStore | undefined> {
   if (!store) return undefined;
   if ('postgres' in store) {
-    // Loaded only when configured: the driver is not part of a SQLite gateway's start (#18).
-    const { openPostgresStore } = await import('./postgres.js');
+    // Loaded only when configured: the driver is not part of a SQLite gateway's start.
+    const { openPostgresStore } = await import('./postgres/store.js');
     return openPostgresStore(store.postgres, log);
   }
   return openSqliteStore(resolve(store.path));

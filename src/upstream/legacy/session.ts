@@ -35,6 +35,7 @@ import {
   type UpstreamSession,
 } from '../session.js';
 import { DirectCaller, routeMessages } from '../wire/direct-call.js';
+import { postJsonOf } from '../wire/egress-fetch.js';
 import { legacyWire } from '../wire/http.js';
 import { fromLegacyCreate, readTask, withoutRelatedTask } from '../wire/tasks.js';
 import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
@@ -177,7 +178,7 @@ export class LegacySession implements UpstreamSession {
         ? new DirectCaller({
             http: {
               url: deps.config.url ?? '',
-              fetch: deps.platform.fetch,
+              post: postJsonOf(deps.platform),
               wire: legacyWire(transport, deps.config.headers),
             },
             deliver,

@@ -28,6 +28,7 @@ import {
   type UpstreamSession,
 } from '../session.js';
 import { DirectCaller } from '../wire/direct-call.js';
+import { postJsonOf } from '../wire/egress-fetch.js';
 import { postMessage } from '../wire/http.js';
 import { headerPlans, modernStamp, modernWire } from './wire.js';
 
@@ -61,7 +62,6 @@ export class ModernSession implements UpstreamSession {
     private readonly info: DiscoverInfo,
     private readonly events: SessionEvents,
     private readonly transport: Transport | undefined,
-    perRequest = false,
   ) {
     this.stamp = modernStamp(info.version, deps.clientVersion);
     const common = {
@@ -94,9 +94,8 @@ export class ModernSession implements UpstreamSession {
         ...common,
         http: {
           url: deps.config.url ?? '',
-          fetch: deps.platform.fetch,
+          post: postJsonOf(deps.platform),
           wire: modernWire(deps.config.headers, info.version, () => this.plans),
-          perRequest,
         },
         cancel: () => {},
       });
@@ -114,7 +113,7 @@ export class ModernSession implements UpstreamSession {
    * request that opened it (a Worker isolate, #15); changes reach it by its published snapshot.
    */
   static published(deps: SessionDeps, info: DiscoverInfo, events: SessionEvents): ModernSession {
-    return new ModernSession(deps, info, events, undefined, true);
+    return new ModernSession(deps, info, events, undefined);
   }
 
   /** A session on a stdio child that is already started (and answered the probe). */
@@ -360,7 +359,7 @@ export class ModernSession implements UpstreamSession {
         await postMessage(
           {
             url: deps.config.url ?? '',
-            fetch: deps.platform.fetch,
+            post: postJsonOf(deps.platform),
             wire,
             log: deps.log,
             receive: (m) => this.onMessage(m as JSONRPCMessage),

@@ -6,6 +6,7 @@
  * never carry the bearer. Cross-origin redirects are still the base fetch's to follow, and it
  * drops `authorization` on such a hop.
  */
+import type { PostJson } from '../../platform.js';
 import { checksEgress, egressPolicyOf } from '../wire/egress-fetch.js';
 import type { AuthState, Fetch, OAuthRule, SubjectKey } from './types.js';
 
@@ -85,4 +86,28 @@ export function authFetch(
   // transports.ts reads the policy off the function: the wrapper checks what its base checks.
   const policy = egressPolicyOf(base);
   return policy ? checksEgress(wrapped, policy) : wrapped;
+}
+
+/**
+ * `authFetch` for the direct caller's `Platform.postJson`: its requests go to the server's own
+ * URL, so each carries the credentials, with the same one retry after a 401/403.
+ */
+export function authPost(base: PostJson, o: { auth: UpstreamAuth; subject: SubjectKey }): PostJson {
+  const { auth, subject } = o;
+  return async (request) => {
+    let sent: string | null = null;
+    const send = async () => {
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(request.headers)) headers[k.toLowerCase()] = v;
+      for (const [k, v] of Object.entries(await auth.authorize(subject))) headers[k.toLowerCase()] = v;
+      sent = headers.authorization ?? null;
+      return base({ ...request, headers });
+    };
+    const first = await send();
+    if (first.status !== 401 && first.status !== 403) return first;
+    const decision = await auth.onRefused(subject, first.status, first.headers.get('www-authenticate'), sent);
+    if (decision !== 'retry') return first;
+    await first.body?.cancel().catch(() => {});
+    return send();
+  };
 }

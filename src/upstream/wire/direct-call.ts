@@ -4,9 +4,8 @@
  *
  * The SDK Client still owns the connection: it does the handshake, holds the session id and the
  * negotiated protocol version, lists tools, keeps the standalone GET stream and answers server
- * requests. Only the hot path, relaying one tools/call, skips it: the SDK builds a Headers object,
- * validates every message with zod, and runs its timeout and progress bookkeeping per request,
- * which together cost more CPU than the HTTP hop itself (measured in docs/design.md).
+ * requests. Only the hot path, relaying one request, skips it: the SDK's per-request Headers, zod
+ * validation and timeout bookkeeping cost more CPU than the HTTP hop itself.
  *
  * Calls made here carry string ids with a `manifold:` prefix, which the SDK never uses (its ids
  * are numbers), so every stream the transport reads can route their answers back here: the POST's
@@ -14,24 +13,27 @@
  */
 
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ErrorCode,
+  type JSONRPCMessage,
+  McpError,
+  type MessageExtraInfo,
+} from '@modelcontextprotocol/sdk/types.js';
 import { admitMessage } from '../../guards/depth.js';
 import type { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { Logger } from '../../lib/log.js';
 import { IdTable } from '../../lib/tables.js';
-import { unrefTimer } from '../../platform.js';
+import { type PostJson, unrefTimer } from '../../platform.js';
 import { withMeta, withMetaField } from '../../protocol/versions.js';
-import { UpstreamProtocolError } from '../call-errors.js';
+import { UpstreamInvalidAnswer, UpstreamProtocolError, UpstreamRpcError } from '../call-errors.js';
 import type { StampOptions } from '../modern/wire.js';
 import type { InputHandler, LogMessage } from '../session.js';
-import { type CallHost, DirectCall, type Pending } from './direct-pending.js';
 import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http.js';
 
 export interface DirectCallerOptions {
-  /** Streamable HTTP: each request is a POST on this wire. */
-  /** `perRequest`: no I/O object outlives its request (a Worker isolate): no signal is reused. */
-  http?: { url: string; fetch: typeof fetch; wire: Wire; perRequest?: boolean };
+  /** Streamable HTTP: each request is a POST on this wire (`post`: the platform's, egress-guarded). */
+  http?: { url: string; post: PostJson; wire: Wire };
   /** stdio: each request is written to the child (its answers reach `route`). */
   send?: (message: JSONRPCMessage) => Promise<void>;
   /** The params as sent (modern upstreams: the gateway's own per-request `_meta`). */
@@ -64,14 +66,6 @@ export interface DirectCallOptions extends StampOptions {
 type Result = Record<string, unknown>;
 
 const PREFIX = 'manifold:';
-/** Unused request signals kept for reuse (see `signals`). */
-const SPARE_SIGNALS = 64;
-/**
- * Requests one signal serves at most. Node's fetch provably leaves no listener behind; a runtime
- * whose fetch did would grow a reused signal's listener list, so each signal retires after this
- * many (bounding any such growth while keeping almost all of the saving).
- */
-export const MAX_SIGNAL_USES = 256;
 
 type Deliver = (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
 
@@ -109,20 +103,23 @@ export class DirectCaller implements CallHost {
   private readonly pending = new IdTable<Pending>();
   private seq = 0;
   /**
-   * Controllers whose signal never fired, for the next POST. Each request needs a signal of its
-   * own (a timed-out or cancelled call must free its connection), but making an AbortSignal on
-   * Node 20 costs more than the rest of the request bookkeeping; a finished request leaves its
-   * signal clean (the fetch removes its listener), so it is reused.
-   */
-  private readonly signals: AbortController[] = [];
-  private readonly uses = new WeakMap<AbortController, number>();
-  /**
    * Whose requests this connection has carried: none yet, one caller's key, or MANY. Only a
    * connection that one caller ever used can say whose a message that names no request is.
    */
   private callers: string | typeof MANY | undefined;
+  /** How this connection POSTs (HTTP only), its endpoint parsed once. */
+  private readonly posting: PostOptions | undefined;
 
-  constructor(private readonly o: DirectCallerOptions) {}
+  constructor(private readonly o: DirectCallerOptions) {
+    const { http } = o;
+    this.posting = http && {
+      url: new URL(http.url),
+      post: http.post,
+      wire: http.wire,
+      log: o.log,
+      receive: (m, via) => this.receive(m, via),
+    };
+  }
 
   /**
    * Takes the messages that belong to direct calls (answers and progress) and returns true;
@@ -171,12 +168,7 @@ export class DirectCaller implements CallHost {
     return only?.whose === this.callers ? only : undefined;
   }
 
-  /**
-   * The call in flight under one of our ids (`manifold:<n>`, exactly as we wrote it). The digits
-   * are compared with `String(n)`, not the whole id with one built again: an id of 13 characters
-   * or more is built as a cons string, which V8 flattens to compare (about 700 instructions a
-   * call, #18).
-   */
+  /** The call in flight under one of our ids: `manifold:<n>`, exactly as we wrote it. */
   private byId(id: string): Pending | undefined {
     const digits = id.slice(PREFIX.length);
     const n = Number(digits);
@@ -208,21 +200,14 @@ export class DirectCaller implements CallHost {
     let callParams = this.o.stamp ? this.o.stamp(params, options) : params;
     if (onprogress) {
       const given = callParams._meta;
-      const meta = typeof given === 'object' && given !== null && !Array.isArray(given) ? given : {};
-      callParams = withMetaField(
-        callParams,
-        withMeta(meta as Record<string, unknown>, { progressToken: id }),
-      );
+      callParams = withMetaField(callParams, withMeta(isObject(given) ? given : {}, { progressToken: id }));
     }
     const message = { jsonrpc: '2.0' as const, id, method, params: callParams };
     if (cancellation?.aborted) return Promise.reject(cancellation.reason);
-    // Only a POST needs a signal (stdio requests have no connection of their own to free).
-    const http = this.o.http;
-    const controller = http
-      ? ((http.perRequest ? undefined : this.signals.pop()) ?? new AbortController())
-      : undefined;
-    const used = controller ? (this.uses.get(controller) ?? 0) + 1 : 0;
-    if (controller) this.uses.set(controller, used);
+    const http = this.posting;
+    // A POST has a signal of its own: a call that times out or is cancelled frees its connection.
+    // A stdio request has no connection of its own to free.
+    const controller = http ? new AbortController() : undefined;
     const call = new DirectCall(this, n, id, options, this.o.now(), controller);
     const answered = new Promise<Result>((resolve, reject) => {
       call.resolve = resolve;
@@ -241,25 +226,7 @@ export class DirectCaller implements CallHost {
       });
       return answered;
     }
-    // The request is over and the call answered: a signal that never fired serves the next
-    // call. (A call still waiting, after a 202 or on a resumed stream, keeps its signal, since
-    // a timeout may yet abort it.) Runs as soon as the answer is read, before the caller
-    // resumes, so back-to-back calls share one signal.
-    let over = false;
-    const requestOver = () => {
-      if (over) return;
-      over = true;
-      if (
-        call.settled &&
-        !controller.signal.aborted &&
-        used < MAX_SIGNAL_USES &&
-        !http.perRequest &&
-        this.signals.length < SPARE_SIGNALS
-      ) {
-        this.signals.push(controller);
-      }
-    };
-    this.post(message, controller.signal, requestOver).then(
+    this.post(http, message, controller.signal).then(
       (end) => {
         // Answered, or a 202 (the answer comes on another stream; the timeout bounds the wait).
         const resume = http.wire.resume;
@@ -285,19 +252,16 @@ export class DirectCaller implements CallHost {
   }
 
   /**
-   * The calls' deadlines share one timer, armed for the earliest (#18): a call whose deadline is
-   * later than the armed one (almost every call, since they share a timeout) arms nothing, and a
-   * finished call clears nothing. When it fires, the calls past their deadline time out and it is
-   * armed again for the earliest left.
+   * The calls' deadlines share one timer, armed for the earliest: a timer per call cost more than
+   * the rest of a call's bookkeeping. A call whose deadline is later than the armed one arms
+   * nothing, and a finished call clears nothing; when it fires, the calls past their deadline time
+   * out and it is armed again for the earliest left.
    */
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
   /**
-   * Whether the timer holds the process. Where it could be unref'd (Node) it holds nothing, and
-   * stays armed when the last call ends (#18). Node files timers in a list per duration and drops a list its last ref'd
-   * timer leaves: a client calling one at a time made a list and dropped it on every call, about
-   * 3,800 instructions a call under callgrind. Where a timer has no `unref` (Workers), it is
-   * cleared with the last call, as before.
+   * Whether the timer holds the process. Where it could be unref'd (Node) it holds nothing and
+   * stays armed when the last call ends; where it could not (Workers), it goes with the last call.
    */
   private timerHeld = false;
 
@@ -348,32 +312,17 @@ export class DirectCaller implements CallHost {
     return this.o.complete ? this.o.complete(result) : result;
   }
 
-  /** The POST options, built once: per-call state travels as arguments. */
-  private postOptions: PostOptions | undefined;
-
-  /**
-   * Sends one request. Resolves once its answer is read (HTTP) or written (stdio); with where to
-   * resume from when a resumable stream ended before the call was answered.
-   */
-  private post(
+  /** Sends one request as a POST; resolves with where to resume from when a resumable stream ended unanswered. */
+  private async post(
+    http: PostOptions,
     message: { jsonrpc: '2.0'; id: string; method: string; params: Record<string, unknown> },
-    signal: AbortSignal | undefined,
-    requestOver: () => void,
+    signal: AbortSignal,
   ): Promise<StreamEnd | undefined> {
-    const http = this.o.http;
-    if (!http || !signal) return this.o.send!(message as JSONRPCMessage).then(() => undefined);
-    this.postOptions ??= { ...http, log: this.o.log, receive: (m, via) => this.receive(m, via) };
-    // The request is over as soon as its answer is read: its signal is released before the
-    // caller resumes, so back-to-back calls share one.
-    const onRead = () => {
-      if (!this.byId(message.id)) requestOver();
-    };
-    return postMessage(this.postOptions, message, signal, onRead).then((end) => {
-      if (end === 'accepted' || !this.byId(message.id)) return undefined;
-      if (end.json) throw new UpstreamProtocolError('the JSON answer did not answer the call');
-      if (end.lastEventId !== undefined && http.wire.resume) return end;
-      throw new UpstreamProtocolError('the upstream closed its event stream before answering');
-    });
+    const end = await postMessage(http, message, signal);
+    if (end === 'accepted' || !this.byId(message.id)) return undefined;
+    if (end.json) throw new UpstreamProtocolError('the JSON answer did not answer the call');
+    if (end.lastEventId !== undefined && http.wire.resume) return end;
+    throw new UpstreamProtocolError('the upstream closed its event stream before answering');
   }
 
   private receive(given: unknown, via?: string): void {
@@ -387,7 +336,133 @@ export class DirectCaller implements CallHost {
 }
 
 function isMessage(m: unknown): m is JSONRPCMessage {
-  return (
-    typeof m === 'object' && m !== null && !Array.isArray(m) && (m as { jsonrpc?: unknown }).jsonrpc === '2.0'
-  );
+  return isObject(m) && m.jsonrpc === '2.0';
+}
+
+/** What reaches a call in flight: its answer, progress, log messages and questions, or a failure. */
+export interface Pending {
+  answer(message: Record<string, unknown>): void;
+  progress(params: Record<string, unknown>): void;
+  /** Whose call it is (the principal's key), when a caller made it. */
+  readonly whose?: string | undefined;
+  log?: ((m: LogMessage) => void) | undefined;
+  input?: InputHandler | undefined;
+  fail(error: unknown): void;
+}
+
+/** What a call asks of the caller that made it. */
+export interface CallHost {
+  /** Arms the shared timer for this deadline if it is the earliest; `expire` runs once it has passed. */
+  schedule(at: number): void;
+  /** The call `n` ended: it leaves the table of calls in flight. */
+  ended(n: number): void;
+  /** Tells the upstream call `id` was abandoned. */
+  cancelUpstream(id: string, reason: string): void;
+  now(): number;
+  /** The result a call resolves with (the caller's `complete`); may throw. */
+  complete(result: Result): Result;
+}
+
+/**
+ * One direct call in flight (direct-call.ts): its deadline, read by its caller's one shared timer,
+ * how it settles, and what reaches it.
+ */
+export class DirectCall implements Pending {
+  settled = false;
+  /** When the armed deadline passes (ms since the epoch), and whether it is the absolute one. */
+  deadline = 0;
+  private forTotal = false;
+  resolve!: (result: Result) => void;
+  reject!: (error: unknown) => void;
+  off: (() => void) | undefined;
+  readonly log: ((m: LogMessage) => void) | undefined;
+  readonly input: InputHandler | undefined;
+  readonly whose: string | undefined;
+
+  constructor(
+    private readonly caller: CallHost,
+    private readonly n: number,
+    private readonly id: string,
+    private readonly options: DirectCallOptions,
+    private readonly started: number,
+    private readonly controller: AbortController | undefined,
+  ) {
+    this.log = options.onlog;
+    this.input = options.onInput;
+    this.whose = options.caller;
+  }
+
+  /** Ends the call's bookkeeping; false when it had already ended. */
+  finish(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    this.caller.ended(this.n);
+    this.off?.();
+    return true;
+  }
+
+  abandon(error: unknown, reason: string): void {
+    if (!this.finish()) return;
+    this.caller.cancelUpstream(this.id, reason);
+    this.controller?.abort(error);
+    this.reject(error);
+  }
+
+  /**
+   * (Re)starts the idle deadline, capped by the absolute one. Which of the two it is is decided
+   * here: timers may fire a millisecond early by the wall clock, so the elapsed time cannot tell
+   * them apart later.
+   */
+  arm(): void {
+    const { timeoutMs, maxTotalMs } = this.options;
+    const now = this.caller.now();
+    const left = maxTotalMs - (now - this.started);
+    this.forTotal = left < timeoutMs;
+    this.deadline = now + Math.max(0, this.forTotal ? left : timeoutMs);
+    this.caller.schedule(this.deadline);
+  }
+
+  expire(): void {
+    const { timeoutMs, maxTotalMs } = this.options;
+    const error = this.forTotal
+      ? new McpError(ErrorCode.RequestTimeout, 'Maximum total timeout exceeded', {
+          maxTotalTimeout: maxTotalMs,
+          totalElapsed: this.caller.now() - this.started,
+        })
+      : new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout: timeoutMs });
+    this.abandon(error, String(error.message));
+  }
+
+  answer(m: Record<string, unknown>): void {
+    if (!this.finish()) return;
+    const error = m.error as { code?: unknown; message?: unknown; data?: unknown } | undefined;
+    if (error && typeof error === 'object') {
+      const code = typeof error.code === 'number' ? error.code : ErrorCode.InternalError;
+      this.reject(new UpstreamRpcError(code, String(error.message ?? 'error'), error.data));
+    } else if (isObject(m.result)) {
+      let result: Result;
+      try {
+        result = this.caller.complete(m.result as Result);
+      } catch (e) {
+        this.reject(e);
+        return;
+      }
+      this.resolve(result);
+    } else {
+      this.reject(new UpstreamInvalidAnswer('the answer has no result object'));
+    }
+  }
+
+  progress(p: Record<string, unknown>): void {
+    if (this.settled || typeof p.progress !== 'number') return;
+    this.arm();
+    const { progressToken: _token, ...rest } = p;
+    this.options.onprogress?.(rest as { progress: number });
+  }
+
+  fail(error: unknown): void {
+    if (!this.finish()) return;
+    this.controller?.abort(error);
+    this.reject(error);
+  }
 }

@@ -1,16 +1,19 @@
 /**
- * The egress fetch every upstream request, JWKS and metadata fetch goes through. Runtime-neutral:
- * it wraps whatever fetch the runtime has (on Node one whose connect-time DNS check is built in,
- * see deploy/node/egress.ts) and adds what every runtime needs:
+ * The egress guard every upstream request, JWKS and metadata fetch goes through. Runtime-neutral:
+ * it wraps whatever the runtime sends requests with (on Node, undici on connections whose address
+ * is checked at connect time, deploy/node/runtime/egress.ts) and adds what every runtime needs:
  *
- * - the URL check (scheme, credentials, allowlist, IP literals) before the first request;
+ * - the URL check (scheme, credentials, allowlist, IP literals) before every hop;
  * - redirects followed by hand, at most `maxRedirects` hops, each hop checked again, so a public
  *   upstream cannot bounce the gateway to 169.254.169.254 (SECURITY D5);
  * - the body cap, applied while the body streams, so a huge answer never sits whole in memory.
+ *
+ * Two entries share these rules: `guardedFetch` (a real fetch, for the SDK transports, jose and
+ * OAuth) and `guardedPost` (the direct caller's `Platform.postJson`).
  */
 import { ManifoldError } from '../../errors.js';
-import { type EgressPolicy, egressDeniedError, type Verdict } from '../../guards/egress/policy.js';
-import { spreadUnder } from '../../lib/objects.js';
+import { type EgressPolicy, egressDeniedError } from '../../guards/egress/policy.js';
+import type { JsonAnswer, JsonPost, Platform, PostJson } from '../../platform.js';
 
 export interface GuardedFetchOptions {
   policy: EgressPolicy;
@@ -27,7 +30,7 @@ export interface GuardedFetchOptions {
 
 // Fetch Standard: the redirect statuses and null body statuses (§2.2.3).
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
-const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+export const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([101, 103, 204, 205, 304]);
 const REQUEST_BODY_HEADERS = [
   'content-encoding',
   'content-language',
@@ -57,84 +60,57 @@ export function egressPolicyOf(f: unknown): EgressPolicy | undefined {
   return typeof f === 'function' ? policies.get(f) : undefined;
 }
 
-/**
- * Marks `f` as checking `policy` on every request, as a fetch from `guardedFetch` does: for a
- * wrapper that defers to one (Node's, which loads undici on the first request).
- */
+/** Marks `f` as checking `policy` on every request, as a fetch from `guardedFetch` does: for a wrapper around one. */
 export function checksEgress<F extends object>(f: F, policy: EgressPolicy): F {
   policies.set(f, policy);
   return f;
 }
 
-/**
- * Wraps a fetch with the egress policy, hand-followed redirects and the streaming body cap.
- * Request bodies given as strings or bytes (what the MCP SDK sends) can be re-sent on 307/308.
- *
- * @example
- * const policy = egressPolicy({ allowedHosts: ['mcp.example.com'] });
- * const f = guardedFetch(fetch, { policy, maxBodyBytes: 8 * 1024 * 1024 });
- * await f('https://mcp.example.com/mcp', { method: 'POST', body: '{}' }); // checked at each hop
- * await f('http://169.254.169.254/'); // throws ManifoldError ERR_EGRESS_DENIED, nothing sent
- */
-export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): typeof fetch {
+/** One request on its way: where it goes now, and what it carries (a redirect may change both). */
+interface Hop {
+  url: URL;
+  method: string;
+  headers: HeadersInit | undefined;
+  body: BodyInit | null;
+}
+
+/** What the guard reads of an answer to follow it: a Response, or a JsonAnswer. */
+interface Answer {
+  readonly status: number;
+  readonly headers: { get(name: string): string | null };
+  readonly body: ReadableStream<Uint8Array> | null;
+}
+
+type RedirectMode = NonNullable<RequestInit['redirect']>;
+
+/** The URL check and redirect rules, validated once; `follow` runs one request through them. */
+function egressGuard(options: Omit<GuardedFetchOptions, 'maxBodyBytes'>, what: string) {
   const { policy, onDenied } = options;
   const maxRedirects = options.maxRedirects ?? 3;
-  const maxBodyBytes = options.maxBodyBytes;
   if (!policy || typeof policy.checkUrl !== 'function' || typeof policy.checkAddress !== 'function') {
-    throw new ManifoldError('ERR_CONFIG', 'guardedFetch: policy must be an egress policy');
+    throw new ManifoldError('ERR_CONFIG', `${what}: policy must be an egress policy`);
   }
   if (!Number.isInteger(maxRedirects) || maxRedirects < 0 || maxRedirects > 20) {
-    throw new ManifoldError('ERR_CONFIG', 'guardedFetch: maxRedirects must be an integer from 0 to 20');
+    throw new ManifoldError('ERR_CONFIG', `${what}: maxRedirects must be an integer from 0 to 20`);
   }
-  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
-    throw new ManifoldError('ERR_CONFIG', 'guardedFetch: maxBodyBytes must be a positive integer');
-  }
-
   const refuse = (reason: string): ManifoldError => {
     onDenied?.(reason);
     return egressDeniedError(reason);
   };
 
-  // The URL check is pure, and an upstream's endpoint is the same string on every call: remember
-  // verdicts per href (bounded), so the hot path does not re-run the allowlist and IP rules.
-  const verdicts = new Map<string, Verdict>();
-  const checkUrl = (url: URL): Verdict => {
-    let v = verdicts.get(url.href);
-    if (!v) {
-      v = policy.checkUrl(url);
-      if (verdicts.size >= 256) verdicts.clear();
-      verdicts.set(url.href, v);
-    }
-    return v;
-  };
-
-  // Parsed once per endpoint string (bounded); URLs are never mutated here, only replaced.
-  const urls = new Map<string, URL>();
-  const parse = (href: string): URL => {
-    let url = urls.get(href);
-    if (!url) {
-      url = new URL(href);
-      if (urls.size >= 256) urls.clear();
-      urls.set(href, url);
-    }
-    return url;
-  };
-
-  const egressFetch = async function egressFetch(
-    input: RequestInfo | URL,
-    init?: RequestInit,
-  ): Promise<Response> {
-    const request = await outgoing(input, init, parse);
-    let { url, method, body, headers } = request;
-    const { mode, rest } = request;
-    for (let hop = 0; ; hop++) {
-      const verdict = checkUrl(url);
+  /** Sends `hop` with `send`, and each redirect after it that the rules allow; the last answer. */
+  async function follow<A extends Answer>(
+    hop: Hop,
+    mode: RedirectMode,
+    send: (hop: Hop) => Promise<A>,
+  ): Promise<A> {
+    let { url, method, headers, body } = hop;
+    for (let hops = 0; ; hops++) {
+      const verdict = policy.checkUrl(url);
       if (!verdict.ok) throw refuse(verdict.reason);
-      let response: Response;
+      let answer: A;
       try {
-        const own: Record<string, unknown> = { method, headers, body, redirect: 'manual' };
-        if (body instanceof ReadableStream) own.duplex = 'half';
-        response = await base(url.href, spreadUnder(rest, own) as RequestInit);
+        answer = await send({ url, method, headers, body });
       } catch (e) {
         // A guard below (the Node connect-time DNS check) refused: surface its own error, not the
         // runtime's generic "fetch failed" around it.
@@ -145,19 +121,19 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
         }
         throw e;
       }
-      const location = REDIRECT_STATUSES.has(response.status) ? response.headers.get('location') : null;
+      const location = REDIRECT_STATUSES.has(answer.status) ? answer.headers.get('location') : null;
       // A 3xx without Location is a final response (Fetch Standard §4.4, HTTP-redirect fetch).
-      if (location === null || mode === 'manual') return capBody(response, maxBodyBytes);
-      await response.body?.cancel().catch(() => {});
+      if (location === null || mode === 'manual') return answer;
+      await answer.body?.cancel().catch(() => {});
       if (mode === 'error') throw new TypeError('fetch failed: redirect received with redirect mode "error"');
-      if (hop >= maxRedirects) throw refuse(`more than ${maxRedirects} redirects`);
+      if (hops >= maxRedirects) throw refuse(`more than ${maxRedirects} redirects`);
       let next: URL;
       try {
         next = new URL(location, url);
       } catch {
         throw new ManifoldError('ERR_UPSTREAM_ERROR', 'the upstream answered with an invalid redirect');
       }
-      const status = response.status;
+      const status = answer.status;
       // HTTP-redirect fetch: 301/302 turn POST into GET, 303 turns anything but GET/HEAD into
       // GET, and the body and its headers go. 307/308 keep method and body.
       if (
@@ -184,33 +160,108 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
       }
       url = next;
     }
+  }
+  return { follow };
+}
+
+function validCap(maxBodyBytes: number, what: string): number {
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
+    throw new ManifoldError('ERR_CONFIG', `${what}: maxBodyBytes must be a positive integer`);
+  }
+  return maxBodyBytes;
+}
+
+/**
+ * Wraps a fetch with the egress policy, hand-followed redirects and the streaming body cap.
+ * Request bodies given as strings or bytes (what the MCP SDK sends) can be re-sent on 307/308.
+ *
+ * @example
+ * const policy = egressPolicy({ allowedHosts: ['mcp.example.com'] });
+ * const f = guardedFetch(fetch, { policy, maxBodyBytes: 8 * 1024 * 1024 });
+ * await f('https://mcp.example.com/mcp', { method: 'POST', body: '{}' }); // checked at each hop
+ * await f('http://169.254.169.254/'); // throws ManifoldError ERR_EGRESS_DENIED, nothing sent
+ */
+export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): typeof fetch {
+  const guard = egressGuard(options, 'guardedFetch');
+  const maxBodyBytes = validCap(options.maxBodyBytes, 'guardedFetch');
+  const egressFetch = async function egressFetch(
+    input: RequestInfo | URL,
+    init?: RequestInit,
+  ): Promise<Response> {
+    const { hop, mode, rest } = await outgoing(input, init);
+    const response = await guard.follow(hop, mode, ({ url, method, headers, body }) =>
+      base(url.href, {
+        ...rest,
+        method,
+        headers,
+        body,
+        redirect: 'manual',
+        ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
+      } as RequestInit),
+    );
+    return capBody(response, maxBodyBytes);
   };
-  policies.set(egressFetch, policy);
+  policies.set(egressFetch, options.policy);
   return egressFetch;
 }
 
-interface Outgoing {
+/** One exchange as a runtime sends it, without the guard: what `guardedPost` wraps. */
+export type SendHop = (request: {
   url: URL;
   method: string;
-  /** As the caller gave them until a redirect has to edit them (most requests never redirect). */
-  headers: HeadersInit | undefined;
-  body: BodyInit | null;
-  mode: NonNullable<RequestInit['redirect']>;
-  rest: RequestInit;
+  headers: Record<string, string>;
+  body: string | null;
+  signal: AbortSignal;
+}) => Promise<JsonAnswer>;
+
+/**
+ * `Platform.postJson` over a runtime's own exchange: the URL check and hand-followed redirects of
+ * `guardedFetch`. The body cap is `send`'s to apply while it reads, since the answer never passes
+ * through a web stream here.
+ *
+ * @example
+ * const post = guardedPost(undiciExchange, { policy });
+ * await post({ url: 'https://mcp.example.com/mcp', headers, body: '{}', signal }); // checked at each hop
+ */
+export function guardedPost(send: SendHop, options: Omit<GuardedFetchOptions, 'maxBodyBytes'>): PostJson {
+  const guard = egressGuard(options, 'guardedPost');
+  return (request) => {
+    const { signal } = request;
+    const hop: Hop = {
+      url: request.url instanceof URL ? request.url : new URL(request.url),
+      method: 'POST',
+      headers: request.headers,
+      body: request.body,
+    };
+    return guard.follow(hop, 'follow', ({ url, method, headers, body }) =>
+      send({ url, method, headers: headerRecord(headers), body: body as string | null, signal }),
+    );
+  };
+}
+
+/** The headers as a record, as given until a redirect edited them into a Headers. */
+function headerRecord(headers: HeadersInit | undefined): Record<string, string> {
+  if (headers instanceof Headers) return Object.fromEntries(headers);
+  return (headers ?? {}) as Record<string, string>;
+}
+
+/** How the direct caller POSTs: the platform's `postJson`, or its `fetch` where it has none (a Response is a JsonAnswer). */
+export function postJsonOf(platform: Pick<Platform, 'fetch' | 'postJson'>): PostJson {
+  const { fetch } = platform;
+  return (
+    platform.postJson ??
+    (({ url, headers, body, signal }: JsonPost) => fetch(url, { method: 'POST', headers, body, signal }))
+  );
 }
 
 async function outgoing(
   input: RequestInfo | URL,
   init: RequestInit | undefined,
-  parse: (href: string) => URL,
-): Promise<Outgoing> {
+): Promise<{ hop: Hop; mode: RedirectMode; rest: RequestInit }> {
   if (typeof input === 'string' || input instanceof URL) {
     const { method, headers, body, redirect, ...rest } = init ?? {};
     return {
-      url: input instanceof URL ? input : parse(input),
-      method: normalizeMethod(method ?? 'GET'),
-      headers,
-      body: body ?? null,
+      hop: { url: new URL(input), method: normalizeMethod(method ?? 'GET'), headers, body: body ?? null },
       mode: redirect ?? 'follow',
       rest,
     };
@@ -219,10 +270,7 @@ async function outgoing(
   const request = new Request(input, init);
   const body = request.body === null ? null : await request.arrayBuffer();
   return {
-    url: new URL(request.url),
-    method: request.method,
-    headers: new Headers(request.headers),
-    body,
+    hop: { url: new URL(request.url), method: request.method, headers: new Headers(request.headers), body },
     mode: request.redirect,
     rest: { signal: request.signal },
   };
@@ -251,15 +299,22 @@ function egressErrorIn(e: unknown, depth = 0): ManifoldError | undefined {
 // ---------------------------------------------------------------------------------------------
 // Body cap
 
-function tooLarge(max: number, what = 'the upstream response'): ManifoldError {
+export function bodyTooLarge(max: number, what = 'the upstream response'): ManifoldError {
   return new ManifoldError(
     'ERR_UPSTREAM_BODY_TOO_LARGE',
     `${what} exceeded maxUpstreamBodyBytes (${max} bytes)`,
   );
 }
 
-function isEventStream(contentType: string | null): boolean {
+/** Whether a Content-Type is an event stream (HTML Standard §9.2: `text/event-stream`). */
+export function isEventStream(contentType: string | null | undefined): boolean {
   return /^\s*text\/event-stream\s*(;|$)/i.test(contentType ?? '');
+}
+
+/** A declared Content-Length over `max`; a length that is not plain digits is left to the reader. */
+export function declaredOver(contentLength: string | null | undefined, max: number): boolean {
+  const declared = contentLength?.trim();
+  return declared !== undefined && /^[0-9]+$/.test(declared) && Number(declared) > max;
 }
 
 /**
@@ -271,16 +326,14 @@ function capBody(response: Response, max: number): Response {
   if (NULL_BODY_STATUSES.has(response.status)) return response;
   const eventStream = isEventStream(response.headers.get('content-type'));
   if (!eventStream) {
-    const declared = response.headers.get('content-length')?.trim();
-    if (declared !== undefined && /^[0-9]+$/.test(declared)) {
-      if (Number(declared) > max) {
-        void response.body?.cancel().catch(() => {});
-        throw tooLarge(max);
-      }
-      // A declared length within the cap needs no counting: HTTP framing (enforced by undici and
-      // by Workers' fetch) ends the body there, so it cannot grow past what was declared.
-      return response;
+    const length = response.headers.get('content-length');
+    if (declaredOver(length, max)) {
+      void response.body?.cancel().catch(() => {});
+      throw bodyTooLarge(max);
     }
+    // A declared length within the cap needs no counting: HTTP framing (enforced by undici and
+    // by Workers' fetch) ends the body there, so it cannot grow past what was declared.
+    if (length !== null && /^[0-9]+$/.test(length.trim())) return response;
   }
   if (response.body === null) return response;
   const body = response.body.pipeThrough(eventStream ? eventCap(max) : totalCap(max));
@@ -296,7 +349,7 @@ function totalCap(max: number): TransformStream<Uint8Array, Uint8Array> {
   return new TransformStream({
     transform(chunk, controller) {
       seen += chunk.byteLength;
-      if (seen > max) controller.error(tooLarge(max));
+      if (seen > max) controller.error(bodyTooLarge(max));
       else controller.enqueue(chunk);
     },
   });
@@ -312,7 +365,7 @@ const LF = 0x0a;
  * in CRLF, LF or CR and an empty line ends an event, so this counts the bytes since the last empty
  * line and errors when one event grows past the cap.
  */
-function eventCap(max: number): TransformStream<Uint8Array, Uint8Array> {
+export function eventCap(max: number): TransformStream<Uint8Array, Uint8Array> {
   let eventBytes = 0;
   let lineEmpty = true;
   let afterCR = false;
@@ -334,7 +387,7 @@ function eventCap(max: number): TransformStream<Uint8Array, Uint8Array> {
         }
         lineEmpty = false;
         if (eventBytes > max) {
-          controller.error(tooLarge(max, 'one upstream event-stream event'));
+          controller.error(bodyTooLarge(max, 'one upstream event-stream event'));
           return;
         }
       }

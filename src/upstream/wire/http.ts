@@ -8,6 +8,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
 import { parseAnswer } from '../../guards/raw-text.js';
 import type { Logger } from '../../lib/log.js';
+import type { PostJson } from '../../platform.js';
 import { UpstreamHttpError, UpstreamProtocolError, UpstreamSessionExpired } from '../call-errors.js';
 
 export interface Wire {
@@ -38,8 +39,8 @@ export interface StreamEnd {
 }
 
 export interface PostOptions {
-  url: string;
-  fetch: typeof fetch;
+  url: string | URL;
+  post: PostJson;
   wire: Wire;
   log: Logger;
   /** Every message read from the answer, with the id of the request whose stream carried it. */
@@ -54,49 +55,34 @@ export async function postMessage(
   o: PostOptions,
   message: { jsonrpc: '2.0'; id: string; method: string; params: Record<string, unknown> },
   signal: AbortSignal,
-  /**
-   * Runs as soon as the whole answer has been read, in the same tick as its last message, so a
-   * caller can release the request's resources before its own caller resumes.
-   */
-  onRead?: () => void,
 ): Promise<PostEnd> {
   const headers = o.wire.headers(message.method, message.params);
-  const response = await o.fetch(o.url, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify(message),
-    signal,
-  });
-  if (!response.ok) {
-    const text = await response.text().catch(() => '');
+  const answer = await o.post({ url: o.url, headers, body: JSON.stringify(message), signal });
+  const { status } = answer;
+  if (status < 200 || status > 299) {
+    const text = await answer.text().catch(() => '');
     if (o.wire.readErrorBodies && answersWithError(text, message.id)) {
       o.receive(JSON.parse(text), message.id);
-      onRead?.();
       return { json: true };
     }
-    if (response.status === 404 && o.wire.sessions && headers['mcp-session-id'] !== undefined) {
+    if (status === 404 && o.wire.sessions && headers['mcp-session-id'] !== undefined) {
       throw new UpstreamSessionExpired(text);
     }
-    throw new UpstreamHttpError(response.status, text);
+    throw new UpstreamHttpError(status, text);
   }
-  if (response.status === 202) {
-    await response.body?.cancel().catch(() => {});
+  if (status === 202) {
+    await answer.body?.cancel().catch(() => {});
     return 'accepted';
   }
-  const type = mediaType(response.headers.get('content-type'));
+  const type = mediaType(answer.headers.get('content-type'));
   if (type === 'application/json') {
-    // A tools/call answer's big texts stay the JSON they came as, sent on unescaped (#18).
-    const data = parseAnswer(await response.text(), message.method === 'tools/call');
+    // A tools/call answer's big texts stay the JSON they came as, sent on unescaped.
+    const data = parseAnswer(await answer.text(), message.method === 'tools/call');
     for (const m of Array.isArray(data) ? data : [data]) o.receive(m, message.id);
-    onRead?.();
     return { json: true };
   }
-  if (type === 'text/event-stream' && response.body) {
-    const end = await readEvents(o, response.body, message.id);
-    onRead?.();
-    return end;
-  }
-  await response.body?.cancel().catch(() => {});
+  if (type === 'text/event-stream' && answer.body) return readEvents(o, answer.body, message.id);
+  await answer.body?.cancel().catch(() => {});
   throw new UpstreamProtocolError(`unexpected content type ${type || '(none)'}`);
 }
 
@@ -163,27 +149,20 @@ export interface LegacyEndpoint {
   send(message: JSONRPCMessage, options: { resumptionToken: string }): Promise<void>;
 }
 
-/** The legacy wire: the configured headers plus the session's id and version, rebuilt only when they change. */
+/** The legacy wire: the configured headers plus the session's id and version. */
 export function legacyWire(endpoint: LegacyEndpoint, configured: Record<string, string>): Wire {
-  let headers: Record<string, string> | undefined;
-  let headersFor = '';
   return {
     readErrorBodies: false,
     sessions: true,
     headers() {
       const { sessionId, protocolVersion } = endpoint;
-      const key = `${sessionId ?? ''}\n${protocolVersion ?? ''}`;
-      if (!headers || key !== headersFor) {
-        headers = {
-          ...configured,
-          ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
-          ...(protocolVersion ? { 'mcp-protocol-version': protocolVersion } : {}),
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-        };
-        headersFor = key;
-      }
-      return headers;
+      return {
+        ...configured,
+        ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
+        ...(protocolVersion ? { 'mcp-protocol-version': protocolVersion } : {}),
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      };
     },
     resume: (message, lastEventId) => endpoint.send(message, { resumptionToken: lastEventId }),
   };

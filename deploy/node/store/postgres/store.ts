@@ -10,17 +10,17 @@
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import pg from 'pg';
-import type { CallLimiterFactory } from '../../../src/auth/shared-limit.js';
-import { describeError, ManifoldError } from '../../../src/errors.js';
-import type { Logger } from '../../../src/lib/log.js';
-import { parseRow, type RawRow } from '../../../src/store/rows.js';
-import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../../src/store/state.js';
+import type { CallLimiterFactory } from '../../../../src/auth/shared-limit.js';
+import { describeError, ManifoldError } from '../../../../src/errors.js';
+import type { Logger } from '../../../../src/lib/log.js';
+import { parseRow, type RawRow } from '../../../../src/store/rows.js';
+import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../../../src/store/state.js';
+import { PostgresCredentialStore } from './credentials.js';
 import { PostgresInstances } from './instances.js';
-import { PostgresCredentialStore } from './postgres-credentials.js';
-import { listenForTrust, type TrustListener } from './postgres-listen.js';
-import { postgresRateLimiter } from './postgres-rate-limit.js';
-import { migratePostgres } from './postgres-schema.js';
-import { PostgresSessions } from './postgres-sessions.js';
+import { postgresRateLimiter } from './rate-limit.js';
+import { migratePostgres } from './schema.js';
+import { PostgresSessions } from './sessions.js';
+import { listenForTrust, type TrustListener } from './trust-listener.js';
 
 /** The channel a re-trust notifies (payload: the new epoch). */
 export const TRUST_CHANNEL = 'manifold_trust';
@@ -143,7 +143,7 @@ export class PostgresStateStore implements StateStore {
     );
   }
 
-  /** Rate limits counted in this database, shared by every instance on it (postgres-rate-limit.ts). */
+  /** Rate limits counted in this database, shared by every instance on it (rate-limit.ts). */
   get callLimiter(): CallLimiterFactory {
     return postgresRateLimiter(this.pool, {
       ...(this.log ? { log: this.log } : {}),

@@ -2,14 +2,14 @@
  * What makes a Node gateway reload its config (#16): SIGHUP, and changes to the config file
  * (`gateway.watchConfig`, on by default). The file is read and validated exactly as at start; a
  * config with errors is refused whole and logged error by error with its JSON path, and the
- * running one keeps serving. A valid one goes to the gateway's reloader (src/reload.ts).
+ * running one keeps serving. A valid one goes to the gateway's reloader (src/gateway/reload.ts).
  */
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type { Config } from '../../../src/config/types.js';
 import type { Gateway } from '../../../src/gateway/gateway.js';
 import type { Logger } from '../../../src/lib/log.js';
-import { parseConfigText } from '../cli/load.js';
+import { parseConfigText } from './load.js';
 
 /**
  * Editors save in bursts (write a temporary file, rename it over the old one, touch it): one

@@ -4,7 +4,7 @@
  * the database can be one an operator already runs for other things.
  */
 import type pg from 'pg';
-import { ManifoldError } from '../../../src/errors.js';
+import { ManifoldError } from '../../../../src/errors.js';
 
 /**
  * Ordered, one statement each, never edited once released (see src/store/schema.ts). Later parts
@@ -29,7 +29,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   )`,
   `CREATE INDEX manifold_claims_expiry ON manifold_claims (expires_at)`,
   // -- v3 rate limits: calls granted per tenant per one-minute window, leased in blocks
-  // (postgres-rate-limit.ts); the window leads the key so that the sweep of old windows is a range.
+  // (rate-limit.ts); the window leads the key so that the sweep of old windows is a range.
   `CREATE TABLE manifold_rate_windows (
     window_start BIGINT NOT NULL,
     tenant TEXT NOT NULL,
@@ -37,7 +37,7 @@ export const PG_MIGRATIONS: readonly string[] = [
     granted BIGINT NOT NULL,
     PRIMARY KEY (window_start, tenant)
   )`,
-  // -- v4 legacy sessions: what a session needs on any instance (postgres-sessions.ts); no token,
+  // -- v4 legacy sessions: what a session needs on any instance (sessions.ts); no token,
   // header or secret, only the owner's Principal.key.
   `CREATE TABLE manifold_sessions (
     id TEXT PRIMARY KEY NOT NULL,

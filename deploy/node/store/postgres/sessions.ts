@@ -6,8 +6,8 @@
  * in the same statement, so every instance drops its copy when the delete commits.
  */
 import type pg from 'pg';
-import type { SessionRecord, SessionStore } from '../../../src/server/mcp/shared-sessions.js';
-import { listenForTrust, type TrustListener } from './postgres-listen.js';
+import type { SessionRecord, SessionStore } from '../../../../src/server/mcp/shared-sessions.js';
+import { listenForTrust, type TrustListener } from './trust-listener.js';
 
 /** The channel a deleted session is announced on (payload: its id). */
 export const SESSIONS_CHANNEL = 'manifold_sessions';
@@ -47,7 +47,7 @@ export class PostgresSessions implements SessionStore {
     private readonly pool: pg.Pool,
     private readonly connection: pg.ClientConfig,
     private readonly idleMs: number,
-    /** Words a driver error without the URL or its password (postgres-store.ts `safeMessage`). */
+    /** Words a driver error without the URL or its password (store.ts `safeMessage`). */
     private readonly safe: (e: unknown) => string,
     private readonly lost: (e: unknown) => void,
   ) {}

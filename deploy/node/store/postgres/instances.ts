@@ -12,9 +12,9 @@ import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type pg from 'pg';
 import type { Agent } from 'undici';
-import { describeError } from '../../../src/errors.js';
-import type { Logger } from '../../../src/lib/log.js';
-import type { Forwarder, ForwardRequest } from '../../../src/server/mcp/forward.js';
+import { describeError } from '../../../../src/errors.js';
+import type { Logger } from '../../../../src/lib/log.js';
+import type { Forwarder, ForwardRequest } from '../../../../src/server/mcp/forward.js';
 
 /** How often an instance says it is alive, and when the others stop believing it. */
 export const HEARTBEAT_MS = 5_000;

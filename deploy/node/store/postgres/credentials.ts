@@ -14,7 +14,7 @@ import {
   type StoredClient,
   type StoredToken,
   scopeText,
-} from '../../../src/store/credentials.js';
+} from '../../../../src/store/credentials.js';
 
 const CLIENT_COLUMNS = 'client_id, secret, auth_method, source, redirect_uri';
 const TOKEN_COLUMNS = 'issuer, resource, sealed, scope, expires_at, version';

@@ -6,11 +6,11 @@
  * local block empty awaits the database for the next one.
  */
 import type pg from 'pg';
-import { type LeaseFn, leasedLimiter, WINDOW_MS } from '../../../src/auth/leased-limit.js';
-import type { CallLimiterFactory } from '../../../src/auth/shared-limit.js';
-import type { Logger } from '../../../src/lib/log.js';
+import { type LeaseFn, leasedLimiter, WINDOW_MS } from '../../../../src/auth/leased-limit.js';
+import type { CallLimiterFactory } from '../../../../src/auth/shared-limit.js';
+import type { Logger } from '../../../../src/lib/log.js';
 
-export { blockOf, WINDOW_MS } from '../../../src/auth/leased-limit.js';
+export { blockOf, WINDOW_MS } from '../../../../src/auth/leased-limit.js';
 
 /** Sweep windows older than the previous one once per this many leases. */
 export const SWEEP_EVERY = 256;
@@ -26,7 +26,7 @@ const SWEEP = 'DELETE FROM manifold_rate_windows WHERE window_start < $1';
 
 export interface PostgresLimiterOptions {
   log?: Logger;
-  /** A driver error in one line without the connection URL (postgres-store.ts's safeMessage). */
+  /** A driver error in one line without the connection URL (store.ts's safeMessage). */
   describe: (e: unknown) => string;
 }
 
