@@ -7,7 +7,7 @@ import {
   offeredCapabilities,
   relayedCapabilities,
 } from '../../src/guards/client-features.js';
-import { HeldCalls, openState, type StateBody } from '../../src/server/mcp/mrtr.js';
+import { HeldCalls, openState, type StateBody } from '../../src/server/mcp/rounds/mrtr.js';
 
 const secret = new TextEncoder().encode('a-test-secret-of-some-length-000');
 const OFF = { sampling: false, elicitation: true, roots: false };

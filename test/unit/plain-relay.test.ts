@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Exchange } from '../../src/server/mcp/exchange.js';
-import { plainEligible } from '../../src/server/mcp/plain-relay.js';
-import type { Through } from '../../src/server/mcp/through.js';
+import { plainEligible } from '../../src/server/mcp/relay/plain.js';
+import type { Through } from '../../src/server/mcp/relay/relay.js';
 
 /** The parts of an exchange and a relayed request that decide between the plain relay and `start`. */
 function call(

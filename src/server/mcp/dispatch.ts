@@ -8,14 +8,14 @@ import type { CacheHint, Exchange } from './exchange.js';
 import type { Forwarder } from './forward.js';
 import { JSON_HEADERS, PlainReply, type Reply } from './http-in.js';
 import type { ListenRegistry } from './listen.js';
-import type { HeldCalls } from './mrtr.js';
-import { completionComplete, promptsGet, resourcesRead } from './relay.js';
+import { completionComplete, promptsGet, resourcesRead } from './relay/requests.js';
+import { toolsCall } from './relay/tools-call.js';
 import type { ResourceWatch } from './resource-watch.js';
+import type { HeldCalls } from './rounds/mrtr.js';
 import type { SessionTable } from './sessions.js';
 import type { SharedSessions } from './shared-sessions.js';
 import type { TaskPumps } from './task-pumps.js';
 import { runsTasks, taskMethod } from './tasks.js';
-import { toolsCall } from './tools-call.js';
 import type { Tracing } from './tracing.js';
 
 /**

@@ -3,8 +3,8 @@ import type { Cancellation } from '../../lib/cancellation.js';
 import { spreadUnder } from '../../lib/objects.js';
 import type { JsonRpcId, JsonRpcRequest } from '../../protocol/jsonrpc.js';
 import { type Era, META, withMeta } from '../../protocol/versions.js';
-import type { Answer } from './answer.js';
 import type { HttpIn } from './http-in.js';
+import type { Answer } from './relay/answer.js';
 import type { RequestTrace } from './tracing.js';
 
 type Result = Record<string, unknown>;

@@ -16,7 +16,7 @@ import { isObject } from '../../lib/json.js';
 import { paramHeaderPlan } from '../../protocol/headers.js';
 import type { Edge } from './dispatch.js';
 import type { HttpIn, Reply } from './http-in.js';
-import { invalidState, type StateBody } from './mrtr.js';
+import { invalidState, type StateBody } from './rounds/mrtr.js';
 
 /** One request as the runtime sends it to another instance. */
 export interface ForwardRequest {

@@ -8,7 +8,7 @@ import { ManifoldError } from '../../errors.js';
 import { stripUnsafe } from '../../guards/text.js';
 import type { Cancellation } from '../../lib/cancellation.js';
 import { unrefTimer } from '../../platform.js';
-import type { Answer } from './answer.js';
+import type { Answer } from './relay/answer.js';
 import type { Session } from './sessions.js';
 
 /** How long a legacy client may take to answer a relayed request. */

@@ -15,12 +15,12 @@ import {
   resultMessage,
 } from '../../protocol/jsonrpc.js';
 import { LATEST_LEGACY, LEGACY_VERSIONS, LOG_LEVELS } from '../../protocol/versions.js';
-import { Answer } from './answer.js';
 import { BatchAnswers } from './batch-answers.js';
 import { dispatchCommon, type Edge, failBody, json, serverCapabilities } from './dispatch.js';
 import { type Exchange, legacyResult } from './exchange.js';
 import { type HttpIn, PlainReply, type Reply, replyText } from './http-in.js';
 import { askClient } from './legacy-ask.js';
+import { Answer } from './relay/answer.js';
 import { MAX_STREAMS, parseEventId, ResumableStream } from './resumable.js';
 import { inflightKey, type Session } from './sessions.js';
 import { SseStream, sseHeaders } from './sse.js';

@@ -18,11 +18,11 @@ import {
 } from '../../protocol/headers.js';
 import { classify, type JsonRpcRequest } from '../../protocol/jsonrpc.js';
 import { META, SUPPORTED_VERSIONS } from '../../protocol/versions.js';
-import { Answer } from './answer.js';
 import { dispatchCommon, type Edge, failResponse, json, serverCapabilities } from './dispatch.js';
 import { type Exchange, modernResult } from './exchange.js';
 import { type HttpIn, PlainReply, type Reply } from './http-in.js';
 import { type ListenFilter, ListenRegistry } from './listen.js';
+import { Answer } from './relay/answer.js';
 import { sseHeaders } from './sse.js';
 import { requireTasksExtension } from './tasks.js';
 

@@ -29,10 +29,10 @@ import { readTask, type TaskState } from '../../upstream/wire/tasks.js';
 import { type Edge, failBody, json } from './dispatch.js';
 import type { Exchange } from './exchange.js';
 import type { Reply } from './http-in.js';
-import { admitRequest } from './relay.js';
+import { runThrough, withTasks } from './relay/relay.js';
+import { admitRequest } from './relay/requests.js';
 import { errorObject } from './task-pumps.js';
 import { legacyTask, safeError, stripResultType, taskFields } from './task-shapes.js';
-import { runThrough, withTasks } from './through.js';
 
 type Result = Record<string, unknown>;
 

@@ -1,8 +1,8 @@
-import type { MessageBody } from '../../guards/split-result.js';
-import type { Cancellation } from '../../lib/cancellation.js';
-import { json } from './dispatch.js';
-import type { Reply } from './http-in.js';
-import { SseStream, sseHeaders } from './sse.js';
+import type { MessageBody } from '../../../guards/split-result.js';
+import type { Cancellation } from '../../../lib/cancellation.js';
+import { json } from '../dispatch.js';
+import type { Reply } from '../http-in.js';
+import { SseStream, sseHeaders } from '../sse.js';
 
 /**
  * The HTTP answer to one request, decided as late as possible: plain JSON when the result comes

@@ -13,13 +13,13 @@
  *
  * The link carries only the PKCE challenge and a sealed state, no token (docs/security.md).
  */
-import { ManifoldError } from '../../errors.js';
-import { isObject } from '../../lib/json.js';
-import { errorMessage, rawResultMessage, resultMessage } from '../../protocol/jsonrpc.js';
-import type { UpstreamAuthRequired } from '../../upstream/call-errors.js';
-import { type Edge, json } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
+import { ManifoldError } from '../../../errors.js';
+import { isObject } from '../../../lib/json.js';
+import { errorMessage, rawResultMessage, resultMessage } from '../../../protocol/jsonrpc.js';
+import type { UpstreamAuthRequired } from '../../../upstream/call-errors.js';
+import { type Edge, json } from '../dispatch.js';
+import type { Exchange } from '../exchange.js';
+import type { Reply } from '../http-in.js';
 import { inputRequiredResult } from './mrtr.js';
 
 /** The key of the gateway's login request among a modern client's input requests. */

@@ -12,17 +12,17 @@
  * on a stdio upstream, and most calls never use them (measured in docs/design.md).
  */
 
-import { ManifoldError } from '../../errors.js';
-import { checkInputRequests, explainMissing } from '../../guards/client-features.js';
-import { Cancellation } from '../../lib/cancellation.js';
-import { isObject } from '../../lib/json.js';
-import { errorMessage } from '../../protocol/jsonrpc.js';
-import type { InputHandler, InputRequests } from '../../upstream/session.js';
-import type { CallOptions } from '../../upstream/types.js';
-import { type Edge, json } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
-import type { Through } from './through.js';
+import { ManifoldError } from '../../../errors.js';
+import { checkInputRequests, explainMissing } from '../../../guards/client-features.js';
+import { Cancellation } from '../../../lib/cancellation.js';
+import { isObject } from '../../../lib/json.js';
+import { errorMessage } from '../../../protocol/jsonrpc.js';
+import type { InputHandler, InputRequests } from '../../../upstream/session.js';
+import type { CallOptions } from '../../../upstream/types.js';
+import { type Edge, json } from '../dispatch.js';
+import type { Exchange } from '../exchange.js';
+import type { Reply } from '../http-in.js';
+import type { Through } from './relay.js';
 
 type Result = Record<string, unknown>;
 

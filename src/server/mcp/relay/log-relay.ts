@@ -1,6 +1,6 @@
-import { stripUnsafe } from '../../guards/text.js';
-import { LOG_LEVELS } from '../../protocol/versions.js';
-import type { LogMessage } from '../../upstream/session.js';
+import { stripUnsafe } from '../../../guards/text.js';
+import { LOG_LEVELS } from '../../../protocol/versions.js';
+import type { LogMessage } from '../../../upstream/session.js';
 
 const MAX_LOG_DATA = 8192;
 

@@ -1,19 +1,24 @@
-import type { CatalogEntry } from '../../aggregate/catalog.js';
-import { rateLimited } from '../../auth/shared-limit.js';
-import { ManifoldError } from '../../errors.js';
-import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../guards/depth.js';
-import { resultMessage } from '../../protocol/jsonrpc.js';
-import { UpstreamAuthRequired } from '../../upstream/call-errors.js';
-import type { Upstream } from '../../upstream/upstream.js';
-import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
-import { type Edge, failBody, json } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
+import type { CatalogEntry } from '../../../aggregate/catalog.js';
+import { rateLimited } from '../../../auth/shared-limit.js';
+import { ManifoldError } from '../../../errors.js';
+import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
+import { resultMessage } from '../../../protocol/jsonrpc.js';
+import { UpstreamAuthRequired } from '../../../upstream/call-errors.js';
+import type { Upstream } from '../../../upstream/upstream.js';
+import { type Edge, failBody, json } from '../dispatch.js';
+import type { Exchange } from '../exchange.js';
+import type { Reply } from '../http-in.js';
+import {
+  type ApprovalGate,
+  type ApprovalOutcome,
+  approvalQuestion,
+  refusalResult,
+} from '../rounds/approval.js';
+import { loginReply, takeLoginState } from '../rounds/login.js';
+import { splitMeta } from '../split-meta.js';
+import { planTask, taskCreated } from '../tasks.js';
 import { describeTool, searchTools } from './local-tools.js';
-import { loginReply, takeLoginState } from './login-elicit.js';
-import { splitMeta } from './split-meta.js';
-import { planTask, taskCreated } from './tasks.js';
-import { runThrough } from './through.js';
+import { runThrough } from './relay.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';

@@ -7,15 +7,22 @@
  * from the Exchange; the answer is JSON unless something had to be streamed first (answer.ts).
  */
 
-import { ManifoldError } from '../../errors.js';
-import { checkInputRequests, relayedCapabilities, upstreamResponses } from '../../guards/client-features.js';
-import { Cancellation } from '../../lib/cancellation.js';
-import { isObject } from '../../lib/json.js';
-import { errorMessage, rawResultMessage } from '../../protocol/jsonrpc.js';
-import { TASKS_EXTENSION } from '../../protocol/versions.js';
-import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../../upstream/session.js';
-import type { CallOptions } from '../../upstream/types.js';
-import type { Upstream } from '../../upstream/upstream.js';
+import { ManifoldError } from '../../../errors.js';
+import {
+  checkInputRequests,
+  relayedCapabilities,
+  upstreamResponses,
+} from '../../../guards/client-features.js';
+import { Cancellation } from '../../../lib/cancellation.js';
+import { isObject } from '../../../lib/json.js';
+import { errorMessage, rawResultMessage } from '../../../protocol/jsonrpc.js';
+import { TASKS_EXTENSION } from '../../../protocol/versions.js';
+import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../../../upstream/session.js';
+import type { CallOptions } from '../../../upstream/types.js';
+import type { Upstream } from '../../../upstream/upstream.js';
+import { type Edge, json } from '../dispatch.js';
+import type { Exchange } from '../exchange.js';
+import type { MessageBody, Reply } from '../http-in.js';
 import {
   type ApprovalGate,
   approvalVerdict,
@@ -23,11 +30,7 @@ import {
   askApprovalLegacy,
   askApprovalModern,
   CLAIM_GRACE_MS,
-} from './approval.js';
-import { type Edge, json } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { MessageBody, Reply } from './http-in.js';
-import { logNote, progressNote, severe } from './log-relay.js';
+} from '../rounds/approval.js';
 import {
   type Approved,
   approvedFields,
@@ -36,8 +39,9 @@ import {
   invalidState,
   openState,
   type Waiting,
-} from './mrtr.js';
-import { explainFailure, plainEligible, plainRelay } from './plain-relay.js';
+} from '../rounds/mrtr.js';
+import { logNote, progressNote, severe } from './log-relay.js';
+import { explainFailure, plainEligible, plainRelay } from './plain.js';
 
 type Result = Record<string, unknown>;
 

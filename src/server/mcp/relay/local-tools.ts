@@ -1,9 +1,9 @@
-import type { CatalogEntry } from '../../aggregate/catalog.js';
-import { DESCRIBE_MAX_NAMES } from '../../aggregate/describe-tool.js';
-import { MAX_QUERY_LENGTH, searchHit } from '../../aggregate/search.js';
-import type { Principal } from '../../auth/principal.js';
-import { ManifoldError } from '../../errors.js';
-import type { Gateway } from '../../gateway/gateway.js';
+import type { CatalogEntry } from '../../../aggregate/catalog.js';
+import { DESCRIBE_MAX_NAMES } from '../../../aggregate/describe-tool.js';
+import { MAX_QUERY_LENGTH, searchHit } from '../../../aggregate/search.js';
+import type { Principal } from '../../../auth/principal.js';
+import { ManifoldError } from '../../../errors.js';
+import type { Gateway } from '../../../gateway/gateway.js';
 
 type Result = Record<string, unknown>;
 

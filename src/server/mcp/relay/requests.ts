@@ -5,17 +5,17 @@
  * the client's era. Upstream names and URIs are translated both ways.
  */
 
-import type { ResourceRoute } from '../../aggregate/surface-views.js';
-import { rewriteUri } from '../../aggregate/uris.js';
-import { rateLimited, type TakeResult } from '../../auth/shared-limit.js';
-import { ManifoldError } from '../../errors.js';
-import { isObject } from '../../lib/json.js';
-import { rawResultMessage } from '../../protocol/jsonrpc.js';
-import { isReservedMetaKey } from '../../protocol/versions.js';
-import { type Edge, failBody } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
-import { runThrough } from './through.js';
+import type { ResourceRoute } from '../../../aggregate/surface-views.js';
+import { rewriteUri } from '../../../aggregate/uris.js';
+import { rateLimited, type TakeResult } from '../../../auth/shared-limit.js';
+import { ManifoldError } from '../../../errors.js';
+import { isObject } from '../../../lib/json.js';
+import { rawResultMessage } from '../../../protocol/jsonrpc.js';
+import { isReservedMetaKey } from '../../../protocol/versions.js';
+import { type Edge, failBody } from '../dispatch.js';
+import type { Exchange } from '../exchange.js';
+import type { Reply } from '../http-in.js';
+import { runThrough } from './relay.js';
 
 type Result = Record<string, unknown>;
 
