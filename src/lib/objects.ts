@@ -28,26 +28,3 @@ function put(out: Record<string, unknown>, key: string, value: unknown): void {
     out[key] = value;
   }
 }
-
-/**
- * `make(key)`, made once per key and kept as long as the key lives (a weak map), with the last key
- * asked for and its value held in front: a hot path asks for the same key call after call (one
- * edge per process, runs of one tool), and a weak map read costs about 150 instructions where
- * the compare costs one (#18).
- */
-export function madeOnce<K extends object, V>(make: (key: K) => V): (key: K) => V {
-  const made = new WeakMap<K, V>();
-  let lastKey: K | undefined;
-  let lastValue: V | undefined;
-  return (key) => {
-    if (key === lastKey) return lastValue as V;
-    let value = made.get(key);
-    if (value === undefined) {
-      value = make(key);
-      made.set(key, value);
-    }
-    lastKey = key;
-    lastValue = value;
-    return value;
-  };
-}

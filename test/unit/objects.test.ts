@@ -1,6 +1,6 @@
 import * as fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { madeOnce, spreadUnder } from '../../src/lib/objects.js';
+import { spreadUnder } from '../../src/lib/objects.js';
 
 // The relay builds its per-call objects with spreadUnder instead of `{ ...from, ...own }` (#18);
 // it must mean the same, for any keys, `__proto__` included.
@@ -35,28 +35,5 @@ describe('spreadUnder', () => {
     expect(Object.getOwnPropertyDescriptor(out, '__proto__')?.value).toEqual({ polluted: true });
     const own = JSON.parse('{"__proto__": {"polluted": true}}') as Record<string, unknown>;
     expect(Object.getPrototypeOf(spreadUnder({ k: 1 }, own))).toBe(Object.prototype);
-  });
-});
-
-// The edge's per-object values (a dresser per edge, a header plan per tool) are made once per key,
-// the last key held in front of the weak map (#18).
-describe('madeOnce', () => {
-  it('makes a value once per key, whichever key was asked for last', () => {
-    const made: object[] = [];
-    const of = madeOnce((key: { n: number }) => {
-      made.push(key);
-      return { double: key.n * 2 };
-    });
-    const a = { n: 1 };
-    const b = { n: 2 };
-    const first = of(a);
-    expect(first).toEqual({ double: 2 });
-    expect(of(a)).toBe(first);
-    const second = of(b);
-    expect(second).toEqual({ double: 4 });
-    // Back to a: the weak map's value, not a new one.
-    expect(of(a)).toBe(first);
-    expect(of(b)).toBe(second);
-    expect(made).toEqual([a, b]);
   });
 });

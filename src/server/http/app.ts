@@ -6,7 +6,7 @@ import { describeError, ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import type { MetricsExporter } from '../../observe/metrics.js';
 import { errorMessage } from '../../protocol/jsonrpc.js';
-import type { Edge } from '../mcp/dispatch.js';
+import type { Edge } from '../mcp/edge.js';
 import { announceChanged, createMcpHandlers } from '../mcp/endpoint.js';
 import { toRpcError } from '../mcp/errors.js';
 import type { Forwarder } from '../mcp/forward.js';

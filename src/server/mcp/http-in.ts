@@ -50,6 +50,11 @@ export type { MessageBody };
 /** What an MCP handler answers. */
 export type Reply = PlainReply | Response;
 
+/** A JSON answer; a big one leaves in pieces (`pieces`), whatever the runtime. */
+export function json(body: MessageBody, status = 200, extra?: Record<string, string>): PlainReply {
+  return new PlainReply(status, body, extra ? { ...JSON_HEADERS, ...extra } : JSON_HEADERS);
+}
+
 /** The text of a reply; a stream is read to its end. */
 export function replyText(reply: Reply): Promise<string> {
   return reply instanceof PlainReply

@@ -26,9 +26,11 @@ import { META, TASKS_EXTENSION } from '../../protocol/versions.js';
 import type { InputRequests, InputResponses } from '../../upstream/session.js';
 import type { Upstream } from '../../upstream/upstream.js';
 import { readTask, type TaskState } from '../../upstream/wire/tasks.js';
-import { type Edge, failBody, json } from './dispatch.js';
+import type { Edge } from './edge.js';
+import { errorAnswer } from './errors.js';
 import type { Exchange } from './exchange.js';
 import type { Reply } from './http-in.js';
+import { json } from './http-in.js';
 import { runThrough, withTasks } from './relay/relay.js';
 import { admitRequest } from './relay/requests.js';
 import { errorObject } from './task-pumps.js';
@@ -72,15 +74,6 @@ export function declaresTasks(ex: Exchange): boolean {
   return isObject(extensions) && isObject(extensions[TASKS_EXTENSION]);
 }
 
-/** Whether an upstream runs tools/call as tasks (2025: capabilities.tasks; 2026: the extension). */
-export function runsTasks(upstream: Upstream): boolean {
-  const caps = upstream.capabilities;
-  if (upstream.era === 'modern')
-    return isObject(caps.extensions) && isObject(caps.extensions[TASKS_EXTENSION]);
-  const tasks = caps.tasks as { requests?: { tools?: { call?: unknown } } } | undefined;
-  return isObject(tasks?.requests?.tools?.call);
-}
-
 /**
  * How one tools/call treats tasks, decided before it is sent: the `task` parameter for a 2025
  * server, whether the 2026 extension is declared upstream, or an error that says why not.
@@ -108,10 +101,10 @@ export function planTask(
   }
   if (asked !== undefined) {
     if (!isObject(asked)) throw new ManifoldError('ERR_INVALID_PARAMS', 'task must be an object');
-    if (support === 'forbidden' || !runsTasks(upstream)) {
+    if (support === 'forbidden' || !upstream.runsTasks) {
       throw new ManifoldError(
         'ERR_METHOD_NOT_FOUND',
-        `tool ${entry.name} does not run as a task (its execution.taskSupport is ${support}${runsTasks(upstream) ? '' : `, and server ${entry.server} runs no tasks`}); call it without task`,
+        `tool ${entry.name} does not run as a task (its execution.taskSupport is ${support}${upstream.runsTasks ? '' : `, and server ${entry.server} runs no tasks`}); call it without task`,
       );
     }
     const ttl =
@@ -150,7 +143,7 @@ export async function taskCreated(
   const now = new Date(edge.gateway.platform.now()).toISOString();
   const fields = taskFields(task, taskId, now);
   if (ex.era === 'legacy') return resultMessage(id, { task: legacyTask(fields) });
-  const { _meta } = ex.result({});
+  const { _meta } = ex.dress({});
   return resultMessage(id, { resultType: 'task', ...fields, _meta });
 }
 
@@ -269,7 +262,7 @@ async function taskGet(
     fields.result = JSON.parse(edge.gateway.guards.capResult(entry, stripResultType(task.result))) as Result;
   }
   if (task.status === 'failed') fields.error = safeError(task.error);
-  return resultMessage(ex.request.id, ex.result(fields));
+  return resultMessage(ex.request.id, ex.dress(fields));
 }
 
 async function taskUpdate(
@@ -292,7 +285,7 @@ async function taskUpdate(
       upstreamOptions(ex, upstream),
     );
   }
-  return resultMessage(ex.request.id, ex.result({}));
+  return resultMessage(ex.request.id, ex.dress({}));
 }
 
 async function taskCancel(
@@ -304,7 +297,7 @@ async function taskCancel(
 ): Promise<string> {
   const raw = await upstream.request('tasks/cancel', { taskId: ref.t }, upstreamOptions(ex, upstream));
   edge.taskPumps.end(taskId);
-  if (ex.era === 'modern') return resultMessage(ex.request.id, ex.result({}));
+  if (ex.era === 'modern') return resultMessage(ex.request.id, ex.dress({}));
   const task = readTask(raw);
   if (!task)
     throw new ManifoldError('ERR_UPSTREAM_ERROR', `server ${ref.s} answered tasks/cancel without a task`);
@@ -342,7 +335,7 @@ function taskResult(
       return body;
     },
     onError: (e, id) => {
-      const f = failBody(edge, id, e, ex.era);
+      const f = errorAnswer(edge.gateway, id, e, ex.era);
       audit('error', f.body.length);
       return f;
     },

@@ -4,8 +4,7 @@
  * the upstream in `params._meta`. Names and attributes follow the OTel semantic conventions for
  * MCP (gen-ai/mcp.md: span name `{mcp.method.name} {target}`, context in `params._meta`).
  *
- * Built once per edge, and only when a tracer was given: with tracing off nothing here runs, not
- * even the parsing of the client's trace context (#18: a relayed call costs microseconds).
+ * Built once per edge, and only when a tracer was given: with tracing off nothing here runs.
  */
 import {
   type Attributes,
@@ -79,7 +78,8 @@ export class Tracing {
    */
   begin(ex: Exchange): RequestTrace {
     const params = ex.request.params;
-    const meta = isObject(params?._meta) ? params._meta : undefined;
+    // The client's trace context is not a reserved key: it is among the keys relayed upstream.
+    const meta = ex.meta.relayed;
     const http = ex.http;
     const fromMeta = meta ? parseTraceparent(meta.traceparent, meta.tracestate) : undefined;
     const fromHttp = http

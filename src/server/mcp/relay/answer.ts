@@ -1,7 +1,7 @@
 import type { MessageBody } from '../../../guards/split-result.js';
 import type { Cancellation } from '../../../lib/cancellation.js';
-import { json } from '../dispatch.js';
 import type { Reply } from '../http-in.js';
+import { json } from '../http-in.js';
 import { SseStream, sseHeaders } from '../sse.js';
 
 /**

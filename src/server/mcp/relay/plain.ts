@@ -19,9 +19,10 @@ import { isObject } from '../../../lib/json.js';
 import { errorMessage } from '../../../protocol/jsonrpc.js';
 import type { InputHandler, InputRequests } from '../../../upstream/session.js';
 import type { CallOptions } from '../../../upstream/types.js';
-import { type Edge, json } from '../dispatch.js';
+import type { Edge } from '../edge.js';
 import type { Exchange } from '../exchange.js';
 import type { Reply } from '../http-in.js';
+import { json } from '../http-in.js';
 import type { Through } from './relay.js';
 
 type Result = Record<string, unknown>;

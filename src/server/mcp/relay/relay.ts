@@ -20,9 +20,10 @@ import { TASKS_EXTENSION } from '../../../protocol/versions.js';
 import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../../../upstream/session.js';
 import type { CallOptions } from '../../../upstream/types.js';
 import type { Upstream } from '../../../upstream/upstream.js';
-import { type Edge, json } from '../dispatch.js';
+import type { Edge } from '../edge.js';
 import type { Exchange } from '../exchange.js';
 import type { MessageBody, Reply } from '../http-in.js';
+import { json } from '../http-in.js';
 import {
   type ApprovalGate,
   approvalVerdict,

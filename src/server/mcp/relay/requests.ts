@@ -11,8 +11,8 @@ import { rateLimited, type TakeResult } from '../../../auth/shared-limit.js';
 import { ManifoldError } from '../../../errors.js';
 import { isObject } from '../../../lib/json.js';
 import { rawResultMessage } from '../../../protocol/jsonrpc.js';
-import { isReservedMetaKey } from '../../../protocol/versions.js';
-import { type Edge, failBody } from '../dispatch.js';
+import type { Edge } from '../edge.js';
+import { errorAnswer } from '../errors.js';
 import type { Exchange } from '../exchange.js';
 import type { Reply } from '../http-in.js';
 import { runThrough } from './relay.js';
@@ -31,21 +31,12 @@ interface Target {
   cacheable?: boolean;
 }
 
-/** The downstream `_meta` minus what describes the client's own request (its version, capabilities). */
-function relayedMeta(meta: unknown): Result | undefined {
-  if (!isObject(meta)) return undefined;
-  let out: Result | undefined;
-  for (const [k, v] of Object.entries(meta)) {
-    if (k === 'progressToken' || isReservedMetaKey(k)) continue;
-    out ??= {};
-    out[k] = v;
-  }
-  return out;
-}
-
-function withMeta(params: Result, source: Result): Result {
-  const meta = relayedMeta(source._meta);
-  return meta ? { ...params, _meta: meta } : params;
+/**
+ * `params` as the upstream gets them: with the keys of the client's `_meta` that are relayed
+ * (exchange.ts `meta`), never its own progress token or reserved keys.
+ */
+function withMeta(params: Result, ex: Exchange): Result {
+  return ex.meta.relayed ? { ...params, _meta: ex.meta.relayed } : params;
 }
 
 export function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
@@ -63,7 +54,7 @@ export function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
   return relay(edge, ex, {
     server: entry.server,
     subject: entry.name,
-    params: withMeta({ name: entry.original, ...(args ? { arguments: args } : {}) }, params),
+    params: withMeta({ name: entry.original, ...(args ? { arguments: args } : {}) }, ex),
     finish: (r) => edge.gateway.guards.capSurface(entry.server, 'prompt', entry.name, r),
   });
 }
@@ -87,7 +78,7 @@ export function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
   return relay(edge, ex, {
     server: route.server,
     subject: String(params.uri),
-    params: withMeta({ uri: route.uri }, params),
+    params: withMeta({ uri: route.uri }, ex),
     cacheable: true,
     finish: (r) => {
       const contents = Array.isArray(r.contents)
@@ -127,11 +118,11 @@ export function completionComplete(edge: Edge, ex: Exchange): Promise<Reply> {
       'ref must be {"type": "ref/prompt", "name"} or {"type": "ref/resource", "uri"}',
     );
   }
-  const { ref: _r, ...rest } = params;
+  const { ref: _r, _meta: _m, ...rest } = params;
   return relay(edge, ex, {
     server,
     subject: String(ref.name ?? ref.uri ?? ''),
-    params: withMeta({ ...rest, ref: upstreamRef }, params),
+    params: withMeta({ ...rest, ref: upstreamRef }, ex),
     finish: boundCompletion,
   });
 }
@@ -215,16 +206,14 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
   // Awaited only when a shared limiter had to ask its store: the common request stays synchronous.
   if (audit instanceof Promise) audit = await audit;
   const upstream = await gateway.callee(target.server, ex.principal);
-  const { progressToken } = isObject(request.params?._meta) ? (request.params._meta as Result) : {};
   return runThrough(edge, ex, {
     upstream,
     method: request.method,
     params: target.params,
     target: target.subject,
-    progressToken:
-      typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
+    progressToken: ex.meta.progressToken,
     onResult: (result, id) => {
-      const dressed = ex.result(target.finish(result));
+      const dressed = ex.dress(target.finish(result));
       if (target.cacheable && ex.era === 'modern') {
         // resources/read is cacheable (2026-07-28: caching): the upstream's hint, private
         // whenever the answer depends on who asks.
@@ -240,7 +229,7 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
       return body;
     },
     onError: (e, id) => {
-      const f = failBody(edge, id, e, ex.era);
+      const f = errorAnswer(edge.gateway, id, e, ex.era);
       audit('error', f.body.length);
       return f;
     },

@@ -22,9 +22,10 @@ import { Cancellation } from '../../../lib/cancellation.js';
 import type { Redactor } from '../../../lib/redact.js';
 import { rawResultMessage } from '../../../protocol/jsonrpc.js';
 import type { InputRequests } from '../../../upstream/session.js';
-import { type Edge, json } from '../dispatch.js';
+import type { Edge } from '../edge.js';
 import type { Exchange } from '../exchange.js';
 import type { Reply } from '../http-in.js';
+import { json } from '../http-in.js';
 import type { Answer } from '../relay/answer.js';
 import { type Approved, approvedOf, inputRequiredResult, invalidState, type StateBody } from './mrtr.js';
 

@@ -17,9 +17,10 @@ import { ManifoldError } from '../../../errors.js';
 import { isObject } from '../../../lib/json.js';
 import { errorMessage, rawResultMessage, resultMessage } from '../../../protocol/jsonrpc.js';
 import type { UpstreamAuthRequired } from '../../../upstream/call-errors.js';
-import { type Edge, json } from '../dispatch.js';
+import type { Edge } from '../edge.js';
 import type { Exchange } from '../exchange.js';
 import type { Reply } from '../http-in.js';
+import { json } from '../http-in.js';
 import { inputRequiredResult } from './mrtr.js';
 
 /** The key of the gateway's login request among a modern client's input requests. */
@@ -104,7 +105,7 @@ export async function loginReply(
       ? json(
           resultMessage(
             id,
-            ex.result({
+            ex.dress({
               content: [{ type: 'text', text }],
               isError: true,
               _meta: { 'manifold/login': e.rule },
