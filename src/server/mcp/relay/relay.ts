@@ -1,29 +1,32 @@
 /**
  * One relayed request, from the downstream client to its upstream and back, whatever the method
- * (tools/call, prompts/get, resources/read, completion/complete): what reaches the client before
- * the result (progress re-keyed to its token, log messages at the level it asked for, tagged with
- * the server), the upstream's requests to the client (sampling, elicitation, roots, relayed under
- * policy in the client's era), how it cancels, and the answer at the end. Era-specific parts come
- * from the Exchange; the answer is JSON unless something had to be streamed first (answer.ts).
+ * (tools/call, prompts/get, resources/read, completion/complete, tasks/result): what reaches the
+ * client before the result (progress re-keyed to its token, log messages at the level it asked
+ * for, tagged with the server), the upstream's requests to the client (sampling, elicitation,
+ * roots, relayed under policy in the client's era), how it cancels, and the answer at the end.
+ * Era-specific parts come from the Exchange; the answer is JSON unless something had to be
+ * streamed first (answer.ts). What only some calls need (a stream, a held call for a modern
+ * client's retry) is made when it is needed.
  */
 
 import { ManifoldError } from '../../../errors.js';
 import {
   checkInputRequests,
+  explainMissing,
   relayedCapabilities,
   upstreamResponses,
 } from '../../../guards/client-features.js';
+import { stripUnsafe } from '../../../guards/text.js';
 import { Cancellation } from '../../../lib/cancellation.js';
 import { isObject } from '../../../lib/json.js';
-import { errorMessage, rawResultMessage } from '../../../protocol/jsonrpc.js';
-import { TASKS_EXTENSION } from '../../../protocol/versions.js';
-import type { InputHandler, InputRequests, InputResponses, LogMessage } from '../../../upstream/session.js';
+import { errorMessage, resultMessage } from '../../../protocol/jsonrpc.js';
+import { LOG_LEVELS, TASKS_EXTENSION } from '../../../protocol/versions.js';
+import type { InputRequests, InputResponses, LogMessage } from '../../../upstream/session.js';
 import type { CallOptions } from '../../../upstream/types.js';
 import type { Upstream } from '../../../upstream/upstream.js';
 import type { Edge } from '../edge.js';
 import type { Exchange } from '../exchange.js';
-import type { MessageBody, Reply } from '../http-in.js';
-import { json } from '../http-in.js';
+import { json, type MessageBody, type Reply } from '../http-in.js';
 import {
   type ApprovalGate,
   approvalVerdict,
@@ -41,8 +44,8 @@ import {
   openState,
   type Waiting,
 } from '../rounds/mrtr.js';
-import { logNote, progressNote, severe } from './log-relay.js';
-import { explainFailure, plainEligible, plainRelay } from './plain.js';
+import type { RequestTrace } from '../tracing.js';
+import type { Answer } from './answer.js';
 
 type Result = Record<string, unknown>;
 
@@ -87,9 +90,7 @@ export function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
     return edge.gateway.states.then((sealer) =>
       askApprovalModern(edge, ex, { method: t.method, target: t.target }, t.approval!, sealer),
     );
-  // Nothing can reach the client before the result: one upstream request, one answer (#18).
-  if (plainEligible(ex, t)) return plainRelay(edge, ex, t);
-  return start(edge, ex, t, t.params, t.approval);
+  return new RelayedCall(edge, ex, t).start(t.params, t.approval);
 }
 
 async function resumeRetry(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
@@ -137,7 +138,7 @@ async function resumeRetry(edge: Edge, ex: Exchange, t: Through): Promise<Reply>
     };
   }
   // Approved (or never needing it): the call goes.
-  return start(edge, ex, t, upstreamParams, undefined, approved);
+  return new RelayedCall(edge, ex, t, approved).start(upstreamParams);
 }
 
 function resumeHeld(
@@ -162,60 +163,176 @@ function resumeHeld(
   return answer.response;
 }
 
-function start(
-  edge: Edge,
-  ex: Exchange,
-  t: Through,
-  upstreamParams: Result,
-  /** A legacy client's user must approve first, on this request's stream. */
-  gate?: ApprovalGate,
-  /** A person approved the call: every state minted for a later round carries it (SECURITY G1). */
-  approvedBefore?: Approved,
-): Promise<Reply> {
-  const { gateway } = edge;
-  const { request } = ex;
-  const first = ex.answer();
-  let poll: ReturnType<typeof setTimeout> | undefined;
-  const cancellation = new Cancellation();
-  const done = ex.track(request.id, cancellation);
-  const server = t.upstream.config;
-  const waiting: Waiting | undefined = { answer: first, id: request.id };
-  let held: HeldCall | undefined;
-  let refused: ManifoldError | undefined;
-  let approved = approvedBefore;
-  // With tracing on, the request's span ends with the call (`end`), not with its first reply.
-  const trace = ex.trace?.hold();
-  // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
-  // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
-  if (ex.era === 'modern') first.abortOnClose = cancellation;
-  const current = (): Waiting | undefined => (held ? held.waiting : waiting);
-  const refuse = (e: ManifoldError, end = true): never => {
-    if (end) {
-      refused = e;
-      cancellation.abort(e);
+/** One relayed request on its way: its upstream call, what the client gets meanwhile, its answer. */
+class RelayedCall {
+  /** The answer to the request that started the call. */
+  private readonly first: Answer;
+  /** Where the call's outcome goes while no held call has taken it over. */
+  private readonly waiting: Waiting;
+  private readonly cancellation = new Cancellation();
+  /** Removes the cancellation from the client's reach (Exchange `track`). */
+  private readonly untrack: () => void;
+  /** With tracing on, the request's span ends with the call, not with its first reply. */
+  private readonly trace: RequestTrace | undefined;
+  /** Held for a modern client's retry, once the upstream asked something of it (mrtr.ts). */
+  private held: HeldCall | undefined;
+  /** The gateway refused what the upstream asked: this is the call's answer. */
+  private refused: ManifoldError | undefined;
+  private poll: ReturnType<typeof setTimeout> | undefined;
+  private entered = false;
+  private ended = false;
+
+  constructor(
+    private readonly edge: Edge,
+    private readonly ex: Exchange,
+    private readonly t: Through,
+    /** A person approved the call: every state minted for a later round carries it (SECURITY G1). */
+    private approved?: Approved,
+  ) {
+    this.first = ex.answer();
+    this.waiting = { answer: this.first, id: ex.request.id };
+    this.untrack = ex.track(ex.request.id, this.cancellation);
+    this.trace = ex.trace?.hold();
+    // A stream the client closes is a cancellation in 2026-07-28 (patterns/cancellation); in the
+    // legacy era a disconnect is not (2025-11-25: transports), and the call runs to its end.
+    if (ex.era === 'modern') this.first.abortOnClose = this.cancellation;
+  }
+
+  /**
+   * Sends the call, once a legacy client's user approved it on this request's stream when `gate`
+   * asks for that; resolves with the first reply (a stream as soon as something is streamed).
+   */
+  start(params: Result, gate?: ApprovalGate): Promise<Reply> {
+    if (gate) void this.askFirst(gate, params);
+    else this.send(params);
+    return this.first.response;
+  }
+
+  private async askFirst(gate: ApprovalGate, params: Result): Promise<void> {
+    const { ex, first, cancellation } = this;
+    const { outcome, detail } = await askApprovalLegacy(ex, first, gate, cancellation);
+    if (outcome === 'accepted') {
+      const at = this.edge.gateway.platform.now();
+      this.approved = { digest: gate.digest, by: ex.principal.subject, at };
+      gate.approved(at, this.approved.by);
+      this.send(params);
+      return;
     }
-    throw e;
-  };
-  // Each request must be one the server may ask and the client declared; bounded before it goes.
-  // One only `guessed` to be this call's (on no call's stream) is refused alone: the call runs on.
-  const checked = (requests: InputRequests, guessed?: boolean): InputRequests => {
-    const c = server.clientFeatures;
-    const v = checkInputRequests(server.name, c, ex.clientCapabilities, requests, t.relatedTask);
-    return v.ok ? v.requests : refuse(v.error, !guessed);
-  };
-  const askModern = async (requests: InputRequests): Promise<InputResponses> => {
-    const w = current();
+    this.untrack();
+    if (cancellation.aborted && outcome === 'cancelled' && cancellation.reason !== gate) {
+      this.t.onCancelled();
+      first.abandon(errorMessage(ex.request.id, -32800, 'request cancelled'));
+    } else first.finish(gate.refuse(outcome, ex.request.id, detail));
+    this.trace?.finish();
+  }
+
+  private send(params: Result): void {
+    const { gateway } = this.edge;
+    const { ex, t } = this;
+    // A 2025-11-25 client may be told to poll: its stream closes, the call runs on (SEP-1699).
+    if (ex.pollMs) this.poll = setTimeout(() => this.first.poll(), ex.pollMs);
+    let work: Promise<Result>;
+    try {
+      gateway.enter();
+      this.entered = true;
+      const options = this.options();
+      work = this.trace
+        ? this.trace.call(t.upstream, t.method, params, options)
+        : t.upstream.request(t.method, params, options);
+    } catch (e) {
+      work = Promise.reject(e);
+    }
+    work.then(
+      (result) => this.settle(result),
+      (e: unknown) => this.fail(e),
+    );
+  }
+
+  private options(): CallOptions {
+    const { ex, t } = this;
+    const server = t.upstream.config;
+    const options: CallOptions = {
+      cancellation: this.cancellation,
+      caller: ex.principal.key,
+      onInput: (requests, guessed) => this.onInput(requests, guessed),
+      inputMode: ex.era === 'modern' ? 'relay' : 'ask',
+      repeatable: t.repeatable,
+      clientCapabilities: withTasks(
+        relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
+        t.tasks,
+      ),
+      onInputRound: t.onInputRequired ? () => t.onInputRequired?.(0) : undefined,
+    };
+    const token = t.progressToken;
+    if (token !== undefined) {
+      options.onprogress = (p) => this.current()?.answer.push(progressNote(p, token), true);
+    }
+    const level = ex.logLevel;
+    if (level !== undefined) {
+      options.logLevel = level;
+      options.onlog = (m: LogMessage) => {
+        if (severe(m.level, level)) this.current()?.answer.push(logNote(m, server.name), true);
+      };
+    }
+    return options;
+  }
+
+  /** The request now waiting for the call's outcome: the first one, or a held call's retry. */
+  private current(): Waiting | undefined {
+    return this.held ? this.held.waiting : this.waiting;
+  }
+
+  /**
+   * Each request must be one the server may ask and the client declared; bounded before it goes.
+   * One only `guessed` to be this call's (on no call's stream) is refused alone: the call runs on.
+   */
+  private checked(requests: InputRequests, guessed?: boolean): InputRequests {
+    const server = this.t.upstream.config;
+    const v = checkInputRequests(
+      server.name,
+      server.clientFeatures,
+      this.ex.clientCapabilities,
+      requests,
+      this.t.relatedTask,
+    );
+    if (v.ok) return v.requests;
+    if (!guessed) {
+      this.refused = v.error;
+      this.cancellation.abort(v.error);
+    }
+    throw v.error;
+  }
+
+  /** The upstream asks the client something: on its stream (legacy), or in an MRTR round (modern). */
+  private async onInput(requests: InputRequests, guessed?: boolean): Promise<InputResponses> {
+    const ok = this.checked(requests, guessed);
+    const { ex } = this;
+    if (ex.era === 'modern') return this.askModern(ok);
+    const w = this.current();
+    const answers: InputResponses = {};
+    for (const [key, r] of Object.entries(ok)) {
+      if (!w || !ex.ask)
+        throw new ManifoldError('ERR_CLIENT_FEATURE', 'no request is waiting to carry the question');
+      answers[key] = await ex.ask(w.answer, r.method, r.params ?? {}, this.cancellation);
+    }
+    return upstreamResponses(answers);
+  }
+
+  /** A legacy upstream asked mid-call: the call is held here, the client answers on a retry. */
+  private async askModern(requests: InputRequests): Promise<InputResponses> {
+    const { edge, ex, t, cancellation } = this;
+    const w = this.current();
     if (!w) throw new ManifoldError('ERR_CLIENT_FEATURE', 'no request is waiting to carry the question');
-    const now = gateway.platform.now();
-    held ??= {
+    const now = edge.gateway.platform.now();
+    this.held ??= {
       token: crypto.randomUUID(),
       round: 0,
       expiresAt: now,
       abandon: (reason) => cancellation.abort(reason),
     };
     // Held for the client's retry: closing the first request no longer cancels the call.
-    first.abortOnClose = undefined;
-    const call = held;
+    this.first.abortOnClose = undefined;
+    const call = this.held;
     call.round++;
     call.expiresAt = now + INPUT_TTL_MS;
     call.waiting = undefined;
@@ -230,7 +347,7 @@ function start(
       h: call.token,
       r: call.round,
       i: edge.instance,
-      ...approvedFields(approved),
+      ...approvedFields(this.approved),
     });
     const reply = new Promise<InputResponses>((resolve, reject) => {
       call.resume = resolve;
@@ -240,189 +357,178 @@ function start(
       };
     });
     edge.held.hold(call, ex.principal, now);
-    const body = rawResultMessage(
-      w.id,
-      JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo)),
-    );
+    const body = resultMessage(w.id, inputRequiredResult(requests, state, edge.serverInfo));
     w.answer.finish(body);
     t.onInputRequired?.(body.length);
     return reply;
-  };
-  const onInput: InputHandler = async (requests, guessed) => {
-    const ok = checked(requests, guessed);
-    if (ex.era === 'modern') return askModern(ok);
-    const w = current();
-    const answers: InputResponses = {};
-    for (const [key, r] of Object.entries(ok)) {
-      if (!w || !ex.ask)
-        throw new ManifoldError('ERR_CLIENT_FEATURE', 'no request is waiting to carry the question');
-      answers[key] = await ex.ask(w.answer, r.method, r.params ?? {}, cancellation);
-    }
-    return upstreamResponses(answers);
-  };
-  const level = ex.logLevel;
-  const options: CallOptions = {
-    cancellation,
-    caller: ex.principal.key,
-    onInput,
-    inputMode: ex.era === 'modern' ? 'relay' : 'ask',
-    repeatable: t.repeatable,
-    clientCapabilities: withTasks(relayedCapabilities(server.clientFeatures, ex.clientCapabilities), t.tasks),
-    onInputRound: t.onInputRequired ? () => t.onInputRequired?.(0) : undefined,
-  };
-  const token = t.progressToken;
-  if (token !== undefined) options.onprogress = (p) => current()?.answer.push(progressNote(p, token), true);
-  if (level !== undefined) {
-    options.logLevel = level;
-    options.onlog = (m: LogMessage) => {
-      if (severe(m.level, level)) current()?.answer.push(logNote(m, server.name), true);
-    };
   }
-  // The client's error answer for what went wrong (a check that refused, a task answer that failed).
-  const lastResort = (e: unknown) => {
-    const w = current();
-    if (w) finishError(w, e);
-  };
-  let entered = false;
-  let ended = false;
-  const end = () => {
-    if (ended) return;
-    ended = true;
-    if (poll) clearTimeout(poll);
-    done();
-    if (held) edge.held.release(held.token);
-    if (entered) gateway.leave();
-    trace?.finish();
-  };
-  /** The upstream's result, answered; a promise only where more had to be awaited (seal, task). */
-  const answerResult = (result: Result): Promise<void> | undefined => {
-    const w = current();
-    if (!w) return undefined;
+
+  /** The upstream's result, answered (a modern upstream's question or task after more awaits). */
+  private async settle(result: Result): Promise<void> {
+    try {
+      const w = this.current();
+      if (w) await this.answer(w, result);
+    } catch (e) {
+      // A check that refused, a task answer that failed: the client's error answer for it.
+      const w = this.current();
+      if (w) this.finishError(w, e);
+    } finally {
+      this.end();
+    }
+  }
+
+  private async answer(w: Waiting, result: Result): Promise<void> {
+    const { edge, ex, t } = this;
     if (result.resultType === 'input_required') {
       // A modern upstream asked; a modern client takes the question as it is, with the
       // gateway's own state wrapped around the upstream's (mrtr.ts, "wrap").
-      const requests = checked((isObject(result.inputRequests) ? result.inputRequests : {}) as InputRequests);
-      return edge.gateway.states.then(async (sealer) => {
-        const state = await sealer.seal({
-          v: 1,
-          k: 'wrap',
-          p: ex.principal.key,
-          m: t.method,
-          n: t.target,
-          x: gateway.platform.now() + INPUT_TTL_MS,
-          s: t.upstream.name,
-          ...(typeof result.requestState === 'string' ? { u: result.requestState } : {}),
-          ...(t.approval ? { a: crypto.randomUUID() } : {}),
-          ...approvedFields(approved),
-        });
-        const body = rawResultMessage(
-          w.id,
-          JSON.stringify(inputRequiredResult(requests, state, edge.serverInfo)),
-        );
-        w.answer.finish(body);
-        t.onInputRequired?.(body.length);
+      const requests = this.checked(
+        (isObject(result.inputRequests) ? result.inputRequests : {}) as InputRequests,
+      );
+      const sealer = await edge.gateway.states;
+      const state = await sealer.seal({
+        v: 1,
+        k: 'wrap',
+        p: ex.principal.key,
+        m: t.method,
+        n: t.target,
+        x: edge.gateway.platform.now() + INPUT_TTL_MS,
+        s: t.upstream.name,
+        ...(typeof result.requestState === 'string' ? { u: result.requestState } : {}),
+        ...(t.approval ? { a: crypto.randomUUID() } : {}),
+        ...approvedFields(this.approved),
       });
+      const body = resultMessage(w.id, inputRequiredResult(requests, state, edge.serverInfo));
+      w.answer.finish(body);
+      t.onInputRequired?.(body.length);
+      return;
     }
     if (result.resultType === 'task') {
       if (!t.onTask) {
         throw new ManifoldError(
           'ERR_UPSTREAM_ERROR',
-          `server ${server.name} answered with a task nobody asked for`,
+          `server ${t.upstream.name} answered with a task nobody asked for`,
         );
       }
-      return t.onTask(result, w.id).then((body) => w.answer.finish(body));
+      w.answer.finish(await t.onTask(result, w.id));
+      return;
     }
     w.answer.finish(t.onResult(result, w.id));
-    return undefined;
-  };
-  const failed = (e: unknown) => {
-    const w = current();
-    if (refused) {
-      if (w) finishError(w, refused);
-      return;
-    }
-    if (cancellation.aborted) {
-      t.onCancelled();
-      w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
-      return;
-    }
-    if (w) finishError(w, explainFailure(server, ex, e));
-  };
-  // One promise reaction per call answers the result or the failure and ends its bookkeeping
-  // (#18: a then/catch/finally chain and an async wrapper cost as much as the relay below them).
-  const settleResult = (result: Result): void | Promise<void> => {
-    let more: Promise<void> | undefined;
-    try {
-      more = answerResult(result);
-    } catch (e) {
-      settleFailure(e);
-      return;
-    }
-    if (!more) return end();
-    return more.then(end, settleFailure);
-  };
-  const settleFailure = (e: unknown): void => {
-    try {
-      lastResort(e);
-    } finally {
-      end();
-    }
-  };
-  const settleError = (e: unknown): void => {
-    try {
-      failed(e);
-    } catch (again) {
-      lastResort(again);
-    } finally {
-      end();
-    }
-  };
-  const go = () => {
-    // A 2025-11-25 client may be told to poll: its stream closes, the call runs on (SEP-1699).
-    if (ex.pollMs) poll = setTimeout(() => first.poll(), ex.pollMs);
-    let work: Promise<Result>;
-    try {
-      gateway.enter();
-      entered = true;
-      work = trace
-        ? trace.call(t.upstream, t.method, upstreamParams, options)
-        : t.upstream.request(t.method, upstreamParams, options);
-    } catch (e) {
-      work = Promise.reject(e);
-    }
-    void work.then(settleResult, settleError);
-  };
-  if (!gate) go();
-  else {
-    // The user answers on this stream before anything is sent upstream (approval.ts).
-    void askApprovalLegacy(ex, first, gate, cancellation).then(({ outcome, detail }) => {
-      if (outcome === 'accepted') {
-        const at = gateway.platform.now();
-        approved = { digest: gate.digest, by: ex.principal.subject, at };
-        gate.approved(at, approved.by);
-        go();
-        return;
-      }
-      done();
-      if (cancellation.aborted && outcome === 'cancelled' && cancellation.reason !== gate) {
-        t.onCancelled();
-        first.abandon(errorMessage(request.id, -32800, 'request cancelled'));
-      } else first.finish(gate.refuse(outcome, request.id, detail));
-      trace?.finish();
-    });
   }
-  return first.response;
 
-  function finishError(w: Waiting, e: unknown): void {
-    trace?.fail(e);
-    const f = t.onError(e, w.id);
+  /** The upstream call failed, was cancelled, or the gateway refused what it asked. */
+  private fail(e: unknown): void {
+    const w = this.current();
+    try {
+      if (this.refused) {
+        if (w) this.finishError(w, this.refused);
+      } else if (this.cancellation.aborted) {
+        this.t.onCancelled();
+        w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
+      } else if (w) {
+        this.finishError(w, explainFailure(this.t.upstream.config, this.ex, e));
+      }
+    } catch (again) {
+      if (w) this.finishError(w, again);
+    } finally {
+      this.end();
+    }
+  }
+
+  private finishError(w: Waiting, e: unknown): void {
+    this.trace?.fail(e);
+    const f = this.t.onError(e, w.id);
     // A legacy client reads method errors inside a 200; a modern one also gets the statuses the
     // 2026-07-28 revision requires (400 for a missing client capability…).
-    w.answer.finish(f.body, ex.era === 'modern' ? f.status : 200);
+    w.answer.finish(f.body, this.ex.era === 'modern' ? f.status : 200);
   }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.poll) clearTimeout(this.poll);
+    this.untrack();
+    if (this.held) this.edge.held.release(this.held.token);
+    if (this.entered) this.edge.gateway.leave();
+    this.trace?.finish();
+  }
+}
+
+/** An upstream's MissingRequiredClientCapability, said from where the gateway stands. */
+function explainFailure(server: Upstream['config'], ex: Exchange, e: unknown): unknown {
+  if (!(e instanceof ManifoldError) || e.code !== 'ERR_MISSING_CAPABILITY') return e;
+  const required = e.data?.requiredCapabilities;
+  const why = explainMissing(server.name, server.clientFeatures, ex.clientCapabilities, required);
+  if (!why) return e;
+  return why.why === 'off'
+    ? new ManifoldError('ERR_CLIENT_FEATURE', why.reason, { cause: e })
+    : new ManifoldError('ERR_MISSING_CAPABILITY', why.reason, {
+        cause: e,
+        data: { requiredCapabilities: { [why.feature]: {} } },
+      });
 }
 
 /** The client capabilities for upstream, with the tasks extension when the request may use it. */
 export function withTasks(caps: Result, tasks: boolean | undefined): Result {
   return tasks ? { ...caps, extensions: { [TASKS_EXTENSION]: {} } } : caps;
+}
+
+const MAX_LOG_DATA = 8192;
+
+/** RFC 5424 severity: a message is sent when it is at least as severe as the level asked for. */
+export function severe(level: unknown, atLeast: string): boolean {
+  const at = LOG_LEVELS.indexOf(atLeast as never);
+  const got = LOG_LEVELS.indexOf(level as never);
+  return got !== -1 && at !== -1 && got >= at;
+}
+
+/** Upstream log data is untrusted: every string in it is stripped, and the whole is bounded. */
+export function boundLogData(data: unknown): unknown {
+  let text: string;
+  try {
+    text = JSON.stringify(data) ?? 'null';
+  } catch {
+    return '[unserializable log data]';
+  }
+  if (text.length > MAX_LOG_DATA) return `${stripUnsafe(text).slice(0, MAX_LOG_DATA)}…`;
+  const clean = (v: unknown): unknown => {
+    if (typeof v === 'string') return stripUnsafe(v);
+    if (Array.isArray(v)) return v.map(clean);
+    if (typeof v === 'object' && v !== null) {
+      const out: Record<string, unknown> = {};
+      for (const [k, x] of Object.entries(v)) out[stripUnsafe(k)] = clean(x);
+      return out;
+    }
+    return v;
+  };
+  // Parsed again from its bounded text, so its depth is what that text can hold.
+  return clean(JSON.parse(text));
+}
+
+/** A progress notification for the client, re-keyed to its own token. */
+export function progressNote(
+  p: { progress: number; total?: number; message?: string },
+  token: string | number,
+): string {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    method: 'notifications/progress',
+    // Only the fields the protocol defines, each checked: an upstream's extras never ride along.
+    params: {
+      progressToken: token,
+      progress: typeof p.progress === 'number' && Number.isFinite(p.progress) ? p.progress : 0,
+      ...(typeof p.total === 'number' && Number.isFinite(p.total) ? { total: p.total } : {}),
+      ...(typeof p.message === 'string' ? { message: stripUnsafe(p.message).slice(0, 1024) } : {}),
+    },
+  });
+}
+
+/** An upstream's log message for the client, tagged with the server's name. */
+export function logNote(m: LogMessage, server: string): string {
+  const logger = typeof m.logger === 'string' ? `${server}/${stripUnsafe(m.logger).slice(0, 128)}` : server;
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    method: 'notifications/message',
+    params: { level: m.level, logger, data: boundLogData(m.data) },
+  });
 }
