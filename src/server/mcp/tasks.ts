@@ -27,12 +27,11 @@ import type { InputRequests, InputResponses } from '../../upstream/session.js';
 import type { Upstream } from '../../upstream/upstream.js';
 import { readTask, type TaskState } from '../../upstream/wire/tasks.js';
 import type { Edge } from './edge.js';
-import { errorAnswer } from './errors.js';
 import type { Exchange } from './exchange.js';
 import type { Reply } from './http-in.js';
 import { json } from './http-in.js';
 import { runThrough, withTasks } from './relay/relay.js';
-import { admitRequest } from './relay/requests.js';
+import { admitRequest, type RequestAudit } from './relay/requests.js';
 import { errorObject } from './task-pumps.js';
 import { legacyTask, safeError, stripResultType, taskFields } from './task-shapes.js';
 
@@ -171,8 +170,7 @@ export async function taskMethod(edge: Edge, ex: Exchange): Promise<Reply> {
   }
   if (ex.era === 'modern' && !declaresTasks(ex)) throw missingExtension();
   const { ref, entry, upstream, taskId } = await openTask(edge, ex);
-  let audit = admitRequest(edge, ex, method, entry.name, entry.server);
-  if (audit instanceof Promise) audit = await audit;
+  const audit = await admitRequest(edge, ex, method, entry.name, entry.server);
   if (method === 'tasks/result') return taskResult(edge, ex, entry, upstream, ref, taskId, audit);
   try {
     const body = await (method === 'tasks/get'
@@ -318,7 +316,7 @@ function taskResult(
   upstream: Upstream,
   ref: TaskRef,
   taskId: string,
-  audit: (verdict: string, bytesOut: number) => void,
+  audit: RequestAudit,
 ): Promise<Reply> {
   const related = { [META.relatedTask]: { taskId } };
   return runThrough(edge, ex, {
@@ -330,16 +328,9 @@ function taskResult(
     onResult: (result, id) => {
       const meta = isObject(result._meta) ? result._meta : {};
       const capped = edge.gateway.guards.capResult(entry, { ...result, _meta: { ...meta, ...related } });
-      const body = rawResultMessage(id, capped);
-      audit('allowed', body.length);
-      return body;
+      return rawResultMessage(id, capped);
     },
-    onError: (e, id) => {
-      const f = errorAnswer(edge.gateway, id, e, ex.era);
-      audit('error', f.body.length);
-      return f;
-    },
-    onCancelled: () => audit('error', 0),
+    audit: (verdict, bytesOut, inputRequired) => audit(verdict, bytesOut, undefined, inputRequired),
   });
 }
 

@@ -25,6 +25,7 @@ import type { InputRequests, InputResponses, LogMessage } from '../../../upstrea
 import type { CallOptions } from '../../../upstream/types.js';
 import type { Upstream } from '../../../upstream/upstream.js';
 import type { Edge } from '../edge.js';
+import { errorAnswer } from '../errors.js';
 import type { Exchange } from '../exchange.js';
 import { json, type MessageBody, type Reply } from '../http-in.js';
 import {
@@ -57,18 +58,17 @@ export interface Through {
   target: string;
   /** The client's own progress token, if it asked for progress. */
   progressToken?: string | number | undefined;
-  /** The final message for a result (serialized), answering request `id`; writes the audit line. */
+  /** The final message for a result (serialized), answering request `id`. */
   onResult(result: Result, id: string | number): MessageBody;
+  /** A failure that belongs to the answer rather than to the protocol, as an isError result. */
+  errorResult?(e: unknown): Result | undefined;
   /**
-   * A round that reached the upstream ended asking the client for input (the client got the
-   * question in `bytesOut` bytes, or was asked on its own stream: 0). Every round that reaches an
-   * upstream writes an audit line (SECURITY G3); this one's call goes on in a later round.
+   * Writes the request's audit line: how it ended, with the bytes the client got. Every round that
+   * reaches an upstream writes one (SECURITY G3): a round that ended asking the client for input
+   * (`inputRequired`: the question took `bytesOut` bytes, or 0 when asked on the client's own
+   * stream) goes on in a later round.
    */
-  onInputRequired?(bytesOut: number): void;
-  /** The final message for a failure, with its HTTP status for a modern client. */
-  onError(e: unknown, id: string | number): { body: string; status: number };
-  /** A cancelled request: it gets no answer on a stream (spec: cancellation). */
-  onCancelled(): void;
+  audit(verdict: 'allowed' | 'error', bytesOut: number, inputRequired?: boolean): void;
   /** The client declared the tasks extension and this request may create or drive a task. */
   tasks?: boolean;
   /** Running it twice does no harm (a `read` tool): it may be resent after a dropped session. */
@@ -83,13 +83,14 @@ export interface Through {
 
 const INPUT_TTL_MS = 10 * 60_000; // how long a client may take to answer a request for input
 
-export function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
+/** Relays `t` for request `ex`; resolves with the first reply (a stream as soon as one is needed). */
+export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
   // A modern client's retry (patterns/mrtr): its state says which round of which request it answers.
   if (ex.era === 'modern' && ex.request.params?.requestState !== undefined) return resumeRetry(edge, ex, t);
-  if (t.approval && ex.era === 'modern')
-    return edge.gateway.states.then((sealer) =>
-      askApprovalModern(edge, ex, { method: t.method, target: t.target }, t.approval!, sealer),
-    );
+  if (t.approval && ex.era === 'modern') {
+    const sealer = await edge.gateway.states;
+    return askApprovalModern(edge, ex, { method: t.method, target: t.target }, t.approval, sealer);
+  }
   return new RelayedCall(edge, ex, t).start(t.params, t.approval);
 }
 
@@ -220,7 +221,7 @@ class RelayedCall {
     }
     this.untrack();
     if (cancellation.aborted && outcome === 'cancelled' && cancellation.reason !== gate) {
-      this.t.onCancelled();
+      this.t.audit('error', 0);
       first.abandon(errorMessage(ex.request.id, -32800, 'request cancelled'));
     } else first.finish(gate.refuse(outcome, ex.request.id, detail));
     this.trace?.finish();
@@ -261,7 +262,7 @@ class RelayedCall {
         relayedCapabilities(server.clientFeatures, ex.clientCapabilities),
         t.tasks,
       ),
-      onInputRound: t.onInputRequired ? () => t.onInputRequired?.(0) : undefined,
+      onInputRound: () => t.audit('allowed', 0, true),
     };
     const token = t.progressToken;
     if (token !== undefined) {
@@ -358,8 +359,8 @@ class RelayedCall {
     });
     edge.held.hold(call, ex.principal, now);
     const body = resultMessage(w.id, inputRequiredResult(requests, state, edge.serverInfo));
+    t.audit('allowed', body.length, true);
     w.answer.finish(body);
-    t.onInputRequired?.(body.length);
     return reply;
   }
 
@@ -399,8 +400,8 @@ class RelayedCall {
         ...approvedFields(this.approved),
       });
       const body = resultMessage(w.id, inputRequiredResult(requests, state, edge.serverInfo));
+      t.audit('allowed', body.length, true);
       w.answer.finish(body);
-      t.onInputRequired?.(body.length);
       return;
     }
     if (result.resultType === 'task') {
@@ -410,10 +411,14 @@ class RelayedCall {
           `server ${t.upstream.name} answered with a task nobody asked for`,
         );
       }
-      w.answer.finish(await t.onTask(result, w.id));
+      const body = await t.onTask(result, w.id);
+      t.audit('allowed', body.length);
+      w.answer.finish(body);
       return;
     }
-    w.answer.finish(t.onResult(result, w.id));
+    const body = t.onResult(result, w.id);
+    t.audit('allowed', body.length);
+    w.answer.finish(body);
   }
 
   /** The upstream call failed, was cancelled, or the gateway refused what it asked. */
@@ -423,7 +428,7 @@ class RelayedCall {
       if (this.refused) {
         if (w) this.finishError(w, this.refused);
       } else if (this.cancellation.aborted) {
-        this.t.onCancelled();
+        this.t.audit('error', 0);
         w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
       } else if (w) {
         this.finishError(w, explainFailure(this.t.upstream.config, this.ex, e));
@@ -437,10 +442,15 @@ class RelayedCall {
 
   private finishError(w: Waiting, e: unknown): void {
     this.trace?.fail(e);
-    const f = this.t.onError(e, w.id);
+    const { ex, t } = this;
+    const asResult = t.errorResult?.(e);
+    const f = asResult
+      ? { body: resultMessage(w.id, ex.dress(asResult)), status: 200 }
+      : errorAnswer(this.edge.gateway, w.id, e, ex.era);
+    t.audit('error', f.body.length);
     // A legacy client reads method errors inside a 200; a modern one also gets the statuses the
     // 2026-07-28 revision requires (400 for a missing client capability…).
-    w.answer.finish(f.body, this.ex.era === 'modern' ? f.status : 200);
+    w.answer.finish(f.body, ex.era === 'modern' ? f.status : 200);
   }
 
   private end(): void {

@@ -7,12 +7,11 @@
 
 import type { ResourceRoute } from '../../../aggregate/surface-views.js';
 import { rewriteUri } from '../../../aggregate/uris.js';
-import { rateLimited, type TakeResult } from '../../../auth/shared-limit.js';
+import { rateLimited } from '../../../auth/shared-limit.js';
 import { ManifoldError } from '../../../errors.js';
 import { isObject } from '../../../lib/json.js';
-import { rawResultMessage } from '../../../protocol/jsonrpc.js';
+import { resultMessage } from '../../../protocol/jsonrpc.js';
 import type { Edge } from '../edge.js';
-import { errorAnswer } from '../errors.js';
 import type { Exchange } from '../exchange.js';
 import type { Reply } from '../http-in.js';
 import { runThrough } from './relay.js';
@@ -39,7 +38,7 @@ function withMeta(params: Result, ex: Exchange): Result {
   return ex.meta.relayed ? { ...params, _meta: ex.meta.relayed } : params;
 }
 
-export function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
+export async function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const entry = edge.gateway.views.resolvePrompt(ex.principal, params.name);
   if (entry.quarantined) {
@@ -66,7 +65,7 @@ function exposedUri(route: ResourceRoute, upstreamUri: string): string {
   return upstreamUri;
 }
 
-export function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
+export async function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const route = edge.gateway.views.resolveResource(ex.principal, params.uri);
   if (route.template?.quarantined) {
@@ -91,7 +90,7 @@ export function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
   });
 }
 
-export function completionComplete(edge: Edge, ex: Exchange): Promise<Reply> {
+export async function completionComplete(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const ref = isObject(params.ref) ? params.ref : {};
   const views = edge.gateway.views;
@@ -147,13 +146,13 @@ function boundCompletion(r: Result): Result {
  * completion, tasks): returns the function that writes the audit line when it ends; a request
  * over the limit is audited as denied and refused here.
  */
-export function admitRequest(
+export async function admitRequest(
   edge: Edge,
   ex: Exchange,
   method: string,
   target: string,
   server: string,
-): RequestAudit | Promise<RequestAudit> {
+): Promise<RequestAudit> {
   const { gateway } = edge;
   const { principal } = ex;
   const started = gateway.platform.now();
@@ -176,9 +175,10 @@ export function admitRequest(
     const { observers } = gateway;
     observers.report(method, principal, server, shown, verdict, durationMs, ex.bytesIn, bytesOut, reason);
   };
-  const limit = gateway.takeCall(principal.tenant);
-  if (limit instanceof Promise) return limit.then((l) => admitted(l, audit));
-  return admitted(limit, audit);
+  const limit = await gateway.takeCall(principal.tenant);
+  if (limit.ok) return audit;
+  audit('denied', 0, 'ERR_RATE_LIMITED');
+  throw rateLimited(limit.retryAfterSeconds);
 }
 
 /**
@@ -192,19 +192,10 @@ export type RequestAudit = (
   inputRequired?: boolean,
 ) => void;
 
-/** The audit of an admitted request, or the refusal of one over its tenant's limit. */
-function admitted(limit: TakeResult, audit: RequestAudit) {
-  if (limit.ok) return audit;
-  audit('denied', 0, 'ERR_RATE_LIMITED');
-  throw rateLimited(limit.retryAfterSeconds);
-}
-
 async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
   const { gateway } = edge;
   const { request } = ex;
-  let audit = admitRequest(edge, ex, request.method, target.subject, target.server);
-  // Awaited only when a shared limiter had to ask its store: the common request stays synchronous.
-  if (audit instanceof Promise) audit = await audit;
+  const audit = await admitRequest(edge, ex, request.method, target.subject, target.server);
   const upstream = await gateway.callee(target.server, ex.principal);
   return runThrough(edge, ex, {
     upstream,
@@ -224,16 +215,8 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
         delete dressed.ttlMs;
         delete dressed.cacheScope;
       }
-      const body = rawResultMessage(id, JSON.stringify(dressed));
-      audit('allowed', body.length);
-      return body;
+      return resultMessage(id, dressed);
     },
-    onError: (e, id) => {
-      const f = errorAnswer(edge.gateway, id, e, ex.era);
-      audit('error', f.body.length);
-      return f;
-    },
-    onInputRequired: (bytesOut) => audit('allowed', bytesOut, undefined, true),
-    onCancelled: () => audit('error', 0),
+    audit: (verdict, bytesOut, inputRequired) => audit(verdict, bytesOut, undefined, inputRequired),
   });
 }

@@ -8,7 +8,6 @@ import { resultMessage } from '../../../protocol/jsonrpc.js';
 import { UpstreamAuthRequired } from '../../../upstream/call-errors.js';
 import type { Upstream } from '../../../upstream/upstream.js';
 import type { Edge } from '../edge.js';
-import { errorAnswer } from '../errors.js';
 import type { Exchange } from '../exchange.js';
 import { json, type Reply } from '../http-in.js';
 import {
@@ -326,30 +325,15 @@ function send(
     target: entry.name,
     repeatable: entry.risk === 'read',
     progressToken: ex.meta.progressToken,
-    onResult: (result, id) => {
-      const body = gateway.guards.resultMessage(entry, ex.dress(result), id);
-      call.audit('allowed', body.length, approvalAudit());
-      return body;
-    },
-    onError: (e, id) => {
-      const asResult = errorAsResult(entry, e);
-      const f = asResult
-        ? { body: resultMessage(id, ex.dress(asResult)), status: 200 }
-        : errorAnswer(gateway, id, e, ex.era);
-      call.audit('error', f.body.length, approvalAudit());
-      return f;
-    },
-    onInputRequired: (bytesOut) => call.audit('allowed', bytesOut, approvalAudit(), undefined, true),
-    onCancelled: () => call.audit('error', 0, approvalAudit()),
+    onResult: (result, id) => gateway.guards.resultMessage(entry, ex.dress(result), id),
+    errorResult: (e) => errorAsResult(entry, e),
+    audit: (verdict, bytesOut, inputRequired) =>
+      call.audit(verdict, bytesOut, approvalAudit(), undefined, inputRequired),
     ...(gate ? { approval: gate } : {}),
     tasks: plan.extension,
     ...(plan.extension || plan.task
       ? {
-          onTask: async (raw: Result, id: string | number) => {
-            const body = await taskCreated(edge, ex, entry, raw, id);
-            call.audit('allowed', body.length, approvalAudit());
-            return body;
-          },
+          onTask: (raw: Result, id: string | number) => taskCreated(edge, ex, entry, raw, id),
         }
       : {}),
   });
