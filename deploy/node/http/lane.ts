@@ -2,7 +2,6 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { HeaderBag, Principal } from '../../../src/auth/principal.js';
 import { describeError, ManifoldError } from '../../../src/errors.js';
 import type { Logger } from '../../../src/lib/log.js';
-import { spreadUnder } from '../../../src/lib/objects.js';
 import type { McpEndpoint } from '../../../src/server/http/app.js';
 import {
   type HttpIn,
@@ -189,7 +188,7 @@ function send(res: ServerResponse, reply: Reply): void {
           status,
           headers === JSON_HEADERS
             ? { 'content-type': 'application/json', 'content-length': length }
-            : spreadUnder(headers, { 'content-length': length }),
+            : { 'content-length': length, ...headers },
         )
         .end(text);
     } else {

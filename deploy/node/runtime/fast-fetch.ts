@@ -7,7 +7,6 @@ import { isAscii } from 'node:buffer';
 import { setMaxListeners } from 'node:events';
 import type { Agent, Dispatcher } from 'undici';
 import { ManifoldError } from '../../../src/errors.js';
-import { spreadUnder } from '../../../src/lib/objects.js';
 
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 const EMPTY = Buffer.alloc(0);
@@ -200,7 +199,7 @@ function exchange(
         const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
         // The chunks are garbage now: not kept alive by this handler as long as undici keeps it.
         chunks = undefined;
-        const record: HeaderRecord = spreadUnder(headers, { 'content-length': String(buf.byteLength) });
+        const record: HeaderRecord = { 'content-length': String(buf.byteLength), ...headers };
         resolve(new BufferedResponse(buf, status, new RecordHeaders(record)) as unknown as Response);
       },
       onResponseError(_c, error) {

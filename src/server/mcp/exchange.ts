@@ -3,7 +3,7 @@ import type { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { RequestMeta } from '../../protocol/era.js';
 import type { JsonRpcId, JsonRpcRequest } from '../../protocol/jsonrpc.js';
-import { type Era, META } from '../../protocol/versions.js';
+import { type Era, META, withMeta } from '../../protocol/versions.js';
 import type { HttpIn } from './http-in.js';
 import type { Answer } from './relay/answer.js';
 import type { Session } from './sessions.js';
@@ -84,9 +84,9 @@ export function modernDress(
   cache?: CacheHint,
 ): Result {
   const { resultType: _upstream, _meta, ...rest } = r;
-  const own = { [META.serverInfo]: serverInfo };
-  // The gateway's key first and its value kept, the result's other keys after it.
-  const meta = isObject(_meta) ? { ...own, ..._meta, ...own } : own;
+  const meta = isObject(_meta)
+    ? withMeta(_meta, { [META.serverInfo]: serverInfo })
+    : { [META.serverInfo]: serverInfo };
   return cache
     ? { resultType: 'complete', _meta: meta, ttlMs: cache.ttlMs, cacheScope: cache.cacheScope, ...rest }
     : { resultType: 'complete', _meta: meta, ...rest };

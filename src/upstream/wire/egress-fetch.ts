@@ -10,7 +10,6 @@
  */
 import { ManifoldError } from '../../errors.js';
 import { type EgressPolicy, egressDeniedError, type Verdict } from '../../guards/egress/policy.js';
-import { spreadUnder } from '../../lib/objects.js';
 
 export interface GuardedFetchOptions {
   policy: EgressPolicy;
@@ -132,9 +131,10 @@ export function guardedFetch(base: typeof fetch, options: GuardedFetchOptions): 
       if (!verdict.ok) throw refuse(verdict.reason);
       let response: Response;
       try {
-        const own: Record<string, unknown> = { method, headers, body, redirect: 'manual' };
-        if (body instanceof ReadableStream) own.duplex = 'half';
-        response = await base(url.href, spreadUnder(rest, own) as RequestInit);
+        // `rest` holds none of the keys written here (outgoing takes them out).
+        const sent: Record<string, unknown> = { method, headers, body, redirect: 'manual', ...rest };
+        if (body instanceof ReadableStream) sent.duplex = 'half';
+        response = await base(url.href, sent as RequestInit);
       } catch (e) {
         // A guard below (the Node connect-time DNS check) refused: surface its own error, not the
         // runtime's generic "fetch failed" around it.
