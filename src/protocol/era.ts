@@ -154,7 +154,7 @@ function readModernMeta(meta: unknown, header: string): ModernMeta {
       `Invalid params: "${META.clientCapabilities}" ${caps === undefined ? 'is missing' : 'must be an object'}; ${need()}`,
     );
   }
-  const out: ModernMeta = Object.assign(readMeta(meta), { version: header, clientCapabilities: caps });
+  const out: ModernMeta = { version: header, clientCapabilities: caps, ...readMeta(meta) };
   const info = meta[META.clientInfo];
   if (info !== undefined) {
     if (!isObject(info))

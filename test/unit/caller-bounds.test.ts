@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CallerBounds, type CallerLimits, type Holder } from '../../src/server/mcp/caller-bounds.js';
 import { HeldCalls } from '../../src/server/mcp/rounds/mrtr.js';
-import { TaskPumps } from '../../src/server/mcp/task-pumps.js';
+import { TaskPumps } from '../../src/server/mcp/tasks.js';
 
 const who = (tenant: string, subject: string): Holder => ({ key: `${tenant}/${subject}`, tenant });
 const alice = who('acme', 'alice');

@@ -16,7 +16,7 @@ import { ResourceWatch } from '../mcp/resource-watch.js';
 import { HeldCalls } from '../mcp/rounds/mrtr.js';
 import { SessionTable } from '../mcp/sessions.js';
 import { type SessionStore, SharedSessions } from '../mcp/shared-sessions.js';
-import { TaskPumps } from '../mcp/task-pumps.js';
+import { TaskPumps } from '../mcp/tasks.js';
 import { Tracing } from '../mcp/tracing.js';
 import { mountAdmin } from './admin.js';
 import { hostAllowed, originCheck, originGuard, readBodyCapped } from './guards.js';

@@ -7,7 +7,7 @@ import type { ResourceWatch } from './resource-watch.js';
 import type { HeldCalls } from './rounds/mrtr.js';
 import type { SessionTable } from './sessions.js';
 import type { SharedSessions } from './shared-sessions.js';
-import type { TaskPumps } from './task-pumps.js';
+import type { TaskPumps } from './tasks.js';
 import type { Tracing } from './tracing.js';
 
 /**

@@ -8,7 +8,7 @@ import { dispatch } from './dispatch.js';
 import type { Edge } from './edge.js';
 import { errorAnswer } from './errors.js';
 import type { Exchange } from './exchange.js';
-import { routeRetry } from './forward.js';
+import { FORWARD_HEADER, routeRetry } from './forward.js';
 import { type HttpIn, json, PlainReply, type Reply } from './http-in.js';
 import {
   initialize,
@@ -58,9 +58,12 @@ export function createMcpHandlers(edge: Edge) {
     const era: Era = isModernVersion(versionHeader) ? 'modern' : 'legacy';
     let ex: Exchange | undefined;
     try {
-      // A retry of a call held on another instance is answered by that instance (#15).
-      const elsewhere = await routeRetry(edge, c, isObject(body) ? body : {}, text, era === 'modern');
-      if (elsewhere) return elsewhere;
+      // A retry of a call held on another instance is answered by that instance (#15): only a
+      // deployment with a forwarder, or a request forwarded to this one, has anything to route.
+      if (edge.forwarder || c.header(FORWARD_HEADER) !== undefined) {
+        const elsewhere = await routeRetry(edge, c, isObject(body) ? body : {}, text, era === 'modern');
+        if (elsewhere) return elsewhere;
+      }
       if (Array.isArray(body)) return await legacyBatch(edge, c, body, text.length);
       if (!isObject(body)) throw new ManifoldError('ERR_BAD_REQUEST', 'expected one JSON-RPC 2.0 message');
       const decision = decideEra({ versionHeader, sessionHeader: c.header('mcp-session-id'), message: body });

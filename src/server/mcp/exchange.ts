@@ -84,9 +84,8 @@ export function modernDress(
   cache?: CacheHint,
 ): Result {
   const { resultType: _upstream, _meta, ...rest } = r;
-  const meta = isObject(_meta)
-    ? withMeta(_meta, { [META.serverInfo]: serverInfo })
-    : { [META.serverInfo]: serverInfo };
+  const own = { [META.serverInfo]: serverInfo };
+  const meta = isObject(_meta) ? withMeta(_meta, own) : own;
   return cache
     ? { resultType: 'complete', _meta: meta, ttlMs: cache.ttlMs, cacheScope: cache.cacheScope, ...rest }
     : { resultType: 'complete', _meta: meta, ...rest };

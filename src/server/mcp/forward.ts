@@ -117,14 +117,13 @@ export async function routeRetry(
   modern: boolean,
 ): Promise<Reply | undefined> {
   const mark = c.header(FORWARD_HEADER);
-  if (mark === undefined && !edge.forwarder) return undefined;
   const { state, task } = routeOf(message, modern);
   if (mark !== undefined) {
     await checkMark(edge, mark, state ?? task);
     return undefined;
   }
-  if (state === undefined && task === undefined) return undefined;
-  return routeNamed(edge, edge.forwarder!, c, message, text, state, task);
+  if (!edge.forwarder || (state === undefined && task === undefined)) return undefined;
+  return routeNamed(edge, edge.forwarder, c, message, text, state, task);
 }
 
 async function routeNamed(

@@ -5,17 +5,19 @@
  */
 import type { Principal } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
+import { stripUnsafe } from '../../guards/text.js';
+import type { Cancellation } from '../../lib/cancellation.js';
+import { isObject } from '../../lib/json.js';
+import { unrefTimer } from '../../platform.js';
 import type { RequestMeta } from '../../protocol/era.js';
 import { type JsonRpcNotification, type JsonRpcRequest, resultMessage } from '../../protocol/jsonrpc.js';
 import { LATEST_LEGACY, LEGACY_VERSIONS, LOG_LEVELS } from '../../protocol/versions.js';
 import { type Edge, serverCapabilities } from './edge.js';
 import { type Exchange, legacyDress } from './exchange.js';
 import { type HttpIn, json, PlainReply, type Reply } from './http-in.js';
-import { askClient } from './legacy-ask.js';
 import { Answer } from './relay/answer.js';
-import { MAX_STREAMS, parseEventId, ResumableStream } from './resumable.js';
 import { inflightKey, type Session } from './sessions.js';
-import { SseStream, sseHeaders } from './sse.js';
+import { MAX_STREAMS, parseEventId, ResumableStream, SseStream, sseHeaders } from './sse.js';
 
 export const SESSION_HEADER = 'mcp-session-id';
 
@@ -65,9 +67,7 @@ export async function initialize(edge: Edge, principal: Principal, request: Json
     principal,
     version,
     gateway.platform.now(),
-    typeof caps === 'object' && caps !== null && !Array.isArray(caps)
-      ? (caps as Record<string, unknown>)
-      : {},
+    isObject(caps) ? caps : {},
   );
   session.seen = seenBy(edge, principal);
   // Recorded before the id is handed out: the client's next request may reach another instance.
@@ -243,4 +243,84 @@ export async function legacyDelete(edge: Edge, c: HttpIn, principal: Principal):
     edge.sessions.delete(session.id);
   }
   return new PlainReply(204, null, {});
+}
+
+/**
+ * Requests the gateway relays to a legacy client (sampling, elicitation, roots): sent on the
+ * stream of the call they belong to, answered by the client's POST of a JSON-RPC response
+ * (legacy.ts `onResponse` hands it to the waiting entry in `session.replies`).
+ */
+/** How long a legacy client may take to answer a relayed request. */
+const ASK_TIMEOUT_MS = 10 * 60_000;
+/** Relayed requests a session may have waiting at once. */
+const MAX_ASKS = 64;
+
+/**
+ * Sends a request to the client on the stream of the call it belongs to (spec 2025-11-25:
+ * transports, "the server MAY send JSON-RPC requests and notifications before sending the
+ * response"), and resolves with its answer. A client that takes only JSON cannot be asked.
+ */
+export function askClient(
+  session: Session,
+  answer: Answer,
+  method: string,
+  params: Record<string, unknown>,
+  cancellation: Cancellation,
+): Promise<Record<string, unknown>> {
+  if (session.replies.size >= MAX_ASKS) {
+    return Promise.reject(
+      new ManifoldError('ERR_CLIENT_FEATURE', `too many requests are waiting for this client's answers`),
+    );
+  }
+  const id = `manifold-${crypto.randomUUID()}`;
+  return new Promise((resolve, reject) => {
+    const settle = () => {
+      clearTimeout(timer);
+      off();
+      session.replies.delete(id);
+    };
+    const timer = setTimeout(() => {
+      settle();
+      reject(new ManifoldError('ERR_CLIENT_FEATURE', `the client did not answer ${method} in time`));
+    }, ASK_TIMEOUT_MS);
+    unrefTimer(timer);
+    const off = cancellation.onAbort((reason) => {
+      settle();
+      reject(reason);
+    });
+    session.replies.set(id, (message) => {
+      settle();
+      if (message.error !== undefined) {
+        const e = message.error as { code?: unknown; message?: unknown };
+        reject(
+          new ManifoldError(
+            'ERR_CLIENT_FEATURE',
+            `the client refused ${method}: ${typeof e.message === 'string' ? stripUnsafe(e.message).slice(0, 512) : 'no reason given'}`,
+            {
+              data: { clientCode: typeof e.code === 'number' ? e.code : -32603 },
+            },
+          ),
+        );
+      } else if (
+        typeof message.result === 'object' &&
+        message.result !== null &&
+        !Array.isArray(message.result)
+      ) {
+        resolve(message.result as Record<string, unknown>);
+      } else {
+        reject(
+          new ManifoldError('ERR_CLIENT_FEATURE', `the client answered ${method} without a result object`),
+        );
+      }
+    });
+    if (!answer.push(JSON.stringify({ jsonrpc: '2.0', id, method, params }))) {
+      settle();
+      reject(
+        new ManifoldError(
+          'ERR_CLIENT_FEATURE',
+          `the server asked for ${method}, which needs a stream to reach the client: send Accept: application/json, text/event-stream`,
+        ),
+      );
+    }
+  });
 }

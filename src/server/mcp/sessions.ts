@@ -1,9 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Principal } from '../../auth/principal.js';
 import { KeyedList } from '../../lib/tables.js';
-import type { ResumableStream } from './resumable.js';
-import type { SessionRecord } from './shared-sessions.js';
-import type { SseStream } from './sse.js';
+import type { ResumableStream, SseStream } from './sse.js';
 
 export interface Session {
   id: string;
@@ -33,6 +31,19 @@ export interface Session {
   inflight: KeyedList<{ abort(reason?: unknown): void }>;
   /** When the shared record was last refreshed (shared-sessions.ts); absent when not shared. */
   touchedAt?: number;
+}
+
+/**
+ * A session as its shared store keeps it (shared-sessions.ts). No token, header or secret: `owner` is Principal.key (subject and tenant), which binds
+ * the id to whoever opened it (SECURITY A4, A14).
+ */
+export interface SessionRecord {
+  id: string;
+  owner: string;
+  protocolVersion: string;
+  clientCapabilities: Record<string, unknown>;
+  logLevel?: string;
+  createdAt: number;
 }
 
 export function inflightKey(id: string | number): string {

@@ -8,20 +8,9 @@
  */
 import type { Principal } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
-import type { Session, SessionTable } from './sessions.js';
+import type { Session, SessionRecord, SessionTable } from './sessions.js';
 
-/**
- * One row. No token, header or secret: `owner` is Principal.key (subject and tenant), which binds
- * the id to whoever opened it (SECURITY A4, A14).
- */
-export interface SessionRecord {
-  id: string;
-  owner: string;
-  protocolVersion: string;
-  clientCapabilities: Record<string, unknown>;
-  logLevel?: string;
-  createdAt: number;
-}
+export type { SessionRecord };
 
 /** The shared half of the session table. Every method is one statement; none throws to a request. */
 export interface SessionStore {

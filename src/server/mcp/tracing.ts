@@ -18,13 +18,16 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
+import type { Principal } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
 import { isObject } from '../../lib/json.js';
+import type { RequestMeta } from '../../protocol/era.js';
+import type { JsonRpcRequest } from '../../protocol/jsonrpc.js';
 import { formatTraceparent, parseBaggage, parseTraceparent } from '../../protocol/trace-context.js';
+import type { Era } from '../../protocol/versions.js';
 import type { CallOptions } from '../../upstream/types.js';
 import type { Upstream } from '../../upstream/upstream.js';
 import { toRpcError } from './errors.js';
-import type { Exchange } from './exchange.js';
 
 type Result = Record<string, unknown>;
 /** An exposed or upstream name fit for a span name (low cardinality, no free text). */
@@ -67,6 +70,16 @@ function toolError(span: Span): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: 'tool_error' });
 }
 
+/** What a request's span is made from (an Exchange, exchange.ts). */
+interface Traced {
+  request: JsonRpcRequest;
+  meta: RequestMeta;
+  http?: { header(name: string): string | undefined } | undefined;
+  protocolVersion: string;
+  era: Era;
+  principal: Principal;
+}
+
 /** The tracer of one edge: starts each request's span. */
 export class Tracing {
   constructor(private readonly tracer: Tracer) {}
@@ -76,7 +89,7 @@ export class Tracing {
    * the one in its HTTP headers (an MCP request's context outranks its transport's: gen-ai/mcp.md,
    * "Context propagation"); when both are there and differ, the HTTP one is a link.
    */
-  begin(ex: Exchange): RequestTrace {
+  begin(ex: Traced): RequestTrace {
     const params = ex.request.params;
     // The client's trace context is not a reserved key: it is among the keys relayed upstream.
     const meta = ex.meta.relayed;
