@@ -7,15 +7,7 @@ import {
   compileOutputValidator,
 } from '../guards/args.js';
 import { quarantineDescription } from '../guards/drift/fingerprint.js';
-import { materialize } from '../guards/raw-text.js';
-import {
-  type CappedResult,
-  errorInstead,
-  fitsCap,
-  type ResultFraming,
-  resultCap,
-} from '../guards/result-cap.js';
-import { type MessageBody, splitResult } from '../guards/split-result.js';
+import { type CappedResult, errorInstead, type ResultFraming, resultCap } from '../guards/result-cap.js';
 import { contentsCap, promptResultCap } from '../guards/surface-caps.js';
 import { utf8Bytes } from '../guards/text.js';
 import type { Logger } from '../lib/log.js';
@@ -145,20 +137,12 @@ export class CallGuards {
 
   /**
    * `capResult` as the JSON-RPC response to request `id`: the same text as
-   * `rawResultMessage(id, capResult(entry, result))`, serialized in one piece, so a big result
-   * is never copied into the message after being serialized. A result with one big text block
-   * that fits the cap, from a tool whose answers need no output check, comes back split around
-   * that text (`SplitMessage`: the same text, never built whole). `result` is as the client gets
-   * it (dressed for its era, server/mcp/exchange.ts): the cap counts the dress.
+   * `rawResultMessage(id, capResult(entry, result))`, serialized in one piece, so a big result is
+   * never copied into the message after being serialized. `result` is as the client gets it
+   * (dressed for its era, server/mcp/exchange.ts): the cap counts the dress.
    */
-  resultMessage(entry: CatalogEntry, result: Result, id: string | number): MessageBody {
-    const framing = responseFraming(id);
-    if (entry.full.outputSchema === undefined || result.isError === true) {
-      const { max } = this.held(entry.server);
-      const split = splitResult(result, framing);
-      if (split && fitsCap(split.chars, split.bytes, max)) return split.message;
-    }
-    return this.capped(entry, result, framing);
+  resultMessage(entry: CatalogEntry, result: Result, id: string | number): string {
+    return this.capped(entry, result, responseFraming(id));
   }
 
   private held(server: string): { cap: ReturnType<typeof resultCap>; max: number } {
@@ -172,10 +156,7 @@ export class CallGuards {
     return held;
   }
 
-  private capped(entry: CatalogEntry, given: Result, framing: ResultFraming | undefined): string {
-    // The cap may cut a text, and the output check reads it: an upstream's raw JSON text is
-    // unescaped here, on the path that was never going to send it as it came.
-    const result = materialize(given);
+  private capped(entry: CatalogEntry, result: Result, framing: ResultFraming | undefined): string {
     const { cap, max } = this.held(entry.server);
     const capped = cap(result, framing);
     if (capped.truncated) {

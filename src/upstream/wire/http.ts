@@ -6,7 +6,6 @@
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
-import { parseAnswer } from '../../guards/raw-text.js';
 import type { Logger } from '../../lib/log.js';
 import { UpstreamHttpError, UpstreamProtocolError, UpstreamSessionExpired } from '../call-errors.js';
 
@@ -85,8 +84,7 @@ export async function postMessage(
   }
   const type = mediaType(response.headers.get('content-type'));
   if (type === 'application/json') {
-    // A tools/call answer's big texts stay the JSON they came as, sent on unescaped (#18).
-    const data = parseAnswer(await response.text(), message.method === 'tools/call');
+    const data: unknown = JSON.parse(await response.text());
     for (const m of Array.isArray(data) ? data : [data]) o.receive(m, message.id);
     onRead?.();
     return { json: true };

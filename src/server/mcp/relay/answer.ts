@@ -1,4 +1,3 @@
-import type { MessageBody } from '../../../guards/split-result.js';
 import type { Cancellation } from '../../../lib/cancellation.js';
 import type { Reply } from '../http-in.js';
 import { json } from '../http-in.js';
@@ -88,11 +87,11 @@ export class Answer {
   }
 
   /** The final message (a result or an error); ends the stream if one was opened. */
-  finish(body: MessageBody, status = 200): void {
+  finish(body: string, status = 200): void {
     if (this.done) return;
     this.done = true;
     if (this.stream) {
-      this.stream.send(String(body));
+      this.stream.send(body);
       this.stream.close();
     } else {
       this.resolve(json(body, status));

@@ -27,7 +27,7 @@ import type { Upstream } from '../../../upstream/upstream.js';
 import type { Edge } from '../edge.js';
 import { errorAnswer } from '../errors.js';
 import type { Exchange } from '../exchange.js';
-import { json, type MessageBody, type Reply } from '../http-in.js';
+import { json, type Reply } from '../http-in.js';
 import {
   type ApprovalGate,
   approvalVerdict,
@@ -59,7 +59,7 @@ export interface Through {
   /** The client's own progress token, if it asked for progress. */
   progressToken?: string | number | undefined;
   /** The final message for a result (serialized), answering request `id`. */
-  onResult(result: Result, id: string | number): MessageBody;
+  onResult(result: Result, id: string | number): string;
   /** A failure that belongs to the answer rather than to the protocol, as an isError result. */
   errorResult?(e: unknown): Result | undefined;
   /**
