@@ -40,7 +40,6 @@ export function encodeHeaderValue(value: string): string {
  * sentinel; undefined when it is malformed (bad Base64, not UTF-8, or invalid characters).
  */
 export function decodeHeaderValue(raw: string): string | undefined {
-  // The first character before the whole prefix: most values are plain (#18).
   if (
     raw.charCodeAt(0) === 0x3d &&
     raw.startsWith(SENTINEL_START) &&

@@ -54,7 +54,7 @@ export interface Exchange {
     params: Record<string, unknown>,
     cancellation: Cancellation,
   ) => Promise<Record<string, unknown>>;
-  /** A new answer for this request: resumable streams for 2025-11-25 sessions (resumable.ts). */
+  /** A new answer for this request: resumable streams for 2025-11-25 sessions (sse.ts). */
   answer(): Answer;
   /** Close a still-running call's stream after this long, for the client to poll (2025-11-25). */
   pollMs?: number | undefined;

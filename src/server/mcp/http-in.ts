@@ -2,13 +2,13 @@ import type { HeaderBag, Principal } from '../../auth/principal.js';
 
 /**
  * What the MCP endpoint reads of an HTTP request, whatever the runtime's request object: Hono's
- * Context on Workers (app.ts), the IncomingMessage itself on Node (deploy/node/http-lane.ts).
+ * Context on Workers (app.ts), the IncomingMessage itself on Node (deploy/node/http/lane.ts).
  * Nothing below the edge sees more of the request than this.
  */
 export interface HttpIn {
   /**
-   * A header by its name in lower case (every caller passes one: the Node lane does not lower it
-   * again, #18); repeated headers joined with ", " (as Headers.get does).
+   * A header by its name, which every caller passes in lower case; repeated headers joined with
+   * ", " (as Headers.get does).
    */
   header(name: string): string | undefined;
   /** The same headers as a Headers-like bag (what authentication reads); any case. */
@@ -31,10 +31,10 @@ export const JSON_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 });
 
 /**
- * A complete answer held as a string, not a runtime Response: on Node 20 a Response costs 15 to
- * 30 µs to build and read back, as much as everything else a relayed call does (#18). The Node
- * lane writes it to the socket as it is; other runtimes build a Response at the edge
- * (`toResponse`). Streams (SSE) stay Responses.
+ * A complete answer held as a string, not a runtime Response: the Node lane writes it to the
+ * socket as it is (on Node 20 a Response costs as much to build and read back as the rest of a
+ * relayed call); other runtimes build a Response at the edge (`toResponse`). Streams (SSE) stay
+ * Responses.
  */
 export class PlainReply {
   constructor(

@@ -78,10 +78,8 @@ export class SessionTable {
       max: options.max,
       ttl: options.idleSeconds * 1000,
       updateAgeOnGet: true,
-      // The clock read on every look-up (#18). lru-cache's default keeps a reading for 1 ms and
-      // arms a timer to forget it: a client calling one at a time armed a timer, and Node made and
-      // dropped a timer list for it, every call or few (about 5,000 instructions each time it
-      // fired under callgrind); `performance.now()` costs some 270.
+      // The clock read on every look-up: lru-cache's default keeps a reading for 1 ms behind a
+      // timer, which a client calling one request at a time arms again and again.
       ttlResolution: 0,
       dispose: (session, _id, reason) => {
         unindex(this.byOwner, session.owner, session.id);

@@ -135,7 +135,7 @@ export class RequestTrace {
     this.context = trace.setSpan(ROOT_CONTEXT, span);
   }
 
-  /** Ended by the relay rather than by dispatch (through.ts): returns itself. */
+  /** Ended by the relay rather than by dispatch (relay/relay.ts): returns itself. */
   hold(): this {
     this.held = true;
     return this;

@@ -10,7 +10,7 @@ import { SseStream, sseHeaders } from '../sse.js';
  * transports, "Sending Messages"), and a client that accepts only JSON never gets a stream: what
  * cannot reach it is dropped (or, for a request to the client, refused by the caller).
  */
-/** Where streamed messages go: a plain SSE stream, or a resumable one (resumable.ts). */
+/** Where streamed messages go: a plain SSE stream, or a resumable one (sse.ts). */
 export interface EventSink {
   readonly readable: ReadableStream<Uint8Array>;
   readonly closed: boolean;
@@ -32,7 +32,7 @@ export class Answer {
   /**
    * Aborted when the client closes the stream before the answer is complete (a modern call's own
    * cancellation, until it is held for a retry). A field rather than an `onClose` closure, which
-   * would keep the whole call reachable from the answer (#18, docs/design.md).
+   * would keep the whole call reachable from the answer.
    */
   abortOnClose: Cancellation | undefined;
 

@@ -63,12 +63,7 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
   }
 }
 
-/**
- * One tools/call on its way: the exchange (an inner one for `manifold__call_tool`), its tool, and
- * its audit line. A class, not an object literal: V8 may decide to allocate a literal's objects in
- * the old generation once some of them live long, and everything such an object points to then
- * outlives the young generation's collections (measured: 2.3 MB promoted per scavenge, #18).
- */
+/** One tools/call on its way: the exchange (an inner one for `manifold__call_tool`), its tool, and its audit line. */
 class ToolCall {
   ex: Exchange;
   params: Record<string, unknown>;

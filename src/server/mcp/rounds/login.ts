@@ -1,5 +1,5 @@
 /**
- * A `user` server's caller who has not signed in yet (#19, design §4.4): the call is answered
+ * A `user` server's caller who has not signed in yet (#19): the call is answered
  * with the caller's own login link, in the client's own way.
  *
  * - A legacy client that declared `elicitation.url` gets JSON-RPC error -32042
@@ -59,7 +59,7 @@ export function loginText(e: UpstreamAuthRequired): string {
 /**
  * A modern retry that answers the gateway's login request: its state is checked (principal,
  * method, target, expiry) and removed, so the call goes as the original would. Any other state
- * is left for through.ts. Returns the round the retry answers (0 for a first call).
+ * is left for the relay (relay/relay.ts). Returns the round the retry answers (0 for a first call).
  */
 export async function takeLoginState(
   edge: Edge,
