@@ -3,8 +3,8 @@
  * that asked for input mid-call stays open on the instance that runs it (mrtr.ts, "held"), and its
  * sealed state names that instance; so does the task id of a legacy server's task (tasks.ts),
  * which lives with that instance's upstream session. A request whose state or task id names
- * another instance is sent there, once, through the runtime's `Forwarder` (deploy/node/instances.ts on Postgres), and its answer
- * comes back unchanged. A forwarded request carries a mark sealed with the deployment's secret:
+ * another instance is sent there, once, through the runtime's `Forwarder`
+ * (deploy/node/store/instances.ts on Postgres), and its answer comes back unchanged. A forwarded request carries a mark sealed with the deployment's secret:
  * it is never forwarded again, and a mark that does not open is refused, so the header alone
  * grants nothing.
  */

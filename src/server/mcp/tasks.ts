@@ -31,7 +31,7 @@ import { CallerBounds, type CallerLimits, type Holder } from './caller-bounds.js
 import type { Edge } from './edge.js';
 import type { Exchange } from './exchange.js';
 import { json, type Reply } from './http-in.js';
-import { runThrough, withTasks } from './relay/relay.js';
+import { relayRequest, withTasks } from './relay/relay.js';
 import { admitRequest, type RequestAudit } from './relay/requests.js';
 
 type Result = Record<string, unknown>;
@@ -318,7 +318,7 @@ function taskResult(
   audit: RequestAudit,
 ): Promise<Reply> {
   const related = { [META.relatedTask]: { taskId } };
-  return runThrough(edge, ex, {
+  return relayRequest(edge, ex, {
     upstream,
     method: 'tasks/result',
     params: { taskId: ref.t },

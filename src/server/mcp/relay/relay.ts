@@ -50,7 +50,8 @@ import type { Answer } from './answer.js';
 
 type Result = Record<string, unknown>;
 
-export interface Through {
+/** What a handler asks of the relay for one request: where it goes, and how its answer is made. */
+export interface RelayRequest {
   upstream: Upstream;
   method: string;
   params: Result;
@@ -84,7 +85,7 @@ export interface Through {
 const INPUT_TTL_MS = 10 * 60_000; // how long a client may take to answer a request for input
 
 /** Relays `t` for request `ex`; resolves with the first reply (a stream as soon as one is needed). */
-export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
+export async function relayRequest(edge: Edge, ex: Exchange, t: RelayRequest): Promise<Reply> {
   // A modern client's retry (patterns/mrtr): its state says which round of which request it answers.
   if (ex.era === 'modern' && ex.request.params?.requestState !== undefined) return resumeRetry(edge, ex, t);
   if (t.approval && ex.era === 'modern') {
@@ -94,7 +95,7 @@ export async function runThrough(edge: Edge, ex: Exchange, t: Through): Promise<
   return new RelayedCall(edge, ex, t).start(t.params, t.approval);
 }
 
-async function resumeRetry(edge: Edge, ex: Exchange, t: Through): Promise<Reply> {
+async function resumeRetry(edge: Edge, ex: Exchange, t: RelayRequest): Promise<Reply> {
   const sealer = await edge.gateway.states;
   const params = ex.request.params ?? {};
   let upstreamParams = t.params;
@@ -186,7 +187,7 @@ class RelayedCall {
   constructor(
     private readonly edge: Edge,
     private readonly ex: Exchange,
-    private readonly t: Through,
+    private readonly t: RelayRequest,
     /** A person approved the call: every state minted for a later round carries it (SECURITY G1). */
     private approved?: Approved,
   ) {

@@ -14,7 +14,7 @@ import { resultMessage } from '../../../protocol/jsonrpc.js';
 import type { Edge } from '../edge.js';
 import type { Exchange } from '../exchange.js';
 import type { Reply } from '../http-in.js';
-import { runThrough } from './relay.js';
+import { relayRequest } from './relay.js';
 
 type Result = Record<string, unknown>;
 
@@ -197,7 +197,7 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
   const { request } = ex;
   const audit = await admitRequest(edge, ex, request.method, target.subject, target.server);
   const upstream = await gateway.callee(target.server, ex.principal);
-  return runThrough(edge, ex, {
+  return relayRequest(edge, ex, {
     upstream,
     method: request.method,
     params: target.params,

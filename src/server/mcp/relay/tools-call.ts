@@ -22,7 +22,7 @@ import {
 } from '../rounds/approval.js';
 import { loginReply, takeLoginState } from '../rounds/login.js';
 import { planTask, taskCreated } from '../tasks.js';
-import { runThrough } from './relay.js';
+import { relayRequest } from './relay.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
@@ -316,7 +316,7 @@ function send(
   }
   if (plan.task) upstreamParams.task = plan.task;
   if (ex.meta.relayed) upstreamParams._meta = ex.meta.relayed;
-  return runThrough(edge, ex, {
+  return relayRequest(edge, ex, {
     upstream,
     method: 'tools/call',
     params: upstreamParams,
