@@ -23,7 +23,10 @@ export interface Exchange {
   era: Era;
   /** The revision this request speaks (modern: its `_meta`; legacy: its session's). */
   protocolVersion: string;
-  /** The HTTP request it came in on: tracing reads its W3C trace headers, nothing else does. */
+  /**
+   * The HTTP request it came in on: only tracing (its W3C trace headers) and a modern tools/call
+   * (its Mcp-Param-* headers, once the tool is known) read it.
+   */
   http?: Pick<HttpIn, 'header'>;
   /** This request's span, when tracing is on (tracing.ts); set by dispatch. */
   trace?: RequestTrace;
