@@ -7,19 +7,11 @@ import {
   compileOutputValidator,
 } from '../guards/args.js';
 import { quarantineDescription } from '../guards/drift/fingerprint.js';
-import { materialize } from '../guards/raw-text.js';
-import {
-  byteLength,
-  type CappedResult,
-  errorInstead,
-  fitsCap,
-  type ResultFraming,
-  resultCap,
-} from '../guards/result-cap.js';
-import { type MessageBody, splitBlock, splitResult } from '../guards/split-result.js';
+import { type CappedResult, errorInstead, type ResultFraming, resultCap } from '../guards/result-cap.js';
 import { contentsCap, promptResultCap } from '../guards/surface-caps.js';
 import { utf8Bytes } from '../guards/text.js';
 import type { Logger } from '../lib/log.js';
+import { type ParamHeader, paramHeaderPlan } from '../protocol/headers.js';
 
 type Result = Record<string, unknown>;
 type Validator = ((args: unknown) => ArgsCheck) | null;
@@ -33,6 +25,7 @@ export class CallGuards {
   private validators = new WeakMap<Catalog, Map<string, Validator>>();
   /** Output-schema checks, per catalog entry (entries are rebuilt with each catalog snapshot). */
   private outputValidators = new WeakMap<CatalogEntry, Validator>();
+  private paramPlans = new WeakMap<CatalogEntry, readonly ParamHeader[]>();
   private caps = new Map<string, { cap: ReturnType<typeof resultCap>; max: number }>();
   private surfaceCaps = new Map<
     string,
@@ -88,6 +81,20 @@ export class CallGuards {
   }
 
   /**
+   * The arguments a tool mirrors into `Mcp-Param-*` headers (its exposed schema's `x-mcp-header`
+   * annotations, protocol/headers.ts), read once per catalog entry; none for most tools.
+   */
+  paramHeaders(entry: CatalogEntry): readonly ParamHeader[] {
+    let plan = this.paramPlans.get(entry);
+    if (!plan) {
+      const read = paramHeaderPlan(entry.tool.inputSchema);
+      plan = read.ok ? read.params : [];
+      this.paramPlans.set(entry, plan);
+    }
+    return plan;
+  }
+
+  /**
    * The same cap for a `prompts/get` or `resources/read` answer of `server` (its maxResultBytes),
    * logged like a tool result's.
    */
@@ -130,36 +137,12 @@ export class CallGuards {
 
   /**
    * `capResult` as the JSON-RPC response to request `id`: the same text as
-   * `rawResultMessage(id, capResult(entry, result))`, serialized in one piece, so a big result
-   * is never copied into the message after being serialized (#18). A result with one big text
-   * block that fits the cap, from a tool whose answers need no output check, comes back split
-   * around that text (`SplitMessage`: the same text, never built whole). `raw` is the result as
-   * relayed; `dress` makes it the client's (its era's `resultType` and `_meta`, exchange.ts).
+   * `rawResultMessage(id, capResult(entry, result))`, serialized in one piece, so a big result is
+   * never copied into the message after being serialized. `result` is as the client gets it
+   * (dressed for its era, server/mcp/exchange.ts): the cap counts the dress.
    */
-  resultMessage(
-    entry: CatalogEntry,
-    raw: Result,
-    id: string | number,
-    dress: ResultDress = asItIs,
-  ): MessageBody {
-    const unchecked = entry.full.outputSchema === undefined || raw.isError === true;
-    const { max } = this.held(entry.server);
-    // The common answer (#18): no output check, no big text, within the cap. Its dressed JSON is
-    // built from its own, in one piece: the message is that text framed, with no object made
-    // around the result to serialize it again.
-    if (unchecked && splitBlock(raw) === undefined) {
-      const json = dress.json(raw);
-      if (json !== undefined && fitsCap(json.length, () => byteLength(json), max)) {
-        return `${envelopeHead(id)}${json}}`;
-      }
-    }
-    const result = dress.result(raw);
-    const framing = responseFraming(id);
-    if (unchecked) {
-      const split = splitResult(result, framing);
-      if (split && fitsCap(split.chars, split.bytes, max)) return split.message;
-    }
-    return this.capped(entry, result, framing);
+  resultMessage(entry: CatalogEntry, result: Result, id: string | number): string {
+    return this.capped(entry, result, responseFraming(id));
   }
 
   private held(server: string): { cap: ReturnType<typeof resultCap>; max: number } {
@@ -173,10 +156,7 @@ export class CallGuards {
     return held;
   }
 
-  private capped(entry: CatalogEntry, given: Result, framing: ResultFraming | undefined): string {
-    // The cap may cut a text, and the output check reads it: an upstream's raw JSON text is
-    // unescaped here, on the path that was never going to send it as it came.
-    const result = materialize(given);
+  private capped(entry: CatalogEntry, result: Result, framing: ResultFraming | undefined): string {
     const { cap, max } = this.held(entry.server);
     const capped = cap(result, framing);
     if (capped.truncated) {
@@ -263,17 +243,6 @@ export class CallGuards {
   }
 }
 
-/**
- * How a result is dressed for its client (server/exchange.ts): as an object, and as JSON built
- * from the result's own JSON when that gives the same text (undefined when it cannot).
- */
-export interface ResultDress {
-  result(result: Result): Result;
-  json(result: Result): string | undefined;
-}
-
-const asItIs: ResultDress = { result: (r) => r, json: (r) => JSON.stringify(r) };
-
 function serialize(result: Result, framing: ResultFraming | undefined): string {
   return framing ? JSON.stringify(framing.wrap(result)) : JSON.stringify(result);
 }
@@ -289,7 +258,6 @@ function envelopeHead(id: string | number): string {
  */
 function responseFraming(id: string | number): ResultFraming {
   const head = envelopeHead(id);
-  // A number's JSON is ASCII: its bytes are its characters (no scan on the common path, #18).
   return new Framing(id, head.length + 1, typeof id === 'number' ? head.length + 1 : undefined, head);
 }
 

@@ -26,8 +26,8 @@ export interface CappedResult {
 /**
  * What a result is sent inside (a JSON-RPC response, say): serializing the whole message at once
  * makes one string, where the result's JSON joined into the message later would make a second
- * copy of it (#18: a 20 MiB result). The result's JSON must appear in `wrap(result)`'s exactly
- * once, with `chars` characters and `bytes` UTF-8 bytes of framing around it.
+ * copy of it (a 20 MiB result). The result's JSON must appear in `wrap(result)`'s exactly once,
+ * with `chars` characters and `bytes` UTF-8 bytes of framing around it.
  */
 export interface ResultFraming {
   wrap(result: Record<string, unknown>): unknown;
@@ -79,13 +79,7 @@ export function resultCap(
   };
 }
 
-/**
- * A result that fits, as it is. Its byte count is measured only when asked for: a result that
- * fits needs none. A class with the getter on its prototype, not an object literal with a getter:
- * V8 gives each such literal's getter a place in a new hidden class, which lives in the old
- * generation and so kept every call's result, and all it referenced, through the young
- * generation's collections (2.1 µs of collection per call, measured, #18).
- */
+/** A result that fits, as it is. Its byte count is measured only when asked for: most need none. */
 class Fitted implements CappedResult {
   readonly truncated = false;
   private bytes: number | undefined;
@@ -309,7 +303,7 @@ const scratch = new Uint8Array(SLICE * 3);
 
 /**
  * `utf8Bytes`, without encoding a long non-ASCII string whole just to count its bytes (a 20 MiB
- * result would take another 20-60 MB for a moment, #18): it is encoded a slice at a time into one
+ * result would take another 20-60 MB for a moment): it is encoded a slice at a time into one
  * small buffer. A slice never ends between the halves of a surrogate pair, so the count is the
  * same (a lone surrogate is 3 bytes, as U+FFFD, either way).
  */

@@ -15,14 +15,30 @@ import {
   type Era,
   isLegacyVersion,
   isModernVersion,
+  isReservedMetaKey,
   LOG_LEVELS,
   type McpLogLevel,
   META,
   SUPPORTED_VERSIONS,
 } from './versions.js';
 
-/** What a modern request declares about itself in `_meta` (spec 2026-07-28: basic/index). */
+/**
+ * What a request's `_meta` says, read once at the edge (spec 2026-07-28: basic/index, `_meta`;
+ * utilities/progress). Everything after the edge reads this, never `params._meta`.
+ */
 export interface RequestMeta {
+  /** The client's progress token, when it asked for progress with a valid one. */
+  progressToken?: string | number;
+  /**
+   * The keys relayed upstream as they came (trace context, vendor keys): all but the progress
+   * token, which the gateway maps, and keys under a reserved MCP prefix, which describe the
+   * client's own request (the upstream edge writes its own).
+   */
+  relayed?: Record<string, unknown>;
+}
+
+/** What a modern request declares about itself in `_meta` (spec 2026-07-28: basic/index). */
+export interface ModernMeta extends RequestMeta {
   version: string;
   clientCapabilities: Record<string, unknown>;
   clientInfo?: Record<string, unknown>;
@@ -30,15 +46,15 @@ export interface RequestMeta {
 }
 
 export type EraDecision =
-  | { era: 'legacy'; version: string | undefined }
-  | { era: 'modern'; meta: RequestMeta };
+  | { era: 'legacy'; version: string | undefined; meta: RequestMeta }
+  | { era: 'modern'; meta: ModernMeta };
 
 export interface EraInput {
   /** The MCP-Protocol-Version header, if sent. */
   versionHeader: string | undefined;
   /** The Mcp-Session-Id header, if sent. */
   sessionHeader: string | undefined;
-  /** The one parsed message (a batch is decided by `decideBatchEra`). */
+  /** The one parsed message (a batch is legacy by definition). */
   message: Record<string, unknown>;
 }
 
@@ -50,15 +66,13 @@ export function unsupportedVersion(requested: string): ManifoldError {
   );
 }
 
-function metaVersion(message: Record<string, unknown>): unknown {
-  const params = message.params;
-  if (!isObject(params)) return undefined;
-  const meta = params._meta;
-  return isObject(meta) ? meta[META.protocolVersion] : undefined;
-}
-
+/** The era of one message and what its `_meta` says; throws what the spec says to refuse. */
 export function decideEra(input: EraInput): EraDecision {
   const { versionHeader: header, sessionHeader, message } = input;
+  const params = isObject(message.params) ? message.params : undefined;
+  const meta = params?._meta;
+  // Notifications and stray responses carry no required metadata (streamable-http, "Sending Messages").
+  const request = typeof message.method === 'string' && message.id !== undefined;
   if (header !== undefined && isModernVersion(header)) {
     if (sessionHeader !== undefined) {
       throw new ManifoldError(
@@ -66,16 +80,11 @@ export function decideEra(input: EraInput): EraDecision {
         `Mcp-Session-Id does not belong on a ${header} request, which needs no session: drop the header, or send the session's own MCP-Protocol-Version (for example 2025-11-25) to keep using it`,
       );
     }
-    // Notifications and stray responses carry no required metadata (streamable-http, "Sending Messages").
-    if (typeof message.method !== 'string' || message.id === undefined) {
-      return { era: 'modern', meta: { version: header, clientCapabilities: {} } };
-    }
-    return { era: 'modern', meta: readMeta(message, header) };
+    if (!request) return { era: 'modern', meta: { version: header, clientCapabilities: {} } };
+    return { era: 'modern', meta: readModernMeta(meta, header) };
   }
   if (header !== undefined && !isLegacyVersion(header)) throw unsupportedVersion(header);
-
-  // Read only here: a modern request's version is read from its envelope above (#18).
-  const inMeta = metaVersion(message);
+  const inMeta = isObject(meta) ? meta[META.protocolVersion] : undefined;
   if (inMeta !== undefined) {
     if (header === undefined && typeof inMeta === 'string' && !isModernVersion(inMeta)) {
       if (!isLegacyVersion(inMeta)) throw unsupportedVersion(inMeta);
@@ -91,7 +100,29 @@ export function decideEra(input: EraInput): EraDecision {
       );
     }
   }
-  return { era: 'legacy', version: header };
+  if (!request) return { era: 'legacy', version: header, meta: {} };
+  return { era: 'legacy', version: header, meta: readMeta(meta) };
+}
+
+/**
+ * The progress token and the relayed keys of a request's `_meta` (a legacy request's, or one of a
+ * batch). A `_meta` that is not an object would be spread key by key (a string into one key per
+ * character) into what goes upstream: it is refused here, once, for every method.
+ */
+export function readMeta(meta: unknown): RequestMeta {
+  if (meta === undefined) return {};
+  if (!isObject(meta)) throw new ManifoldError('ERR_BAD_META', 'params._meta must be an object');
+  const out: RequestMeta = {};
+  for (const key of Object.keys(meta)) {
+    const value = meta[key];
+    if (key === 'progressToken') {
+      if (typeof value === 'string' || typeof value === 'number') out.progressToken = value;
+    } else if (key !== '__proto__' && !isReservedMetaKey(key)) {
+      out.relayed ??= {};
+      out.relayed[key] = value;
+    }
+  }
+  return out;
 }
 
 /**
@@ -99,36 +130,7 @@ export function decideEra(input: EraInput): EraDecision {
  * with HTTP 400 (spec 2026-07-28: basic/index, "Per-request protocol fields"); a version that
  * disagrees with the header is HeaderMismatch (streamable-http, "Protocol Version Header").
  */
-function readMeta(message: Record<string, unknown>, header: string): RequestMeta {
-  const params = message.params;
-  const meta = isObject(params) ? params._meta : undefined;
-  // An envelope the parse shares between requests (envelope-cache.ts, deep-frozen) is read once
-  // per version header (#18). A parsed one is the request's own and is read every time.
-  if (!isObject(meta)) return readEnvelope(meta, header);
-  // The last shared envelope first: most of the time one client is calling.
-  if (meta === lastMeta && lastRead?.version === header) return lastRead;
-  const known = decided.get(meta);
-  if (known?.version === header) return remember(meta, known);
-  const read = readEnvelope(meta, header);
-  if (!Object.isFrozen(meta)) return read;
-  decided.set(meta, Object.freeze(read));
-  return remember(meta, read);
-}
-
-/** What a shared envelope was read as (a weak map: the cache drops envelopes it no longer keeps). */
-const decided = new WeakMap<object, RequestMeta>();
-/** The last of them, held strongly: one envelope, kept until another one is read. */
-let lastMeta: object | undefined;
-let lastRead: RequestMeta | undefined;
-
-function remember(meta: object, read: RequestMeta): RequestMeta {
-  lastMeta = meta;
-  lastRead = read;
-  return read;
-}
-
-function readEnvelope(meta: unknown, header: string): RequestMeta {
-  // Said only in a refusal: not built for every request (#18).
+function readModernMeta(meta: unknown, header: string): ModernMeta {
   const need = () =>
     `every ${header} request carries params._meta with "${META.protocolVersion}" and "${META.clientCapabilities}"`;
   if (!isObject(meta)) throw new ManifoldError('ERR_BAD_META', `Invalid params: _meta is missing; ${need()}`);
@@ -152,7 +154,7 @@ function readEnvelope(meta: unknown, header: string): RequestMeta {
       `Invalid params: "${META.clientCapabilities}" ${caps === undefined ? 'is missing' : 'must be an object'}; ${need()}`,
     );
   }
-  const out: RequestMeta = { version: header, clientCapabilities: caps };
+  const out: ModernMeta = { version: header, clientCapabilities: caps, ...readMeta(meta) };
   const info = meta[META.clientInfo];
   if (info !== undefined) {
     if (!isObject(info))

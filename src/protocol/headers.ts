@@ -1,3 +1,4 @@
+import { ManifoldError } from '../errors.js';
 import { isObject } from '../lib/json.js';
 
 /**
@@ -39,7 +40,6 @@ export function encodeHeaderValue(value: string): string {
  * sentinel; undefined when it is malformed (bad Base64, not UTF-8, or invalid characters).
  */
 export function decodeHeaderValue(raw: string): string | undefined {
-  // The first character before the whole prefix: most values are plain (#18).
   if (
     raw.charCodeAt(0) === 0x3d &&
     raw.startsWith(SENTINEL_START) &&
@@ -171,4 +171,35 @@ export function paramValue(args: Record<string, unknown>, param: ParamHeader): s
 export function sameParamValue(header: string, body: string, type: ParamHeader['type']): boolean {
   if (type === 'integer') return header.trim() !== '' && Number(header) === Number(body);
   return header === body;
+}
+
+/**
+ * A tool call's `Mcp-Param-*` headers against its arguments ("Server Behavior for Custom
+ * Headers"): each argument the tool's schema mirrors and the call sets must come with its header,
+ * and the header must decode to the same value. Headers for arguments not set, and unrecognised
+ * ones, pass unread.
+ */
+export function checkParamHeaders(
+  plan: readonly ParamHeader[],
+  args: Record<string, unknown>,
+  header: (name: string) => string | undefined,
+): void {
+  for (const param of plan) {
+    const expected = paramValue(args, param);
+    if (expected === undefined) continue;
+    const raw = header(`mcp-param-${param.header.toLowerCase()}`);
+    if (raw === undefined) {
+      throw new ManifoldError(
+        'ERR_HEADER_MISMATCH',
+        `Header mismatch: the Mcp-Param-${param.header} header is required when that argument is set`,
+      );
+    }
+    const got = decodeHeaderValue(raw);
+    if (got === undefined || !sameParamValue(got, expected, param.type)) {
+      throw new ManifoldError(
+        'ERR_HEADER_MISMATCH',
+        `Header mismatch: Mcp-Param-${param.header} does not match the argument in the body`,
+      );
+    }
+  }
 }

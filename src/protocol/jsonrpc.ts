@@ -48,12 +48,6 @@ export function classify(body: unknown): Incoming {
   if (typeof method === 'string') {
     if (id === undefined) return { kind: 'notification', message: body as unknown as JsonRpcNotification };
     if (!validId) throw new ManifoldError('ERR_BAD_REQUEST', 'id must be a string or a number');
-    // A `_meta` that is not an object would be spread key by key (a string into one key per
-    // character) into what goes upstream (#13.16): refused here, once, for every method.
-    const meta = (params as Params | undefined)?._meta;
-    if (meta !== undefined && !isObject(meta)) {
-      throw new ManifoldError('ERR_BAD_META', 'params._meta must be an object');
-    }
     return { kind: 'request', message: body as unknown as JsonRpcRequest };
   }
   if (validId && ('result' in body || 'error' in body)) {

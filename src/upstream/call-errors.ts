@@ -97,7 +97,7 @@ const SDK_CONNECTION_CLOSED = -32000;
 
 /**
  * The SDK's McpError (and its subclasses), recognised by shape rather than by class: importing the
- * class would load the SDK's whole schema module before the gateway listens (#18, start time).
+ * class would load the SDK's whole schema module before the gateway listens.
  * Its constructor always words the message `MCP error <code>: …`.
  */
 export function isSdkMcpError(e: unknown): e is Error & { code: number; data?: unknown } {

@@ -125,7 +125,7 @@ export class IsolatedInstances {
   /**
    * A `user` server's instance that is not serving (#19): connected again when the caller's token
    * arrived meanwhile (a login on any instance sharing the store), or refused with the caller's own
-   * login link (login-elicit.ts turns it into a URL elicitation).
+   * login link (server/mcp/rounds/login.ts turns it into a URL elicitation).
    */
   private async authorizeInstance(config: ServerConfig, upstream: Upstream): Promise<void> {
     const auth = this.deps.auths?.get(config.name);

@@ -5,21 +5,13 @@
  * fail soft: a server whose `resources/list` breaks keeps serving its tools, and keeps the last
  * good listing of that kind, with a warning.
  */
-import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/types.js';
 import type { Logger } from '../lib/log.js';
 import { brief } from './call-errors.js';
 import { listAllItems } from './discovery.js';
-import { LISTS, type ListKind, type UpstreamSession } from './session.js';
+import { LISTS, type Listing, type ListKind, type UpstreamSession } from './session.js';
 
-export interface Listing {
-  tools: Tool[];
-  prompts: Prompt[];
-  resources: Resource[];
-  templates: ResourceTemplate[];
-  /** The smallest `ttlMs` any page carried: when to list again (2026-07-28 caching). */
-  ttlMs?: number;
-}
+export type { Listing };
 
 export const ALL_KINDS: readonly ListKind[] = ['tools', 'prompts', 'resources', 'templates'];
 export const emptyListing = (): Listing => ({ tools: [], prompts: [], resources: [], templates: [] });

@@ -2,7 +2,6 @@ import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { Cancellation } from '../lib/cancellation.js';
 import type { Logger } from '../lib/log.js';
-import { spreadUnder } from '../lib/objects.js';
 import {
   brief,
   httpStatusOf,
@@ -11,7 +10,7 @@ import {
   notResentError,
   sessionExpired,
 } from './call-errors.js';
-import type { SessionCallOptions, UpstreamSession } from './session.js';
+import type { UpstreamSession } from './session.js';
 import { type CallOptions, type UpstreamDeps, type UpstreamState, withDeadlines } from './types.js';
 
 /** What recovery reads of its upstream, and the few things it asks of it. */
@@ -71,59 +70,20 @@ export class Recovery {
    * A resend waits for that connection at most the connect timeout, and never happens after the
    * client cancelled. Anything else whose outcome is unknown is said to be so.
    */
-  request(
+  async request(
     method: string,
     params: Record<string, unknown>,
     options: CallOptions = {},
-  ): Promise<Record<string, unknown>> {
-    const up = this.up;
-    const session = up.session;
-    // The common request (a ready session, no renewal, no progress to filter, no debug summary)
-    // is sent at once, with no async step of its own; only a failure enters the loop (#18).
-    if (this.renewal || !session || up.state !== 'ready' || options.onprogress || up.log.debugEnabled) {
-      return this.attempts(method, params, options);
-    }
-    const timeout = up.config.timeoutMs;
-    const sent = withDeadlines(options, timeout, Math.max(timeout, up.deps.gateway.maxCallTimeoutMs));
-    this.inflight++;
-    this.hold(session);
-    let first: Promise<Record<string, unknown>>;
-    try {
-      first = session.request(method, params, sent);
-    } catch (e) {
-      first = Promise.reject(e);
-    }
-    return first.then(
-      (result) => {
-        this.release(session);
-        this.inflight--;
-        return result;
-      },
-      (error: unknown) => {
-        this.release(session);
-        this.inflight--;
-        return this.attempts(method, params, options, { session, error });
-      },
-    );
-  }
-
-  /** The request's attempts: all of them, or those after a `failed` first one. */
-  private async attempts(
-    method: string,
-    params: Record<string, unknown>,
-    options: CallOptions,
-    failed?: { session: UpstreamSession; error: unknown },
   ): Promise<Record<string, unknown>> {
     const up = this.up;
     this.inflight++;
     // `--log-level debug`: one summary line per upstream request (#16), never its arguments.
     const started = up.log.debugEnabled ? up.deps.platform.now() : -1;
     let resends = 0;
-    let first = failed;
     try {
-      if (!first && this.renewal) await this.renewal;
-      let session = first ? first.session : up.session;
-      if (!session || (!first && up.state !== 'ready')) {
+      if (this.renewal) await this.renewal;
+      let session = up.session;
+      if (!session || up.state !== 'ready') {
         throw new ManifoldError(
           'ERR_UPSTREAM_UNAVAILABLE',
           `server ${up.name} is not connected right now (${up.state}); the call was not sent`,
@@ -131,41 +91,31 @@ export class Recovery {
       }
       const timeout = up.config.timeoutMs;
       const { cancellation, onprogress } = options;
-      // Progress must keep increasing (spec: utilities/progress): a resent request starts again
-      // from zero, so what does not pass the last value relayed is dropped.
-      let last = Number.NEGATIVE_INFINITY;
-      const own: Pick<SessionCallOptions, 'timeoutMs' | 'maxTotalMs' | 'onprogress'> = {
-        timeoutMs: timeout,
-        maxTotalMs: Math.max(timeout, up.deps.gateway.maxCallTimeoutMs),
-      };
+      const sent = withDeadlines(options, timeout, Math.max(timeout, up.deps.gateway.maxCallTimeoutMs));
       if (onprogress) {
-        own.onprogress = (p) => {
+        // Progress must keep increasing (spec: utilities/progress): a resent request starts again
+        // from zero, so what does not pass the last value relayed is dropped.
+        let last = Number.NEGATIVE_INFINITY;
+        sent.onprogress = (p) => {
           if (resends > 0 && !(p.progress > last)) return;
           last = Math.max(last, p.progress);
           onprogress(p);
         };
       }
-      const sent: SessionCallOptions = spreadUnder(options, own);
       // Whether an attempt may have reached the tool (one refused for its session did not).
       let mayHaveRun = false;
       for (;;) {
         const on = session;
         let e: unknown;
-        if (first) {
-          // The failure of the attempt `request` made.
-          e = first.error;
-          first = undefined;
-        } else {
-          this.hold(on);
-          try {
-            const result = await on.request(method, params, sent);
-            if (started >= 0) this.summary(method, params, started, 'ok', resends, result);
-            return result;
-          } catch (failure) {
-            e = failure;
-          } finally {
-            this.release(on);
-          }
+        this.hold(on);
+        try {
+          const result = await on.request(method, params, sent);
+          if (started >= 0) this.summary(method, params, started, 'ok', resends, result);
+          return result;
+        } catch (failure) {
+          e = failure;
+        } finally {
+          this.release(on);
         }
         const expired = sessionExpired(e);
         const cancelled = cancellation?.aborted === true;

@@ -1,4 +1,4 @@
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { VerifiedListing } from '../guards/drift/fingerprint.js';
@@ -6,7 +6,6 @@ import type { Cancellation } from '../lib/cancellation.js';
 import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
-import type { Listing } from './listing.js';
 
 /** The list methods of the server features the gateway aggregates, and the field each page holds. */
 export const LISTS = {
@@ -16,6 +15,16 @@ export const LISTS = {
   templates: { method: 'resources/templates/list', field: 'resourceTemplates', capability: 'resources' },
 } as const;
 export type ListKind = keyof typeof LISTS;
+
+/** Everything one upstream offers that the gateway aggregates, as last listed (listing.ts). */
+export interface Listing {
+  tools: Tool[];
+  prompts: Prompt[];
+  resources: Resource[];
+  templates: ResourceTemplate[];
+  /** The smallest `ttlMs` any page carried: when to list again (2026-07-28 caching). */
+  ttlMs?: number;
+}
 
 /** One page of any list method: the items, as the server sent them. */
 export interface ItemsPage {

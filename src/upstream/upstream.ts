@@ -3,8 +3,9 @@ import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { VerifiedListing } from '../guards/drift/fingerprint.js';
 import { driftListing } from '../guards/drift/kinds.js';
+import { isObject } from '../lib/json.js';
 import type { Logger } from '../lib/log.js';
-import type { Era } from '../protocol/versions.js';
+import { type Era, TASKS_EXTENSION } from '../protocol/versions.js';
 import { authAware, withUpstreamAuth } from './auth-deps.js';
 import { backoffDelay, defaultBackoff, ReconnectTimer } from './backoff.js';
 import { logReason, publicReason } from './call-errors.js';
@@ -168,6 +169,13 @@ export class Upstream {
   /** What the server declared, once connected. */
   get capabilities(): Record<string, unknown> {
     return this.session?.capabilities ?? {};
+  }
+  /** Whether it runs tools/call as tasks (2025: capabilities.tasks; 2026: the tasks extension). */
+  get runsTasks(): boolean {
+    const caps = this.capabilities;
+    if (this.era === 'modern') return isObject(caps.extensions) && isObject(caps.extensions[TASKS_EXTENSION]);
+    const tasks = caps.tasks as { requests?: { tools?: { call?: unknown } } } | undefined;
+    return isObject(tasks?.requests?.tools?.call);
   }
 
   /** Settles when the first connection attempt has settled, either way. */
@@ -445,7 +453,7 @@ export class Upstream {
 
 /**
  * The session layer (the SDK client, its transports, the HTTP wires) is loaded on the first
- * connection, not with the gateway: the listener opens before any of it is needed (#18, start time).
+ * connection, not with the gateway: the listener opens before any of it is needed (start time).
  */
 let sessionLayer: Promise<typeof import('./probe.js')> | undefined;
 

@@ -3,9 +3,9 @@ import { bigText } from '../fixtures/reference/tools.mjs';
 import { connectLegacy, connectModern, REFERENCE, startReferenceHttp } from '../helpers/clients.js';
 import { startTestGateway, type TestGateway } from '../helpers/harness.js';
 
-// #18: a big text answer (over the 1 Mi-character split threshold) reaches clients of both eras
-// exactly as the upstream wrote it, from upstreams of both eras over stdio and HTTP: the HTTP
-// path keeps the upstream's JSON text of it and sends it on unescaped (src/guards/raw-text.ts).
+// A big text answer (over the 1 Mi characters a reply is written in pieces past, http-in.ts)
+// reaches clients of both eras exactly as the upstream wrote it, from upstreams of both eras over
+// stdio and HTTP.
 const CHARS = 1.5 * 1024 * 1024;
 
 describe('a 1.5 Mi-character text relayed whole', () => {

@@ -262,8 +262,7 @@ describe('server-to-client requests through the gateway, every era pair', () => 
       }
     });
 
-    // A client that declared nothing takes the plain relay (plain-relay.ts, #18): the questions are
-    // refused there with the same answers as on the streamed path above.
+    // A client that declared nothing: every question is refused, with the same answers as above.
     it(`${era} client without capabilities: every question is refused, and the upstream is unharmed`, async () => {
       const c = await CLIENTS[era](gw.url, {});
       try {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BatchAnswers } from '../../src/server/mcp/batch-answers.js';
+import { BatchAnswers } from '../../src/server/mcp/batch.js';
 
 const bytes = (s: string) => new TextEncoder().encode(s).length;
 

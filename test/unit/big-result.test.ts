@@ -6,7 +6,7 @@ import { resultCap } from '../../src/guards/result-cap.js';
 import * as text from '../../src/guards/text.js';
 import { createJsonLogger } from '../../src/lib/log.js';
 import { rawResultMessage } from '../../src/protocol/jsonrpc.js';
-import { legacyResult, modernResult } from '../../src/server/mcp/exchange.js';
+import { legacyDress, modernDress } from '../../src/server/mcp/exchange.js';
 
 // #18, "Big results": a result is serialized once, inside its JSON-RPC response; a result that
 // fits is never scanned for its UTF-8 size; an upstream body is let go once it is read.
@@ -85,11 +85,10 @@ describe('CallGuards.resultMessage', () => {
       schema,
     ],
   );
-  // The dress of each era (#18: the common result's message is built from its own JSON).
+  // The dress of each era: the cap measures the result as the client gets it.
   const dresses = {
-    'as relayed': undefined,
-    legacy: legacyResult,
-    modern: modernResult({ name: 'manifold', version: '9.9.9' }),
+    legacy: legacyDress,
+    modern: (r: Result) => modernDress({ name: 'manifold', version: '9.9.9' }, r),
   };
   for (const [what, result, outputSchema] of cases) {
     for (const [era, dress] of Object.entries(dresses)) {
@@ -97,8 +96,8 @@ describe('CallGuards.resultMessage', () => {
         for (const id of [7, 'manifold:12', 'ïd "quoted" \u0000']) {
           const g = guards();
           const e = entry(outputSchema);
-          const dressed = dress ? dress.result(result) : result;
-          expect(g.resultMessage(e, result, id, dress)).toBe(rawResultMessage(id, g.capResult(e, dressed)));
+          const dressed = dress(result);
+          expect(g.resultMessage(e, dressed, id)).toBe(rawResultMessage(id, g.capResult(e, dressed)));
         }
       });
     }
@@ -108,26 +107,24 @@ describe('CallGuards.resultMessage', () => {
     const g = guards();
     const result = { content: [{ type: 'text', text: 'a'.repeat(2000) }] };
     expect(String(g.resultMessage(entry(), result, 1))).not.toContain('truncated');
-    const modern = String(g.resultMessage(entry(), result, 1, dresses.modern));
+    const modern = String(g.resultMessage(entry(), dresses.modern(result), 1));
     expect(modern).toContain('"manifold/truncated":true');
     expect(modern).toContain('"io.modelcontextprotocol/serverInfo"');
   });
 
-  it('dresses a common result with the same text as serializing the dressed object', () => {
+  it('dresses a modern result: resultType, the gateway identity first in _meta, the rest kept', () => {
     const dress = dresses.modern;
-    for (const r of [
-      {},
-      { content: [] },
-      { content: [{ type: 'text', text: 'x' }], isError: false, extra: { a: [1] } },
-    ]) {
-      expect(dress.json(r)).toBe(JSON.stringify(dress.result(r)));
-    }
-    // As a 2026-07-28 upstream's edge leaves a result: its own protocol fields cleared in place.
+    const info = { 'io.modelcontextprotocol/serverInfo': { name: 'manifold', version: '9.9.9' } };
+    expect(dress({})).toEqual({ resultType: 'complete', _meta: info });
+    // As a 2026-07-28 upstream's edge may leave a result: its own protocol fields cleared.
     const cleared = { resultType: undefined, content: [{ type: 'text', text: 'y' }], _meta: undefined };
-    expect(dress.json(cleared)).toBe(JSON.stringify(dress.result(cleared)));
-    expect(dress.json(cleared)).toContain('"_meta":{"io.modelcontextprotocol/serverInfo"');
-    expect(dress.json({ _meta: {} })).toBeUndefined();
-    expect(dress.json({ resultType: 'complete' })).toBeUndefined();
+    expect(JSON.stringify(dress(cleared))).toBe(
+      JSON.stringify({ resultType: 'complete', _meta: info, content: cleared.content }),
+    );
+    const own = dress({ resultType: 'x', _meta: { 'x/y': 1, 'io.modelcontextprotocol/serverInfo': 'up' } });
+    expect(JSON.stringify(own)).toBe(
+      JSON.stringify({ resultType: 'complete', _meta: { ...info, 'x/y': 1 } }),
+    );
   });
 });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CallerBounds, type CallerLimits, type Holder } from '../../src/server/mcp/caller-bounds.js';
-import { HeldCalls } from '../../src/server/mcp/mrtr.js';
+import { HeldCalls } from '../../src/server/mcp/rounds/mrtr.js';
 import { TaskPumps } from '../../src/server/mcp/task-pumps.js';
 import { eventually } from '../helpers/harness.js';
 

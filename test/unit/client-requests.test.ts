@@ -7,7 +7,7 @@ import {
   offeredCapabilities,
   relayedCapabilities,
 } from '../../src/guards/client-features.js';
-import { HeldCalls, openState, type StateBody } from '../../src/server/mcp/mrtr.js';
+import { HeldCalls, openState, type StateBody } from '../../src/server/mcp/rounds/mrtr.js';
 import { eventually } from '../helpers/harness.js';
 
 const secret = new TextEncoder().encode('a-test-secret-of-some-length-000');

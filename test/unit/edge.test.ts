@@ -96,7 +96,7 @@ describe('error edge mapping', () => {
   });
 
   it("an upstream's own -32000 or -32001 answer is its error, not the SDK's closed connection or timeout", () => {
-    // Through the SDK (stdio, SSE): an error answer becomes an McpError with the upstream's code.
+    // RelayRequest the SDK (stdio, SSE): an error answer becomes an McpError with the upstream's code.
     for (const code of [ErrorCode.ConnectionClosed, ErrorCode.RequestTimeout]) {
       const viaSdk = mapCallError(new McpError(code, 'boom'), 'srv', 500, false);
       expect(viaSdk.code).toBe('ERR_UPSTREAM_ERROR');

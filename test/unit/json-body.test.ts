@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { json } from '../../src/server/mcp/dispatch.js';
-import { STREAMED_BODY_CHARS, toResponse } from '../../src/server/mcp/http-in.js';
+import { json, STREAMED_BODY_CHARS, toResponse } from '../../src/server/mcp/http-in.js';
 
 // A big JSON answer leaves in pieces, encoded as the socket asks for them (#18: one copy less of
 // a 20 MiB result at the peak); a small one is handed over whole, as before.

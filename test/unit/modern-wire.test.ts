@@ -4,8 +4,7 @@ import { META } from '../../src/protocol/versions.js';
 import { GATEWAY_CLIENT_CAPABILITIES, modernStamp, modernWire } from '../../src/upstream/modern/wire.js';
 
 // What a request to a 2026-07-28 upstream carries (spec 2026-07-28: basic/index `_meta`,
-// streamable-http "Request Metadata"). The stamp and the header cache are built once per session
-// and reused on every request (#18); these tests pin what each request gets, whatever came before.
+// streamable-http "Request Metadata"), whatever came before it.
 describe('modernStamp', () => {
   const stamp = modernStamp('2026-07-28', '9.9.9');
   const identity = { name: 'manifold', version: '9.9.9' };
@@ -28,14 +27,12 @@ describe('modernStamp', () => {
     );
   });
 
-  it('declares the capabilities the request passes, and a new object replaces the cached _meta', () => {
+  it('declares the capabilities the request passes, in a _meta of its own', () => {
     const caps = { sampling: {} };
     const a = stamp({ name: 'a' }, { clientCapabilities: caps });
     const b = stamp({ name: 'b' }, { clientCapabilities: caps });
     expect((a._meta as Record<string, unknown>)[META.clientCapabilities]).toBe(caps);
-    // The same capabilities object: one frozen `_meta`, shared.
-    expect(b._meta).toBe(a._meta);
-    expect(Object.isFrozen(a._meta)).toBe(true);
+    expect(b._meta).not.toBe(a._meta);
     const other = { elicitation: {} };
     const c = stamp({ name: 'c' }, { clientCapabilities: other });
     expect((c._meta as Record<string, unknown>)[META.clientCapabilities]).toBe(other);
@@ -92,7 +89,7 @@ describe('modernWire headers', () => {
   const plans = new Map<string, readonly ParamHeader[]>();
   const wire = modernWire({ 'X-Api-Key': 'k' }, '2026-07-28', () => plans);
 
-  it('carries the standard headers per method and name, the same object for the same pair', () => {
+  it('carries the standard headers per method and name', () => {
     const a = wire.headers('tools/call', { name: 'echo' });
     expect(a).toEqual({
       'X-Api-Key': 'k',
@@ -102,7 +99,6 @@ describe('modernWire headers', () => {
       'mcp-method': 'tools/call',
       'mcp-name': 'echo',
     });
-    expect(wire.headers('tools/call', { name: 'echo' })).toBe(a);
     // The same name under another method, and another name under the same method, differ.
     expect(wire.headers('prompts/get', { name: 'echo' })['mcp-method']).toBe('prompts/get');
     expect(wire.headers('tools/call', { name: 'add' })['mcp-name']).toBe('add');
@@ -111,7 +107,7 @@ describe('modernWire headers', () => {
     const list = wire.headers('tools/list', {});
     expect(list['mcp-method']).toBe('tools/list');
     expect(list).not.toHaveProperty('mcp-name');
-    expect(wire.headers('tools/list', { cursor: 'c' })).toBe(list);
+    expect(wire.headers('tools/list', { cursor: 'c' })).toEqual(list);
     expect(wire.headers('tools/call', {})).not.toHaveProperty('mcp-name');
   });
 
@@ -122,16 +118,7 @@ describe('modernWire headers', () => {
     const two = wire.headers('tools/call', { name: 'geo', arguments: { region: 'us-east-2' } });
     expect(one['mcp-param-region']).toBe('eu-west-1');
     expect(two['mcp-param-region']).toBe('us-east-2');
-    // The cached headers themselves never carry an argument.
+    // A call without the argument carries no header for it.
     expect(wire.headers('tools/call', { name: 'geo' })).not.toHaveProperty('mcp-param-region');
-  });
-
-  it('stays bounded: past 2,048 pairs it starts over and still answers right', () => {
-    for (let i = 0; i < 5000; i++) {
-      const h = wire.headers('tools/call', { name: `t${i}` });
-      expect(h['mcp-name']).toBe(`t${i}`);
-    }
-    expect(wire.headers('tools/call', { name: 't1' })['mcp-name']).toBe('t1');
-    expect(wire.headers('tools/list', {})['mcp-method']).toBe('tools/list');
   });
 });

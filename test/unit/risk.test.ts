@@ -10,7 +10,7 @@ import { formatIssues, parseConfigObject } from '../../src/config/index.js';
 import type { AuthConfig, ServerConfig } from '../../src/config/types.js';
 import { baselineFrom, decideDrift, fingerprintTool } from '../../src/guards/drift/fingerprint.js';
 import { annotatedClass, approvalDecider, PRESETS, riskClassifier } from '../../src/guards/risk.js';
-import { approvalQuestion, canElicitForm, outcomeOf } from '../../src/server/mcp/approval.js';
+import { approvalQuestion, canElicitForm, outcomeOf } from '../../src/server/mcp/rounds/approval.js';
 import { MemoryStateStore } from '../../src/store/state.js';
 
 const tool = (name: string, annotations?: Record<string, unknown>): Tool => ({

@@ -5,15 +5,14 @@ import { isLoopbackHost } from '../../config/bind.js';
 import { describeError, ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import type { MetricsExporter } from '../../observe/metrics.js';
-import { errorMessage } from '../../protocol/jsonrpc.js';
-import type { Edge } from '../mcp/dispatch.js';
+import type { Edge } from '../mcp/edge.js';
 import { announceChanged, createMcpHandlers } from '../mcp/endpoint.js';
-import { toRpcError } from '../mcp/errors.js';
+import { errorAnswer } from '../mcp/errors.js';
 import type { Forwarder } from '../mcp/forward.js';
 import { type HttpIn, PlainReply, type Reply, toResponse } from '../mcp/http-in.js';
 import { ListenRegistry } from '../mcp/listen.js';
-import { HeldCalls } from '../mcp/mrtr.js';
 import { ResourceWatch } from '../mcp/resource-watch.js';
+import { HeldCalls } from '../mcp/rounds/mrtr.js';
 import { SessionTable } from '../mcp/sessions.js';
 import { type SessionStore, SharedSessions } from '../mcp/shared-sessions.js';
 import { TaskPumps } from '../mcp/task-pumps.js';
@@ -155,13 +154,12 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
     edge.sessions.clear();
   });
 
-  /** Every error thrown below becomes its status and a JSON-RPC error body here, redacted. */
+  /**
+   * An error thrown before a message is read (origin, host, token, body) as its answer, mapped by
+   * the MCP edge's one mapping (mcp/errors.ts); a method error's 200 is a 500 here.
+   */
   const errorReply = (err: unknown, c: RequestView) => {
-    const e = toRpcError(err);
-    if (e.data.manifold === 'ERR_INTERNAL') {
-      gateway.log.error('http.internal_error', { path: c.path, error: String(err).split('\n')[0] });
-    }
-    const status = e.status === 200 ? 500 : e.status;
+    const { status, body } = errorAnswer(gateway, null, err, 'legacy');
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (err instanceof ManifoldError && err.code === 'ERR_UNAUTHORIZED') {
       // RFC 6750 §3: error="invalid_token" only when a token was presented.
@@ -169,7 +167,7 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
       headers['www-authenticate'] =
         `Bearer resource_metadata="${metadataUrl(c)}"${presented ? ', error="invalid_token"' : ''}`;
     }
-    return new PlainReply(status, gateway.redact(errorMessage(null, e.code, e.message, e.data)), headers);
+    return new PlainReply(status === 200 ? 500 : status, body, headers);
   };
   const checkMcp = originCheck({
     allowedOrigins: g.allowedOrigins,

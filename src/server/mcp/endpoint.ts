@@ -1,16 +1,26 @@
 import { ManifoldError } from '../../errors.js';
 import { isObject } from '../../lib/json.js';
 import { decideEra, unsupportedVersion } from '../../protocol/era.js';
-import type { JsonRpcId } from '../../protocol/jsonrpc.js';
-import { isModernVersion, SUPPORTED_VERSIONS } from '../../protocol/versions.js';
-import { readPlainCall } from './call-reader.js';
-import { type Edge, failResponse } from './dispatch.js';
-import { EnvelopeCache } from './envelope-cache.js';
-import { routeRetry } from './forward.js';
-import { type HttpIn, PlainReply, type Reply } from './http-in.js';
-import { legacyBatch, legacyDelete, legacyGet, legacyPost } from './legacy.js';
+import { classify, type JsonRpcId } from '../../protocol/jsonrpc.js';
+import { type Era, isModernVersion, SUPPORTED_VERSIONS } from '../../protocol/versions.js';
+import { legacyBatch } from './batch.js';
+import { dispatch } from './dispatch.js';
+import type { Edge } from './edge.js';
+import { errorAnswer } from './errors.js';
+import type { Exchange } from './exchange.js';
+import { FORWARD_HEADER, routeRetry } from './forward.js';
+import { type HttpIn, json, PlainReply, type Reply } from './http-in.js';
+import {
+  initialize,
+  legacyDelete,
+  legacyExchange,
+  legacyGet,
+  onNotification,
+  onResponse,
+  requireSession,
+} from './legacy.js';
 import type { ChangeKind } from './listen.js';
-import { modernPost } from './modern.js';
+import { checkStandardHeaders, modernExchange } from './modern.js';
 
 function accepts(accept: string | undefined, type: string): boolean {
   return accept === undefined || accept.includes(type) || accept.includes('*/*');
@@ -22,17 +32,13 @@ function idOf(body: unknown): JsonRpcId | null {
 }
 
 /**
- * Streamable HTTP for both eras. Each POST is parsed once; its era is decided from its headers
- * and body (era.ts) and it goes to legacy.ts or modern.ts. The SDK server stack is not in this
- * path, and no McpServer is ever built per request.
+ * Streamable HTTP for both eras. Each POST body is parsed once, with `JSON.parse`; its era is
+ * decided and its `_meta` read once (protocol/era.ts) into the Exchange that everything after it
+ * reads. A failure anywhere below becomes its answer here, in one place. The SDK server stack is
+ * not in this path, and no McpServer is ever built per request.
  */
 export function createMcpHandlers(edge: Edge) {
-  const envelopes = new EnvelopeCache();
-  /**
-   * No async wrapper (#18): once the body is read, a message is handled in the same turn down to
-   * its upstream request, and only a promise that can still fail gets an error handler here.
-   */
-  function post(c: HttpIn): Promise<Reply> {
+  async function post(c: HttpIn): Promise<Reply> {
     const accept = c.header('accept');
     const canStream = accepts(accept, 'text/event-stream');
     if (!accepts(accept, 'application/json') && !canStream) {
@@ -41,73 +47,54 @@ export function createMcpHandlers(edge: Edge) {
         'Accept must include application/json and text/event-stream',
       );
     }
-    return c
-      .text(edge.gateway.config.gateway.maxBodyBytes)
-      .then((text) => message(c, text, c.header('mcp-protocol-version'), canStream));
-  }
-
-  function message(
-    c: HttpIn,
-    text: string,
-    versionHeader: string | undefined,
-    canStream: boolean,
-  ): Reply | Promise<Reply> {
-    const modernHeader = isModernVersion(versionHeader);
+    const text = await c.text(edge.gateway.config.gateway.maxBodyBytes);
     let body: unknown;
     try {
-      // A legacy tools/call in either common layout is read without parsing its fixed parts (#18).
-      body = modernHeader ? envelopes.parse(text) : (readPlainCall(text) ?? JSON.parse(text));
+      body = JSON.parse(text);
     } catch {
       throw new ManifoldError('ERR_PARSE', 'parse error: the body is not valid JSON');
     }
-    const fail = (e: unknown) => failResponse(edge, idOf(body), e, modernHeader ? 'modern' : 'legacy');
+    const versionHeader = c.header('mcp-protocol-version');
+    const era: Era = isModernVersion(versionHeader) ? 'modern' : 'legacy';
+    let ex: Exchange | undefined;
     try {
-      // A retry of a call held on another instance is answered by that instance (#15).
-      const routed = routeRetry(edge, c, isObject(body) ? body : {}, text, modernHeader);
-      const served = routed
-        ? routed.then((elsewhere) => elsewhere ?? serve(c, text, body, versionHeader, canStream))
-        : serve(c, text, body, versionHeader, canStream);
-      return served instanceof Promise ? served.then(undefined, fail) : served;
+      // A retry of a call held on another instance is answered by that instance (#15): only a
+      // deployment with a forwarder, or a request forwarded to this one, has anything to route.
+      if (edge.forwarder || c.header(FORWARD_HEADER) !== undefined) {
+        const elsewhere = await routeRetry(edge, c, isObject(body) ? body : {}, text, era === 'modern');
+        if (elsewhere) return elsewhere;
+      }
+      if (Array.isArray(body)) return await legacyBatch(edge, c, body, text.length);
+      if (!isObject(body)) throw new ManifoldError('ERR_BAD_REQUEST', 'expected one JSON-RPC 2.0 message');
+      const decision = decideEra({ versionHeader, sessionHeader: c.header('mcp-session-id'), message: body });
+      const incoming = classify(body);
+      if (decision.era === 'modern') {
+        // No client notification is defined on streamable HTTP in 2026-07-28; accepting one is harmless.
+        if (incoming.kind !== 'request') return new PlainReply(202, null, {});
+        checkStandardHeaders(c, incoming.message);
+        ex = modernExchange(edge, c, c.principal, incoming.message, decision.meta, text.length, canStream);
+      } else {
+        if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
+          return await initialize(edge, c.principal, incoming.message);
+        }
+        const session = await requireSession(edge, c, c.principal);
+        if (incoming.kind === 'response') {
+          onResponse(session, incoming.message);
+          return new PlainReply(202, null, {});
+        }
+        if (incoming.kind === 'notification') {
+          onNotification(session, incoming.message);
+          return new PlainReply(202, null, {});
+        }
+        ex = legacyExchange(edge, c, session, incoming.message, decision.meta, text.length, canStream);
+      }
+      return await dispatch(edge, ex);
     } catch (e) {
-      return fail(e);
+      const { status, body: answer } = errorAnswer(edge.gateway, idOf(body), e, era);
+      // A legacy session's request reads every error of its method inside a 200 (2025-11-25:
+      // transports); anything refused before that, and a modern request, gets its own status.
+      return json(answer, ex?.era === 'legacy' ? 200 : status);
     }
-  }
-
-  function serve(
-    c: HttpIn,
-    text: string,
-    body: unknown,
-    versionHeader: string | undefined,
-    canStream: boolean,
-  ): Reply | Promise<Reply> {
-    const { principal } = c;
-    if (Array.isArray(body)) {
-      if (isModernVersion(versionHeader))
-        throw new ManifoldError(
-          'ERR_BATCH',
-          `JSON-RPC batches are not part of ${versionHeader}: send one message per POST`,
-        );
-      if (versionHeader !== undefined && !SUPPORTED_VERSIONS.includes(versionHeader))
-        throw unsupportedVersion(versionHeader);
-      return legacyBatch(edge, { c, principal, bytesIn: text.length, canStream }, body);
-    }
-    if (!isObject(body)) throw new ManifoldError('ERR_BAD_REQUEST', 'expected one JSON-RPC 2.0 message');
-    const decision = decideEra({
-      versionHeader,
-      sessionHeader: c.header('mcp-session-id'),
-      message: body,
-    });
-    if (decision.era === 'modern') {
-      return modernPost(edge, {
-        c,
-        principal,
-        message: body,
-        meta: decision.meta,
-        bytesIn: text.length,
-        canStream,
-      });
-    }
-    return legacyPost(edge, { c, principal, message: body, bytesIn: text.length, canStream });
   }
 
   /** GET and DELETE belong to the legacy era; a 2026-07-28 server answers them 405 (streamable-http). */

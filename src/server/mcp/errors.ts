@@ -1,5 +1,7 @@
-import { type ErrorCode, ManifoldError } from '../../errors.js';
-import { RpcCode } from '../../protocol/jsonrpc.js';
+import { describeError, type ErrorCode, ManifoldError } from '../../errors.js';
+import type { Logger } from '../../lib/log.js';
+import type { Redactor } from '../../lib/redact.js';
+import { errorMessage, type JsonRpcId, RpcCode } from '../../protocol/jsonrpc.js';
 import { type Era, McpCode } from '../../protocol/versions.js';
 
 interface Mapping {
@@ -113,4 +115,22 @@ export function toRpcError(e: unknown, era: Era = 'legacy'): RpcError {
     message: 'internal error',
     data: { manifold: 'ERR_INTERNAL' },
   };
+}
+
+/**
+ * The one way a failure becomes a JSON-RPC error answer to request `id`: its HTTP status and its
+ * body, redacted, since error text can carry an upstream's words, which may echo a configured
+ * secret. The gateway's own bugs are logged here.
+ */
+export function errorAnswer(
+  gateway: { log: Logger; redact: Redactor },
+  id: JsonRpcId | null,
+  e: unknown,
+  era: Era,
+): { status: number; body: string } {
+  const err = toRpcError(e, era);
+  if (err.data.manifold === 'ERR_INTERNAL') {
+    gateway.log.error('request.internal_error', { error: describeError(e) });
+  }
+  return { status: err.status, body: gateway.redact(errorMessage(id, err.code, err.message, err.data)) };
 }

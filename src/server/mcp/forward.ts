@@ -3,8 +3,8 @@
  * that asked for input mid-call stays open on the instance that runs it (mrtr.ts, "held"), and its
  * sealed state names that instance; so does the task id of a legacy server's task (tasks.ts),
  * which lives with that instance's upstream session. A request whose state or task id names
- * another instance is sent there, once, through the runtime's `Forwarder` (deploy/node/instances.ts on Postgres), and its answer
- * comes back unchanged. A forwarded request carries a mark sealed with the deployment's secret:
+ * another instance is sent there, once, through the runtime's `Forwarder`
+ * (deploy/node/store/instances.ts on Postgres), and its answer comes back unchanged. A forwarded request carries a mark sealed with the deployment's secret:
  * it is never forwarded again, and a mark that does not open is refused, so the header alone
  * grants nothing.
  */
@@ -14,9 +14,8 @@ import { ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import { isObject } from '../../lib/json.js';
 import { paramHeaderPlan } from '../../protocol/headers.js';
-import type { Edge } from './dispatch.js';
 import type { HttpIn, Reply } from './http-in.js';
-import { invalidState, type StateBody } from './mrtr.js';
+import { invalidState, type StateBody } from './rounds/mrtr.js';
 
 /** One request as the runtime sends it to another instance. */
 export interface ForwardRequest {
@@ -35,6 +34,13 @@ export interface Forwarder {
   readonly id: string;
   /** The answer of instance `to`, or undefined when it is unknown, gone or does not answer. */
   send(to: string, request: ForwardRequest): Promise<Response | undefined>;
+}
+
+/** What forwarding reads of the edge. */
+interface ForwardingEdge {
+  gateway: Gateway;
+  instance: string;
+  forwarder?: Forwarder | undefined;
 }
 
 /** The mark on a forwarded request. */
@@ -101,26 +107,27 @@ function routeOf(message: Record<string, unknown>, modern: boolean): { state?: s
  * Before a POST is served: a forwarded one must carry a mark that opens for this instance and
  * this request (else 403); a modern retry of a call held elsewhere, or a tasks/* request for a
  * legacy server's task created elsewhere, is forwarded, and the holder's answer returned.
- * Undefined (or a promise of it): serve it here. Synchronous for every request that names no
- * instance, so the hot path gains no promise reaction (#18).
+ * Undefined: serve it here.
  */
-export function routeRetry(
-  edge: Edge,
+export async function routeRetry(
+  edge: ForwardingEdge,
   c: HttpIn,
   message: Record<string, unknown>,
   text: string,
   modern: boolean,
-): Promise<Reply | undefined> | undefined {
+): Promise<Reply | undefined> {
   const mark = c.header(FORWARD_HEADER);
-  if (mark === undefined && !edge.forwarder) return undefined;
   const { state, task } = routeOf(message, modern);
-  if (mark !== undefined) return checkMark(edge, mark, state ?? task).then(() => undefined);
-  if (state === undefined && task === undefined) return undefined;
-  return routeNamed(edge, edge.forwarder!, c, message, text, state, task);
+  if (mark !== undefined) {
+    await checkMark(edge, mark, state ?? task);
+    return undefined;
+  }
+  if (!edge.forwarder || (state === undefined && task === undefined)) return undefined;
+  return routeNamed(edge, edge.forwarder, c, message, text, state, task);
 }
 
 async function routeNamed(
-  edge: Edge,
+  edge: ForwardingEdge,
   forwarder: Forwarder,
   c: HttpIn,
   message: Record<string, unknown>,
@@ -149,7 +156,7 @@ const goneTask = () =>
     'Unknown task: the instance that ran it is gone; send the original request again',
   );
 
-async function checkMark(edge: Edge, mark: string, state: unknown): Promise<void> {
+async function checkMark(edge: ForwardingEdge, mark: string, state: unknown): Promise<void> {
   const opened = (await (await marker(edge.gateway)).open(mark)) as Record<string, unknown> | undefined;
   if (
     typeof state !== 'string' ||
@@ -163,7 +170,7 @@ async function checkMark(edge: Edge, mark: string, state: unknown): Promise<void
 }
 
 async function forward(
-  edge: Edge,
+  edge: ForwardingEdge,
   forwarder: Forwarder,
   to: string,
   c: HttpIn,
@@ -195,7 +202,7 @@ async function forward(
 }
 
 /** The Mcp-Param-* headers a tools/call to this tool may carry (streamable-http, custom headers). */
-function paramHeaders(edge: Edge, message: Record<string, unknown>): string[] {
+function paramHeaders(edge: ForwardingEdge, message: Record<string, unknown>): string[] {
   const name = message.method === 'tools/call' && isObject(message.params) ? message.params.name : undefined;
   const entry = typeof name === 'string' ? edge.gateway.catalog.byName.get(name) : undefined;
   if (!entry) return [];

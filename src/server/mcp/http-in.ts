@@ -1,15 +1,14 @@
 import type { HeaderBag, Principal } from '../../auth/principal.js';
-import { type MessageBody, SplitMessage } from '../../guards/split-result.js';
 
 /**
  * What the MCP endpoint reads of an HTTP request, whatever the runtime's request object: Hono's
- * Context on Workers (app.ts), the IncomingMessage itself on Node (deploy/node/http-lane.ts).
+ * Context on Workers (app.ts), the IncomingMessage itself on Node (deploy/node/http/lane.ts).
  * Nothing below the edge sees more of the request than this.
  */
 export interface HttpIn {
   /**
-   * A header by its name in lower case (every caller passes one: the Node lane does not lower it
-   * again, #18); repeated headers joined with ", " (as Headers.get does).
+   * A header by its name, which every caller passes in lower case; repeated headers joined with
+   * ", " (as Headers.get does).
    */
   header(name: string): string | undefined;
   /** The same headers as a Headers-like bag (what authentication reads); any case. */
@@ -32,29 +31,30 @@ export const JSON_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 });
 
 /**
- * A complete answer held as a string, not a runtime Response: on Node 20 a Response costs 15 to
- * 30 µs to build and read back, as much as everything else a relayed call does (#18). The Node
- * lane writes it to the socket as it is; other runtimes build a Response at the edge
- * (`toResponse`). Streams (SSE) stay Responses.
+ * A complete answer held as a string, not a runtime Response: the Node lane writes it to the
+ * socket as it is (on Node 20 a Response costs as much to build and read back as the rest of a
+ * relayed call); other runtimes build a Response at the edge (`toResponse`). Streams (SSE) stay
+ * Responses.
  */
 export class PlainReply {
   constructor(
     readonly status: number,
-    readonly body: MessageBody | null,
+    readonly body: string | null,
     readonly headers: Readonly<Record<string, string>>,
   ) {}
 }
 
-export type { MessageBody };
-
 /** What an MCP handler answers. */
 export type Reply = PlainReply | Response;
 
+/** A JSON answer; a big one leaves in pieces (`pieces`), whatever the runtime. */
+export function json(body: string, status = 200, extra?: Record<string, string>): PlainReply {
+  return new PlainReply(status, body, extra ? { ...JSON_HEADERS, ...extra } : JSON_HEADERS);
+}
+
 /** The text of a reply; a stream is read to its end. */
 export function replyText(reply: Reply): Promise<string> {
-  return reply instanceof PlainReply
-    ? Promise.resolve(reply.body === null ? '' : String(reply.body))
-    : reply.text();
+  return reply instanceof PlainReply ? Promise.resolve(reply.body ?? '') : reply.text();
 }
 
 /** A body longer than this (in characters) is sent in pieces: see `pieces`. */
@@ -63,16 +63,11 @@ const PIECE_CHARS = 256 * 1024;
 
 /**
  * A big body (a 20 MiB tool result) in 256 Ki-character pieces, each encoded when the socket
- * wants it: written whole, the runtime encodes all of it into one more buffer while it waits on
- * the socket, one copy more of the biggest thing the gateway ever holds (#18: measured on the
- * peak memory of a 20 MiB answer). A piece never ends between the halves of a surrogate pair. A
- * split message goes out in its own steps: its head, its text escaped a step at a time, its tail.
+ * wants it: written whole, the runtime would encode all of it into one more buffer while it waits
+ * on the socket, one copy more of the biggest thing the gateway ever holds. A piece never ends
+ * between the halves of a surrogate pair.
  */
-export function* pieces(body: MessageBody): Generator<string> {
-  if (body instanceof SplitMessage) {
-    yield* body.steps();
-    return;
-  }
+export function* pieces(body: string): Generator<string> {
   let at = 0;
   while (at < body.length) {
     let end = Math.min(at + PIECE_CHARS, body.length);
@@ -88,7 +83,7 @@ export function toResponse(reply: Reply): Response {
   if (!(reply instanceof PlainReply)) return reply;
   const { status, body, headers } = reply;
   if (body === null || body.length <= STREAMED_BODY_CHARS) {
-    return new Response(body === null ? null : String(body), { status, headers });
+    return new Response(body, { status, headers });
   }
   const encoder = new TextEncoder();
   const source = pieces(body);

@@ -5,25 +5,19 @@
  */
 import type { Principal } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
-import { byteLength } from '../../guards/result-cap.js';
-import { batchAllowed } from '../../protocol/era.js';
-import {
-  classify,
-  type JsonRpcId,
-  type JsonRpcNotification,
-  type JsonRpcRequest,
-  resultMessage,
-} from '../../protocol/jsonrpc.js';
+import { stripUnsafe } from '../../guards/text.js';
+import type { Cancellation } from '../../lib/cancellation.js';
+import { isObject } from '../../lib/json.js';
+import { unrefTimer } from '../../platform.js';
+import type { RequestMeta } from '../../protocol/era.js';
+import { type JsonRpcNotification, type JsonRpcRequest, resultMessage } from '../../protocol/jsonrpc.js';
 import { LATEST_LEGACY, LEGACY_VERSIONS, LOG_LEVELS } from '../../protocol/versions.js';
-import { Answer } from './answer.js';
-import { BatchAnswers } from './batch-answers.js';
-import { dispatchCommon, type Edge, failBody, json, serverCapabilities } from './dispatch.js';
-import { type Exchange, legacyResult } from './exchange.js';
-import { type HttpIn, PlainReply, type Reply, replyText } from './http-in.js';
-import { askClient } from './legacy-ask.js';
-import { MAX_STREAMS, parseEventId, ResumableStream } from './resumable.js';
+import { type Edge, serverCapabilities } from './edge.js';
+import { type Exchange, legacyDress } from './exchange.js';
+import { type HttpIn, json, PlainReply, type Reply } from './http-in.js';
+import { Answer } from './relay/answer.js';
 import { inflightKey, type Session } from './sessions.js';
-import { SseStream, sseHeaders } from './sse.js';
+import { MAX_STREAMS, parseEventId, ResumableStream, SseStream, sseHeaders } from './sse.js';
 
 export const SESSION_HEADER = 'mcp-session-id';
 
@@ -34,11 +28,8 @@ export function negotiateVersion(requested: unknown): string {
     : LATEST_LEGACY;
 }
 
-/**
- * The request's session. A local hit is synchronous; only a miss with a shared store (#15) waits
- * for the database, so a session's requests on the instance that holds it cost what they did.
- */
-export function requireSession(edge: Edge, c: HttpIn, principal: Principal): Session | Promise<Session> {
+/** The request's session: this instance's, or (over a shared session store, #15) any instance's. */
+export async function requireSession(edge: Edge, c: HttpIn, principal: Principal): Promise<Session> {
   const id = c.header(SESSION_HEADER);
   if (!id) throw new ManifoldError('ERR_SESSION_REQUIRED', 'Mcp-Session-Id header is required');
   const session = edge.sessions.get(id, principal.key);
@@ -48,12 +39,11 @@ export function requireSession(edge: Edge, c: HttpIn, principal: Principal): Ses
     return session;
   }
   if (!edge.shared) throw notFound();
-  return edge.shared.find(id, principal).then((found) => {
-    if (!found) throw notFound();
-    found.principal = principal;
-    found.seen = seenBy(edge, principal);
-    return found;
-  });
+  const found = await edge.shared.find(id, principal);
+  if (!found) throw notFound();
+  found.principal = principal;
+  found.seen = seenBy(edge, principal);
+  return found;
 }
 
 const notFound = () => new ManifoldError('ERR_SESSION_NOT_FOUND', 'session not found: initialize again');
@@ -68,28 +58,18 @@ function seenBy(edge: Edge, principal: Principal): Session['seen'] {
   };
 }
 
-export interface LegacyPost {
-  c: HttpIn;
-  principal: Principal;
-  message: Record<string, unknown>;
-  bytesIn: number;
-  canStream: boolean;
-}
-
-export async function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequest): Promise<Reply> {
+export async function initialize(edge: Edge, principal: Principal, request: JsonRpcRequest): Promise<Reply> {
   const { gateway } = edge;
   if (gateway.isStopping) throw new ManifoldError('ERR_SHUTTING_DOWN', 'the gateway is shutting down');
   const version = negotiateVersion(request.params?.protocolVersion);
   const caps = request.params?.capabilities;
   const session = edge.sessions.create(
-    p.principal,
+    principal,
     version,
     gateway.platform.now(),
-    typeof caps === 'object' && caps !== null && !Array.isArray(caps)
-      ? (caps as Record<string, unknown>)
-      : {},
+    isObject(caps) ? caps : {},
   );
-  session.seen = seenBy(edge, p.principal);
+  session.seen = seenBy(edge, principal);
   // Recorded before the id is handed out: the client's next request may reach another instance.
   if (edge.shared) {
     try {
@@ -108,67 +88,36 @@ export async function initialize(edge: Edge, p: LegacyPost, request: JsonRpcRequ
   return json(resultMessage(request.id, result), 200, { [SESSION_HEADER]: session.id });
 }
 
-/**
- * One legacy message that is not an initialize: it needs its session. No async wrapper (#18): a
- * local session is found at once and the message goes on in the same turn.
- */
-export function legacyPost(edge: Edge, p: LegacyPost): Reply | Promise<Reply> {
-  const incoming = classify(p.message);
-  if (incoming.kind === 'request' && incoming.message.method === 'initialize') {
-    return initialize(edge, p, incoming.message);
-  }
-  const found = requireSession(edge, p.c, p.principal);
-  // A local hit stays synchronous: the hot path pays no extra await for the shared store.
-  return found instanceof Promise
-    ? found.then((session) => inSession(edge, p, incoming, session))
-    : inSession(edge, p, incoming, found);
-}
-
-function inSession(
+/** A legacy request as the code below the edge reads it: its own message, its session's state. */
+export function legacyExchange(
   edge: Edge,
-  p: LegacyPost,
-  incoming: ReturnType<typeof classify>,
+  c: HttpIn,
   session: Session,
-): Reply | Promise<Reply> {
-  if (incoming.kind === 'response') {
-    onResponse(session, incoming.message);
-    return new PlainReply(202, null, {});
-  }
-  if (incoming.kind === 'notification') {
-    onNotification(session, incoming.message);
-    return new PlainReply(202, null, {});
-  }
-  const request = incoming.message;
-  const fail = (e: unknown) => json(failBody(edge, request.id, e, 'legacy').body);
-  try {
-    return dispatch(edge, exchange(edge, p, session, request), session).then(undefined, fail);
-  } catch (e) {
-    return fail(e);
-  }
-}
-
-/** Its members' order is modern.ts `exchange`'s too: one hidden class for both eras (#18). */
-function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcRequest): Exchange {
+  request: JsonRpcRequest,
+  meta: RequestMeta,
+  bytesIn: number,
+  canStream: boolean,
+): Exchange {
   // Resumable streams are 2025-11-25's (SEP-1699): older clients would take a priming event
   // with no data for a message.
-  const resumable = p.canStream && session.protocolVersion === LATEST_LEGACY;
+  const resumable = canStream && session.protocolVersion === LATEST_LEGACY;
   const poll = edge.gateway.config.gateway.streamPollMs;
   return {
-    principal: p.principal,
+    principal: session.principal,
     request,
     era: 'legacy',
     protocolVersion: session.protocolVersion,
-    http: p.c,
+    http: c,
     clientCapabilities: session.clientCapabilities,
-    canStream: p.canStream,
-    answer: () => (resumable ? new Answer(true, () => openResumable(session)) : new Answer(p.canStream)),
-    pollMs: resumable && poll > 0 ? poll : undefined,
+    canStream,
     logLevel: session.logLevel,
-    bytesIn: p.bytesIn,
-    result: legacyResult.result,
-    resultJson: legacyResult.resultJson,
-    json: legacyResult.json,
+    bytesIn,
+    meta,
+    session,
+    dress: legacyDress,
     ask: (answer, method, params, cancellation) => askClient(session, answer, method, params, cancellation),
+    answer: () => (resumable ? new Answer(true, () => openResumable(session)) : new Answer(canStream)),
+    pollMs: resumable && poll > 0 ? poll : undefined,
     track: (id, cancellation) => {
       const entry = session.inflight.add(inflightKey(id), cancellation);
       return () => session.inflight.remove(entry);
@@ -176,32 +125,30 @@ function exchange(edge: Edge, p: LegacyPost, session: Session, request: JsonRpcR
   };
 }
 
-function dispatch(edge: Edge, ex: Exchange, session?: Session): Promise<Reply> {
-  if (ex.request.method === 'ping') return Promise.resolve(json(resultMessage(ex.request.id, {})));
-  if (ex.request.method === 'logging/setLevel' && session) {
-    // The level applies to this session's later requests (spec 2025-11-25: utilities/logging).
-    const level = ex.request.params?.level;
-    if (!(LOG_LEVELS as readonly unknown[]).includes(level)) {
-      throw new ManifoldError('ERR_INVALID_PARAMS', `level must be one of ${LOG_LEVELS.join(', ')}`);
-    }
-    session.logLevel = level as string;
-    const reply = json(resultMessage(ex.request.id, {}));
-    // Shared, so the level holds on whichever instance serves the session's next call.
-    return edge.shared
-      ? edge.shared.setLogLevel(session, level as string).then(() => reply)
-      : Promise.resolve(reply);
+/** The methods only the legacy era has (spec 2025-11-25: ping, logging, resource subscriptions). */
+export const LEGACY_METHODS = new Map<string, (edge: Edge, ex: Exchange) => Promise<Reply>>([
+  ['ping', async (_edge, ex) => json(resultMessage(ex.request.id, {}))],
+  ['logging/setLevel', setLevel],
+  ['resources/subscribe', subscription],
+  ['resources/unsubscribe', subscription],
+]);
+
+/** The level applies to this session's later requests (spec 2025-11-25: utilities/logging). */
+async function setLevel(edge: Edge, ex: Exchange): Promise<Reply> {
+  const session = ex.session!;
+  const level = ex.request.params?.level;
+  if (!(LOG_LEVELS as readonly unknown[]).includes(level)) {
+    throw new ManifoldError('ERR_INVALID_PARAMS', `level must be one of ${LOG_LEVELS.join(', ')}`);
   }
-  if (
-    (ex.request.method === 'resources/subscribe' || ex.request.method === 'resources/unsubscribe') &&
-    session
-  ) {
-    return subscription(edge, ex, session);
-  }
-  return dispatchCommon(edge, ex);
+  session.logLevel = level as string;
+  // Shared, so the level holds on whichever instance serves the session's next call.
+  await edge.shared?.setLogLevel(session, level as string);
+  return json(resultMessage(ex.request.id, {}));
 }
 
 /** resources/subscribe and unsubscribe (spec 2025-11-25: server/resources, "Subscriptions"). */
-async function subscription(edge: Edge, ex: Exchange, session: Session): Promise<Reply> {
+async function subscription(edge: Edge, ex: Exchange): Promise<Reply> {
+  const session = ex.session!;
   const uri = ex.request.params?.uri;
   const route = edge.gateway.views.resolveResource(ex.principal, uri);
   session.watcher ??= {
@@ -244,7 +191,7 @@ function openResumable(session: Session): ResumableStream {
 }
 
 /** The client's answer to a request the gateway relayed to it (sampling, elicitation, roots). */
-function onResponse(
+export function onResponse(
   session: Session,
   message: { id: string | number; result?: unknown; error?: unknown },
 ): void {
@@ -254,7 +201,7 @@ function onResponse(
   reply(message);
 }
 
-function onNotification(session: Session, note: JsonRpcNotification): void {
+export function onNotification(session: Session, note: JsonRpcNotification): void {
   if (note.method === 'notifications/cancelled') {
     const id = note.params?.requestId;
     if (typeof id === 'string' || typeof id === 'number') {
@@ -262,108 +209,6 @@ function onNotification(session: Session, note: JsonRpcNotification): void {
     }
   }
   // notifications/initialized and others need no action.
-}
-
-/**
- * A 2025-03-26 batch: every request is answered, in order, in one JSON array; notifications and
- * responses in it need no answer, and a batch of only those gets 202 (spec 2025-03-26: transports).
- *
- * Bounded (#49.2), since one small batch can ask for many big answers: only the first
- * `maxBatchMessages` messages are taken, and the whole answer stays within
- * `maxBatchAnswerBytes` (batch-answers.ts). Requests run one at a time, so at most one answer
- * beyond those kept is ever held. Each request past the count, and each once the answers are
- * full, is answered with an error and never run; the request whose answer did not fit ran, and
- * its error says so (its outcome is not shown, SECURITY F5). A batch whose errors alone would not
- * fit is refused whole.
- */
-export async function legacyBatch(
-  edge: Edge,
-  p: Omit<LegacyPost, 'message'>,
-  batch: unknown[],
-): Promise<Reply> {
-  const versionHeader = p.c.header('mcp-protocol-version');
-  if (batch.length === 0) throw new ManifoldError('ERR_BATCH', 'an empty JSON-RPC batch is not a message');
-  const incoming = batch.map((m) => classify(m));
-  if (incoming.some((m) => m.kind === 'request' && m.message.method === 'initialize')) {
-    throw new ManifoldError('ERR_BATCH', 'initialize must not be part of a JSON-RPC batch');
-  }
-  const session = await requireSession(edge, p.c, p.principal);
-  if (!batchAllowed(versionHeader, session.protocolVersion)) {
-    throw new ManifoldError(
-      'ERR_BATCH',
-      `JSON-RPC batches are part of 2025-03-26 only; this session speaks ${versionHeader ?? session.protocolVersion}: send one message per POST`,
-    );
-  }
-  const g = edge.gateway.config.gateway;
-  const maxMessages = g.maxBatchMessages;
-  const answers = new BatchAnswers(g.maxBatchAnswerBytes);
-  const refusal = batchRefusals(edge, maxMessages, answers.maxBytes);
-  const requests: { message: JsonRpcRequest; taken: boolean }[] = [];
-  incoming.forEach((m, at) => {
-    if (m.kind !== 'request') return;
-    const taken = at < maxMessages;
-    // The longest error this request may get is set aside before anything runs.
-    const worst = taken ? refusal.ran(m.message.id) : refusal.overCount(m.message.id);
-    if (!answers.reserve(byteLength(worst))) throw refusal.whole();
-    requests.push({ message: m.message, taken });
-  });
-  let slot = 0;
-  let full = false;
-  for (const m of incoming.slice(0, maxMessages)) {
-    if (m.kind === 'notification') onNotification(session, m.message);
-    if (m.kind === 'response') onResponse(session, m.message);
-    if (m.kind !== 'request') continue;
-    const at = slot++;
-    if (full) {
-      answers.refuse(at, refusal.notRun(m.message.id));
-      continue;
-    }
-    const ex = exchange(edge, { ...p, canStream: false, message: {} }, session, m.message);
-    let reply: Reply;
-    try {
-      reply = await dispatch(edge, ex, session);
-    } catch (e) {
-      reply = json(failBody(edge, m.message.id, e, 'legacy').body);
-    }
-    if (answers.offer(at, await replyText(reply))) continue;
-    full = true;
-    answers.refuse(at, refusal.ran(m.message.id));
-  }
-  // Messages past the count are not taken: their requests get an error, the rest is dropped.
-  for (const r of requests) if (!r.taken) answers.refuse(slot++, refusal.overCount(r.message.id));
-  if (answers.size === 0) return new PlainReply(202, null, {});
-  return json(answers.body());
-}
-
-/** The errors a batch's requests get past its bounds; fixed texts, so their size is known up front. */
-function batchRefusals(edge: Edge, maxMessages: number, maxBytes: number) {
-  const error = (id: JsonRpcId, code: 'ERR_BATCH' | 'ERR_OUTCOME_UNKNOWN', message: string) =>
-    failBody(edge, id, new ManifoldError(code, message), 'legacy').body;
-  return {
-    overCount: (id: JsonRpcId) =>
-      error(
-        id,
-        'ERR_BATCH',
-        `not run: a batch takes at most ${maxMessages} messages (gateway.maxBatchMessages); send this request again in a later batch or on its own`,
-      ),
-    notRun: (id: JsonRpcId) =>
-      error(
-        id,
-        'ERR_BATCH',
-        `not run: the answers to this batch reached ${maxBytes} bytes (gateway.maxBatchAnswerBytes); send this request again on its own`,
-      ),
-    ran: (id: JsonRpcId) =>
-      error(
-        id,
-        'ERR_OUTCOME_UNKNOWN',
-        `this request ran, but its answer did not fit in the ${maxBytes} bytes of this batch's answers (gateway.maxBatchAnswerBytes), so its outcome is not shown; send it on its own only if running it again is safe`,
-      ),
-    whole: () =>
-      new ManifoldError(
-        'ERR_BATCH',
-        `this batch holds more requests than ${maxBytes} bytes of answers (gateway.maxBatchAnswerBytes) can answer, even with errors: send at most ${maxMessages} messages per batch`,
-      ),
-  };
 }
 
 /** The standalone stream: server-initiated messages such as tools/list_changed. */
@@ -398,4 +243,84 @@ export async function legacyDelete(edge: Edge, c: HttpIn, principal: Principal):
     edge.sessions.delete(session.id);
   }
   return new PlainReply(204, null, {});
+}
+
+/**
+ * Requests the gateway relays to a legacy client (sampling, elicitation, roots): sent on the
+ * stream of the call they belong to, answered by the client's POST of a JSON-RPC response
+ * (legacy.ts `onResponse` hands it to the waiting entry in `session.replies`).
+ */
+/** How long a legacy client may take to answer a relayed request. */
+const ASK_TIMEOUT_MS = 10 * 60_000;
+/** Relayed requests a session may have waiting at once. */
+const MAX_ASKS = 64;
+
+/**
+ * Sends a request to the client on the stream of the call it belongs to (spec 2025-11-25:
+ * transports, "the server MAY send JSON-RPC requests and notifications before sending the
+ * response"), and resolves with its answer. A client that takes only JSON cannot be asked.
+ */
+export function askClient(
+  session: Session,
+  answer: Answer,
+  method: string,
+  params: Record<string, unknown>,
+  cancellation: Cancellation,
+): Promise<Record<string, unknown>> {
+  if (session.replies.size >= MAX_ASKS) {
+    return Promise.reject(
+      new ManifoldError('ERR_CLIENT_FEATURE', `too many requests are waiting for this client's answers`),
+    );
+  }
+  const id = `manifold-${crypto.randomUUID()}`;
+  return new Promise((resolve, reject) => {
+    const settle = () => {
+      clearTimeout(timer);
+      off();
+      session.replies.delete(id);
+    };
+    const timer = setTimeout(() => {
+      settle();
+      reject(new ManifoldError('ERR_CLIENT_FEATURE', `the client did not answer ${method} in time`));
+    }, ASK_TIMEOUT_MS);
+    unrefTimer(timer);
+    const off = cancellation.onAbort((reason) => {
+      settle();
+      reject(reason);
+    });
+    session.replies.set(id, (message) => {
+      settle();
+      if (message.error !== undefined) {
+        const e = message.error as { code?: unknown; message?: unknown };
+        reject(
+          new ManifoldError(
+            'ERR_CLIENT_FEATURE',
+            `the client refused ${method}: ${typeof e.message === 'string' ? stripUnsafe(e.message).slice(0, 512) : 'no reason given'}`,
+            {
+              data: { clientCode: typeof e.code === 'number' ? e.code : -32603 },
+            },
+          ),
+        );
+      } else if (
+        typeof message.result === 'object' &&
+        message.result !== null &&
+        !Array.isArray(message.result)
+      ) {
+        resolve(message.result as Record<string, unknown>);
+      } else {
+        reject(
+          new ManifoldError('ERR_CLIENT_FEATURE', `the client answered ${method} without a result object`),
+        );
+      }
+    });
+    if (!answer.push(JSON.stringify({ jsonrpc: '2.0', id, method, params }))) {
+      settle();
+      reject(
+        new ManifoldError(
+          'ERR_CLIENT_FEATURE',
+          `the server asked for ${method}, which needs a stream to reach the client: send Accept: application/json, text/event-stream`,
+        ),
+      );
+    }
+  });
 }

@@ -1,9 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Principal } from '../../auth/principal.js';
 import { KeyedList } from '../../lib/tables.js';
-import type { ResumableStream } from './resumable.js';
-import type { SessionRecord } from './shared-sessions.js';
-import type { SseStream } from './sse.js';
+import type { ResumableStream, SseStream } from './sse.js';
 
 export interface Session {
   id: string;
@@ -33,6 +31,19 @@ export interface Session {
   inflight: KeyedList<{ abort(reason?: unknown): void }>;
   /** When the shared record was last refreshed (shared-sessions.ts); absent when not shared. */
   touchedAt?: number;
+}
+
+/**
+ * A session as its shared store keeps it (shared-sessions.ts). No token, header or secret: `owner` is Principal.key (subject and tenant), which binds
+ * the id to whoever opened it (SECURITY A4, A14).
+ */
+export interface SessionRecord {
+  id: string;
+  owner: string;
+  protocolVersion: string;
+  clientCapabilities: Record<string, unknown>;
+  logLevel?: string;
+  createdAt: number;
 }
 
 export function inflightKey(id: string | number): string {
@@ -67,10 +78,8 @@ export class SessionTable {
       max: options.max,
       ttl: options.idleSeconds * 1000,
       updateAgeOnGet: true,
-      // The clock read on every look-up (#18). lru-cache's default keeps a reading for 1 ms and
-      // arms a timer to forget it: a client calling one at a time armed a timer, and Node made and
-      // dropped a timer list for it, every call or few (about 5,000 instructions each time it
-      // fired under callgrind); `performance.now()` costs some 270.
+      // The clock read on every look-up: lru-cache's default keeps a reading for 1 ms behind a
+      // timer, which a client calling one request at a time arms again and again.
       ttlResolution: 0,
       dispose: (session, _id, reason) => {
         unindex(this.byOwner, session.owner, session.id);

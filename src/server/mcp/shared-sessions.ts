@@ -3,25 +3,14 @@
  * and `tools/call` on an instance that did not open it. The record is written at initialize and
  * read only on a local miss, so a session's requests on its own instance cost what they did; the
  * GET stream, in-flight calls, resumable streams and subscriptions stay on the instance that holds
- * them (docs/design.md "Scaling out (#15)"). The Postgres implementation is
- * deploy/node/postgres-sessions.ts; without one (SQLite, memory, Workers) nothing here runs.
+ * them. The Postgres implementation is deploy/node/store/postgres-sessions.ts; without one
+ * (SQLite, memory, Workers) nothing here runs.
  */
 import type { Principal } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
-import type { Session, SessionTable } from './sessions.js';
+import type { Session, SessionRecord, SessionTable } from './sessions.js';
 
-/**
- * One row. No token, header or secret: `owner` is Principal.key (subject and tenant), which binds
- * the id to whoever opened it (SECURITY A4, A14).
- */
-export interface SessionRecord {
-  id: string;
-  owner: string;
-  protocolVersion: string;
-  clientCapabilities: Record<string, unknown>;
-  logLevel?: string;
-  createdAt: number;
-}
+export type { SessionRecord };
 
 /** The shared half of the session table. Every method is one statement; none throws to a request. */
 export interface SessionStore {

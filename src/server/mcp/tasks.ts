@@ -20,19 +20,19 @@ import type { CatalogEntry } from '../../aggregate/catalog.js';
 import type { Sealer } from '../../auth/seal.js';
 import { ManifoldError } from '../../errors.js';
 import { checkInputRequests, relayedCapabilities, upstreamResponses } from '../../guards/client-features.js';
+import { clipText, stripUnsafe } from '../../guards/text.js';
 import { isObject } from '../../lib/json.js';
 import { rawResultMessage, resultMessage } from '../../protocol/jsonrpc.js';
 import { META, TASKS_EXTENSION } from '../../protocol/versions.js';
-import type { InputRequests, InputResponses } from '../../upstream/session.js';
+import type { InputHandler, InputRequests, InputResponses } from '../../upstream/session.js';
 import type { Upstream } from '../../upstream/upstream.js';
 import { readTask, type TaskState } from '../../upstream/wire/tasks.js';
-import { type Edge, failBody, json } from './dispatch.js';
+import type { Edge } from './edge.js';
 import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
-import { admitRequest } from './relay.js';
+import { json, type Reply } from './http-in.js';
+import { relayRequest, withTasks } from './relay/relay.js';
+import { admitRequest, type RequestAudit } from './relay/requests.js';
 import { errorObject } from './task-pumps.js';
-import { legacyTask, safeError, stripResultType, taskFields } from './task-shapes.js';
-import { runThrough, withTasks } from './through.js';
 
 type Result = Record<string, unknown>;
 
@@ -72,15 +72,6 @@ export function declaresTasks(ex: Exchange): boolean {
   return isObject(extensions) && isObject(extensions[TASKS_EXTENSION]);
 }
 
-/** Whether an upstream runs tools/call as tasks (2025: capabilities.tasks; 2026: the extension). */
-export function runsTasks(upstream: Upstream): boolean {
-  const caps = upstream.capabilities;
-  if (upstream.era === 'modern')
-    return isObject(caps.extensions) && isObject(caps.extensions[TASKS_EXTENSION]);
-  const tasks = caps.tasks as { requests?: { tools?: { call?: unknown } } } | undefined;
-  return isObject(tasks?.requests?.tools?.call);
-}
-
 /**
  * How one tools/call treats tasks, decided before it is sent: the `task` parameter for a 2025
  * server, whether the 2026 extension is declared upstream, or an error that says why not.
@@ -108,10 +99,10 @@ export function planTask(
   }
   if (asked !== undefined) {
     if (!isObject(asked)) throw new ManifoldError('ERR_INVALID_PARAMS', 'task must be an object');
-    if (support === 'forbidden' || !runsTasks(upstream)) {
+    if (support === 'forbidden' || !upstream.runsTasks) {
       throw new ManifoldError(
         'ERR_METHOD_NOT_FOUND',
-        `tool ${entry.name} does not run as a task (its execution.taskSupport is ${support}${runsTasks(upstream) ? '' : `, and server ${entry.server} runs no tasks`}); call it without task`,
+        `tool ${entry.name} does not run as a task (its execution.taskSupport is ${support}${upstream.runsTasks ? '' : `, and server ${entry.server} runs no tasks`}); call it without task`,
       );
     }
     const ttl =
@@ -150,7 +141,7 @@ export async function taskCreated(
   const now = new Date(edge.gateway.platform.now()).toISOString();
   const fields = taskFields(task, taskId, now);
   if (ex.era === 'legacy') return resultMessage(id, { task: legacyTask(fields) });
-  const { _meta } = ex.result({});
+  const { _meta } = ex.dress({});
   return resultMessage(id, { resultType: 'task', ...fields, _meta });
 }
 
@@ -178,8 +169,7 @@ export async function taskMethod(edge: Edge, ex: Exchange): Promise<Reply> {
   }
   if (ex.era === 'modern' && !declaresTasks(ex)) throw missingExtension();
   const { ref, entry, upstream, taskId } = await openTask(edge, ex);
-  let audit = admitRequest(edge, ex, method, entry.name, entry.server);
-  if (audit instanceof Promise) audit = await audit;
+  const audit = await admitRequest(edge, ex, method, entry.name, entry.server);
   if (method === 'tasks/result') return taskResult(edge, ex, entry, upstream, ref, taskId, audit);
   try {
     const body = await (method === 'tasks/get'
@@ -269,7 +259,7 @@ async function taskGet(
     fields.result = JSON.parse(edge.gateway.guards.capResult(entry, stripResultType(task.result))) as Result;
   }
   if (task.status === 'failed') fields.error = safeError(task.error);
-  return resultMessage(ex.request.id, ex.result(fields));
+  return resultMessage(ex.request.id, ex.dress(fields));
 }
 
 async function taskUpdate(
@@ -292,7 +282,7 @@ async function taskUpdate(
       upstreamOptions(ex, upstream),
     );
   }
-  return resultMessage(ex.request.id, ex.result({}));
+  return resultMessage(ex.request.id, ex.dress({}));
 }
 
 async function taskCancel(
@@ -304,7 +294,7 @@ async function taskCancel(
 ): Promise<string> {
   const raw = await upstream.request('tasks/cancel', { taskId: ref.t }, upstreamOptions(ex, upstream));
   edge.taskPumps.end(taskId);
-  if (ex.era === 'modern') return resultMessage(ex.request.id, ex.result({}));
+  if (ex.era === 'modern') return resultMessage(ex.request.id, ex.dress({}));
   const task = readTask(raw);
   if (!task)
     throw new ManifoldError('ERR_UPSTREAM_ERROR', `server ${ref.s} answered tasks/cancel without a task`);
@@ -325,10 +315,10 @@ function taskResult(
   upstream: Upstream,
   ref: TaskRef,
   taskId: string,
-  audit: (verdict: string, bytesOut: number) => void,
+  audit: RequestAudit,
 ): Promise<Reply> {
   const related = { [META.relatedTask]: { taskId } };
-  return runThrough(edge, ex, {
+  return relayRequest(edge, ex, {
     upstream,
     method: 'tasks/result',
     params: { taskId: ref.t },
@@ -337,16 +327,9 @@ function taskResult(
     onResult: (result, id) => {
       const meta = isObject(result._meta) ? result._meta : {};
       const capped = edge.gateway.guards.capResult(entry, { ...result, _meta: { ...meta, ...related } });
-      const body = rawResultMessage(id, capped);
-      audit('allowed', body.length);
-      return body;
+      return rawResultMessage(id, capped);
     },
-    onError: (e, id) => {
-      const f = failBody(edge, id, e, ex.era);
-      audit('error', f.body.length);
-      return f;
-    },
-    onCancelled: () => audit('error', 0),
+    audit: (verdict, bytesOut, inputRequired) => audit(verdict, bytesOut, undefined, inputRequired),
   });
 }
 
@@ -396,4 +379,40 @@ async function fetchOutcome(
   } catch (e) {
     return { error: errorObject(e) };
   }
+}
+
+/** The task fields a client sees, in each era's names, with the gateway's id and bounded text. */
+
+/** An upstream's task error as relayed: its code, and its message cleaned and bounded. */
+export function safeError(error: Result | undefined): Result {
+  const code = typeof error?.code === 'number' ? error.code : -32603;
+  const message =
+    typeof error?.message === 'string' ? clipText(stripUnsafe(error.message), 1024).text : 'the task failed';
+  return { code, message };
+}
+
+export function stripResultType(result: Result): Result {
+  const { resultType: _t, ...rest } = result;
+  return rest;
+}
+
+/** The task fields every answer carries, with the gateway's id and bounded text. */
+export function taskFields(task: TaskState, taskId: string, now: string): Result {
+  const out: Result = {
+    taskId,
+    status: task.status,
+    createdAt: task.createdAt ?? now,
+    lastUpdatedAt: task.lastUpdatedAt ?? now,
+    ttlMs: task.ttlMs,
+  };
+  if (task.pollIntervalMs !== undefined) out.pollIntervalMs = task.pollIntervalMs;
+  if (task.statusMessage !== undefined)
+    out.statusMessage = clipText(stripUnsafe(task.statusMessage), 1024).text;
+  return out;
+}
+
+/** 2025-11-25's names for the same fields (`ttl`, `pollInterval`). */
+export function legacyTask(fields: Result): Result {
+  const { ttlMs, pollIntervalMs, ...rest } = fields;
+  return { ...rest, ttl: ttlMs, ...(pollIntervalMs !== undefined ? { pollInterval: pollIntervalMs } : {}) };
 }

@@ -4,8 +4,7 @@
  * the upstream in `params._meta`. Names and attributes follow the OTel semantic conventions for
  * MCP (gen-ai/mcp.md: span name `{mcp.method.name} {target}`, context in `params._meta`).
  *
- * Built once per edge, and only when a tracer was given: with tracing off nothing here runs, not
- * even the parsing of the client's trace context (#18: a relayed call costs microseconds).
+ * Built once per edge, and only when a tracer was given: with tracing off nothing here runs.
  */
 import {
   type Attributes,
@@ -19,13 +18,16 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
+import type { Principal } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
 import { isObject } from '../../lib/json.js';
+import type { RequestMeta } from '../../protocol/era.js';
+import type { JsonRpcRequest } from '../../protocol/jsonrpc.js';
 import { formatTraceparent, parseBaggage, parseTraceparent } from '../../protocol/trace-context.js';
+import type { Era } from '../../protocol/versions.js';
 import type { CallOptions } from '../../upstream/types.js';
 import type { Upstream } from '../../upstream/upstream.js';
 import { toRpcError } from './errors.js';
-import type { Exchange } from './exchange.js';
 
 type Result = Record<string, unknown>;
 /** An exposed or upstream name fit for a span name (low cardinality, no free text). */
@@ -68,6 +70,16 @@ function toolError(span: Span): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: 'tool_error' });
 }
 
+/** What a request's span is made from (an Exchange, exchange.ts). */
+interface Traced {
+  request: JsonRpcRequest;
+  meta: RequestMeta;
+  http?: { header(name: string): string | undefined } | undefined;
+  protocolVersion: string;
+  era: Era;
+  principal: Principal;
+}
+
 /** The tracer of one edge: starts each request's span. */
 export class Tracing {
   constructor(private readonly tracer: Tracer) {}
@@ -77,9 +89,10 @@ export class Tracing {
    * the one in its HTTP headers (an MCP request's context outranks its transport's: gen-ai/mcp.md,
    * "Context propagation"); when both are there and differ, the HTTP one is a link.
    */
-  begin(ex: Exchange): RequestTrace {
+  begin(ex: Traced): RequestTrace {
     const params = ex.request.params;
-    const meta = isObject(params?._meta) ? params._meta : undefined;
+    // The client's trace context is not a reserved key: it is among the keys relayed upstream.
+    const meta = ex.meta.relayed;
     const http = ex.http;
     const fromMeta = meta ? parseTraceparent(meta.traceparent, meta.tracestate) : undefined;
     const fromHttp = http
@@ -122,7 +135,7 @@ export class RequestTrace {
     this.context = trace.setSpan(ROOT_CONTEXT, span);
   }
 
-  /** Ended by the relay rather than by dispatch (through.ts): returns itself. */
+  /** Ended by the relay rather than by dispatch (relay/relay.ts): returns itself. */
   hold(): this {
     this.held = true;
     return this;

@@ -169,8 +169,8 @@ export class LegacySession implements UpstreamSession {
         .catch(() => {});
     };
     // Requests go out directly, after the SDK's handshake: a POST of their own over streamable
-    // HTTP, a line written to the transport over stdio and SSE (#18: the SDK's per-request
-    // Protocol bookkeeping, an AbortSignal and its timers, cost more than the relay itself).
+    // HTTP, a line written to the transport over stdio and SSE (the SDK's per-request Protocol
+    // bookkeeping, an AbortSignal and its timers, cost more than the relay itself).
     // Answers, progress and log lines of those requests are taken off the transport before the
     // SDK client sees them; everything else is still the SDK's.
     direct = routeMessages(transport, (deliver) =>
@@ -230,7 +230,7 @@ export class LegacySession implements UpstreamSession {
     params: Record<string, unknown>,
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
-    // Most requests are relayed as they are answered: no async step of their own (#18).
+    // Tasks and their methods are reshaped to the 2026 extension's flat form (wire/tasks.ts).
     if (method === 'tools/call' ? params.task === undefined : !RESHAPED.has(method)) {
       return this.send(method, params, options);
     }

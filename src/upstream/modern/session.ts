@@ -10,6 +10,7 @@ import { ErrorCode, type JSONRPCMessage, McpError, type Tool } from '@modelconte
 import { ManifoldError } from '../../errors.js';
 import { admitMessage } from '../../guards/depth.js';
 import { Cancellation } from '../../lib/cancellation.js';
+import { isObject } from '../../lib/json.js';
 import type { ParamHeader } from '../../protocol/headers.js';
 import { META } from '../../protocol/versions.js';
 import { backoffDelay } from '../backoff.js';
@@ -162,10 +163,7 @@ export class ModernSession implements UpstreamSession {
     return page;
   }
 
-  /**
-   * No async wrapper (#18): the caller resolves with the result already undressed (`complete`),
-   * so a call no question can follow is the caller's own promise, and any other one reaction more.
-   */
+  /** Relays one request; a question the upstream asks is answered here in `ask` mode (rounds). */
   request(method: string, params: Result, options: SessionCallOptions): Promise<Result> {
     const first = this.caller.request(method, params, options);
     const ask = options.inputMode === 'ask' ? options.onInput : undefined;
@@ -252,24 +250,10 @@ export class ModernSession implements UpstreamSession {
         `the result has an unknown resultType ${JSON.stringify(String(type).slice(0, 40))}`,
       );
     }
-    // The result was parsed for this request alone, so its fields are cleared in place: a copy by
-    // rest destructuring and a `delete` (which leaves the object in V8's slow dictionary mode for
-    // every later read and the final JSON.stringify) cost more per call than the relay itself (#18).
-    // JSON leaves the undefined fields out.
-    if (type !== undefined) r.resultType = undefined;
-    const meta = r._meta as Result | undefined;
-    if (meta && typeof meta === 'object' && meta[META.serverInfo] !== undefined) {
-      meta[META.serverInfo] = undefined;
-      let others = false;
-      for (const k in meta) {
-        if (meta[k] !== undefined) {
-          others = true;
-          break;
-        }
-      }
-      if (!others) r._meta = undefined;
-    }
-    return r;
+    const { resultType: _type, _meta, ...rest } = r;
+    if (!isObject(_meta)) return _meta === undefined ? rest : { _meta, ...rest };
+    const { [META.serverInfo]: _server, ...others } = _meta;
+    return Object.keys(others).length > 0 ? { _meta: others, ...rest } : rest;
   }
 
   /**

@@ -6,7 +6,6 @@
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
-import { parseAnswer } from '../../guards/raw-text.js';
 import type { Logger } from '../../lib/log.js';
 import type { PostJson } from '../../platform.js';
 import { UpstreamHttpError, UpstreamProtocolError, UpstreamSessionExpired } from '../call-errors.js';
@@ -76,8 +75,7 @@ export async function postMessage(
   }
   const type = mediaType(answer.headers.get('content-type'));
   if (type === 'application/json') {
-    // A tools/call answer's big texts stay the JSON they came as, sent on unescaped.
-    const data = parseAnswer(await answer.text(), message.method === 'tools/call');
+    const data: unknown = JSON.parse(await answer.text());
     for (const m of Array.isArray(data) ? data : [data]) o.receive(m, message.id);
     return { json: true };
   }

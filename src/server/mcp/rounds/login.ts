@@ -1,5 +1,5 @@
 /**
- * A `user` server's caller who has not signed in yet (#19, design §4.4): the call is answered
+ * A `user` server's caller who has not signed in yet (#19): the call is answered
  * with the caller's own login link, in the client's own way.
  *
  * - A legacy client that declared `elicitation.url` gets JSON-RPC error -32042
@@ -13,13 +13,14 @@
  *
  * The link carries only the PKCE challenge and a sealed state, no token (docs/security.md).
  */
-import { ManifoldError } from '../../errors.js';
-import { isObject } from '../../lib/json.js';
-import { errorMessage, rawResultMessage, resultMessage } from '../../protocol/jsonrpc.js';
-import type { UpstreamAuthRequired } from '../../upstream/call-errors.js';
-import { type Edge, json } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
+import { ManifoldError } from '../../../errors.js';
+import { isObject } from '../../../lib/json.js';
+import { errorMessage, rawResultMessage, resultMessage } from '../../../protocol/jsonrpc.js';
+import type { UpstreamAuthRequired } from '../../../upstream/call-errors.js';
+import type { Edge } from '../edge.js';
+import type { Exchange } from '../exchange.js';
+import type { Reply } from '../http-in.js';
+import { json } from '../http-in.js';
 import { inputRequiredResult } from './mrtr.js';
 
 /** The key of the gateway's login request among a modern client's input requests. */
@@ -58,7 +59,7 @@ export function loginText(e: UpstreamAuthRequired): string {
 /**
  * A modern retry that answers the gateway's login request: its state is checked (principal,
  * method, target, expiry) and removed, so the call goes as the original would. Any other state
- * is left for through.ts. Returns the round the retry answers (0 for a first call).
+ * is left for the relay (relay/relay.ts). Returns the round the retry answers (0 for a first call).
  */
 export async function takeLoginState(
   edge: Edge,
@@ -104,7 +105,7 @@ export async function loginReply(
       ? json(
           resultMessage(
             id,
-            ex.result({
+            ex.dress({
               content: [{ type: 'text', text }],
               isError: true,
               _meta: { 'manifold/login': e.rule },

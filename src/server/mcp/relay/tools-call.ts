@@ -1,19 +1,28 @@
-import type { CatalogEntry } from '../../aggregate/catalog.js';
-import { rateLimited } from '../../auth/shared-limit.js';
-import { ManifoldError } from '../../errors.js';
-import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../guards/depth.js';
-import { resultMessage } from '../../protocol/jsonrpc.js';
-import { UpstreamAuthRequired } from '../../upstream/call-errors.js';
-import type { Upstream } from '../../upstream/upstream.js';
-import { type ApprovalGate, type ApprovalOutcome, approvalQuestion, refusalResult } from './approval.js';
-import { type Edge, failBody, json } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
-import { describeTool, searchTools } from './local-tools.js';
-import { loginReply, takeLoginState } from './login-elicit.js';
-import { splitMeta } from './split-meta.js';
-import { planTask, taskCreated } from './tasks.js';
-import { runThrough } from './through.js';
+import type { CatalogEntry } from '../../../aggregate/catalog.js';
+import { DESCRIBE_MAX_NAMES } from '../../../aggregate/describe-tool.js';
+import { MAX_QUERY_LENGTH, searchHit } from '../../../aggregate/search.js';
+import type { Principal } from '../../../auth/principal.js';
+import { rateLimited } from '../../../auth/shared-limit.js';
+import { ManifoldError } from '../../../errors.js';
+import type { Gateway } from '../../../gateway/gateway.js';
+import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
+import { isObject } from '../../../lib/json.js';
+import { checkParamHeaders } from '../../../protocol/headers.js';
+import { resultMessage } from '../../../protocol/jsonrpc.js';
+import { UpstreamAuthRequired } from '../../../upstream/call-errors.js';
+import type { Upstream } from '../../../upstream/upstream.js';
+import type { Edge } from '../edge.js';
+import type { Exchange } from '../exchange.js';
+import { json, type Reply } from '../http-in.js';
+import {
+  type ApprovalGate,
+  type ApprovalOutcome,
+  approvalQuestion,
+  refusalResult,
+} from '../rounds/approval.js';
+import { loginReply, takeLoginState } from '../rounds/login.js';
+import { planTask, taskCreated } from '../tasks.js';
+import { relayRequest } from './relay.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
@@ -23,44 +32,38 @@ type ApprovalAudit = { approval: ApprovalOutcome | 'denied'; approvedBy?: string
 /**
  * Relays one tools/call to the upstream that owns it, with one audit line per call. The answer
  * is plain JSON unless something must reach the client first (progress re-keyed to its token,
- * log messages it asked for): then the POST becomes an SSE stream (through.ts, answer.ts).
- *
- * No async step of its own on the common call (#18): a ready gateway, a connected owner and a
- * local rate limit take it to the upstream in the same turn; only what must wait (the first
- * catalog, a first connection, a shared limiter's store, an approval question, a login, a
- * caller's own instance) waits.
+ * log messages it asked for): then the POST becomes an SSE stream (relay.ts, answer.ts).
  */
-export function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
+export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
   const call = new ToolCall(edge, outer);
-  let admitted: Promise<void> | undefined;
+  const { gateway } = edge;
   try {
-    admitted = admit(edge, call);
+    // A client may call a tool it already knows without listing first: wait for the first
+    // catalog like tools/list does. The tool is looked up here, once, for the whole call.
+    if (!gateway.isReady) await gateway.ready;
+    call.entry = gateway.resolve(outer.principal, call.params.name);
   } catch (e) {
-    call.denied(e);
+    return call.denied(e);
   }
-  if (admitted)
-    return admitted.then(
-      () => relayAudited(edge, call),
-      (e: unknown) => call.denied(e),
-    );
-  return relayAudited(edge, call);
-}
-
-/** `relay`, where a refusal thrown after admission is audited too (SECURITY G3). */
-function relayAudited(edge: Edge, call: ToolCall): Promise<Reply> {
+  // A 2026-07-28 client mirrors some arguments into headers: a transport check, not audited.
+  const plan = outer.era === 'modern' && outer.http ? gateway.guards.paramHeaders(call.entry) : [];
+  if (plan.length > 0) {
+    const args = call.params.arguments;
+    checkParamHeaders(plan, isObject(args) ? args : {}, (name) => outer.http!.header(name));
+  }
   try {
-    return relay(edge, call);
+    await admit(edge, call);
+  } catch (e) {
+    return call.denied(e);
+  }
+  try {
+    return await relay(edge, call);
   } catch (e) {
     return call.refused(e);
   }
 }
 
-/**
- * One tools/call on its way: the exchange (an inner one for `manifold__call_tool`), its tool, and
- * its audit line. A class, not an object literal: V8 may decide to allocate a literal's objects in
- * the old generation once some of them live long, and everything such an object points to then
- * outlives the young generation's collections (measured: 2.3 MB promoted per scavenge, #18).
- */
+/** One tools/call on its way: the exchange (an inner one for `manifold__call_tool`), its tool, and its audit line. */
 class ToolCall {
   ex: Exchange;
   params: Record<string, unknown>;
@@ -139,17 +142,14 @@ class ToolCall {
 }
 
 /**
- * Resolves the tool and takes the call from the tenant's rate limit: at once, or with a promise
- * when something must be waited for first.
+ * Takes the call from the tenant's rate limit, once its callee is known (search mode's
+ * `manifold__call_tool` names the call it stands for) and its server's first connection attempt
+ * has settled.
  */
-function admit(edge: Edge, call: ToolCall): Promise<void> | undefined {
+async function admit(edge: Edge, call: ToolCall): Promise<void> {
   const { gateway } = edge;
-  // A client may call a tool it already knows without listing first: wait for the first
-  // catalog like tools/list does, and for the owning upstream's first connection attempt.
-  if (!gateway.isReady) return gateway.ready.then(() => admit(edge, call));
   const { principal } = call.ex;
-  let entry = gateway.resolve(principal, call.params.name);
-  call.entry = entry;
+  let entry = call.entry!;
   if (entry.meta === 'call_tool') {
     // Search mode's way to call a found tool: the call it names, exactly as if made directly.
     call.ex = innerCall(call.ex);
@@ -161,20 +161,9 @@ function admit(edge: Edge, call: ToolCall): Promise<void> | undefined {
       throw new ManifoldError('ERR_INVALID_PARAMS', 'manifold__call_tool calls upstream tools only');
   }
   const owner = gateway.pool.get(entry.server);
-  if (owner?.state === 'connecting') return owner.firstAttempt.then(() => takeLimit(edge, principal));
-  return takeLimit(edge, principal);
-}
-
-function takeLimit(edge: Edge, principal: Exchange['principal']): Promise<void> | undefined {
-  const limit = edge.gateway.takeCall(principal.tenant);
-  // Awaited only when a shared limiter had to ask its store: the common call stays synchronous.
-  if (limit instanceof Promise) {
-    return limit.then((l) => {
-      if (!l.ok) throw rateLimited(l.retryAfterSeconds);
-    });
-  }
+  if (owner?.state === 'connecting') await owner.firstAttempt;
+  const limit = await gateway.takeCall(principal.tenant);
   if (!limit.ok) throw rateLimited(limit.retryAfterSeconds);
-  return undefined;
 }
 
 /** What a call needs to wait for before it is sent: an approval question, a login, its callee. */
@@ -191,7 +180,7 @@ class Prepared {
   ) {}
 }
 
-function relay(edge: Edge, call: ToolCall): Promise<Reply> {
+async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   const { gateway } = edge;
   const { ex } = call;
   const entry = call.entry!;
@@ -214,9 +203,9 @@ function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   }
   const respond = (verdict: Verdict, body: string) => {
     call.audit(verdict, body.length);
-    return Promise.resolve(json(body));
+    return json(body);
   };
-  const local = (r: Result) => resultMessage(request.id, ex.result(r));
+  const local = (r: Result) => resultMessage(request.id, ex.dress(r));
   if (entry.meta === 'describe_tool') {
     return respond('allowed', local(describeTool(gateway, principal, argsObject)));
   }
@@ -235,22 +224,16 @@ function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   if (entry.approval === 'deny') {
     const body = local(refusalResult(entry, 'denied', timeoutSeconds));
     call.audit('denied', body.length, { approval: 'denied' });
-    return Promise.resolve(json(body));
+    return json(body);
   }
   const shared = gateway.pool.get(entry.server);
   if (!shared) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
-  if (
-    entry.approval === 'ask' ||
-    shared.config.auth?.mode === 'user' ||
-    shared.config.isolation !== 'shared'
-  ) {
-    return prepare(edge, call, entry, argsObject, shared, timeoutSeconds)
-      .then((prepared) =>
-        prepared instanceof Prepared ? send(edge, call, entry, argsObject, prepared) : prepared,
-      )
-      .then(undefined, (e: unknown) => call.refused(e));
-  }
-  return send(edge, call, entry, argsObject, new Prepared(ex, shared));
+  const waits =
+    entry.approval === 'ask' || shared.config.auth?.mode === 'user' || shared.config.isolation !== 'shared';
+  const prepared = waits
+    ? await prepare(edge, call, entry, argsObject, shared, timeoutSeconds)
+    : new Prepared(ex, shared);
+  return prepared instanceof Prepared ? send(edge, call, entry, argsObject, prepared) : prepared;
 }
 
 /** What must be waited for before the call is sent; a reply instead when the call ends here. */
@@ -277,7 +260,7 @@ async function prepare(
         prepared.approvedBy = by;
       },
       refuse: (outcome, id, detail) => {
-        const body = resultMessage(id, ex.result(refusalResult(entry, outcome, timeoutSeconds, detail)));
+        const body = resultMessage(id, ex.dress(refusalResult(entry, outcome, timeoutSeconds, detail)));
         call.audit('denied', body.length, { approval: outcome });
         return body;
       },
@@ -301,6 +284,10 @@ async function prepare(
   return prepared;
 }
 
+/**
+ * Sends the call. A retry's request state can still refuse it (the state does not open, or it
+ * carries other arguments than were approved): that rejects, and is audited like any refusal.
+ */
 function send(
   edge: Edge,
   call: ToolCall,
@@ -310,8 +297,6 @@ function send(
 ): Promise<Reply> {
   const { gateway } = edge;
   const { ex, upstream, gate } = prepared;
-  // The client's own `_meta`, as sent (a login state's removal leaves it as it was).
-  const params = call.ex.request.params ?? {};
   const approvalAudit = (): ApprovalAudit | undefined =>
     prepared.approvedAt === undefined
       ? undefined
@@ -330,54 +315,33 @@ function send(
     throw e;
   }
   if (plan.task) upstreamParams.task = plan.task;
-  const { progressToken, relayed } = splitMeta(params._meta);
-  if (relayed) upstreamParams._meta = relayed;
-
-  const validToken = typeof progressToken === 'string' || typeof progressToken === 'number';
-  const reply = runThrough(edge, ex, {
+  if (ex.meta.relayed) upstreamParams._meta = ex.meta.relayed;
+  return relayRequest(edge, ex, {
     upstream,
     method: 'tools/call',
     params: upstreamParams,
     target: entry.name,
     repeatable: entry.risk === 'read',
-    progressToken: validToken ? progressToken : undefined,
-    onResult: (result, id) => {
-      const body = gateway.guards.resultMessage(entry, result, id, ex);
-      call.audit('allowed', body.length, approvalAudit());
-      return body;
-    },
-    onError: (e, id) => {
-      const asResult = errorAsResult(entry, e);
-      const f = asResult
-        ? { body: resultMessage(id, ex.result(asResult)), status: 200 }
-        : failBody(edge, id, e, ex.era);
-      call.audit('error', f.body.length, approvalAudit());
-      return f;
-    },
-    onInputRequired: (bytesOut) => call.audit('allowed', bytesOut, approvalAudit(), undefined, true),
-    onCancelled: () => call.audit('error', 0, approvalAudit()),
+    progressToken: ex.meta.progressToken,
+    onResult: (result, id) => gateway.guards.resultMessage(entry, ex.dress(result), id),
+    errorResult: (e) => errorAsResult(entry, e),
+    audit: (verdict, bytesOut, inputRequired) =>
+      call.audit(verdict, bytesOut, approvalAudit(), undefined, inputRequired),
     ...(gate ? { approval: gate } : {}),
     tasks: plan.extension,
     ...(plan.extension || plan.task
       ? {
-          onTask: async (raw: Result, id: string | number) => {
-            const body = await taskCreated(edge, ex, entry, raw, id);
-            call.audit('allowed', body.length, approvalAudit());
-            return body;
-          },
+          onTask: (raw: Result, id: string | number) => taskCreated(edge, ex, entry, raw, id),
         }
       : {}),
   });
-  // A retry's request state can still refuse the call (it does not open, or it carries other
-  // arguments than were approved): audited like any refusal. Other calls' replies never reject.
-  return params.requestState === undefined ? reply : reply.then(undefined, (e: unknown) => call.refused(e));
 }
 
 /** `manifold__call_tool {name, arguments}` as the tools/call it stands for (the rest of params kept). */
 function innerCall(ex: Exchange): Exchange {
   const params = ex.request.params ?? {};
   const args = params.arguments;
-  const inner = typeof args === 'object' && args !== null && !Array.isArray(args) ? (args as Result) : {};
+  const inner = isObject(args) ? args : {};
   if (typeof inner.name !== 'string' || inner.name === '') {
     throw new ManifoldError(
       'ERR_INVALID_PARAMS',
@@ -405,4 +369,61 @@ function errorAsResult(entry: CatalogEntry, e: unknown): Result | undefined {
     };
   }
   return undefined;
+}
+
+const errorResult = (text: string): Result => ({ content: [{ type: 'text', text }], isError: true });
+
+/**
+ * manifold__describe_tool: the full definitions of tools the caller can see. A tool the caller
+ * cannot see and a tool that does not exist give the same answer (SECURITY A13).
+ */
+export function describeTool(gateway: Gateway, principal: Principal, args: Record<string, unknown>): Result {
+  const requested: unknown[] =
+    args.names !== undefined ? (Array.isArray(args.names) ? args.names : [args.names]) : [args.name];
+  if (
+    requested.length === 0 ||
+    requested.length > DESCRIBE_MAX_NAMES ||
+    requested.some((n) => typeof n !== 'string')
+  ) {
+    return errorResult(
+      `Pass {"name": "<tool>"} or {"names": [...]} with 1 to ${DESCRIBE_MAX_NAMES} tool names.`,
+    );
+  }
+  const found: CatalogEntry[] = [];
+  for (const name of requested as string[]) {
+    try {
+      found.push(gateway.resolve(principal, name));
+    } catch (e) {
+      if (e instanceof ManifoldError) return errorResult(e.publicMessage);
+      throw e;
+    }
+  }
+  const tools = found.map((e) => {
+    const { name, title, description, inputSchema, outputSchema, annotations } = e.full;
+    return { name, title, description, inputSchema, outputSchema, annotations };
+  });
+  return {
+    content: [{ type: 'text', text: JSON.stringify(tools.length === 1 ? tools[0] : tools, null, 2) }],
+  };
+}
+
+/**
+ * manifold__search_tools: the best matching tools the caller may see, as tools/list would show
+ * them (a quarantined tool as its stub). Bounded query, bounded answer.
+ */
+export function searchTools(gateway: Gateway, principal: Principal, args: Record<string, unknown>): Result {
+  const query = args.query;
+  if (typeof query !== 'string' || query.trim() === '' || query.length > MAX_QUERY_LENGTH) {
+    return errorResult(`Pass {"query": "<a few words>"} of 1 to ${MAX_QUERY_LENGTH} characters.`);
+  }
+  const limit = args.limit;
+  if (limit !== undefined && (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1)) {
+    return errorResult('limit must be a positive integer.');
+  }
+  const found = gateway.searchTools(principal, query, limit as number | undefined).map(searchHit);
+  const text =
+    found.length === 0
+      ? `No tool matches ${JSON.stringify(query)}. Try other words.`
+      : JSON.stringify(found, null, 1);
+  return { content: [{ type: 'text', text }], structuredContent: { tools: found } };
 }

@@ -13,19 +13,20 @@
  * round of the approved call (the upstream's own questions) carries that digest, and who approved
  * and when (SECURITY G1). Any answer spends the state: a decline is never followed by a yes (G2).
  */
-import type { CatalogEntry } from '../../aggregate/catalog.js';
-import type { Sealer } from '../../auth/seal.js';
-import { ManifoldError } from '../../errors.js';
-import { canonicalJson, sha256Hex } from '../../guards/canonical-json.js';
-import { stripUnsafe } from '../../guards/text.js';
-import { Cancellation } from '../../lib/cancellation.js';
-import type { Redactor } from '../../lib/redact.js';
-import { rawResultMessage } from '../../protocol/jsonrpc.js';
-import type { InputRequests } from '../../upstream/session.js';
-import type { Answer } from './answer.js';
-import { type Edge, json } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
+import type { CatalogEntry } from '../../../aggregate/catalog.js';
+import type { Sealer } from '../../../auth/seal.js';
+import { ManifoldError } from '../../../errors.js';
+import { canonicalJson, sha256Hex } from '../../../guards/canonical-json.js';
+import { stripUnsafe } from '../../../guards/text.js';
+import { Cancellation } from '../../../lib/cancellation.js';
+import type { Redactor } from '../../../lib/redact.js';
+import { rawResultMessage } from '../../../protocol/jsonrpc.js';
+import type { InputRequests } from '../../../upstream/session.js';
+import type { Edge } from '../edge.js';
+import type { Exchange } from '../exchange.js';
+import type { Reply } from '../http-in.js';
+import { json } from '../http-in.js';
+import type { Answer } from '../relay/answer.js';
 import { type Approved, approvedOf, inputRequiredResult, invalidState, type StateBody } from './mrtr.js';
 
 type Result = Record<string, unknown>;

@@ -5,17 +5,16 @@
  * the client's era. Upstream names and URIs are translated both ways.
  */
 
-import type { ResourceRoute } from '../../aggregate/surface-views.js';
-import { rewriteUri } from '../../aggregate/uris.js';
-import { rateLimited, type TakeResult } from '../../auth/shared-limit.js';
-import { ManifoldError } from '../../errors.js';
-import { isObject } from '../../lib/json.js';
-import { rawResultMessage } from '../../protocol/jsonrpc.js';
-import { isReservedMetaKey } from '../../protocol/versions.js';
-import { type Edge, failBody } from './dispatch.js';
-import type { Exchange } from './exchange.js';
-import type { Reply } from './http-in.js';
-import { runThrough } from './through.js';
+import type { ResourceRoute } from '../../../aggregate/surface-views.js';
+import { rewriteUri } from '../../../aggregate/uris.js';
+import { rateLimited } from '../../../auth/shared-limit.js';
+import { ManifoldError } from '../../../errors.js';
+import { isObject } from '../../../lib/json.js';
+import { resultMessage } from '../../../protocol/jsonrpc.js';
+import type { Edge } from '../edge.js';
+import type { Exchange } from '../exchange.js';
+import type { Reply } from '../http-in.js';
+import { relayRequest } from './relay.js';
 
 type Result = Record<string, unknown>;
 
@@ -31,24 +30,15 @@ interface Target {
   cacheable?: boolean;
 }
 
-/** The downstream `_meta` minus what describes the client's own request (its version, capabilities). */
-function relayedMeta(meta: unknown): Result | undefined {
-  if (!isObject(meta)) return undefined;
-  let out: Result | undefined;
-  for (const [k, v] of Object.entries(meta)) {
-    if (k === 'progressToken' || isReservedMetaKey(k)) continue;
-    out ??= {};
-    out[k] = v;
-  }
-  return out;
+/**
+ * `params` as the upstream gets them: with the keys of the client's `_meta` that are relayed
+ * (exchange.ts `meta`), never its own progress token or reserved keys.
+ */
+function withMeta(params: Result, ex: Exchange): Result {
+  return ex.meta.relayed ? { ...params, _meta: ex.meta.relayed } : params;
 }
 
-function withMeta(params: Result, source: Result): Result {
-  const meta = relayedMeta(source._meta);
-  return meta ? { ...params, _meta: meta } : params;
-}
-
-export function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
+export async function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const entry = edge.gateway.views.resolvePrompt(ex.principal, params.name);
   if (entry.quarantined) {
@@ -63,7 +53,7 @@ export function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
   return relay(edge, ex, {
     server: entry.server,
     subject: entry.name,
-    params: withMeta({ name: entry.original, ...(args ? { arguments: args } : {}) }, params),
+    params: withMeta({ name: entry.original, ...(args ? { arguments: args } : {}) }, ex),
     finish: (r) => edge.gateway.guards.capSurface(entry.server, 'prompt', entry.name, r),
   });
 }
@@ -75,7 +65,7 @@ function exposedUri(route: ResourceRoute, upstreamUri: string): string {
   return upstreamUri;
 }
 
-export function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
+export async function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const route = edge.gateway.views.resolveResource(ex.principal, params.uri);
   if (route.template?.quarantined) {
@@ -87,7 +77,7 @@ export function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
   return relay(edge, ex, {
     server: route.server,
     subject: String(params.uri),
-    params: withMeta({ uri: route.uri }, params),
+    params: withMeta({ uri: route.uri }, ex),
     cacheable: true,
     finish: (r) => {
       const contents = Array.isArray(r.contents)
@@ -100,7 +90,7 @@ export function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
   });
 }
 
-export function completionComplete(edge: Edge, ex: Exchange): Promise<Reply> {
+export async function completionComplete(edge: Edge, ex: Exchange): Promise<Reply> {
   const params = ex.request.params ?? {};
   const ref = isObject(params.ref) ? params.ref : {};
   const views = edge.gateway.views;
@@ -127,11 +117,11 @@ export function completionComplete(edge: Edge, ex: Exchange): Promise<Reply> {
       'ref must be {"type": "ref/prompt", "name"} or {"type": "ref/resource", "uri"}',
     );
   }
-  const { ref: _r, ...rest } = params;
+  const { ref: _r, _meta: _m, ...rest } = params;
   return relay(edge, ex, {
     server,
     subject: String(ref.name ?? ref.uri ?? ''),
-    params: withMeta({ ...rest, ref: upstreamRef }, params),
+    params: withMeta({ ...rest, ref: upstreamRef }, ex),
     finish: boundCompletion,
   });
 }
@@ -156,13 +146,13 @@ function boundCompletion(r: Result): Result {
  * completion, tasks): returns the function that writes the audit line when it ends; a request
  * over the limit is audited as denied and refused here.
  */
-export function admitRequest(
+export async function admitRequest(
   edge: Edge,
   ex: Exchange,
   method: string,
   target: string,
   server: string,
-): RequestAudit | Promise<RequestAudit> {
+): Promise<RequestAudit> {
   const { gateway } = edge;
   const { principal } = ex;
   const started = gateway.platform.now();
@@ -185,9 +175,10 @@ export function admitRequest(
     const { observers } = gateway;
     observers.report(method, principal, server, shown, verdict, durationMs, ex.bytesIn, bytesOut, reason);
   };
-  const limit = gateway.takeCall(principal.tenant);
-  if (limit instanceof Promise) return limit.then((l) => admitted(l, audit));
-  return admitted(limit, audit);
+  const limit = await gateway.takeCall(principal.tenant);
+  if (limit.ok) return audit;
+  audit('denied', 0, 'ERR_RATE_LIMITED');
+  throw rateLimited(limit.retryAfterSeconds);
 }
 
 /**
@@ -201,30 +192,19 @@ export type RequestAudit = (
   inputRequired?: boolean,
 ) => void;
 
-/** The audit of an admitted request, or the refusal of one over its tenant's limit. */
-function admitted(limit: TakeResult, audit: RequestAudit) {
-  if (limit.ok) return audit;
-  audit('denied', 0, 'ERR_RATE_LIMITED');
-  throw rateLimited(limit.retryAfterSeconds);
-}
-
 async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
   const { gateway } = edge;
   const { request } = ex;
-  let audit = admitRequest(edge, ex, request.method, target.subject, target.server);
-  // Awaited only when a shared limiter had to ask its store: the common request stays synchronous.
-  if (audit instanceof Promise) audit = await audit;
+  const audit = await admitRequest(edge, ex, request.method, target.subject, target.server);
   const upstream = await gateway.callee(target.server, ex.principal);
-  const { progressToken } = isObject(request.params?._meta) ? (request.params._meta as Result) : {};
-  return runThrough(edge, ex, {
+  return relayRequest(edge, ex, {
     upstream,
     method: request.method,
     params: target.params,
     target: target.subject,
-    progressToken:
-      typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
+    progressToken: ex.meta.progressToken,
     onResult: (result, id) => {
-      const dressed = ex.result(target.finish(result));
+      const dressed = ex.dress(target.finish(result));
       if (target.cacheable && ex.era === 'modern') {
         // resources/read is cacheable (2026-07-28: caching): the upstream's hint, private
         // whenever the answer depends on who asks.
@@ -235,16 +215,8 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
         delete dressed.ttlMs;
         delete dressed.cacheScope;
       }
-      const body = rawResultMessage(id, JSON.stringify(dressed));
-      audit('allowed', body.length);
-      return body;
+      return resultMessage(id, dressed);
     },
-    onError: (e, id) => {
-      const f = failBody(edge, id, e, ex.era);
-      audit('error', f.body.length);
-      return f;
-    },
-    onInputRequired: (bytesOut) => audit('allowed', bytesOut, undefined, true),
-    onCancelled: () => audit('error', 0),
+    audit: (verdict, bytesOut, inputRequired) => audit(verdict, bytesOut, undefined, inputRequired),
   });
 }

@@ -14,12 +14,12 @@
  * expiry, originating request).
  */
 
-import type { Sealer } from '../../auth/seal.js';
-import { ManifoldError } from '../../errors.js';
-import { unrefTimer } from '../../platform.js';
-import type { InputRequests, InputResponses } from '../../upstream/session.js';
-import type { Answer } from './answer.js';
-import { CallerBounds, type CallerLimits, type Holder } from './caller-bounds.js';
+import type { Sealer } from '../../../auth/seal.js';
+import { ManifoldError } from '../../../errors.js';
+import { unrefTimer } from '../../../platform.js';
+import type { InputRequests, InputResponses } from '../../../upstream/session.js';
+import { CallerBounds, type CallerLimits, type Holder } from '../caller-bounds.js';
+import type { Answer } from '../relay/answer.js';
 
 export interface StateBody {
   v: 1;

@@ -1,8 +1,7 @@
-import type { MessageBody } from '../../guards/split-result.js';
-import type { Cancellation } from '../../lib/cancellation.js';
-import { json } from './dispatch.js';
-import type { Reply } from './http-in.js';
-import { SseStream, sseHeaders } from './sse.js';
+import type { Cancellation } from '../../../lib/cancellation.js';
+import type { Reply } from '../http-in.js';
+import { json } from '../http-in.js';
+import { SseStream, sseHeaders } from '../sse.js';
 
 /**
  * The HTTP answer to one request, decided as late as possible: plain JSON when the result comes
@@ -11,7 +10,7 @@ import { SseStream, sseHeaders } from './sse.js';
  * transports, "Sending Messages"), and a client that accepts only JSON never gets a stream: what
  * cannot reach it is dropped (or, for a request to the client, refused by the caller).
  */
-/** Where streamed messages go: a plain SSE stream, or a resumable one (resumable.ts). */
+/** Where streamed messages go: a plain SSE stream, or a resumable one (sse.ts). */
 export interface EventSink {
   readonly readable: ReadableStream<Uint8Array>;
   readonly closed: boolean;
@@ -33,7 +32,7 @@ export class Answer {
   /**
    * Aborted when the client closes the stream before the answer is complete (a modern call's own
    * cancellation, until it is held for a retry). A field rather than an `onClose` closure, which
-   * would keep the whole call reachable from the answer (#18, docs/design.md).
+   * would keep the whole call reachable from the answer.
    */
   abortOnClose: Cancellation | undefined;
 
@@ -88,11 +87,11 @@ export class Answer {
   }
 
   /** The final message (a result or an error); ends the stream if one was opened. */
-  finish(body: MessageBody, status = 200): void {
+  finish(body: string, status = 200): void {
     if (this.done) return;
     this.done = true;
     if (this.stream) {
-      this.stream.send(String(body));
+      this.stream.send(body);
       this.stream.close();
     } else {
       this.resolve(json(body, status));
