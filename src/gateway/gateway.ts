@@ -87,8 +87,6 @@ export class Gateway {
   readonly views = new SurfaceViews(() => this.surface);
   /** Settles when every upstream's first attempt has settled. */
   ready: Promise<void> = Promise.resolve();
-  /** `ready` has settled (a call then awaits nothing before it is relayed, #18). */
-  isReady = true;
   private started = false;
   private stopping = false;
   private inflight = 0;
@@ -107,7 +105,7 @@ export class Gateway {
   readonly pages: ListPages;
   /** Who hears of each audited request (metrics, the status page's recent calls). */
   readonly observers = new Observers();
-  /** Per-tenant rate limit for tools/call: sync when local, a Promise when the store must answer. */
+  /** Per-tenant rate limit for tools/call. */
   readonly takeCall: TakeCall;
   /** Listeners for a verified catalog change (downstream list_changed). */
   private listeners = new Set<(catalog: Catalog, changed: ReadonlySet<ChangeKind>) => void>();
@@ -185,13 +183,11 @@ export class Gateway {
       .finally(() => this.endColdDiscovery(false));
     this.live = live;
     const { coldStartMs } = this.config.gateway;
-    this.isReady = false;
     this.ready = warmed
       .then((count) =>
         count > 0 ? undefined : coldDeadline(coldStartMs, live, () => this.endColdDiscovery(true)),
       )
       .then(() => {
-        this.isReady = true;
         this.log.info('gateway.catalog', {
           tools: this.catalog.entries.length,
           version: this.catalog.version,

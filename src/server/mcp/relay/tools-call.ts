@@ -40,7 +40,7 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
   try {
     // A client may call a tool it already knows without listing first: wait for the first
     // catalog like tools/list does. The tool is looked up here, once, for the whole call.
-    if (!gateway.isReady) await gateway.ready;
+    await gateway.ready;
     call.entry = gateway.resolve(outer.principal, call.params.name);
   } catch (e) {
     return call.denied(e);
