@@ -10,8 +10,8 @@ import {
   notResentError,
   sessionExpired,
 } from './call-errors.js';
-import type { UpstreamSession } from './session.js';
-import { type CallOptions, type UpstreamDeps, type UpstreamState, withDeadlines } from './types.js';
+import type { SessionCallOptions, UpstreamSession } from './session.js';
+import type { CallOptions, UpstreamDeps, UpstreamState } from './types.js';
 
 /** What recovery reads of its upstream, and the few things it asks of it. */
 export interface RecoveryHost {
@@ -91,7 +91,11 @@ export class Recovery {
       }
       const timeout = up.config.timeoutMs;
       const { cancellation, onprogress } = options;
-      const sent = withDeadlines(options, timeout, Math.max(timeout, up.deps.gateway.maxCallTimeoutMs));
+      const sent: SessionCallOptions = {
+        ...options,
+        timeoutMs: timeout,
+        maxTotalMs: Math.max(timeout, up.deps.gateway.maxCallTimeoutMs),
+      };
       if (onprogress) {
         // Progress must keep increasing (spec: utilities/progress): a resent request starts again
         // from zero, so what does not pass the last value relayed is dropped.

@@ -13,7 +13,7 @@ import {
   paramHeaderPlan,
   paramValue,
 } from '../../protocol/headers.js';
-import { META, withMeta, withMetaField } from '../../protocol/versions.js';
+import { META } from '../../protocol/versions.js';
 import type { Wire } from '../wire/http.js';
 
 /**
@@ -47,7 +47,7 @@ export function modernStamp(version: string, clientVersion: string) {
         o?.clientCapabilities ?? given?.[META.clientCapabilities] ?? GATEWAY_CLIENT_CAPABILITIES,
     };
     if (o?.logLevel !== undefined) own[META.logLevel] = o.logLevel;
-    return withMetaField(params, given ? withMeta(given, own) : own);
+    return { ...params, _meta: { ...given, ...own } };
   };
 }
 
@@ -90,8 +90,7 @@ export function modernWire(
         const v = paramValue(args, p);
         if (v !== undefined) own[`mcp-param-${p.header.toLowerCase()}`] = encodeHeaderValue(v);
       }
-      // Merged, not spread: Node 20 takes V8's slow path for keys added after a spread.
-      return Object.assign({}, base, own);
+      return { ...base, ...own };
     },
   };
 }

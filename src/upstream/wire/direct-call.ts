@@ -25,7 +25,6 @@ import { isObject } from '../../lib/json.js';
 import type { Logger } from '../../lib/log.js';
 import { IdTable } from '../../lib/tables.js';
 import { type PostJson, unrefTimer } from '../../platform.js';
-import { withMeta, withMetaField } from '../../protocol/versions.js';
 import { UpstreamInvalidAnswer, UpstreamProtocolError, UpstreamRpcError } from '../call-errors.js';
 import type { StampOptions } from '../modern/wire.js';
 import type { InputHandler, LogMessage } from '../session.js';
@@ -200,7 +199,7 @@ export class DirectCaller implements CallHost {
     let callParams = this.o.stamp ? this.o.stamp(params, options) : params;
     if (onprogress) {
       const given = callParams._meta;
-      callParams = withMetaField(callParams, withMeta(isObject(given) ? given : {}, { progressToken: id }));
+      callParams = { ...callParams, _meta: { ...(isObject(given) ? given : {}), progressToken: id } };
     }
     const message = { jsonrpc: '2.0' as const, id, method, params: callParams };
     if (cancellation?.aborted) return Promise.reject(cancellation.reason);
