@@ -1,6 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { ManifoldError } from '../../src/errors.js';
-import type { VerifiedListing } from '../../src/guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../../src/guards/drift/verdict.js';
 import type { Era } from '../../src/protocol/versions.js';
 import type { Listing } from '../../src/upstream/listing.js';
 import type { DiscoverInfo } from '../../src/upstream/modern/session.js';

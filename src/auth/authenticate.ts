@@ -1,8 +1,9 @@
+import type { JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AuthConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { extractBearer, principalFromClaims } from './grants.js';
-import { createVerifier, type JWTPayload } from './jwt.js';
+import { createVerifier } from './jwt.js';
 import type { Authenticator, HeaderBag, Principal } from './principal.js';
 
 /** A verified token is re-checked at most this often; a key removed from the JWKS stops working within it. */

@@ -15,7 +15,8 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../lib/log.js';
-import type { CallLimiterFactory, LimiterInputs, TakeCall, TakeResult } from './shared-limit.js';
+import type { TakeResult } from './rate-limit.js';
+import type { CallLimiterFactory, LimiterInputs, TakeCall } from './shared-limit.js';
 
 export const WINDOW_MS = 60_000;
 /** How many tenants' leases are remembered; an evicted lease's rest is lost (refuses early, never over). */

@@ -8,8 +8,6 @@ import type { Config } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { rateLimiter, type TakeResult } from './rate-limit.js';
 
-export type { TakeResult } from './rate-limit.js';
-
 /** Takes one call from a tenant's budget. */
 export type TakeCall = (tenant: string) => Promise<TakeResult>;
 

@@ -6,7 +6,7 @@ import {
   compileArgsValidator,
   compileOutputValidator,
 } from '../guards/args.js';
-import { quarantineDescription } from '../guards/drift/fingerprint.js';
+import { quarantineDescription } from '../guards/drift/verdict.js';
 import { type CappedResult, errorInstead, type ResultFraming, resultCap } from '../guards/result-cap.js';
 import { contentsCap, promptResultCap } from '../guards/surface-caps.js';
 import { utf8Bytes } from '../guards/text.js';

@@ -10,7 +10,7 @@ import { Sealer } from '../auth/seal.js';
 import { type CallLimiterFactory, callLimiter, type TakeCall } from '../auth/shared-limit.js';
 import type { Config } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import type { Logger } from '../lib/log.js';
 import { type Redactor, redactor } from '../lib/redact.js';
 import { Observers } from '../observe/record.js';
@@ -58,8 +58,6 @@ export interface GatewayOptions {
   openSession?: SessionOpener;
   upstreamAuth?: ReadonlyMap<string, UpstreamAuth>; // protected upstreams' credentials (#19), by server
 }
-
-export type { Health } from './lifecycle.js';
 
 /**
  * The gateway's state: upstream pool, current catalog snapshot, sessions. The HTTP layer

@@ -1,7 +1,7 @@
 import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import type { Cancellation } from '../lib/cancellation.js';
 import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';

@@ -1,6 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import { reachedOverSse } from './legacy/transports.js';
 import type { UpstreamSession } from './session.js';
 import type { UpstreamState, UpstreamStatus } from './types.js';

@@ -1,6 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';

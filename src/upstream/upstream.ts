@@ -1,8 +1,8 @@
 import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
 import { driftListing } from '../guards/drift/kinds.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import { isObject } from '../lib/json.js';
 import type { Logger } from '../lib/log.js';
 import { type Era, TASKS_EXTENSION } from '../protocol/versions.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { CallGuards } from '../../src/gateway/call-guards.js';
 import { resultCap } from '../../src/guards/result-cap.js';
 import * as text from '../../src/guards/text.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { blockOf, DOWN_MS, type LeaseFn, leasedLimiter, WINDOW_MS } from '../../src/auth/leased-limit.js';
-import type { TakeCall, TakeResult } from '../../src/auth/shared-limit.js';
+import type { TakeResult } from '../../src/auth/rate-limit.js';
+import type { TakeCall } from '../../src/auth/shared-limit.js';
 import { createJsonLogger } from '../../src/lib/log.js';
 
 /** A clock the test moves by hand, starting 10 s into a window. */

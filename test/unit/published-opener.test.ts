@@ -1,9 +1,9 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { anonymousPrincipal } from '../../src/auth/principal.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway/gateway.js';
-import type { VerifiedListing } from '../../src/guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../../src/guards/drift/verdict.js';
 import { silentLogger } from '../../src/lib/log.js';
 import type { Platform } from '../../src/platform.js';
 import {

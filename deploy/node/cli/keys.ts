@@ -17,10 +17,8 @@ import {
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
-import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/schema.js';
+import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/defaults.js';
 import { type CliIO, CommandError, runCommand, UsageError } from './run.js';
-
-export type { CliIO } from './run.js';
 
 export const KEYS_USAGE = `Usage: manifold keys --out DIR [--alg ES256] [--iss ISSUER] [--aud AUDIENCE] [--force]
 

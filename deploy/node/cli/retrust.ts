@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { Config, ServerConfig } from '../../../src/config/types.js';
-import type { Baseline } from '../../../src/guards/drift/fingerprint.js';
 import { identityLine, planRetrust } from '../../../src/guards/drift/retrust-plan.js';
+import type { Baseline } from '../../../src/guards/drift/verdict.js';
 import type { Logger } from '../../../src/lib/log.js';
 import { identityOf, type ServerIdentity, sameIdentity } from '../../../src/store/state.js';
 import { Upstream } from '../../../src/upstream/upstream.js';

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { importJWK, type JWK, SignJWT } from 'jose';
-import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/schema.js';
+import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/defaults.js';
 import { type CliIO, CommandError, runCommand, UsageError } from './run.js';
 
 export const TOKEN_USAGE = `Usage: manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub SUBJECT

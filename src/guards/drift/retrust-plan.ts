@@ -7,8 +7,8 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { canonicalJson, sha256Hex } from '../canonical-json.js';
 import { diffTool, formatDiff, hasChanges } from './diff.js';
-import { type Baseline, baselineFrom } from './fingerprint.js';
 import { describeDriftName } from './kinds.js';
+import { type Baseline, baselineFrom } from './verdict.js';
 
 /** Where a server was trusted and where the config points now, for the top of a review. */
 export function identityLine(

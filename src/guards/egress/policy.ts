@@ -20,9 +20,6 @@ import { ManifoldError } from '../../errors.js';
 import { formatIp, parseIPv6, parseIp } from './ip.js';
 import { nonPublicReason } from './ranges.js';
 
-export { formatIp, type IpAddress, parseIPv4, parseIPv6, parseIp } from './ip.js';
-export { nonPublicReason } from './ranges.js';
-
 export type Verdict = { ok: true } | { ok: false; reason: string };
 
 export interface EgressPolicyOptions {

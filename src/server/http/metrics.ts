@@ -2,7 +2,7 @@ import type { Hono, MiddlewareHandler } from 'hono';
 import type { Authenticator } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
-import type { DriftEvent } from '../../guards/drift/fingerprint.js';
+import type { DriftEvent } from '../../guards/drift/verdict.js';
 import type { MetricFamily, MetricsExporter, Sample } from '../../observe/metrics.js';
 import { type LabelLimits, RequestMetrics } from '../../observe/request-metrics.js';
 import type { UpstreamState } from '../../upstream/types.js';

@@ -17,8 +17,9 @@ import type { SecretBox } from './box.js';
 import { bearerChallenge } from './challenge.js';
 import { ClientBook } from './clients.js';
 import { discoverAuthorizationServer, discoverResource } from './discovery.js';
-import { clientCredentials, redeemCode, refresh, revoke, selectScopes, startAuthorization } from './flow.js';
+import { redeemCode, selectScopes, startAuthorization } from './flow.js';
 import { createStaticAuth } from './static-auth.js';
+import { clientCredentials, refresh, revoke } from './token.js';
 import { type AskedScopes, hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
 import {
   type AsMetadata,
@@ -29,8 +30,6 @@ import {
   type SubjectKey,
   type TokenSet,
 } from './types.js';
-
-export type { UpstreamAuth } from './auth-fetch.js';
 
 export interface OAuthDeps {
   /** The unwrapped, egress-guarded fetch: discovery, registration and tokens never carry the bearer. */
