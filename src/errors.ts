@@ -1,6 +1,6 @@
 /**
  * One error hierarchy with stable codes. Code that handles errors narrows on `code`, never on
- * message text. The edge (server/errors.ts) maps each code to an HTTP status and JSON-RPC error.
+ * message text. The edge (server/mcp/errors.ts) maps each code to an HTTP status and JSON-RPC error.
  */
 export type ErrorCode =
   | 'ERR_CONFIG'

@@ -61,7 +61,7 @@ export interface GatewayOptions {
 
 /**
  * The gateway's state: upstream pool, current catalog snapshot, sessions. The HTTP layer
- * (server/app.ts) is a thin translation on top; nothing here knows about HTTP.
+ * (server/http/app.ts) is a thin translation on top; nothing here knows about HTTP.
  */
 export class Gateway {
   /** The running config; a reload (reload.ts) installs the next one. */
@@ -93,13 +93,13 @@ export class Gateway {
   readonly states: Promise<Sealer>;
   /** Seals the task ids the gateway hands out (bound to the principal, the server and the tool). */
   readonly taskIds: Promise<Sealer>;
-  /** Per-principal views of `catalog` (tools.ts): what each may list, call and search. */
+  /** Per-principal views of `catalog` (aggregate/tool-views.ts): what each may list, call and search. */
   private readonly tools: ToolViews;
   /** Named profiles (#17): their catalogs, their principals, their catalog settings. */
   private readonly profileSet: ProfileSet;
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
-  /** tools/list and the surface lists, a page at a time, behind sealed cursors (list-pages.ts). */
+  /** tools/list and the surface lists, a page at a time, behind sealed cursors (aggregate/pages.ts). */
   readonly pages: ListPages;
   /** Who hears of each audited request (metrics, the status page's recent calls). */
   readonly observers = new Observers();

@@ -1,7 +1,7 @@
 /**
  * The gateway's metrics as plain data, runtime-neutral: the core counts and collects them
- * (requests.ts, state.ts), and the runtime turns them into an exposition (Node: prom-client, in
- * deploy/node/metrics.ts). Nothing here imports a metrics library.
+ * (request-metrics.ts, server/http/metrics.ts), and the runtime turns them into an exposition (Node: prom-client, in
+ * deploy/node/runtime/metrics.ts). Nothing here imports a metrics library.
  */
 
 /** One line of an exposition: the full sample name (`_bucket`, `_sum`, `_count` included). */

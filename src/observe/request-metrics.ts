@@ -35,7 +35,7 @@ interface Series {
 const MAX_TENANT_CHARS = 64;
 
 /**
- * The request counters, fed by the gateway's observers (observe.ts): one string key finds the
+ * The request counters, fed by the gateway's observers (record.ts): one string key finds the
  * series, and the rest is additions, where a Prometheus client would hash the label set of each
  * family on every observation. The families are built only when scraped.
  *

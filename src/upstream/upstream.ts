@@ -47,7 +47,7 @@ export class Upstream {
   /** `notifications/resources/updated` from this upstream (original URI). */
   onResourceUpdated: (uri: string) => void = () => {};
   /**
-   * Checks a complete listing (tools, prompts and templates as tool-shaped records, drift-kinds.ts)
+   * Checks a complete listing (tools, prompts and templates as tool-shaped records, guards/drift/kinds.ts)
    * before it is published, so no client ever sees an unverified catalog (C4). Default: trust all.
    */
   verify: (tools: Tool[]) => Promise<VerifiedListing> = trustEverything;

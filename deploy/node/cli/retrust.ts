@@ -42,7 +42,7 @@ async function compare(
     if (upstream.state !== 'ready') {
       return { refused: `could not list ${name}: ${upstream.lastError ?? upstream.state}`, code: 1 };
     }
-    // Tools, prompts and resource templates: everything drift covers (guards/drift-kinds.ts).
+    // Tools, prompts and resource templates: everything drift covers (src/guards/drift/kinds.ts).
     const current = upstream.driftRecords();
     const identity = identityOf(server, secrets);
     const row = await store.get(name);

@@ -23,7 +23,7 @@ export interface MetricsRoute {
 /**
  * `GET <metricsPath>` in the exporter's format (Prometheus text on Node). The request counters
  * start listening here, so a gateway without an exporter, or with `metricsPath: false`, builds no
- * record per call at all (observe.ts `active`).
+ * record per call at all (observe/record.ts `active`).
  *
  * @example
  * mountMetrics(app, { gateway, exporter, path: '/metrics', guard, edge: () => counts });

@@ -1,5 +1,5 @@
 /**
- * The HTTP side of upstream OAuth (#19, design §6). The contract is fixed (the conformance driver
+ * The HTTP side of upstream OAuth (#19). The contract is fixed (the conformance driver
  * and the e2e tests use it):
  *
  * - `GET /oauth/client-metadata.json`: the gateway's Client ID Metadata Document, when

@@ -243,7 +243,7 @@ export class LegacySession implements UpstreamSession {
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
     const result = await this.send(method, params, options);
-    // Tasks leave this edge in the flat shape of the 2026 extension (tasks-wire.ts).
+    // Tasks leave this edge in the flat shape of the 2026 extension (wire/tasks.ts).
     if (method === 'tools/call' && params.task !== undefined) return fromLegacyCreate(result);
     if (method === 'tasks/get' || method === 'tasks/cancel') {
       const task = readTask(result);

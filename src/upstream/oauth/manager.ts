@@ -1,5 +1,5 @@
 /**
- * The gateway as an OAuth 2.1 client of one protected upstream (#19, design §4.4): per
+ * The gateway as an OAuth 2.1 client of one protected upstream (#19): per
  * (server, subject) it holds the token (sealed in the CredentialStore), refreshes it before it
  * expires (single-flight in the process, compare-and-set on the row's version across instances),
  * re-issues client_credentials tokens, answers the 401/403 loop of auth-fetch.ts, counts step-ups,
