@@ -1,7 +1,7 @@
 /**
  * A cancellation handle for one relayed request, lighter than an AbortController on the hot path,
- * where most calls are never cancelled. Code that needs a real signal (the SDK path of stdio and
- * SSE upstreams) makes one and links it with `onAbort`.
+ * where most calls are never cancelled. Code that needs a real signal makes one and links it with
+ * `onAbort`.
  *
  * @example
  * const c = new Cancellation();

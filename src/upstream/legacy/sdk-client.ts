@@ -1,11 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import * as z from 'zod';
 import { ManifoldError } from '../../errors.js';
-
-// Results are relayed, not interpreted: parse once at the edge, never re-validate here.
-export const PassThrough = z.custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null);
 
 // The gateway never validates upstream output through the SDK; this keeps Ajv (which uses
 // `new Function`, forbidden on Workers) out of the client.

@@ -38,7 +38,7 @@ import { DirectCaller, routeMessages } from '../wire/direct-call.js';
 import { postJsonOf } from '../wire/egress-fetch.js';
 import { legacyWire } from '../wire/http.js';
 import { fromLegacyCreate, readTask, withoutRelatedTask } from '../wire/tasks.js';
-import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
+import { newSdkClient, withDeadline } from './sdk-client.js';
 
 /** Methods whose answers change shape at this edge (tasks, in the 2026 extension's flat form). */
 const RESHAPED = new Set(['tasks/get', 'tasks/cancel', 'tasks/result']);
@@ -52,12 +52,13 @@ const LIST_SCHEMAS = {
 
 export class LegacySession implements UpstreamSession {
   readonly era = 'legacy' as const;
+  private closed = false;
 
   private constructor(
     private readonly deps: SessionDeps,
     private readonly client: Client,
-    /** The tools/call fast path of a streamable-HTTP upstream. */
-    private direct: DirectCaller | undefined,
+    /** Sends every request after the handshake (the SDK client keeps the rest). */
+    private readonly direct: DirectCaller,
     /** The revision the handshake settled on. */
     readonly protocolVersion: string,
   ) {}
@@ -169,9 +170,7 @@ export class LegacySession implements UpstreamSession {
         .catch(() => {});
     };
     // Requests go out directly, after the SDK's handshake: a POST of their own over streamable
-    // HTTP, a line written to the transport over stdio and SSE (the SDK's per-request Protocol
-    // bookkeeping, an AbortSignal and its timers, cost more than the relay itself).
-    // Answers, progress and log lines of those requests are taken off the transport before the
+    // HTTP, a line written to the transport over stdio and SSE. Answers, progress and log lines of those requests are taken off the transport before the
     // SDK client sees them; everything else is still the SDK's.
     direct = routeMessages(transport, (deliver) =>
       transport instanceof StreamableHTTPClientTransport
@@ -259,36 +258,8 @@ export class LegacySession implements UpstreamSession {
     params: Record<string, unknown>,
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
-    if (this.direct) return this.direct.request(method, params, options);
-    return this.sendSdk(method, params, options);
-  }
-
-  private async sendSdk(
-    method: string,
-    params: Record<string, unknown>,
-    options: SessionCallOptions,
-  ): Promise<Record<string, unknown>> {
-    // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
-    // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
-    const local = new AbortController();
-    const cancellation = options.cancellation;
-    if (cancellation?.aborted) local.abort(cancellation.reason);
-    const off = cancellation?.onAbort((reason) => local.abort(reason));
-    try {
-      return await this.client.request({ method, params }, PassThrough, {
-        signal: local.signal,
-        ...(options.onprogress ? { onprogress: options.onprogress } : {}),
-        timeout: options.timeoutMs,
-        resetTimeoutOnProgress: true,
-        maxTotalTimeout: options.maxTotalMs,
-      });
-    } catch (e) {
-      const data = e instanceof McpError ? (e.data as { maxTotalTimeout?: unknown } | undefined) : undefined;
-      if (typeof data?.maxTotalTimeout === 'number' && !local.signal.aborted) local.abort(e);
-      throw e;
-    } finally {
-      off?.();
-    }
+    if (this.closed) return Promise.reject(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+    return this.direct.request(method, params, options);
   }
 
   /** `resources/subscribe` (spec 2025-11-25: server/resources, subscriptions). */
@@ -313,8 +284,8 @@ export class LegacySession implements UpstreamSession {
   }
 
   async close(): Promise<void> {
-    this.direct?.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
-    this.direct = undefined;
+    this.closed = true;
+    this.direct.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
     await this.client.close().catch(() => {});
   }
 }

@@ -78,12 +78,9 @@ const MANY = Symbol('many callers');
  * at once, so a progress notification in the same chunk as its response would find its handler
  * gone. Delaying responses keeps the wire order (B7).
  */
-export function routeMessages(
-  transport: Transport,
-  makeDirect: (deliver: Deliver) => DirectCaller | undefined,
-): DirectCaller | undefined {
+export function routeMessages(transport: Transport, makeDirect: (deliver: Deliver) => DirectCaller): DirectCaller {
   const deliver = transport.onmessage;
-  if (!deliver) return undefined;
+  if (!deliver) throw new Error('the transport has no client connected');
   const sdk: Deliver = (message, extra) => {
     if ('id' in message && !('method' in message)) queueMicrotask(() => deliver(message, extra));
     else deliver(message, extra);
@@ -92,7 +89,7 @@ export function routeMessages(
   transport.onmessage = (given, extra) => {
     const message = admitMessage(given);
     if (!message) return;
-    if (!direct?.route(message)) sdk(message, extra);
+    if (!direct.route(message)) sdk(message, extra);
   };
   return direct;
 }
