@@ -7,7 +7,6 @@ import type { DiscoverInfo } from '../../src/upstream/modern/session.js';
 import {
   declaresTools,
   type ItemsPage,
-  type ListedPage,
   type SessionCallOptions,
   type UpstreamSession,
 } from '../../src/upstream/session.js';
@@ -42,10 +41,6 @@ export class PublishedSession implements UpstreamSession {
     return this.info.capabilities;
   }
 
-  async listTools(): Promise<ListedPage> {
-    return { tools: this.published.listing.tools };
-  }
-
   async listPage(): Promise<ItemsPage> {
     throw new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', 'a published session is not listed');
   }
@@ -57,10 +52,6 @@ export class PublishedSession implements UpstreamSession {
       this.noted = session;
     }
     return session.request(method, params, options);
-  }
-
-  callTool(params: Result, options: SessionCallOptions): Promise<Result> {
-    return this.request('tools/call', params, options);
   }
 
   noteTools(tools: readonly Tool[]): void {

@@ -33,14 +33,6 @@ export interface ItemsPage {
   ttlMs?: number;
 }
 
-/** One page of an upstream's tools/list, with its freshness hint when the server gives one. */
-export interface ListedPage {
-  tools: Tool[];
-  nextCursor?: string | undefined;
-  /** The result's `ttlMs` (2026-07-28 caching): a hint for when to list again. */
-  ttlMs?: number;
-}
-
 /** Requests for the client's input, keyed as MRTR keys them (spec 2026-07-28: patterns/mrtr). */
 export type InputRequests = Record<string, { method: string; params?: Record<string, unknown> }>;
 /** The client's answers, by the same keys. */
@@ -147,7 +139,6 @@ export interface UpstreamSession {
    * object's snapshot, #15): `Upstream` publishes it as it is instead of listing and verifying.
    */
   readonly published?: { listing: Listing; verified: VerifiedListing } | undefined;
-  listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage>;
   /** One page of any list. */
   listPage(kind: ListKind, cursor: string | undefined, signal: AbortSignal): Promise<ItemsPage>;
   /** Relays one request (prompts/get, resources/read, completion/complete…) and returns its result. */
@@ -158,7 +149,6 @@ export interface UpstreamSession {
   ): Promise<Record<string, unknown>>;
   /** The listing now in force (a modern session reads its `x-mcp-header` annotations from it). */
   noteTools(tools: readonly Tool[]): void;
-  callTool(params: Record<string, unknown>, options: SessionCallOptions): Promise<Record<string, unknown>>;
   /** Asks for `notifications/resources/updated` on one of the server's URIs (or stops asking). */
   subscribe(uri: string): Promise<void>;
   unsubscribe(uri: string): Promise<void>;

@@ -1,4 +1,4 @@
-import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Resource, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { driftListing } from '../guards/drift/kinds.js';
@@ -130,14 +130,8 @@ export class Upstream {
   get tools(): Tool[] {
     return this.listing.tools;
   }
-  get prompts(): Prompt[] {
-    return this.listing.prompts;
-  }
   get resources(): Resource[] {
     return this.listing.resources;
-  }
-  get templates(): ResourceTemplate[] {
-    return this.listing.templates;
   }
 
   /** URIs someone downstream watches; asked for again after every reconnect (subscriptions.ts). */
@@ -407,10 +401,6 @@ export class Upstream {
     return attempt;
   }
 
-  /** Relays one tools/call; resent only where safe: a `read` tool, an unknown session (see `request`). */
-  callTool(params: Record<string, unknown>, options: CallOptions = {}): Promise<Record<string, unknown>> {
-    return this.request('tools/call', params, options);
-  }
   /** Relays one request to this server, with the call deadlines and safe resends (recovery.ts). */
   request(
     method: string,

@@ -27,7 +27,6 @@ import { logReason, UpstreamProtocolError } from '../call-errors.js';
 import {
   type ItemsPage,
   LISTS,
-  type ListedPage,
   type ListKind,
   type SessionCallOptions,
   type SessionDeps,
@@ -197,14 +196,6 @@ export class LegacySession implements UpstreamSession {
     return new LegacySession(deps, client, direct, negotiated);
   }
 
-  async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
-    return this.client.request(
-      { method: 'tools/list', params: cursor ? { cursor } : {} },
-      ListToolsResultSchema,
-      { signal, timeout: this.deps.gateway.listTimeoutMs },
-    );
-  }
-
   async listPage(kind: ListKind, cursor: string | undefined, signal: AbortSignal): Promise<ItemsPage> {
     const { method, field } = LISTS[kind];
     const page = (await this.client.request(
@@ -219,10 +210,6 @@ export class LegacySession implements UpstreamSession {
   }
 
   noteTools(_tools: readonly Tool[]): void {}
-
-  callTool(params: Record<string, unknown>, options: SessionCallOptions): Promise<Record<string, unknown>> {
-    return this.request('tools/call', params, options);
-  }
 
   request(
     method: string,

@@ -45,10 +45,6 @@ export class Answer {
     });
   }
 
-  get streaming(): boolean {
-    return this.stream !== undefined;
-  }
-
   /** Whether a message can still be sent before the result (the client takes SSE, and it is open). */
   get open(): boolean {
     return this.canStream && !this.done && !this.stream?.closed;
