@@ -138,7 +138,7 @@ export const gatewaySchema = z.object({
   streamPollMs: int(0, MAX_TIMER_MS),
   // A path, or false for none; which paths are taken is checked in gateway.ts.
   metricsPath: z.union([text(), z.literal(false)]),
-  // A path, or false for no status page; where it may point is checked in gateway.ts (status-path.ts).
+  // A path, or false for no status page; where it may point is checked in gateway.ts (statusPathProblem).
   statusPath: z.union([z.string(), z.literal(false)]),
   watchConfig: z.boolean(),
   // Empty entries are rejected in hosts.ts, so that one bad entry does not hide the others.

@@ -187,11 +187,8 @@ export class Recovery {
 
   /** Closes a replaced session once nothing is in flight on it (a request on it ends by itself). */
   retire(old: UpstreamSession): void {
-    if ((this.busy.get(old) ?? 0) > 0) this.retiring.add(old);
-    else {
-      this.busy.delete(old);
-      void old.close().catch(() => {});
-    }
+    if (this.busy.has(old)) this.retiring.add(old);
+    else void old.close().catch(() => {});
   }
 
   /** Closes every replaced session now (the upstream is closing). */
@@ -241,22 +238,17 @@ export class Recovery {
 
   /** Counts a request in flight on `session` (see `retire`). */
   private hold(session: UpstreamSession): void {
-    const held = this.busy.get(session);
-    // A new session's first request: the counts left at 0 by earlier sessions go.
-    if (held === undefined) for (const [s, n] of this.busy) if (n === 0) this.busy.delete(s);
-    this.busy.set(session, (held ?? 0) + 1);
+    this.busy.set(session, (this.busy.get(session) ?? 0) + 1);
   }
 
   private release(session: UpstreamSession): void {
     const left = (this.busy.get(session) ?? 1) - 1;
-    // A session's count stays at 0 rather than being deleted, so that a call at a time does not
-    // add and delete a Map entry each (tables.ts); it goes when the session is retired.
-    if (left > 0 || !this.retiring.delete(session)) {
+    if (left > 0) {
       this.busy.set(session, left);
       return;
     }
     this.busy.delete(session);
-    void session.close().catch(() => {});
+    if (this.retiring.delete(session)) void session.close().catch(() => {});
   }
 
   /**

@@ -2,7 +2,7 @@
  * A legacy upstream (2025-11-25 and earlier): the SDK client owns the handshake, the session, the
  * GET stream and listings; tools/call over streamable HTTP goes out directly (direct-call.ts).
  */
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
@@ -21,7 +21,8 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { isManifoldError } from '../../errors.js';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import { isManifoldError, ManifoldError } from '../../errors.js';
 import { offeredCapabilities } from '../../guards/client-features.js';
 import { logReason, UpstreamProtocolError } from '../call-errors.js';
 import {
@@ -37,7 +38,6 @@ import { DirectCaller, routeMessages } from '../wire/direct-call.js';
 import { postJsonOf } from '../wire/egress-fetch.js';
 import { legacyWire } from '../wire/http.js';
 import { fromLegacyCreate, readTask, withoutRelatedTask } from '../wire/tasks.js';
-import { newSdkClient, withDeadline } from './sdk-client.js';
 
 /** Methods whose answers change shape at this edge (tasks, in the 2026 extension's flat form). */
 const RESHAPED = new Set(['tasks/get', 'tasks/cancel', 'tasks/result']);
@@ -275,4 +275,37 @@ export class LegacySession implements UpstreamSession {
     this.direct.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
     await this.client.close().catch(() => {});
   }
+}
+
+// The gateway never validates upstream output through the SDK; this keeps Ajv (which uses
+// `new Function`, forbidden on Workers) out of the client.
+const noValidation: jsonSchemaValidator = {
+  getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }),
+};
+
+/**
+ * The SDK client an upstream connection uses. `capabilities` are the client features the gateway
+ * relays for this server (legacy servers learn them once, at initialize).
+ */
+function newSdkClient(version: string, capabilities: Record<string, unknown> = {}): Client {
+  const client = new Client(
+    { name: 'manifold', version },
+    { capabilities, jsonSchemaValidator: noValidation },
+  );
+  // Any other upstream -> client request is refused clearly.
+  client.fallbackRequestHandler = async (request) => {
+    throw new McpError(ErrorCode.MethodNotFound, `Manifold does not relay ${request.method} to clients`);
+  };
+  return client;
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new ManifoldError('ERR_UPSTREAM_TIMEOUT', `${what} timed out after ${ms} ms`)),
+      ms,
+    );
+  });
+  return Promise.race([p, deadline]).finally(() => timer !== undefined && clearTimeout(timer));
 }
