@@ -187,7 +187,7 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   const { principal, request } = ex;
   const params = request.params ?? {};
   const args = params.arguments;
-  if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args))) {
+  if (args !== undefined && !isObject(args)) {
     call.audit('invalid', 0);
     throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
   }
