@@ -128,21 +128,14 @@ export class LegacySession implements UpstreamSession {
       if (!answer) throw new McpError(ErrorCode.InvalidRequest, `the client gave no answer to ${method}`);
       return answer;
     };
-    if (features.elicitation)
-      client.setRequestHandler(
-        ElicitRequestSchema,
-        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
-      );
-    if (features.sampling)
-      client.setRequestHandler(
-        CreateMessageRequestSchema,
-        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
-      );
-    if (features.roots)
-      client.setRequestHandler(
-        ListRootsRequestSchema,
-        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
-      );
+    for (const [on, schema] of [
+      [features.elicitation, ElicitRequestSchema],
+      [features.sampling, CreateMessageRequestSchema],
+      [features.roots, ListRootsRequestSchema],
+    ] as const) {
+      if (on)
+        client.setRequestHandler(schema, (r, extra) => ask(r.method, r.params, extra.requestId) as never);
+    }
     client.onclose = () => events.onClosed();
     client.onerror = (e) => {
       deps.log.debug('upstream.transport_error', { error: logReason(e) });
