@@ -223,29 +223,20 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
   applyNested('drift', DRIFT_KEYS);
   applyNested('catalog', CATALOG_KEYS);
 
-  if (!invalid.has('allowedOrigins')) {
-    const origins: string[] = [];
-    config.allowedOrigins.forEach((o, i) => {
-      const ok = checkOrigin(f, o, [...base, 'allowedOrigins', i]);
-      if (ok !== undefined && !origins.includes(ok)) origins.push(ok);
+  // Each list entry checked (and normalised) on its own; the valid ones kept once each.
+  const lists = [
+    ['allowedOrigins', checkOrigin],
+    ['hostnames', checkHostname],
+    ['allowedHosts', checkAllowedHost],
+  ] as const;
+  for (const [key, check] of lists) {
+    if (invalid.has(key)) continue;
+    const kept: string[] = [];
+    config[key].forEach((entry, i) => {
+      const ok = check(f, entry, [...base, key, i]);
+      if (ok !== undefined && !kept.includes(ok)) kept.push(ok);
     });
-    config.allowedOrigins = origins;
-  }
-  if (!invalid.has('hostnames')) {
-    const hosts: string[] = [];
-    config.hostnames.forEach((h, i) => {
-      const ok = checkHostname(f, h, [...base, 'hostnames', i]);
-      if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
-    });
-    config.hostnames = hosts;
-  }
-  if (!invalid.has('allowedHosts')) {
-    const hosts: string[] = [];
-    config.allowedHosts.forEach((h, i) => {
-      const ok = checkAllowedHost(f, h, [...base, 'allowedHosts', i]);
-      if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
-    });
-    config.allowedHosts = hosts;
+    config[key] = kept;
   }
   if (!invalid.has('metricsPath') && config.metricsPath !== false) {
     const problem = metricsPathProblem(config.metricsPath);
