@@ -61,10 +61,6 @@ export class ManifoldError extends Error {
   }
 }
 
-export function isManifoldError(e: unknown): e is ManifoldError {
-  return e instanceof ManifoldError;
-}
-
 /** A short, single-line description of any thrown value, for logs and diagnostics. */
 export function describeError(e: unknown): string {
   if (e instanceof ManifoldError) return e.publicMessage;

@@ -22,7 +22,7 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { isManifoldError, ManifoldError } from '../../errors.js';
+import { ManifoldError } from '../../errors.js';
 import { offeredCapabilities } from '../../guards/client-features.js';
 import { logReason, UpstreamProtocolError } from '../call-errors.js';
 import {
@@ -116,12 +116,12 @@ export class LegacySession implements UpstreamSession {
       } catch (e) {
         // The server hears why (the client's own error code when it refused), never a stack.
         const code =
-          isManifoldError(e) && typeof e.data?.clientCode === 'number'
+          e instanceof ManifoldError && typeof e.data?.clientCode === 'number'
             ? e.data.clientCode
             : ErrorCode.InternalError;
         throw new McpError(
           code,
-          isManifoldError(e) ? e.publicMessage : `the client could not be asked for ${method}`,
+          e instanceof ManifoldError ? e.publicMessage : `the client could not be asked for ${method}`,
         );
       }
       const answer = answers.r;
