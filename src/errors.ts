@@ -1,6 +1,6 @@
 /**
  * One error hierarchy with stable codes. Code that handles errors narrows on `code`, never on
- * message text. The edge (server/errors.ts) maps each code to an HTTP status and JSON-RPC error.
+ * message text. The edge (server/mcp/errors.ts) maps each code to an HTTP status and JSON-RPC error.
  */
 export type ErrorCode =
   | 'ERR_CONFIG'
@@ -59,10 +59,6 @@ export class ManifoldError extends Error {
     this.publicMessage = publicMessage;
     if (options?.data) this.data = options.data;
   }
-}
-
-export function isManifoldError(e: unknown): e is ManifoldError {
-  return e instanceof ManifoldError;
 }
 
 /** A short, single-line description of any thrown value, for logs and diagnostics. */

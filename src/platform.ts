@@ -69,6 +69,11 @@ export interface Platform {
   postJson?: PostJson;
   /** Absent on Workers: a stdio server then gets an `unsupported-transport` diagnostic. */
   connectStdio?: StdioConnector;
+  /**
+   * The runtime's EventTarget also calls a target's `onmessage` on dispatch, so an HTTP+SSE
+   * upstream's events arrive twice unless deduplicated (workerd; legacy/transports.ts).
+   */
+  sseEventsTwice?: boolean;
   /** The runtime's name, for diagnostics only (never for branching inside src/). */
   runtime: 'node' | 'workers' | 'test';
   now(): number;

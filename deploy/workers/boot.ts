@@ -1,4 +1,4 @@
-import { formatIssues, parseConfig } from '../../src/config/index.js';
+import { formatIssues, parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import type { Logger } from '../../src/lib/log.js';
 import { workersLogger } from './platform.js';

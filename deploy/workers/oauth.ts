@@ -1,5 +1,5 @@
 /**
- * Upstream OAuth on Workers (#19, design §4.6): mode `gateway` (one identity for the deployment)
+ * Upstream OAuth on Workers (#19): mode `gateway` (one identity for the deployment)
  * and mode `user` (a token per caller, keyed by the principal's key).
  *
  * - The server's `ManifoldUpstream` object owns its credentials: the real `OAuthManager` over the

@@ -7,7 +7,7 @@
 import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import type { Config } from '../../src/config/types.js';
 import { Gateway } from '../../src/gateway/gateway.js';
-import { textExporter } from '../../src/observe/metrics-text.js';
+import { textExporter } from '../../src/observe/metrics.js';
 import { type AppOptions, createApp } from '../../src/server/http/app.js';
 import type { StateStore } from '../../src/store/state.js';
 import type { UpstreamAuth } from '../../src/upstream/oauth/auth-fetch.js';

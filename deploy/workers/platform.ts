@@ -28,6 +28,7 @@ export function workersPlatform(
       maxBodyBytes: gateway.maxUpstreamBodyBytes,
     }),
     runtime: 'workers',
+    sseEventsTwice: true,
     now: () => Date.now(),
     log,
     maxConcurrentConnects: WORKERS_FANOUT,

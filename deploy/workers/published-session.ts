@@ -1,13 +1,12 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { ManifoldError } from '../../src/errors.js';
-import type { VerifiedListing } from '../../src/guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../../src/guards/drift/verdict.js';
 import type { Era } from '../../src/protocol/versions.js';
 import type { Listing } from '../../src/upstream/listing.js';
 import type { DiscoverInfo } from '../../src/upstream/modern/session.js';
 import {
   declaresTools,
   type ItemsPage,
-  type ListedPage,
   type SessionCallOptions,
   type UpstreamSession,
 } from '../../src/upstream/session.js';
@@ -42,10 +41,6 @@ export class PublishedSession implements UpstreamSession {
     return this.info.capabilities;
   }
 
-  async listTools(): Promise<ListedPage> {
-    return { tools: this.published.listing.tools };
-  }
-
   async listPage(): Promise<ItemsPage> {
     throw new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', 'a published session is not listed');
   }
@@ -57,10 +52,6 @@ export class PublishedSession implements UpstreamSession {
       this.noted = session;
     }
     return session.request(method, params, options);
-  }
-
-  callTool(params: Result, options: SessionCallOptions): Promise<Result> {
-    return this.request('tools/call', params, options);
   }
 
   noteTools(tools: readonly Tool[]): void {

@@ -4,7 +4,7 @@
  */
 
 import type { Gateway } from '../../src/gateway/gateway.js';
-import type { VerifiedListing } from '../../src/guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../../src/guards/drift/verdict.js';
 import type { Era } from '../../src/protocol/versions.js';
 import type { Listing } from '../../src/upstream/listing.js';
 

@@ -9,12 +9,8 @@
  *   SQLite storage, read and written in one `transactionSync`, sweeping windows older than the
  *   previous one when a window opens.
  * - The isolate side, `tenantLimiter(namespace)`: a CallLimiterFactory whose lease is that request,
- *   sent to `namespace.get(namespace.idFromName(tenantObjectName(tenant)))`.
- *
- * In-flight leases are not shared between requests in an isolate: the lease's subrequest is I/O of
- * the request that sent it, and the runtime cancels it when that request ends (a client that goes
- * away), so another request awaiting it could hang. A call that finds a lease already out sends its
- * own for one call; the request that needed a lease awaits only its own.
+ *   sent to `namespace.get(namespace.idFromName(tenantObjectName(tenant)))`, with in-flight
+ *   leases unshared (leased-limit.ts `shareInFlight` says why).
  */
 import { type LeaseFn, leasedLimiter, WINDOW_MS } from '../../src/auth/leased-limit.js';
 import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';

@@ -5,6 +5,7 @@
  */
 import { createAuthenticator } from '../../src/auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../../src/auth/principal.js';
+import { isObject } from '../../src/lib/json.js';
 import { encodeHeaderValue } from '../../src/protocol/headers.js';
 import { errorMessage } from '../../src/protocol/jsonrpc.js';
 import { readBodyCapped } from '../../src/server/http/guards.js';
@@ -198,7 +199,7 @@ function toUpstream(env: Env, server: string, request: Request): Promise<Respons
 function parse(text: string): Message | undefined {
   try {
     const m = JSON.parse(text) as unknown;
-    return typeof m === 'object' && m !== null && !Array.isArray(m) ? (m as Message) : undefined;
+    return isObject(m) ? (m as Message) : undefined;
   } catch {
     return undefined;
   }

@@ -1,7 +1,7 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { DESCRIBE_TOOL_NAME, discloseServer } from '../guards/disclosure.js';
-import { quarantinedTool } from '../guards/drift/fingerprint.js';
+import { quarantinedTool } from '../guards/drift/verdict.js';
 import { toolFilter } from '../guards/filters.js';
 import { type ApprovalDecision, approvalDecider, type RiskClass, riskClassifier } from '../guards/risk.js';
 import { toolBounds } from '../guards/tool-bounds.js';

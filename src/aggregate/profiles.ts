@@ -14,8 +14,6 @@ import { buildCatalog, type Catalog, emptyCatalog, narrowCatalog } from './catal
 export class ProfileSet {
   private readonly catalogs = new Map<string, Catalog>();
   private profiles: ReadonlyMap<string, ProfileConfig>;
-  /** Per principal, its stand-in for each profile it is served (allocated once per config). */
-  private servedAs = new WeakMap<Principal, Map<string, Principal>>();
   /** Catalog versions (per profile) whose switch to search mode has been logged. */
   private readonly searchLogged = new Set<string>();
 
@@ -28,13 +26,12 @@ export class ProfileSet {
 
   /**
    * A reload's config: its profiles from now on. The catalogs are dropped (the gateway's rebuild
-   * that follows makes them again), and so are the stand-ins, which carry a profile's servers.
+   * that follows makes them again).
    */
   configure(config: Config): void {
     this.config = config;
     this.profiles = new Map((config.profiles ?? []).map((p) => [p.name, p]));
     this.catalogs.clear();
-    this.servedAs = new WeakMap();
   }
 
   /**
@@ -93,25 +90,15 @@ export class ProfileSet {
     }
     const name = pathProfile ?? bound;
     if (name === undefined) return principal;
-    let mine = this.servedAs.get(principal);
-    if (!mine) {
-      mine = new Map();
-      this.servedAs.set(principal, mine);
-    }
-    let served = mine.get(name);
-    if (!served) {
-      const profile = this.profiles.get(name)!;
-      served = {
-        ...principal,
-        profile: name,
-        key: `${principal.key}#${name}`,
-        viewKey: `${principal.viewKey}#${name}`,
-        shareKey: `${shareKeyOf(principal)}#${name}`,
-        ...(profile.servers ? { servers: new Set(profile.servers) } : {}),
-      };
-      mine.set(name, served);
-    }
-    return served;
+    const profile = this.profiles.get(name)!;
+    return {
+      ...principal,
+      profile: name,
+      key: `${principal.key}#${name}`,
+      viewKey: `${principal.viewKey}#${name}`,
+      shareKey: `${shareKeyOf(principal)}#${name}`,
+      ...(profile.servers ? { servers: new Set(profile.servers) } : {}),
+    };
   }
 
   /** The catalog settings in force for a principal: its profile's, or the gateway's. */

@@ -7,7 +7,7 @@
  *   caller sees, built lazily on its first search: BM25 weighs a word by how rare it is among the
  *   indexed documents, so an index holding tools the caller cannot see would rank by them, and
  *   let it learn which words they use. A view that sees a whole catalog snapshot shares that
- *   snapshot's index (`indexOf`); any narrower one gets its own (src/tool-views.ts).
+ *   snapshot's index (`indexOf`); any narrower one gets its own (tool-views.ts).
  * - A quarantined tool is indexed as its stub (name and the quarantine notice): it can be found,
  *   never described by the drifted text.
  */

@@ -6,7 +6,7 @@
  */
 import type { Prompt, Resource, ResourceTemplate } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
-import { quarantineDescription } from '../guards/drift/fingerprint.js';
+import { quarantineDescription } from '../guards/drift/verdict.js';
 import { toolFilter } from '../guards/filters.js';
 import { boundPrompt, boundResource, boundTemplate, isFinding } from '../guards/item-bounds.js';
 import { normalizeUri, normalizeUriPattern } from '../guards/uri-normal.js';

@@ -11,7 +11,7 @@ import {
   type JWSHeaderParameters,
   type JWTVerifyGetKey,
 } from 'jose';
-import { ASYMMETRIC_ALGORITHMS as ASYMMETRIC_JWS, SYMMETRIC_ALGORITHMS } from '../config/schema.js';
+import { ASYMMETRIC_ALGORITHMS as ASYMMETRIC_JWS, SYMMETRIC_ALGORITHMS } from '../config/defaults.js';
 import type { AuthConfig } from '../config/types.js';
 import { describeError } from '../errors.js';
 import { KeySourceError } from './jwt-errors.js';

@@ -20,8 +20,6 @@ import type { AuthConfig } from '../config/types.js';
 import { classify, unauthorized } from './jwt-errors.js';
 import { keySource } from './jwt-keys.js';
 
-export type { JWTPayload } from 'jose';
-
 export interface VerifierOptions {
   auth: AuthConfig;
   /** The platform's egress-guarded fetch; used only for `auth.jwksUrl`. */

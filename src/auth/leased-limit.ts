@@ -2,7 +2,7 @@
  * Rate limits counted in a shared store by leased blocks of a fixed one-minute window (#15), the
  * runtime-neutral half: what an instance (or Worker isolate) does with its leases. The store half is
  * one function, `lease`, that atomically takes up to `block` calls from a tenant's window and says
- * how many it took: a Postgres UPSERT on Node (deploy/node/postgres-rate-limit.ts), the tenant's
+ * how many it took: a Postgres UPSERT on Node (deploy/node/store/postgres/rate-limit.ts), the tenant's
  * Durable Object on Workers (deploy/workers/tenant-limit.ts).
  *
  * Bounds, per tenant and window (window = floor(clock / 60 s)):
@@ -15,7 +15,8 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../lib/log.js';
-import type { CallLimiterFactory, LimiterInputs, TakeCall, TakeResult } from './shared-limit.js';
+import type { TakeResult } from './rate-limit.js';
+import type { CallLimiterFactory, LimiterInputs, TakeCall } from './shared-limit.js';
 
 export const WINDOW_MS = 60_000;
 /** How many tenants' leases are remembered; an evicted lease's rest is lost (refuses early, never over). */
@@ -115,7 +116,7 @@ export function leasedLimiter(options: LeasedLimiterOptions): CallLimiterFactory
       retryAfterSeconds: Math.max(1, Math.ceil((window + WINDOW_MS - t) / 1000)),
     });
 
-    const take = (tenant: string): TakeResult | Promise<TakeResult> => {
+    const take = async (tenant: string): Promise<TakeResult> => {
       const given = perTenant(tenant);
       if (given === undefined || given === Number.POSITIVE_INFINITY) return OK;
       if (!(given > 0)) return { ok: false, retryAfterSeconds: 60 };
@@ -139,7 +140,8 @@ export function leasedLimiter(options: LeasedLimiterOptions): CallLimiterFactory
         current.pending ??= ask(tenant, current, limit, blockOf(limit), false).then(() => {
           current.pending = undefined;
         });
-        return current.pending.then(() => take(tenant));
+        await current.pending;
+        return take(tenant);
       }
       // Unshared: this call's own lease, spent by this call first. The first asker takes a block;
       // while it is out, the others take one call each.
@@ -151,10 +153,9 @@ export function leasedLimiter(options: LeasedLimiterOptions): CallLimiterFactory
         });
         current.pending = marker;
       }
-      return mine.then((granted): TakeResult => {
-        if (granted < 0) return DOWN;
-        return granted === 0 ? full(window, now()) : OK;
-      });
+      const granted = await mine;
+      if (granted < 0) return DOWN;
+      return granted === 0 ? full(window, now()) : OK;
     };
     return take;
   };

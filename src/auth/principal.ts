@@ -49,16 +49,7 @@ export interface HeaderBag {
   get(name: string): string | null;
 }
 
-export type Authenticator = ((request: { readonly headers: HeaderBag }) => Promise<Principal>) & {
-  /**
-   * The principal of a request whose credentials were verified before and are still valid, at
-   * once; undefined for anything else (which the authenticator itself then decides). The hot
-   * path's way to admit a repeat caller without waiting a turn (#18).
-   */
-  known?: (request: { readonly headers: HeaderBag }) => Principal | undefined;
-};
+export type Authenticator = (request: { readonly headers: HeaderBag }) => Promise<Principal>;
 
 /** No auth configured: everyone is the anonymous principal. */
-export const noAuth: Authenticator = Object.assign(async () => anonymousPrincipal, {
-  known: () => anonymousPrincipal,
-});
+export const noAuth: Authenticator = async () => anonymousPrincipal;

@@ -1,20 +1,15 @@
 /**
  * The seam between tools/call and whatever counts a tenant's calls (#15). In memory by default
  * (rate-limit.ts, per instance); on Node with a Postgres store, a limiter that leases blocks of the
- * tenant's budget from the database (deploy/node/postgres-rate-limit.ts) so every instance spends
+ * tenant's budget from the database (deploy/node/store/postgres/rate-limit.ts) so every instance spends
  * from one count.
  */
 import type { Config } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { rateLimiter, type TakeResult } from './rate-limit.js';
 
-export type { TakeResult } from './rate-limit.js';
-
-/**
- * Takes one call from a tenant's budget. Synchronous whenever the answer is local (the common
- * call: no await added); a Promise only when a shared limiter must ask its store first.
- */
-export type TakeCall = (tenant: string) => TakeResult | Promise<TakeResult>;
+/** Takes one call from a tenant's budget. */
+export type TakeCall = (tenant: string) => Promise<TakeResult>;
 
 /** What a limiter is built from: the running limit per tenant (read per call) and the clock. */
 export interface LimiterInputs {
@@ -33,13 +28,18 @@ export type CallLimiterFactory = (inputs: LimiterInputs) => TakeCall;
 export function callLimiter(
   config: () => Config,
   now: () => number,
-  factory: CallLimiterFactory = rateLimiter,
+  factory: CallLimiterFactory = inMemory,
 ): TakeCall {
   const perTenant = (tenant: string) => {
     const g = config().gateway;
     return (g.auth ? g.auth.tenants[tenant]?.callsPerMinute : undefined) ?? g.callsPerMinute;
   };
   return factory({ perTenant, now });
+}
+
+function inMemory(inputs: LimiterInputs): TakeCall {
+  const take = rateLimiter(inputs);
+  return async (tenant) => take(tenant);
 }
 
 /** The refusal a client sees: ERR_RATE_LIMITED with when to retry (Retry-After, RFC 9110 §10.2.3). */

@@ -30,7 +30,6 @@ import {
   STORE_KEYS,
   storeEntrySchema,
 } from './schema.js';
-import { statusPathProblem } from './status-path.js';
 import { readTracing } from './tracing.js';
 import type { GatewayConfig } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';
@@ -224,29 +223,20 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
   applyNested('drift', DRIFT_KEYS);
   applyNested('catalog', CATALOG_KEYS);
 
-  if (!invalid.has('allowedOrigins')) {
-    const origins: string[] = [];
-    config.allowedOrigins.forEach((o, i) => {
-      const ok = checkOrigin(f, o, [...base, 'allowedOrigins', i]);
-      if (ok !== undefined && !origins.includes(ok)) origins.push(ok);
+  // Each list entry checked (and normalised) on its own; the valid ones kept once each.
+  const lists = [
+    ['allowedOrigins', checkOrigin],
+    ['hostnames', checkHostname],
+    ['allowedHosts', checkAllowedHost],
+  ] as const;
+  for (const [key, check] of lists) {
+    if (invalid.has(key)) continue;
+    const kept: string[] = [];
+    config[key].forEach((entry, i) => {
+      const ok = check(f, entry, [...base, key, i]);
+      if (ok !== undefined && !kept.includes(ok)) kept.push(ok);
     });
-    config.allowedOrigins = origins;
-  }
-  if (!invalid.has('hostnames')) {
-    const hosts: string[] = [];
-    config.hostnames.forEach((h, i) => {
-      const ok = checkHostname(f, h, [...base, 'hostnames', i]);
-      if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
-    });
-    config.hostnames = hosts;
-  }
-  if (!invalid.has('allowedHosts')) {
-    const hosts: string[] = [];
-    config.allowedHosts.forEach((h, i) => {
-      const ok = checkAllowedHost(f, h, [...base, 'allowedHosts', i]);
-      if (ok !== undefined && !hosts.includes(ok)) hosts.push(ok);
-    });
-    config.allowedHosts = hosts;
+    config[key] = kept;
   }
   if (!invalid.has('metricsPath') && config.metricsPath !== false) {
     const problem = metricsPathProblem(config.metricsPath);
@@ -366,4 +356,38 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     else config.oauth = oauth;
   }
   return { config, invalid, alwaysLoad };
+}
+
+/** Paths the gateway serves itself; the status page may be neither one of them nor under one. */
+const RESERVED_PATHS = ['/mcp', '/healthz', '/metrics', '/.well-known'] as const;
+
+/** Letters, digits and `-._~` between slashes: nothing a URL would have to encode. */
+const SEGMENTS = /^\/(?:[A-Za-z0-9._~-]+\/?)*$/;
+
+/**
+ * The status page's path as it is served (a trailing slash dropped, except for "/"), or what is
+ * wrong with it.
+ *
+ * Where `gateway.statusPath` may point (#16). The page, its JSON view and its assets sit at and
+ * under this path, so it must leave the gateway's own endpoints alone: an operator who writes
+ * "/mcp" would otherwise hide the MCP endpoint behind a status page, or the reverse.
+ *
+ * @example
+ * statusPathProblem('/status/'); // { path: '/status' }
+ * statusPathProblem('/mcp/ops'); // { problem: 'is under /mcp, which the gateway serves itself' }
+ */
+export function statusPathProblem(raw: string): { path: string } | { problem: string } {
+  if (!raw.startsWith('/')) return { problem: 'must start with "/"' };
+  if (!SEGMENTS.test(raw) || raw.split('/').some((s) => s === '.' || s === '..')) {
+    return { problem: 'must be "/" or path segments of letters, digits, "-", ".", "_" and "~"' };
+  }
+  const path = raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw;
+  const lower = path.toLowerCase();
+  for (const reserved of RESERVED_PATHS) {
+    if (lower === reserved) return { problem: `is ${reserved}, which the gateway serves itself` };
+    if (lower.startsWith(`${reserved}/`)) {
+      return { problem: `is under ${reserved}, which the gateway serves itself` };
+    }
+  }
+  return { path };
 }

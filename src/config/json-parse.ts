@@ -4,7 +4,7 @@
  * (JSON.parse would move integer-like keys such as "1" to the front).
  */
 
-import { isObject, type JsonObject } from '../lib/json.js';
+import type { JsonObject } from '../lib/json.js';
 import type { PathSegment } from './paths.js';
 import type { ConfigIssue } from './types.js';
 

@@ -17,8 +17,6 @@ import { checkAlwaysLoad, readServers } from './servers.js';
 import type { Config, ConfigIssue, ConfigResult } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';
 
-export { checkBindSafety, isLoopbackHost } from './bind.js';
-
 // ---------------------------------------------------------------------------------------------
 // Validation
 

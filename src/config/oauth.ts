@@ -14,7 +14,7 @@ import type { PathSegment } from './paths.js';
 import { OAUTH_KEYS, oauthEntrySchema, SERVER_AUTH_KEYS, serverAuthEntrySchema } from './schema.js';
 import type { GatewayOAuthConfig, ServerAuthConfig, ServerConfig } from './types.js';
 
-/** Where the gateway serves its Client ID Metadata Document and its callback (oauth-routes.ts). */
+/** Where the gateway serves its Client ID Metadata Document and its callback (server/http/oauth.ts). */
 export const CLIENT_METADATA_PATH = '/oauth/client-metadata.json';
 export const CALLBACK_PATH = '/oauth/callback';
 

@@ -1,7 +1,7 @@
 /**
  * The identity placeholders of an isolated server (#13): `{{tenant}}` and `{{subject}}` in `args`,
  * `env` values, `cwd`, `url` and `headers` values are replaced, per instance, with the caller's
- * identity (upstream/isolated.ts). A placeholder is only honest where each value it can take has
+ * identity (upstream/isolation.ts). A placeholder is only honest where each value it can take has
  * an instance of its own; anywhere else it is a config error, reported with the others:
  * - under `per-tenant`, the subjects of a tenant share one instance, so `{{subject}}` would be
  *   whoever started it, and every other subject of the tenant would reach the server as them;

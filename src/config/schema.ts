@@ -1,10 +1,9 @@
 /**
- * The shapes of a config file (zod 4, its mini API) and the key lists derived from them. Defaults, wording and
- * the translation of zod's findings live in their own modules; this one re-exports them, so that
- * `config/schema.js` keeps offering everything it always has.
+ * The shapes of a config file (zod 4, its mini API) and the key lists derived from them. Defaults,
+ * wording and the translation of zod's findings live in their own modules.
  */
 // zod's mini API: the same checks and findings as the classic one, a twentieth of its code to
-// load before the gateway can listen (#18, start time). Imported as `zod/v4-mini`, the specifier
+// load before the gateway can listen (start-up time). Imported as `zod/v4-mini`, the specifier
 // the SDK uses too: in the one-file Workers bundle, where the SDK's modules are initialised
 // lazily, esbuild skipped the initialisation of the mini schemas behind `zod/mini`'s re-exports,
 // and the Worker failed to start ("Class2 is not a constructor").
@@ -27,37 +26,6 @@ import {
   TRANSPORT_TYPES,
 } from './defaults.js';
 import type { GatewayConfig } from './types.js';
-
-export {
-  ASYMMETRIC_ALGORITHMS,
-  AUTH_DEFAULTS,
-  AUTH_GRANTS,
-  AUTH_MODES,
-  DEFAULT_STORE_PATH,
-  GATEWAY_DEFAULTS,
-  JWS_ALGORITHMS,
-  KEY_SOURCES,
-  type KeySource,
-  LOG_LEVELS,
-  MAX_CLOCK_TOLERANCE_SECONDS,
-  MAX_JWKS_TIMEOUT_MS,
-  MAX_NAME_LENGTH,
-  MAX_PAGE_SIZE,
-  MAX_TIMER_MS,
-  MAX_TIMER_SECONDS,
-  MIN_OAUTH_SECRET_LENGTH,
-  MIN_SECRET_BYTES,
-  OAUTH_DEFAULTS,
-  RESERVED_NAME,
-  SERVER_AUTH_DEFAULTS,
-  SYMMETRIC_ALGORITHMS,
-  TRANSPORT_TYPES,
-} from './defaults.js';
-export { FIELD_TEXT, type FieldTable, STORE_SHAPE_TEXT } from './field-text.js';
-export { describeKind, showValue, type TranslateContext, validateShape } from './issues.js';
-export { nameProblems, suggestName } from './names.js';
-export { formatPath, type PathSegment } from './paths.js';
-export { closestKey, unknownKeyWarning } from './unknown-keys.js';
 
 // ---------------------------------------------------------------------------------------------
 // Shapes. Every key is optional; defaults, cross-field rules and transport rules live in the readers
@@ -170,7 +138,7 @@ export const gatewaySchema = z.object({
   streamPollMs: int(0, MAX_TIMER_MS),
   // A path, or false for none; which paths are taken is checked in gateway.ts.
   metricsPath: z.union([text(), z.literal(false)]),
-  // A path, or false for no status page; where it may point is checked in gateway.ts (status-path.ts).
+  // A path, or false for no status page; where it may point is checked in gateway.ts (statusPathProblem).
   statusPath: z.union([z.string(), z.literal(false)]),
   watchConfig: z.boolean(),
   // Empty entries are rejected in hosts.ts, so that one bad entry does not hide the others.

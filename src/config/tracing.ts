@@ -1,6 +1,6 @@
 /**
  * Reads `gateway.tracing`: `false`, or `{"otlpEndpoint", "serviceName"}` (both optional; the
- * standard OTEL_* variables fill what is absent, deploy/node/tracing-env.ts).
+ * standard OTEL_* variables fill what is absent, deploy/node/runtime/tracing-env.ts).
  */
 import { FIELD_TEXT, TRACING_SHAPE_TEXT } from './field-text.js';
 import { error, type Findings, readSection } from './findings.js';

@@ -6,7 +6,7 @@ import {
   compileArgsValidator,
   compileOutputValidator,
 } from '../guards/args.js';
-import { quarantineDescription } from '../guards/drift/fingerprint.js';
+import { quarantineDescription } from '../guards/drift/verdict.js';
 import { type CappedResult, errorInstead, type ResultFraming, resultCap } from '../guards/result-cap.js';
 import { contentsCap, promptResultCap } from '../guards/surface-caps.js';
 import { utf8Bytes } from '../guards/text.js';
@@ -247,35 +247,15 @@ function serialize(result: Result, framing: ResultFraming | undefined): string {
   return framing ? JSON.stringify(framing.wrap(result)) : JSON.stringify(result);
 }
 
-/** What a result's JSON follows in its JSON-RPC response (and a `}` closes). */
-function envelopeHead(id: string | number): string {
-  return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`;
-}
-
 /**
  * A result inside its JSON-RPC response: `{"jsonrpc":"2.0","id":…,"result":…}`, exactly what
- * `rawResultMessage` makes of the result's JSON (same keys, same order, no whitespace).
+ * `rawResultMessage` makes of the result's JSON; the framing is the head and the closing `}`.
  */
 function responseFraming(id: string | number): ResultFraming {
-  const head = envelopeHead(id);
-  return new Framing(id, head.length + 1, typeof id === 'number' ? head.length + 1 : undefined, head);
-}
-
-class Framing implements ResultFraming {
-  constructor(
-    private readonly id: string | number,
-    readonly chars: number,
-    private counted: number | undefined,
-    private readonly head: string,
-  ) {}
-
-  wrap(result: Result): unknown {
-    return { jsonrpc: '2.0', id: this.id, result };
-  }
-
-  /** Counted when first asked for (most results fit the cap by their length alone). */
-  get bytes(): number {
-    this.counted ??= utf8Bytes(this.head) + 1;
-    return this.counted;
-  }
+  const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`;
+  return {
+    wrap: (result) => ({ jsonrpc: '2.0', id, result }),
+    chars: head.length + 1,
+    bytes: utf8Bytes(head) + 1,
+  };
 }

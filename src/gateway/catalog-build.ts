@@ -5,8 +5,8 @@
 import { buildCatalog, type Catalog, type CatalogInput } from '../aggregate/catalog.js';
 import { buildSurface, type Surface, type SurfaceInput } from '../aggregate/surface.js';
 import type { Config, GatewayConfig } from '../config/types.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
 import { splitDriftListing, splitNames } from '../guards/drift/kinds.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import type { Logger } from '../lib/log.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { ChangeKind } from './gateway.js';

@@ -1,7 +1,8 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
-import type { DriftEvent, VerifiedListing } from '../guards/drift/fingerprint.js';
-import { baselineFrom, decideDrift, fingerprintTool, type ListedTool } from '../guards/drift/fingerprint.js';
+import { fingerprintTool } from '../guards/canonical-json.js';
+import type { DriftEvent, VerifiedListing } from '../guards/drift/verdict.js';
+import { baselineFrom, decideDrift, type ListedTool } from '../guards/drift/verdict.js';
 import type { Logger } from '../lib/log.js';
 import { identityOf, type ServerIdentity, type StateStore, sameIdentity } from '../store/state.js';
 

@@ -10,7 +10,7 @@ import { Sealer } from '../auth/seal.js';
 import { type CallLimiterFactory, callLimiter, type TakeCall } from '../auth/shared-limit.js';
 import type { Config } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import type { Logger } from '../lib/log.js';
 import { type Redactor, redactor } from '../lib/redact.js';
 import { Observers } from '../observe/record.js';
@@ -59,11 +59,9 @@ export interface GatewayOptions {
   upstreamAuth?: ReadonlyMap<string, UpstreamAuth>; // protected upstreams' credentials (#19), by server
 }
 
-export type { Health } from './lifecycle.js';
-
 /**
  * The gateway's state: upstream pool, current catalog snapshot, sessions. The HTTP layer
- * (server/app.ts) is a thin translation on top; nothing here knows about HTTP.
+ * (server/http/app.ts) is a thin translation on top; nothing here knows about HTTP.
  */
 export class Gateway {
   /** The running config; a reload (reload.ts) installs the next one. */
@@ -87,8 +85,6 @@ export class Gateway {
   readonly views = new SurfaceViews(() => this.surface);
   /** Settles when every upstream's first attempt has settled. */
   ready: Promise<void> = Promise.resolve();
-  /** `ready` has settled (a call then awaits nothing before it is relayed, #18). */
-  isReady = true;
   private started = false;
   private stopping = false;
   private inflight = 0;
@@ -97,17 +93,17 @@ export class Gateway {
   readonly states: Promise<Sealer>;
   /** Seals the task ids the gateway hands out (bound to the principal, the server and the tool). */
   readonly taskIds: Promise<Sealer>;
-  /** Per-principal views of `catalog` (tools.ts): what each may list, call and search. */
+  /** Per-principal views of `catalog` (aggregate/tool-views.ts): what each may list, call and search. */
   private readonly tools: ToolViews;
   /** Named profiles (#17): their catalogs, their principals, their catalog settings. */
   private readonly profileSet: ProfileSet;
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
-  /** tools/list and the surface lists, a page at a time, behind sealed cursors (list-pages.ts). */
+  /** tools/list and the surface lists, a page at a time, behind sealed cursors (aggregate/pages.ts). */
   readonly pages: ListPages;
   /** Who hears of each audited request (metrics, the status page's recent calls). */
   readonly observers = new Observers();
-  /** Per-tenant rate limit for tools/call: sync when local, a Promise when the store must answer. */
+  /** Per-tenant rate limit for tools/call. */
   readonly takeCall: TakeCall;
   /** Listeners for a verified catalog change (downstream list_changed). */
   private listeners = new Set<(catalog: Catalog, changed: ReadonlySet<ChangeKind>) => void>();
@@ -185,13 +181,11 @@ export class Gateway {
       .finally(() => this.endColdDiscovery(false));
     this.live = live;
     const { coldStartMs } = this.config.gateway;
-    this.isReady = false;
     this.ready = warmed
       .then((count) =>
         count > 0 ? undefined : coldDeadline(coldStartMs, live, () => this.endColdDiscovery(true)),
       )
       .then(() => {
-        this.isReady = true;
         this.log.info('gateway.catalog', {
           tools: this.catalog.entries.length,
           version: this.catalog.version,

@@ -3,7 +3,7 @@
  * from the verified listings in the store, and the health verdict that `/healthz` reports.
  */
 import type { Diagnostic } from '../aggregate/catalog.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import type { Logger } from '../lib/log.js';
 import { unrefTimer } from '../platform.js';
 import type { UpstreamAuth } from '../upstream/oauth/auth-fetch.js';

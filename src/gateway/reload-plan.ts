@@ -63,7 +63,7 @@ export const RESTART_KEYS = [
   'auth',
   'cursorSecret',
   'store',
-  // The instance registers its URL once, at start (deploy/node/instances.ts).
+  // The instance registers its URL once, at start (deploy/node/store/postgres/instances.ts).
   'advertiseUrl',
   'drift',
   // Routes mounted when the HTTP edge was built.

@@ -10,7 +10,7 @@
 import type { ProfileSet } from '../aggregate/profiles.js';
 import type { Config, ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import { redactor } from '../lib/redact.js';
 import type { Upstream } from '../upstream/upstream.js';
 import type { Gateway } from './gateway.js';

@@ -1,14 +1,16 @@
 /**
  * A quick yes for the argument schemas most tools have: an object of named primitive properties,
  * some required, maybe closed with `additionalProperties: false`. For such a schema, arguments
- * that pass this check pass the full validator too, so the full validator (≈3 µs per call,
- * measured under load, #18) runs only when the answer might be no. Anything outside that shape,
+ * that pass this check pass the full validator too, so the full validator (most of a call's
+ * argument check) runs only when the answer might be no. Anything outside that shape,
  * any constraint on a property (a pattern, a length, an enum, a format), or any keyword not
  * known to be an annotation, compiles to undefined: no quick path at all.
  *
  * Never a quick no: a false here only means "ask the full validator", which also writes the
  * problem lines.
  */
+
+import { isObject } from '../lib/json.js';
 
 /** Keywords that never change whether a value is valid. `x-` extensions are annotations too. */
 const ANNOTATIONS = new Set([
@@ -37,13 +39,10 @@ const PRIMITIVES: Record<string, Check> = {
 };
 const ANY: Check = () => true;
 
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /** A property's check: one primitive type, or any value; undefined for anything else. */
 function propertyCheck(schema: unknown): Check | undefined {
   if (schema === true) return ANY;
-  if (!isRecord(schema)) return undefined;
+  if (!isObject(schema)) return undefined;
   let check: Check = ANY;
   for (const key of Object.keys(schema)) {
     if (key === 'type') {
@@ -64,7 +63,7 @@ function propertyCheck(schema: unknown): Check | undefined {
  * @example quickAccept({ type: 'object', properties: { q: { type: 'string' } }, required: ['q'] })?.({ q: 'x' }) // true
  */
 export function quickAccept(schema: unknown): ((args: unknown) => boolean) | undefined {
-  if (!isRecord(schema) || schema.type !== 'object') return undefined;
+  if (!isObject(schema) || schema.type !== 'object') return undefined;
   let closed = false;
   let required: string[] = [];
   const checks: [string, Check][] = [];
@@ -72,7 +71,7 @@ export function quickAccept(schema: unknown): ((args: unknown) => boolean) | und
     const value = schema[key];
     if (key === 'type') continue;
     if (key === 'properties') {
-      if (!isRecord(value)) return undefined;
+      if (!isObject(value)) return undefined;
       for (const name of Object.keys(value)) {
         const check = propertyCheck(value[name]);
         if (!check) return undefined;
@@ -90,7 +89,7 @@ export function quickAccept(schema: unknown): ((args: unknown) => boolean) | und
   }
   const known = new Set(checks.map(([name]) => name));
   return (args) => {
-    if (!isRecord(args)) return false;
+    if (!isObject(args)) return false;
     for (const name of required) if (!Object.hasOwn(args, name)) return false;
     for (const [name, check] of checks) if (Object.hasOwn(args, name) && !check(args[name])) return false;
     if (closed) for (const key of Object.keys(args)) if (!known.has(key)) return false;

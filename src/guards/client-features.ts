@@ -6,6 +6,7 @@
  * is bounded and stripped like all upstream text a person or a model is shown.
  */
 import { ManifoldError } from '../errors.js';
+import { isObject } from '../lib/json.js';
 import { META } from '../protocol/versions.js';
 import { clipText, stripUnsafe, utf8Bytes } from './text.js';
 
@@ -132,10 +133,7 @@ const MAX_PARAMS_BYTES = 256 * 1024;
  * Returns undefined when it is too large to relay at all.
  */
 export function boundClientRequest(method: string, params: unknown): Record<string, unknown> | undefined {
-  const p =
-    typeof params === 'object' && params !== null && !Array.isArray(params)
-      ? (params as Record<string, unknown>)
-      : {};
+  const p = isObject(params) ? params : {};
   let json: string;
   try {
     json = JSON.stringify(p);

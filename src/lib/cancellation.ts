@@ -1,8 +1,7 @@
 /**
- * A cancellation handle for one relayed request. Cheaper than an AbortController on the hot path:
- * on Node 20 making an AbortSignal costs several microseconds and loads the garbage collector
- * (measured in docs/design.md), and most calls are never cancelled. Code that needs a real signal
- * (the SDK path of stdio and SSE upstreams) makes one and links it with `onAbort`.
+ * A cancellation handle for one relayed request, lighter than an AbortController on the hot path,
+ * where most calls are never cancelled. Code that needs a real signal makes one and links it with
+ * `onAbort`.
  *
  * @example
  * const c = new Cancellation();

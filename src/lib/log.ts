@@ -17,7 +17,6 @@ export interface Logger {
 }
 
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
-const RESERVED = ['time', 'level', 'event'];
 
 export interface JsonLoggerOptions {
   level: LogLevel;
@@ -41,32 +40,9 @@ export function createJsonLogger(options: JsonLoggerOptions, base: LogFields = {
   const secrets = options.redact ?? [];
   let known = secrets.length;
   let redact = redactor(secrets);
-  // A line is written per relayed call (the audit line), so the fixed parts are made once: the
-  // base fields' JSON per logger, and the timestamp's text per millisecond.
-  const baseKeys = Object.keys(base);
-  const baseText = JSON.stringify(base);
-  const baseJson = baseText.length > 2 ? `,${baseText.slice(1, -1)}` : '';
-  const baseOverrides = RESERVED.some((k) => k in base);
-  let lastMs = Number.NaN;
-  let lastTime = '';
   const emit = (level: LogLevel, event: string, fields?: LogFields) => {
     if (rank[level] < min) return;
-    const ms = now();
-    if (ms !== lastMs) {
-      lastMs = ms;
-      lastTime = new Date(ms).toISOString();
-    }
-    let line: string;
-    if (
-      baseOverrides ||
-      (fields && (RESERVED.some((k) => k in fields) || baseKeys.some((k) => k in fields)))
-    ) {
-      // A field that overrides a fixed one: let the object spread decide, as it always did.
-      line = JSON.stringify({ time: lastTime, level, event, ...base, ...fields });
-    } else {
-      const own = fields ? JSON.stringify(fields) : '{}';
-      line = `{"time":"${lastTime}","level":"${level}","event":${JSON.stringify(event)}${baseJson}${own.length > 2 ? `,${own.slice(1)}` : '}'}`;
-    }
+    const line = JSON.stringify({ time: new Date(now()).toISOString(), level, event, ...base, ...fields });
     if (secrets.length !== known) {
       known = secrets.length;
       redact = redactor(secrets);

@@ -127,8 +127,6 @@ export class RecentCalls {
   private readonly tenantWindow: number;
   private readonly maxTenants: number;
   private readonly limits: Pick<RecentCallOptions, 'maxServers' | 'configured'>;
-  private lastTenant: string | undefined;
-  private lastScope: Scope | undefined;
 
   constructor(options: RecentCallOptions) {
     this.limits = options;
@@ -142,11 +140,6 @@ export class RecentCalls {
     const server = record.server ?? UNRESOLVED;
     const failed = record.verdict !== 'allowed';
     this.all.add(server, record.durationMs, failed);
-    // The common case, one tenant calling again and again, skips the recency bookkeeping.
-    if (record.tenant === this.lastTenant && this.lastScope) {
-      this.lastScope.add(server, record.durationMs, failed);
-      return;
-    }
     let scope = this.tenants.get(record.tenant);
     if (scope) {
       this.tenants.delete(record.tenant);
@@ -158,8 +151,6 @@ export class RecentCalls {
       scope = new Scope(this.tenantWindow, this.limits);
     }
     this.tenants.set(record.tenant, scope);
-    this.lastTenant = record.tenant;
-    this.lastScope = scope;
     scope.add(server, record.durationMs, failed);
   };
 

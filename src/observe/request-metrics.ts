@@ -35,10 +35,9 @@ interface Series {
 const MAX_TENANT_CHARS = 64;
 
 /**
- * The request counters, fed by the gateway's observers (observe.ts). Prometheus clients hash the
- * label set on every observation (prom-client 15: ~1.7 µs for a counter, a histogram and two byte
- * counters); here one string key finds the series, and the rest is additions (~0.2 µs). The
- * families are built only when scraped.
+ * The request counters, fed by the gateway's observers (record.ts): one string key finds the
+ * series, and the rest is additions, where a Prometheus client would hash the label set of each
+ * family on every observation. The families are built only when scraped.
  *
  * Label cardinality is bounded: `tool` only names tools of the current catalog (anything else,
  * such as a misspelt or invisible name, is "other"), at most `limits.tools` of them; `tenant` at
@@ -60,52 +59,12 @@ export class RequestMetrics {
     this.maxTenants = limits.tenants ?? 100;
   }
 
-  /**
-   * The last observation's method, server, target, verdict and catalog, and the series they found.
-   * Calls come in runs of the same tool: the next one with the same five takes the same series
-   * without building its key, hashing it, or looking its tool up in the catalog (about 2,000
-   * instructions a call, #18). Its label is the same: the catalog is the same one, and `tools`
-   * only grows.
-   */
-  private last:
-    | {
-        method: string;
-        server: string | null;
-        target: string | null;
-        verdict: string;
-        names: Catalog['byName'];
-        series: Series;
-      }
-    | undefined;
-
   /** The observer: bound, so it can be handed to `gateway.observers.add` as it is. */
   readonly observe = (r: RequestRecord): void => {
-    const names = this.catalog().byName;
-    const last = this.last;
-    let s: Series | undefined;
-    if (
-      last !== undefined &&
-      last.method === r.method &&
-      last.server === r.server &&
-      last.target === r.target &&
-      last.verdict === r.verdict &&
-      last.names === names
-    ) {
-      s = last.series;
-    } else {
-      const tool = this.toolLabel(r, names);
-      const server = r.server ?? '';
-      const key = `${r.method}\0${server}\0${tool}\0${r.verdict}`;
-      s = this.series.get(key) ?? this.open(key, r.method, server, tool, r.verdict);
-      this.last = {
-        method: r.method,
-        server: r.server,
-        target: r.target,
-        verdict: r.verdict,
-        names,
-        series: s,
-      };
-    }
+    const tool = this.toolLabel(r, this.catalog().byName);
+    const server = r.server ?? '';
+    const key = `${r.method}\0${server}\0${tool}\0${r.verdict}`;
+    const s = this.series.get(key) ?? this.open(key, r.method, server, tool, r.verdict);
     s.count++;
     s.bytesIn += r.bytesIn;
     s.bytesOut += r.bytesOut;

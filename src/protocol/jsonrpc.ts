@@ -57,7 +57,7 @@ export function classify(body: unknown): Incoming {
 }
 
 export function resultMessage(id: JsonRpcId, result: unknown): string {
-  return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${JSON.stringify(result)}}`;
+  return JSON.stringify({ jsonrpc: '2.0', id, result });
 }
 
 /** A response whose result is already serialized (relayed results are serialized once). */

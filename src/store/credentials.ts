@@ -12,8 +12,6 @@ import type { TokenAuthMethod } from '../config/types.js';
 import type { CredentialStore, StoredClient, StoredToken } from './credentials-types.js';
 import type { SqlExec, SqlValue } from './sql.js';
 
-export type { CredentialStore, StoredClient, StoredToken } from './credentials-types.js';
-
 /** One token as listed for status and logout: never the sealed column. */
 export type ListedToken = Awaited<ReturnType<CredentialStore['listTokens']>>[number];
 

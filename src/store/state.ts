@@ -22,7 +22,7 @@ export interface ToolHints {
   openWorldHint?: boolean;
 }
 
-/** Upstream tool name -> what was trusted. Structurally the same as src/guards/drift.ts. */
+/** Upstream tool name -> what was trusted. Structurally the same as src/guards/drift/verdict.ts. */
 export type Baseline = Record<string, { fingerprint: string; hints: ToolHints; tool: Tool }>;
 
 /** Which server a row describes. A row only serves a configured server with the same identity. */
@@ -58,7 +58,7 @@ export interface ServerRow {
 }
 
 /**
- * Promise-returning, so that a networked database (Postgres, deploy/node/postgres-store.ts) sits
+ * Promise-returning, so that a networked database (Postgres, deploy/node/store/postgres/store.ts) sits
  * behind the same seam as the synchronous SQLite file and Durable Object: whichever rule needs the
  * database's own answer (one baseline across instances, a claim granted once) asks it, never a
  * mirror. Nothing on the tools/call path calls the store unless a feature needs it (approvals).

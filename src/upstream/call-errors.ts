@@ -1,5 +1,6 @@
 import { describeError, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
+import { isObject } from '../lib/json.js';
 import { McpCode } from '../protocol/versions.js';
 import type { OAuthRule } from './oauth/types.js';
 
@@ -111,7 +112,7 @@ export function isSdkMcpError(e: unknown): e is Error & { code: number; data?: u
 /** Upstream data is untrusted: capability names as keys, small objects as values, a few at most. */
 function boundedCapabilities(v: unknown): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return out;
+  if (!isObject(v)) return out;
   for (const [k, value] of Object.entries(v).slice(0, 8)) {
     if (!/^[A-Za-z][\w./-]{0,63}$/.test(k)) continue;
     const small = typeof value === 'object' && value !== null && JSON.stringify(value).length <= 512;

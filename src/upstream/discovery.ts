@@ -1,20 +1,10 @@
 /**
- * Bounded reading of a paginated `tools/list`. An upstream controls the cursors, the page count
+ * Bounded reading of a paginated list. An upstream controls the cursors, the page count
  * and how long it takes, so a buggy or hostile one could otherwise loop forever, hang discovery,
  * or flood the catalog. Every listing is read to its end or fails as a whole: a half-read listing
  * would silently hide tools and make the catalog depend on timing.
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { ManifoldError } from '../errors.js';
-
-/** One `tools/list` result page. */
-export interface ListPage {
-  tools: Tool[];
-  nextCursor?: string | undefined;
-}
-
-/** Fetches one page; `cursor` is undefined for the first. Should honour `signal`, but need not. */
-export type FetchPage = (cursor: string | undefined, signal: AbortSignal) => Promise<ListPage>;
 
 export interface DiscoveryOptions {
   /** Pages allowed in one listing; needing one more is an error. */
@@ -51,27 +41,6 @@ function pages(n: number): string {
   return n === 1 ? '1 page' : `${n} pages`;
 }
 
-/**
- * Reads every page of an upstream's `tools/list`, following `nextCursor` until it is absent or
- * empty, and returns all tools in order.
- *
- * Fails with `ManifoldError('ERR_LISTING')` (`data.reason` a {@link ListingFailure}) when the
- * listing needs more than `maxPages` pages, repeats any earlier cursor, names a tool twice, holds
- * more than `maxTools` tools, outlives `deadlineMs`, or `options.signal` aborts. The deadline and
- * abort reject even if `fetchPage` ignores its signal. Errors thrown by `fetchPage` are rethrown
- * unchanged.
- */
-export function listAllTools(fetchPage: FetchPage, options: DiscoveryOptions): Promise<Tool[]> {
-  return listAllItems(
-    async (cursor, signal) => {
-      const page = await fetchPage(cursor, signal);
-      return { items: page.tools, nextCursor: page.nextCursor };
-    },
-    options,
-    { method: 'tools/list', keyOf: (t: Tool) => t.name, noun: 'tool' },
-  );
-}
-
 /** One page of any list method. */
 export interface ItemPage<T> {
   items: T[];
@@ -79,8 +48,15 @@ export interface ItemPage<T> {
 }
 
 /**
- * The same bounded reading for any paginated list (`prompts/list`, `resources/list`,
- * `resources/templates/list`): `keyOf` names an item, and an item named twice fails the listing.
+ * Reads every page of a paginated list (`tools/list`, `prompts/list`, `resources/list`,
+ * `resources/templates/list`), following `nextCursor` until it is absent or empty, and returns all
+ * items in order; `keyOf` names an item.
+ *
+ * Fails with `ManifoldError('ERR_LISTING')` (`data.reason` a {@link ListingFailure}) when the
+ * listing needs more than `maxPages` pages, repeats any earlier cursor, names an item twice, holds
+ * more than `maxTools` items, outlives `deadlineMs`, or `options.signal` aborts. The deadline and
+ * abort reject even if `fetchPage` ignores its signal. Errors thrown by `fetchPage` are rethrown
+ * unchanged.
  */
 export async function listAllItems<T>(
   fetchPage: (cursor: string | undefined, signal: AbortSignal) => Promise<ItemPage<T>>,

@@ -10,8 +10,8 @@ import {
   notResentError,
   sessionExpired,
 } from './call-errors.js';
-import type { UpstreamSession } from './session.js';
-import { type CallOptions, type UpstreamDeps, type UpstreamState, withDeadlines } from './types.js';
+import type { SessionCallOptions, UpstreamSession } from './session.js';
+import type { CallOptions, UpstreamDeps, UpstreamState } from './types.js';
 
 /** What recovery reads of its upstream, and the few things it asks of it. */
 export interface RecoveryHost {
@@ -91,7 +91,11 @@ export class Recovery {
       }
       const timeout = up.config.timeoutMs;
       const { cancellation, onprogress } = options;
-      const sent = withDeadlines(options, timeout, Math.max(timeout, up.deps.gateway.maxCallTimeoutMs));
+      const sent: SessionCallOptions = {
+        ...options,
+        timeoutMs: timeout,
+        maxTotalMs: Math.max(timeout, up.deps.gateway.maxCallTimeoutMs),
+      };
       if (onprogress) {
         // Progress must keep increasing (spec: utilities/progress): a resent request starts again
         // from zero, so what does not pass the last value relayed is dropped.
@@ -183,11 +187,8 @@ export class Recovery {
 
   /** Closes a replaced session once nothing is in flight on it (a request on it ends by itself). */
   retire(old: UpstreamSession): void {
-    if ((this.busy.get(old) ?? 0) > 0) this.retiring.add(old);
-    else {
-      this.busy.delete(old);
-      void old.close().catch(() => {});
-    }
+    if (this.busy.has(old)) this.retiring.add(old);
+    else void old.close().catch(() => {});
   }
 
   /** Closes every replaced session now (the upstream is closing). */
@@ -237,22 +238,17 @@ export class Recovery {
 
   /** Counts a request in flight on `session` (see `retire`). */
   private hold(session: UpstreamSession): void {
-    const held = this.busy.get(session);
-    // A new session's first request: the counts left at 0 by earlier sessions go.
-    if (held === undefined) for (const [s, n] of this.busy) if (n === 0) this.busy.delete(s);
-    this.busy.set(session, (held ?? 0) + 1);
+    this.busy.set(session, (this.busy.get(session) ?? 0) + 1);
   }
 
   private release(session: UpstreamSession): void {
     const left = (this.busy.get(session) ?? 1) - 1;
-    // A session's count stays at 0 rather than being deleted, so that a call at a time does not
-    // add and delete a Map entry each (tables.ts); it goes when the session is retired.
-    if (left > 0 || !this.retiring.delete(session)) {
+    if (left > 0) {
       this.busy.set(session, left);
       return;
     }
     this.busy.delete(session);
-    void session.close().catch(() => {});
+    if (this.retiring.delete(session)) void session.close().catch(() => {});
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import type { Cancellation } from '../lib/cancellation.js';
 import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
@@ -30,14 +30,6 @@ export interface Listing {
 export interface ItemsPage {
   items: unknown[];
   nextCursor?: string | undefined;
-  ttlMs?: number;
-}
-
-/** One page of an upstream's tools/list, with its freshness hint when the server gives one. */
-export interface ListedPage {
-  tools: Tool[];
-  nextCursor?: string | undefined;
-  /** The result's `ttlMs` (2026-07-28 caching): a hint for when to list again. */
   ttlMs?: number;
 }
 
@@ -147,7 +139,6 @@ export interface UpstreamSession {
    * object's snapshot, #15): `Upstream` publishes it as it is instead of listing and verifying.
    */
   readonly published?: { listing: Listing; verified: VerifiedListing } | undefined;
-  listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage>;
   /** One page of any list. */
   listPage(kind: ListKind, cursor: string | undefined, signal: AbortSignal): Promise<ItemsPage>;
   /** Relays one request (prompts/get, resources/read, completion/complete…) and returns its result. */
@@ -158,7 +149,6 @@ export interface UpstreamSession {
   ): Promise<Record<string, unknown>>;
   /** The listing now in force (a modern session reads its `x-mcp-header` annotations from it). */
   noteTools(tools: readonly Tool[]): void;
-  callTool(params: Record<string, unknown>, options: SessionCallOptions): Promise<Record<string, unknown>>;
   /** Asks for `notifications/resources/updated` on one of the server's URIs (or stops asking). */
   subscribe(uri: string): Promise<void>;
   unsubscribe(uri: string): Promise<void>;

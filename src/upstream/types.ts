@@ -1,6 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
@@ -61,19 +61,6 @@ export interface UpstreamDeps {
 
 /** What a caller may attach to a relayed request; the deadlines are the server's own. */
 export type CallOptions = Omit<SessionCallOptions, 'timeoutMs' | 'maxTotalMs'>;
-
-/**
- * `options` with the server's deadlines (which CallOptions never holds). Written before the
- * spread: Node 20 takes V8's slow path for a key added to an object after a spread, and every
- * relayed request makes one of these.
- */
-export function withDeadlines(
-  options: CallOptions,
-  timeoutMs: number,
-  maxTotalMs: number,
-): SessionCallOptions {
-  return { timeoutMs, maxTotalMs, ...options };
-}
 
 /** The verifier of an upstream without a drift gate: everything it lists is trusted. */
 export const trustEverything = async (tools: Tool[]): Promise<VerifiedListing> => ({

@@ -1,20 +1,19 @@
-import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Resource, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import type { VerifiedListing } from '../guards/drift/fingerprint.js';
 import { driftListing } from '../guards/drift/kinds.js';
+import type { VerifiedListing } from '../guards/drift/verdict.js';
 import { isObject } from '../lib/json.js';
 import type { Logger } from '../lib/log.js';
 import { type Era, TASKS_EXTENSION } from '../protocol/versions.js';
 import { authAware, withUpstreamAuth } from './auth-deps.js';
 import { backoffDelay, defaultBackoff, ReconnectTimer } from './backoff.js';
-import { logReason, publicReason } from './call-errors.js';
+import { brief, logReason, publicReason } from './call-errors.js';
+import { reachedOverSse } from './legacy/transports.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import type { SubjectKey } from './oauth/types.js';
 import { Recovery } from './recovery.js';
 import { type ListKind, NotServing, type UpstreamSession } from './session.js';
-import { upstreamStatus } from './status.js';
-import { Subscriptions } from './subscriptions.js';
 import type { CallOptions, UpstreamDeps, UpstreamState, UpstreamStatus } from './types.js';
 import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS, trustEverything } from './types.js';
 
@@ -47,7 +46,7 @@ export class Upstream {
   /** `notifications/resources/updated` from this upstream (original URI). */
   onResourceUpdated: (uri: string) => void = () => {};
   /**
-   * Checks a complete listing (tools, prompts and templates as tool-shaped records, drift-kinds.ts)
+   * Checks a complete listing (tools, prompts and templates as tool-shaped records, guards/drift/kinds.ts)
    * before it is published, so no client ever sees an unverified catalog (C4). Default: trust all.
    */
   verify: (tools: Tool[]) => Promise<VerifiedListing> = trustEverything;
@@ -94,10 +93,6 @@ export class Upstream {
         if (this.state !== 'closed') void this.connect();
       },
     );
-    this.subscriptions = new Subscriptions(
-      () => (this.state === 'ready' ? this.session : undefined),
-      this.log,
-    );
     const self = this;
     this.recovery = new Recovery({
       name: config.name,
@@ -130,27 +125,24 @@ export class Upstream {
   get tools(): Tool[] {
     return this.listing.tools;
   }
-  get prompts(): Prompt[] {
-    return this.listing.prompts;
-  }
   get resources(): Resource[] {
     return this.listing.resources;
   }
-  get templates(): ResourceTemplate[] {
-    return this.listing.templates;
+
+  /**
+   * The resource URIs someone downstream watches (`resources/subscribe`, or the modern listen
+   * filter). They outlive a connection: every new session is asked for all of them.
+   */
+  readonly watched = new Set<string>();
+
+  async subscribe(uri: string): Promise<void> {
+    this.watched.add(uri);
+    if (this.state === 'ready') await this.session?.subscribe(uri);
   }
 
-  /** URIs someone downstream watches; asked for again after every reconnect (subscriptions.ts). */
-  private readonly subscriptions: Subscriptions;
-
-  get watched(): Set<string> {
-    return this.subscriptions.watched;
-  }
-  subscribe(uri: string): Promise<void> {
-    return this.subscriptions.add(uri);
-  }
-  unsubscribe(uri: string): Promise<void> {
-    return this.subscriptions.remove(uri);
+  async unsubscribe(uri: string): Promise<void> {
+    if (!this.watched.delete(uri)) return;
+    if (this.state === 'ready') await this.session?.unsubscribe(uri).catch(() => {});
   }
 
   /** Whether the server can send resource updates at all (its resources.subscribe capability). */
@@ -193,8 +185,31 @@ export class Upstream {
     return this.firstAttempt;
   }
 
+  /** What /healthz and `manifold check` show of this upstream. */
   status(): UpstreamStatus {
-    return upstreamStatus(this, this.session);
+    const v = this.verified;
+    const held = v && (v.quarantined.length > 0 || v.withheld.length > 0 || v.identityChanged);
+    return {
+      name: this.name,
+      transport: reachedOverSse(this.config) ? 'sse' : this.config.type,
+      state: this.state,
+      tools: this.state === 'ready' ? this.tools.length : 0,
+      consecutiveFailures: this.consecutiveFailures,
+      reconnects: this.reconnects,
+      ...(this.lastError ? { lastError: this.lastError } : {}),
+      ...(this.rule ? { rule: this.rule } : {}),
+      ...(this.session ? { era: this.session.era, protocolVersion: this.session.protocolVersion } : {}),
+      // What drift holds back (names only).
+      ...(held
+        ? {
+            drift: {
+              quarantined: v.quarantined.map((t) => t.name),
+              withheld: v.withheld,
+              ...(v.identityChanged ? { identityChanged: true } : {}),
+            },
+          }
+        : {}),
+    };
   }
   /**
    * Opens a session, lists and verifies, and publishes. `renew`: in place of a session the server
@@ -274,7 +289,11 @@ export class Upstream {
           ...(renew ? { renewed: true } : {}),
         });
       this.relistAfter(listed.ttlMs);
-      this.subscriptions.renew(session);
+      for (const uri of this.watched) {
+        session
+          .subscribe(uri)
+          .catch((e: unknown) => this.log.warn('upstream.subscribe_failed', { error: brief(e) }));
+      }
       this.onChange();
     } catch (e) {
       if (session) await session.close().catch(() => {});
@@ -407,10 +426,6 @@ export class Upstream {
     return attempt;
   }
 
-  /** Relays one tools/call; resent only where safe: a `read` tool, an unknown session (see `request`). */
-  callTool(params: Record<string, unknown>, options: CallOptions = {}): Promise<Record<string, unknown>> {
-    return this.request('tools/call', params, options);
-  }
   /** Relays one request to this server, with the call deadlines and safe resends (recovery.ts). */
   request(
     method: string,

@@ -6,7 +6,7 @@
 // Prints one JSON line: { sessions, bytesPerSession, before, after }.
 import { resolveJwksFile } from '../../dist/deploy/node/cli/load.js';
 import { startGateway } from '../../dist/deploy/node/http/serve.js';
-import { parseConfigObject } from '../../dist/src/config/index.js';
+import { parseConfigObject } from '../../dist/src/config/load.js';
 import { silentLogger } from '../../dist/src/lib/log.js';
 import { legacyInitialize } from './calls.mjs';
 

@@ -96,7 +96,7 @@ function argumentsFor(tool) {
 }
 
 async function main() {
-  const { parseConfigObject } = await dist('src/config/index.js');
+  const { parseConfigObject } = await dist('src/config/load.js');
   const { createJsonLogger } = await dist('src/lib/log.js');
   const { startGateway } = await dist('deploy/node/http/serve.js');
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { baselineFrom } from '../../src/guards/drift/fingerprint.js';
+import { baselineFrom } from '../../src/guards/drift/verdict.js';
 import { encodeHeaderValue } from '../../src/protocol/headers.js';
 import { identityOf } from '../../src/store/state.js';
 import {

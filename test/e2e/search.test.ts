@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { connectLegacy, connectModern, DRIFT } from '../helpers/clients.js';
 import { testIssuer } from '../helpers/factories.js';
 import { EVERYTHING, eventually, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';

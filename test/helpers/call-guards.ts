@@ -1,5 +1,5 @@
 import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { CallGuards } from '../../src/gateway/call-guards.js';
 import { createJsonLogger } from '../../src/lib/log.js';
 

@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tracer } from '@opentelemetry/api';
 import { type RunningGateway, startGateway } from '../../deploy/node/http/serve.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { createJsonLogger } from '../../src/lib/log.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { CallGuards } from '../../src/gateway/call-guards.js';
 import { resultCap } from '../../src/guards/result-cap.js';
 import * as text from '../../src/guards/text.js';
@@ -112,7 +112,7 @@ describe('CallGuards.resultMessage', () => {
     expect(modern).toContain('"io.modelcontextprotocol/serverInfo"');
   });
 
-  it('dresses a modern result: resultType, the gateway identity first in _meta, the rest kept', () => {
+  it('dresses a modern result: resultType, the gateway identity in _meta, the rest kept', () => {
     const dress = dresses.modern;
     const info = { 'io.modelcontextprotocol/serverInfo': { name: 'manifold', version: '9.9.9' } };
     expect(dress({})).toEqual({ resultType: 'complete', _meta: info });
@@ -122,9 +122,7 @@ describe('CallGuards.resultMessage', () => {
       JSON.stringify({ resultType: 'complete', _meta: info, content: cleared.content }),
     );
     const own = dress({ resultType: 'x', _meta: { 'x/y': 1, 'io.modelcontextprotocol/serverInfo': 'up' } });
-    expect(JSON.stringify(own)).toBe(
-      JSON.stringify({ resultType: 'complete', _meta: { ...info, 'x/y': 1 } }),
-    );
+    expect(own).toEqual({ resultType: 'complete', _meta: { ...info, 'x/y': 1 } });
   });
 });
 

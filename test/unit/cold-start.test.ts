@@ -3,7 +3,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { describe, expect, it } from 'vitest';
 import type { Catalog } from '../../src/aggregate/catalog.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway/gateway.js';
 import { createJsonLogger, silentLogger } from '../../src/lib/log.js';
 import type { Platform } from '../../src/platform.js';

@@ -6,21 +6,12 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigLoadError, loadConfigFile, resolveJwksFile } from '../../deploy/node/cli/load.js';
-import {
-  AUTH_DEFAULTS,
-  type AuthConfig,
-  type ConfigIssue,
-  type ConfigResult,
-  checkBindSafety,
-  formatIssues,
-  formatPath,
-  GATEWAY_DEFAULTS,
-  interpolateString,
-  isLoopbackHost,
-  JWS_ALGORITHMS,
-  parseConfig,
-  parseConfigObject,
-} from '../../src/config/index.js';
+import { checkBindSafety, isLoopbackHost } from '../../src/config/bind.js';
+import { AUTH_DEFAULTS, GATEWAY_DEFAULTS, JWS_ALGORITHMS } from '../../src/config/defaults.js';
+import { interpolateString } from '../../src/config/interpolate.js';
+import { formatIssues, parseConfig, parseConfigObject } from '../../src/config/load.js';
+import { formatPath } from '../../src/config/paths.js';
+import type { AuthConfig, ConfigIssue, ConfigResult } from '../../src/config/types.js';
 import { redactor } from '../../src/lib/redact.js';
 import { maskedConfig } from '../../src/server/http/status/config.js';
 

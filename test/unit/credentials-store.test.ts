@@ -13,11 +13,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { PG_MIGRATIONS } from '../../deploy/node/store/postgres/schema.js';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
 import { openSqliteStore } from '../../deploy/node/store/sqlite.js';
-import {
-  type CredentialStore,
-  MemoryCredentialStore,
-  type StoredToken,
-} from '../../src/store/credentials.js';
+import { MemoryCredentialStore } from '../../src/store/credentials.js';
+import type { CredentialStore, StoredToken } from '../../src/store/credentials-types.js';
 import { MIGRATIONS } from '../../src/store/schema.js';
 import { freshDatabase } from '../helpers/postgres.js';
 import { ID, TOOLS } from '../shared/store-contract.js';

@@ -49,7 +49,11 @@ function caller(options: { hang?: (body: { params: { name: string } }) => boolea
   };
   const { direct, cancelled } = directCaller(post);
   const call = (name = 'echo', cancellation?: Cancellation) =>
-    direct.call({ name, arguments: {} }, { timeoutMs: 5_000, maxTotalMs: 5_000, cancellation });
+    direct.request(
+      'tools/call',
+      { name, arguments: {} },
+      { timeoutMs: 5_000, maxTotalMs: 5_000, cancellation },
+    );
   return { call, signals, cancelled };
 }
 
@@ -86,7 +90,7 @@ describe('direct calls: deadlines', () => {
   function hangingCall(clock: () => number, timeoutMs: number, maxTotalMs: number) {
     const { direct, cancelled } = directCaller((request) => hang(request.signal), clock);
     const result = direct
-      .call({ name: 'tick', arguments: {} }, { timeoutMs, maxTotalMs, onprogress: () => {} })
+      .request('tools/call', { name: 'tick', arguments: {} }, { timeoutMs, maxTotalMs, onprogress: () => {} })
       .then(
         () => undefined,
         (e: unknown) => e as McpError,
@@ -146,7 +150,7 @@ describe('direct calls: one timer for every deadline', () => {
       log: silentLogger,
     });
     const call = (timeoutMs: number) =>
-      direct.call({ name: 'x', arguments: {} }, { timeoutMs, maxTotalMs: 60_000 }).then(
+      direct.request('tools/call', { name: 'x', arguments: {} }, { timeoutMs, maxTotalMs: 60_000 }).then(
         () => 'answered',
         (e: McpError) => `timed out after ${(e.data as { timeout?: number }).timeout}`,
       );
@@ -248,8 +252,8 @@ direct = new DirectCaller({
   log,
 });
 const options = { timeoutMs: 600_000, maxTotalMs: 600_000 };
-await direct.call({ name: 'x', arguments: {} }, options);
-await direct.call({ name: 'x', arguments: {} }, options);
+await direct.request('tools/call',{ name: 'x', arguments: {} }, options);
+await direct.request('tools/call',{ name: 'x', arguments: {} }, options);
 console.log(JSON.stringify({ armed: direct.timer !== undefined }));
 `,
       );
@@ -282,7 +286,7 @@ describe('direct calls: answers by id', () => {
     (direct as unknown as { seq: number }).seq = 99_998;
     let settled: unknown;
     const answered = direct
-      .call({ name: 'echo', arguments: {} }, { timeoutMs: 5_000, maxTotalMs: 5_000 })
+      .request('tools/call', { name: 'echo', arguments: {} }, { timeoutMs: 5_000, maxTotalMs: 5_000 })
       .then((r) => {
         settled = r;
       });
@@ -326,7 +330,8 @@ describe('direct calls: messages that name no request (SECURITY G5)', () => {
     const call = (caller: string | undefined, label: string) => {
       logs[label] = [];
       void direct
-        .call(
+        .request(
+          'tools/call',
           { name: 'x', arguments: {} },
           {
             caller,

@@ -1,12 +1,24 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManifoldError } from '../../src/errors.js';
-import {
-  type FetchPage,
-  type ListingFailure,
-  type ListPage,
-  listAllTools,
-} from '../../src/upstream/discovery.js';
+import { type DiscoveryOptions, type ListingFailure, listAllItems } from '../../src/upstream/discovery.js';
+
+interface ListPage {
+  tools: Tool[];
+  nextCursor?: string | undefined;
+}
+type FetchPage = (cursor: string | undefined, signal: AbortSignal) => Promise<ListPage>;
+
+/** A tools/list read as discovery reads it. */
+const listAllTools = (fetchPage: FetchPage, options: DiscoveryOptions): Promise<Tool[]> =>
+  listAllItems(
+    async (cursor, signal) => {
+      const page = await fetchPage(cursor, signal);
+      return { items: page.tools, nextCursor: page.nextCursor };
+    },
+    options,
+    { method: 'tools/list', keyOf: (t: Tool) => t.name, noun: 'tool' },
+  );
 
 const tool = (name: string): Tool => ({ name, inputSchema: { type: 'object' } });
 

@@ -2,21 +2,17 @@ import { createHash } from 'node:crypto';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { canonicalJson, fingerprintTool } from '../../src/guards/canonical-json.js';
+import { diffTool, formatDiff } from '../../src/guards/drift/diff.js';
+import { type AnnotationHints, annotationEscalation, hintsOf } from '../../src/guards/drift/hints.js';
 import {
-  type AnnotationHints,
-  annotationEscalation,
   type Baseline,
   baselineFrom,
-  canonicalJson,
   decideDrift,
-  diffTool,
-  fingerprintTool,
-  formatDiff,
-  hintsOf,
   type ListedTool,
   quarantineDescription,
   quarantinedTool,
-} from '../../src/guards/drift/fingerprint.js';
+} from '../../src/guards/drift/verdict.js';
 
 const searchTool: Tool = {
   name: 'search',

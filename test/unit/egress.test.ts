@@ -3,16 +3,9 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkedLookup, nodeEgress, type Resolver } from '../../deploy/node/runtime/egress.js';
 import { ManifoldError } from '../../src/errors.js';
-import {
-  egressDeniedError,
-  egressPolicy,
-  formatIp,
-  nonPublicReason,
-  parseIPv4,
-  parseIPv6,
-  parseIp,
-  type Verdict,
-} from '../../src/guards/egress/policy.js';
+import { formatIp, parseIPv4, parseIPv6, parseIp } from '../../src/guards/egress/ip.js';
+import { egressDeniedError, egressPolicy, type Verdict } from '../../src/guards/egress/policy.js';
+import { nonPublicReason } from '../../src/guards/egress/ranges.js';
 import { guardedFetch } from '../../src/upstream/wire/egress-fetch.js';
 import { eventually } from '../helpers/harness.js';
 

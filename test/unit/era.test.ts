@@ -9,7 +9,7 @@ import {
   paramValue,
   sameParamValue,
 } from '../../src/protocol/headers.js';
-import { isReservedMetaKey, META, withMeta, withMetaField } from '../../src/protocol/versions.js';
+import { isReservedMetaKey, META } from '../../src/protocol/versions.js';
 import { toRpcError } from '../../src/server/mcp/errors.js';
 
 const meta = (extra: Record<string, unknown> = {}) => ({
@@ -270,27 +270,5 @@ describe('request metadata headers', () => {
     expect(isReservedMetaKey('mcp/x')).toBe(false);
     expect(isReservedMetaKey('io.mcp')).toBe(false);
     expect(isReservedMetaKey('a/b.mcp.c')).toBe(false);
-  });
-});
-
-// The `_meta` stamps of a modern call are built without spreading (#18); they must still mean
-// what `{ ...meta, ...own }` means.
-describe('withMeta', () => {
-  it('is { ...meta, ...own }: own wins, nothing of meta is lost', () => {
-    const meta = { a: 1, [META.logLevel]: 'debug', b: { c: 2 } };
-    const out = withMeta(meta, { [META.logLevel]: 'info', [META.serverInfo]: { name: 'm' } });
-    expect(out).toEqual({ ...meta, [META.logLevel]: 'info', [META.serverInfo]: { name: 'm' } });
-    expect(meta[META.logLevel]).toBe('debug');
-    expect(withMeta(undefined, { x: 1 })).toEqual({ x: 1 });
-  });
-
-  it('withMetaField replaces _meta and keeps the other params', () => {
-    const params = { name: 't', arguments: { q: 1 }, _meta: { old: true } };
-    expect(withMetaField(params, { new: true })).toEqual({
-      name: 't',
-      arguments: { q: 1 },
-      _meta: { new: true },
-    });
-    expect(params._meta).toEqual({ old: true });
   });
 });

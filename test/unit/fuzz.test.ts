@@ -1,6 +1,6 @@
 import * as fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway/gateway.js';
 import { silentLogger } from '../../src/lib/log.js';
 import { createApp } from '../../src/server/http/app.js';

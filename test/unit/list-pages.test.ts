@@ -6,7 +6,7 @@ import { ListPages, type PageSource } from '../../src/aggregate/pages.js';
 import { ProfileSet } from '../../src/aggregate/profiles.js';
 import { ToolViews } from '../../src/aggregate/tool-views.js';
 import { principalFromClaims } from '../../src/auth/grants.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import type { AuthConfig } from '../../src/config/types.js';
 import { silentLogger } from '../../src/lib/log.js';
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { promExporter } from '../../deploy/node/runtime/metrics.js';
 import { buildCatalog, type Catalog } from '../../src/aggregate/catalog.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import type { MetricFamily } from '../../src/observe/metrics.js';
-import { textExporter } from '../../src/observe/metrics-text.js';
+import { textExporter } from '../../src/observe/metrics.js';
 import type { RequestRecord } from '../../src/observe/record.js';
 import { RequestMetrics } from '../../src/observe/request-metrics.js';
 import { parsePromText } from '../helpers/prom-text.js';

@@ -5,21 +5,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../src/upstream/oauth/box.js';
 import { discoverAuthorizationServer } from '../../src/upstream/oauth/discovery.js';
 import {
-  clientCredentials,
   openCallback,
   redeemCode,
-  refresh,
-  revoke,
   STATE_AAD,
   selectScopes,
   startAuthorization,
-  TokenEndpointError,
 } from '../../src/upstream/oauth/flow.js';
 import {
   chooseAuthMethod,
   clientMetadataDocument,
   obtainClient,
 } from '../../src/upstream/oauth/registration.js';
+import { clientCredentials, refresh, revoke, TokenEndpointError } from '../../src/upstream/oauth/token.js';
 import {
   type AsMetadata,
   type OAuthClient,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogEntry } from '../../src/aggregate/catalog.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { CallGuards } from '../../src/gateway/call-guards.js';
 import { compileOutputValidator, MAX_PROBLEMS } from '../../src/guards/args.js';
 import { TRUNCATED_META_KEY } from '../../src/guards/result-cap.js';

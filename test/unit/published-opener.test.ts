@@ -1,9 +1,9 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { anonymousPrincipal } from '../../src/auth/principal.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway/gateway.js';
-import type { VerifiedListing } from '../../src/guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../../src/guards/drift/verdict.js';
 import { silentLogger } from '../../src/lib/log.js';
 import type { Platform } from '../../src/platform.js';
 import {
@@ -34,14 +34,9 @@ function publishedSession(verified: VerifiedListing, calls: string[]): UpstreamS
     hasTools: true,
     capabilities: { tools: {} },
     published: { listing: { tools, prompts: [], resources: [], templates: [] }, verified },
-    listTools: () => Promise.reject(new Error('a published session is not listed')),
     listPage: () => Promise.reject(new Error('a published session is not listed')),
     request: async (method: string, params: Record<string, unknown>, _o: SessionCallOptions) => {
       calls.push(`${method} ${String(params.name)}`);
-      return { content: [{ type: 'text', text: 'ran' }] };
-    },
-    callTool: async (params: Record<string, unknown>) => {
-      calls.push(`tools/call ${String(params.name)}`);
       return { content: [{ type: 'text', text: 'ran' }] };
     },
     noteTools: () => {},
@@ -82,7 +77,7 @@ describe('SessionOpener: listings published elsewhere (#15)', () => {
       expect(entries.find((e) => e.name === 's__b')?.quarantined).toBe(true);
       expect(gateway.pool.get('s')?.status().drift).toEqual({ quarantined: ['b'], withheld: ['c'] });
       const upstream = await gateway.owner('s');
-      await upstream.callTool({ name: 'a', arguments: {} });
+      await upstream.request('tools/call', { name: 'a', arguments: {} });
       expect(calls).toEqual(['tools/call a']);
     } finally {
       await gateway.close(0);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import {
   planReload,

@@ -2,7 +2,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseConfigObject } from '../../src/config/index.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { ManifoldError } from '../../src/errors.js';
 import { createJsonLogger, silentLogger } from '../../src/lib/log.js';
 import type { Platform } from '../../src/platform.js';
@@ -218,7 +218,8 @@ describe('resend after a stdio child died', () => {
     await upstream.start();
     const seen: number[] = [];
     const started = Date.now();
-    const result = await upstream.callTool(
+    const result = await upstream.request(
+      'tools/call',
       { name: 'slow', arguments: {} },
       { repeatable: true, onprogress: (p) => seen.push(p.progress) },
     );
@@ -235,7 +236,7 @@ describe('resend after a stdio child died', () => {
   it('a call not marked repeatable is outcome unknown and not resent', async () => {
     const { upstream, children } = setup({ die: (n) => n === 1 });
     await upstream.start();
-    const e = await upstream.callTool({ name: 'slow', arguments: {} }).catch((x: unknown) => x);
+    const e = await upstream.request('tools/call', { name: 'slow', arguments: {} }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(ManifoldError);
     expect((e as ManifoldError).code).toBe('ERR_OUTCOME_UNKNOWN');
     expect((e as ManifoldError).publicMessage).toContain('not classified read');
@@ -246,7 +247,7 @@ describe('resend after a stdio child died', () => {
     const { upstream, children } = setup({ retry: 2, die: () => true });
     await upstream.start();
     const e = (await upstream
-      .callTool({ name: 'slow', arguments: {} }, { repeatable: true })
+      .request('tools/call', { name: 'slow', arguments: {} }, { repeatable: true })
       .catch((x: unknown) => x)) as ManifoldError;
     expect(e.code).toBe('ERR_OUTCOME_UNKNOWN');
     expect(e.publicMessage).toContain('resent 2 times');
@@ -258,7 +259,7 @@ describe('resend after a stdio child died', () => {
     await upstream.start();
     const started = Date.now();
     const e = (await upstream
-      .callTool({ name: 'slow', arguments: {} }, { repeatable: true })
+      .request('tools/call', { name: 'slow', arguments: {} }, { repeatable: true })
       .catch((x: unknown) => x)) as ManifoldError;
     const took = Date.now() - started;
     expect(e.code).toBe('ERR_OUTCOME_UNKNOWN');

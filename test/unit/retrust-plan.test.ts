@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { baselineFrom } from '../../src/guards/drift/fingerprint.js';
 import { driftListing } from '../../src/guards/drift/kinds.js';
 import { identityLine, planRetrust, reviewDigest } from '../../src/guards/drift/retrust-plan.js';
+import { baselineFrom } from '../../src/guards/drift/verdict.js';
 
 const tool = (name: string, description: string) => ({
   name,

@@ -5,7 +5,7 @@ import { ProfileSet } from '../../src/aggregate/profiles.js';
 import { nameWords, ToolIndex } from '../../src/aggregate/search.js';
 import { ToolViews } from '../../src/aggregate/tool-views.js';
 import { principalFromClaims } from '../../src/auth/grants.js';
-import { formatIssues, parseConfigObject } from '../../src/config/index.js';
+import { formatIssues, parseConfigObject } from '../../src/config/load.js';
 import type { AuthConfig } from '../../src/config/types.js';
 import { silentLogger } from '../../src/lib/log.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
-import { isManifoldError } from '../../src/errors.js';
+import { ManifoldError } from '../../src/errors.js';
 import { toRpcError } from '../../src/server/mcp/errors.js';
 import { SessionTable } from '../../src/server/mcp/sessions.js';
 import { type SessionRecord, SharedSessions } from '../../src/server/mcp/shared-sessions.js';
@@ -171,7 +171,7 @@ describe('a session store that does not answer', () => {
       () => undefined,
       (e: unknown) => e,
     );
-    expect(isManifoldError(outcome) && outcome.code).toBe('ERR_STORE_UNAVAILABLE');
+    expect(outcome instanceof ManifoldError && outcome.code).toBe('ERR_STORE_UNAVAILABLE');
     expect(toRpcError(outcome).status).toBe(503);
     const opened = table.create(alice, '2025-11-25', 1_000);
     await expect(shared.opened(opened)).rejects.toMatchObject({ code: 'ERR_STORE_UNAVAILABLE' });

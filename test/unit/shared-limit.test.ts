@@ -1,9 +1,11 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { blockOf, SWEEP_EVERY, WINDOW_MS } from '../../deploy/node/store/postgres/rate-limit.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SWEEP_EVERY } from '../../deploy/node/store/postgres/rate-limit.js';
 import { openPostgresStore, PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
-import { callLimiter, type TakeCall, type TakeResult } from '../../src/auth/shared-limit.js';
-import { parseConfigObject } from '../../src/config/index.js';
+import { blockOf, WINDOW_MS } from '../../src/auth/leased-limit.js';
+import type { TakeResult } from '../../src/auth/rate-limit.js';
+import { callLimiter, type TakeCall } from '../../src/auth/shared-limit.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { createJsonLogger } from '../../src/lib/log.js';
 import { eventually, freePort } from '../helpers/harness.js';
@@ -34,11 +36,10 @@ function configWith(
 const okCount = (results: TakeResult[]) => results.filter((r) => r.ok).length;
 
 describe('callLimiter, in memory (no shared store)', () => {
-  it('answers synchronously: the common call adds no await', () => {
+  it("counts a tenant's calls against the gateway's limit", async () => {
     const clock = manualClock();
     const take = callLimiter(() => configWith(3), clock.now);
-    const results = Array.from({ length: 5 }, () => take('acme'));
-    for (const r of results) expect(r).not.toBeInstanceOf(Promise);
+    const results = await Promise.all(Array.from({ length: 5 }, () => take('acme')));
     expect(results).toEqual([
       { ok: true },
       { ok: true },
@@ -48,20 +49,18 @@ describe('callLimiter, in memory (no shared store)', () => {
     ]);
   });
 
-  it("a tenant's own limit overrides the gateway's, and a reloaded config applies to the next call", () => {
+  it("a tenant's own limit overrides the gateway's, and a reloaded config applies to the next call", async () => {
     const clock = manualClock();
     let config = configWith(1, { acme: { callsPerMinute: 2 } });
     const take = callLimiter(() => config, clock.now);
-    expect([take('acme'), take('acme'), take('acme')].map((r) => (r as TakeResult).ok)).toEqual([
-      true,
-      true,
-      false,
-    ]);
-    expect([take('other'), take('other')].map((r) => (r as TakeResult).ok)).toEqual([true, false]);
+    const oks = async (tenant: string, n: number) =>
+      (await Promise.all(Array.from({ length: n }, () => take(tenant)))).map((r) => r.ok);
+    expect(await oks('acme', 3)).toEqual([true, true, false]);
+    expect(await oks('other', 2)).toEqual([true, false]);
     // One second on: the old limit (2/min) has refilled a third of a call, the reloaded one (100/min) more than one.
     clock.advance(1000);
     config = configWith(1, { acme: { callsPerMinute: 100 } });
-    expect((take('acme') as TakeResult).ok).toBe(true);
+    expect((await take('acme')).ok).toBe(true);
   });
 });
 
@@ -109,19 +108,12 @@ describe('the Postgres limiter: one count per tenant for every instance', () => 
     );
     const results = await Promise.all(Array.from({ length: 500 }, (_, i) => takes[i % 2]!('acme')));
     expect(okCount(results)).toBe(limit);
-    // A lease is a block of limit/20: only the call that finds its block empty waits for the
-    // database. 100 calls in turn over two instances: 5 leases each, the other 90 answered at once.
+    // A lease is a block of limit/20: 100 calls in turn over two instances take 5 leases each.
     expect(blockOf(limit)).toBe(10);
-    let waited = 0;
-    for (let i = 0; i < 100; i++) {
-      const answer = takes[i % 2]!('gamma');
-      if (answer instanceof Promise) waited++;
-      expect(await answer).toEqual({ ok: true });
-    }
-    expect(waited).toBe(10);
+    for (let i = 0; i < 100; i++) expect(await takes[i % 2]!('gamma')).toEqual({ ok: true });
     // Another tenant has its own count; a tenant without a limit never touches the database.
     expect(okCount(await Promise.all(Array.from({ length: 20 }, (_, i) => takes[i % 2]!('beta'))))).toBe(20);
-    expect(takes[0]!('free')).toEqual({ ok: true });
+    expect(await takes[0]!('free')).toEqual({ ok: true });
     const { rows } = await a.pool.query('SELECT tenant, used FROM manifold_rate_windows ORDER BY tenant');
     expect(rows).toEqual([
       { tenant: 'acme', used: 200 },
@@ -170,7 +162,7 @@ describe('the Postgres limiter: one count per tenant for every instance', () => 
     expect(await take('acme')).toEqual({ ok: true });
     await a.pool.end();
     // The other 9 calls of the block need no database.
-    for (let i = 0; i < 9; i++) expect(take('acme')).toEqual({ ok: true });
+    for (let i = 0; i < 9; i++) expect(await take('acme')).toEqual({ ok: true });
     expect(await take('acme')).toEqual({ ok: false, retryAfterSeconds: 1 });
   });
 
@@ -186,13 +178,13 @@ describe('the Postgres limiter: one count per tenant for every instance', () => 
     const take = store.callLimiter({ perTenant: () => 30, now: clock.now });
     expect(await take('acme')).toEqual({ ok: false, retryAfterSeconds: 1 });
     // Within the next second nothing asks the dead database again: refused at once.
-    expect(take('acme')).toEqual({ ok: false, retryAfterSeconds: 1 });
+    expect(await take('acme')).toEqual({ ok: false, retryAfterSeconds: 1 });
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 'warn', event: 'rate_limit.store_unavailable' });
     expect(lines[0]).not.toContain('pg-s3cret-value');
     expect(lines[0]).not.toContain(url);
     // Unlimited tenants are not affected by the outage.
     const open = store.callLimiter({ perTenant: () => undefined, now: clock.now });
-    expect(open('acme')).toEqual({ ok: true });
+    expect(await open('acme')).toEqual({ ok: true });
   });
 });

@@ -1,8 +1,8 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the tests write ${VAR} references in plain strings
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
-import { parseConfigObject } from '../../src/config/index.js';
-import { statusPathProblem } from '../../src/config/status-path.js';
+import { statusPathProblem } from '../../src/config/gateway.js';
+import { parseConfigObject } from '../../src/config/load.js';
 import { redactor } from '../../src/lib/redact.js';
 import { RecentCalls, UNRESOLVED } from '../../src/observe/recent-calls.js';
 import type { RequestRecord } from '../../src/observe/record.js';

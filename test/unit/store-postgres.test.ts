@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from 'vitest';
 import { PG_MIGRATIONS } from '../../deploy/node/store/postgres/schema.js';
 import { openPostgresStore, type PostgresStateStore } from '../../deploy/node/store/postgres/store.js';
-import { isManifoldError } from '../../src/errors.js';
+import { ManifoldError } from '../../src/errors.js';
 import { identityOf } from '../../src/store/state.js';
 import { eventually } from '../helpers/harness.js';
 import { freshDatabase } from '../helpers/postgres.js';
@@ -126,7 +126,7 @@ describe('PostgresStateStore shared by several instances', () => {
     } catch (e) {
       error = e;
     }
-    expect(isManifoldError(error) && error.code).toBe('ERR_CONFIG');
+    expect(error instanceof ManifoldError && error.code).toBe('ERR_CONFIG');
     expect(String(error)).toMatch(/newer Manifold/);
     const { rows } = await first.pool.query("SELECT value FROM manifold_meta WHERE key = 'schema_version'");
     expect(rows[0].value).toBe(PG_MIGRATIONS.length + 1);
@@ -141,7 +141,7 @@ describe('PostgresStateStore shared by several instances', () => {
     } catch (e) {
       error = e;
     }
-    expect(isManifoldError(error) && error.code).toBe('ERR_CONFIG');
+    expect(error instanceof ManifoldError && error.code).toBe('ERR_CONFIG');
     const text = String((error as Error).message);
     expect(text).toMatch(/cannot open the Postgres state store \(gateway\.store\.postgres\)/);
     expect(text).toMatch(/no_such_database/);

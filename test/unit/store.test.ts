@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../deploy/node/store/sqlite.js';
-import { isManifoldError } from '../../src/errors.js';
+import { ManifoldError } from '../../src/errors.js';
 import { MIGRATIONS } from '../../src/store/schema.js';
 import { identityOf, MemoryStateStore, sameIdentity } from '../../src/store/state.js';
 import {
@@ -122,7 +122,7 @@ describe('SqlStateStore on a SQLite file', () => {
     } catch (e) {
       error = e;
     }
-    expect(isManifoldError(error) && error.code).toBe('ERR_CONFIG');
+    expect(error instanceof ManifoldError && error.code).toBe('ERR_CONFIG');
     expect(String((error as Error).message)).toMatch(/newer Manifold/);
     // The refusal left the file as it was.
     const again = new Database(path());

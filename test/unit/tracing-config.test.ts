@@ -1,7 +1,9 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the tests write ${VAR} references in plain strings
 import { describe, expect, it } from 'vitest';
 import { tracingSettings } from '../../deploy/node/runtime/tracing-env.js';
-import { type ConfigResult, GATEWAY_DEFAULTS, parseConfigObject } from '../../src/config/index.js';
+import { GATEWAY_DEFAULTS } from '../../src/config/defaults.js';
+import { parseConfigObject } from '../../src/config/load.js';
+import type { ConfigResult } from '../../src/config/types.js';
 
 const withGateway = (gateway: Record<string, unknown>) => ({
   mcpServers: { a: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-everything'] } },

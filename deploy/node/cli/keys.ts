@@ -17,10 +17,9 @@ import {
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
-import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/schema.js';
+import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/defaults.js';
+import { isObject } from '../../../src/lib/json.js';
 import { type CliIO, CommandError, runCommand, UsageError } from './run.js';
-
-export type { CliIO } from './run.js';
 
 export const KEYS_USAGE = `Usage: manifold keys --out DIR [--alg ES256] [--iss ISSUER] [--aud AUDIENCE] [--force]
 
@@ -60,7 +59,7 @@ function existingKeys(path: string): Record<string, unknown>[] {
     throw new CommandError(`${path} exists but is not valid JSON; move it away or choose another --out`);
   }
   const keys = (parsed as { keys?: unknown } | null)?.keys;
-  if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'object' && k !== null && !Array.isArray(k))) {
+  if (!Array.isArray(keys) || !keys.every(isObject)) {
     throw new CommandError(
       `${path} exists but is not a key set ({"keys": [...]}); move it away or choose another --out`,
     );

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { formatIssues, parseConfig } from '../../../src/config/index.js';
+import { formatIssues, parseConfig } from '../../../src/config/load.js';
 import type { Config, ConfigIssue, ConfigResult } from '../../../src/config/types.js';
 import { isObject } from '../../../src/lib/json.js';
 import { secretFileEnv } from '../runtime/secrets.js';

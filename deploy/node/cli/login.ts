@@ -1,5 +1,5 @@
 /**
- * `manifold login <server>` and `manifold logout <server>` (#19, design §4.7): an operator signs
+ * `manifold login <server>` and `manifold logout <server>` (#19): an operator signs
  * the deployment in to a protected upstream (mode `gateway`, or the catalog identity of mode
  * `user`) from a terminal, and signs it out. The token goes to the configured store, sealed, where
  * every running gateway uses it within seconds (token-slots.ts REREAD_MS). A login asks for every

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { checkBindSafety, formatIssues } from '../../../src/config/index.js';
+import { checkBindSafety } from '../../../src/config/bind.js';
+import { formatIssues } from '../../../src/config/load.js';
 import type { Config } from '../../../src/config/types.js';
 import type { LogLevel } from '../../../src/lib/log.js';
 import { startGateway } from '../http/serve.js';

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { Config, ServerConfig } from '../../../src/config/types.js';
-import type { Baseline } from '../../../src/guards/drift/fingerprint.js';
 import { identityLine, planRetrust } from '../../../src/guards/drift/retrust-plan.js';
+import type { Baseline } from '../../../src/guards/drift/verdict.js';
 import type { Logger } from '../../../src/lib/log.js';
 import { identityOf, type ServerIdentity, sameIdentity } from '../../../src/store/state.js';
 import { Upstream } from '../../../src/upstream/upstream.js';
@@ -42,7 +42,7 @@ async function compare(
     if (upstream.state !== 'ready') {
       return { refused: `could not list ${name}: ${upstream.lastError ?? upstream.state}`, code: 1 };
     }
-    // Tools, prompts and resource templates: everything drift covers (guards/drift-kinds.ts).
+    // Tools, prompts and resource templates: everything drift covers (src/guards/drift/kinds.ts).
     const current = upstream.driftRecords();
     const identity = identityOf(server, secrets);
     const row = await store.get(name);

@@ -7,7 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { importJWK, type JWK, SignJWT } from 'jose';
-import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/schema.js';
+import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/defaults.js';
+import { isObject } from '../../../src/lib/json.js';
 import { type CliIO, CommandError, runCommand, UsageError } from './run.js';
 
 export const TOKEN_USAGE = `Usage: manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub SUBJECT
@@ -74,7 +75,7 @@ function readSigningKey(path: string, io: CliIO): JWK & { alg: string } {
     throw new CommandError(`${path} is not valid JSON; pass the signing-key.json written by manifold keys`);
   }
   const key = jwk as Partial<JWK> | null;
-  if (typeof key !== 'object' || key === null || Array.isArray(key) || typeof key.kty !== 'string') {
+  if (!isObject(key) || typeof key.kty !== 'string') {
     throw new CommandError(`${path} is not a JWK; pass the signing-key.json written by manifold keys`);
   }
   if (typeof key.d !== 'string') {

@@ -46,12 +46,14 @@ export function httpLane(
   };
 }
 
-/** The request as the endpoint reads it: headers joined as Headers.get does, the body read once. */
+/**
+ * The request as the endpoint reads it, the body read once. Repeated headers are joined with ", "
+ * as Headers.get does: Node's own `req.headers` keeps only the first of a repeated Authorization
+ * or Host, and two Authorization headers must stay ambiguous (grants.ts `extractBearer`).
+ */
 class NodeIn implements HttpIn {
   principal!: Principal;
   readonly headers: HeaderBag = this;
-  /** Undefined until a header is read; null when Node's own `req.headers` is exact (no name repeats). */
-  private joined: Map<string, string> | null | undefined;
   private body: Promise<string> | undefined;
 
   constructor(
@@ -62,14 +64,7 @@ class NodeIn implements HttpIn {
 
   /** A lower-case name (HttpIn); `get` takes any case. */
   header(key: string): string | undefined {
-    const { headers, rawHeaders } = this.req;
-    // One key per distinct name: as many keys as raw pairs means no name came twice.
-    if (this.joined === undefined)
-      this.joined = Object.keys(headers).length * 2 === rawHeaders.length ? null : joinHeaders(rawHeaders);
-    if (this.joined !== null) return this.joined.get(key);
-    if (!Object.hasOwn(headers, key)) return undefined;
-    const value = headers[key];
-    return Array.isArray(value) ? value.join(', ') : value;
+    return this.req.headersDistinct[key]?.join(', ');
   }
 
   /** Any case, as Headers.get. */
@@ -96,22 +91,6 @@ class NodeIn implements HttpIn {
       res.off('close', onClose);
     };
   }
-}
-
-/**
- * Repeated headers joined with ", ", as the Headers the app sees. Node's own `req.headers`
- * keeps only the first of a repeated Authorization or Host, and two Authorization headers must
- * stay ambiguous (grants.ts `extractBearer` refuses them).
- */
-function joinHeaders(raw: readonly string[]): Map<string, string> {
-  const map = new Map<string, string>();
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!.toLowerCase();
-    const value = raw[i + 1]!;
-    const seen = map.get(name);
-    map.set(name, seen === undefined ? value : `${seen}, ${value}`);
-  }
-  return map;
 }
 
 /** The body as UTF-8 text (a leading BOM dropped, as Request.text does), refused past `max` bytes. */
@@ -158,8 +137,7 @@ function send(res: ServerResponse, reply: Reply): void {
     if (body === null) {
       res.writeHead(status, headers).end();
     } else if (body.length <= STREAMED_BODY_CHARS) {
-      const text = String(body);
-      res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(text) }).end(text);
+      res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) }).end(body);
     } else {
       res.writeHead(status, headers);
       const source = pieces(body);

@@ -63,7 +63,7 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   // Protected upstreams (#19): their credentials live beside the rest of the state.
   const state = store ?? new MemoryStateStore();
   let bound: { host: string; port: number } | undefined;
-  // The caller's list is the one its logger redacts (cli.ts): a re-read secret joins it.
+  // The caller's list is the one its logger redacts (cli/main.ts): a re-read secret joins it.
   const secrets = (options.secrets ?? []) as string[];
   const upstreamAuth = await createUpstreamAuths(config, {
     platform,

@@ -8,12 +8,8 @@
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupFunction } from 'node:net';
-import {
-  type EgressPolicy,
-  egressDeniedError,
-  egressPolicy,
-  parseIp,
-} from '../../../src/guards/egress/policy.js';
+import { parseIp } from '../../../src/guards/egress/ip.js';
+import { type EgressPolicy, egressDeniedError, egressPolicy } from '../../../src/guards/egress/policy.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { PostJson } from '../../../src/platform.js';
 import { guardedFetch, guardedPost } from '../../../src/upstream/wire/egress-fetch.js';

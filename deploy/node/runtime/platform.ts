@@ -1,4 +1,4 @@
-import { GATEWAY_DEFAULTS } from '../../../src/config/schema.js';
+import { GATEWAY_DEFAULTS } from '../../../src/config/defaults.js';
 import type { GatewayConfig } from '../../../src/config/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { Platform } from '../../../src/platform.js';

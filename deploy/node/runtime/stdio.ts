@@ -112,11 +112,6 @@ function tellReaper(line: string): void {
   reaperInput()?.write(`${line}\n`);
 }
 
-/** Children still running; used by shutdown and by tests. */
-export function liveChildren(): number {
-  return live.size;
-}
-
 /**
  * MCP over a child's stdin/stdout: newline-delimited JSON (spec: basic/transports, stdio).
  * Written here rather than taken from the SDK to own the process group (no orphans), to put

@@ -7,7 +7,7 @@ import type { CallLimiterFactory } from '../../../src/auth/shared-limit.js';
 import type { GatewayConfig } from '../../../src/config/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { SessionStore } from '../../../src/server/mcp/shared-sessions.js';
-import type { CredentialStore } from '../../../src/store/credentials.js';
+import type { CredentialStore } from '../../../src/store/credentials-types.js';
 import type { StateStore } from '../../../src/store/state.js';
 import type { PostgresInstances } from './postgres/instances.js';
 import { openSqliteStore } from './sqlite.js';

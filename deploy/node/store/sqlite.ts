@@ -5,7 +5,8 @@
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { type CredentialStore, SqlCredentialStore } from '../../../src/store/credentials.js';
+import { SqlCredentialStore } from '../../../src/store/credentials.js';
+import type { CredentialStore } from '../../../src/store/credentials-types.js';
 import type { SqlExec, SqlValue } from '../../../src/store/sql.js';
 import { SqlStateStore, type StateStore } from '../../../src/store/state.js';
 

@@ -1,7 +1,7 @@
 /**
  * Annotation hints for drift quarantine (SECURITY C3): which hints are tracked, which value of each
- * claims safety, and when a change withdraws that claim. Shared by the drift decision (drift.ts)
- * and the retrust diff (drift-diff.ts).
+ * claims safety, and when a change withdraws that claim. Shared by the drift decision (verdict.ts)
+ * and the retrust diff (diff.ts).
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 

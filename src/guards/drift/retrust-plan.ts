@@ -2,13 +2,13 @@
  * What a re-trust would change (SECURITY C3: only an explicit re-trust rewrites a baseline): the
  * trusted baseline against what a server lists now, as diff lines for a person to read, and the
  * baseline that accepting them writes. Pure: `manifold retrust` and the gateway's admin endpoint
- * (src/server/admin.ts) show the same lines and write the same baseline.
+ * (src/server/http/admin.ts) show the same lines and write the same baseline.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { canonicalJson, sha256Hex } from '../canonical-json.js';
 import { diffTool, formatDiff, hasChanges } from './diff.js';
-import { type Baseline, baselineFrom } from './fingerprint.js';
 import { describeDriftName } from './kinds.js';
+import { type Baseline, baselineFrom } from './verdict.js';
 
 /** Where a server was trusted and where the config points now, for the top of a review. */
 export function identityLine(

@@ -2,26 +2,23 @@
  * Egress policy: which upstream URLs and which resolved addresses the gateway may connect to.
  * Pure and runtime-neutral: no DNS, no sockets. The runtimes apply it at two points:
  *
- * - `checkUrl` before every request and every redirect hop (see upstream/egress-fetch.ts). This is
+ * - `checkUrl` before every request and every redirect hop (see upstream/wire/egress-fetch.ts). This is
  *   the only point where IP-literal hosts can be caught, because net.connect skips DNS lookup
  *   (and so any lookup hook) for them.
  * - `checkAddress` on each address a hostname resolves to, at connect time. Node does this in the
- *   undici Agent's `lookup` (deploy/node/egress.ts), so a name that resolves to a private address
+ *   undici Agent's `lookup` (deploy/node/runtime/egress.ts), so a name that resolves to a private address
  *   is refused even if it pointed somewhere public a moment earlier (DNS rebinding).
  *
  * Cloudflare Workers expose no DNS or connect hook, so there the guard is the hostname allowlist
  * plus the IP-literal checks in `checkUrl`; a public name that resolves to a private address is
  * not caught by Manifold (Workers' own fetch cannot reach private networks anyway).
  *
- * This module is the policy factory; IP literal parsing lives in egress-ip.ts and address range
- * classification in egress-ranges.ts (both re-exported here).
+ * This module is the policy factory; IP literal parsing lives in ip.ts and address range
+ * classification in ranges.ts (both re-exported here).
  */
 import { ManifoldError } from '../../errors.js';
 import { formatIp, parseIPv6, parseIp } from './ip.js';
 import { nonPublicReason } from './ranges.js';
-
-export { formatIp, type IpAddress, parseIPv4, parseIPv6, parseIp } from './ip.js';
-export { nonPublicReason } from './ranges.js';
 
 export type Verdict = { ok: true } | { ok: false; reason: string };
 

@@ -18,8 +18,8 @@ import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Authenticator } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
-import type { Baseline } from '../../guards/drift/fingerprint.js';
 import { identityLine, planRetrust, reviewDigest } from '../../guards/drift/retrust-plan.js';
+import type { Baseline } from '../../guards/drift/verdict.js';
 import { type ServerIdentity, sameIdentity } from '../../store/state.js';
 
 export interface AdminRoutes {

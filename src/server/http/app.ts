@@ -53,7 +53,7 @@ export interface AppOptions {
 
 /**
  * POST /mcp and /mcp/<profile> without Hono, for a runtime that reads the request itself (the
- * Node lane, deploy/node/http-lane.ts): the same admission, handlers and error answers as the
+ * Node lane, deploy/node/http/lane.ts): the same admission, handlers and error answers as the
  * app's own routes, which call it too.
  */
 export interface McpEndpoint {
@@ -174,33 +174,17 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
     hostnames: g.hostnames,
     checkHost: options.checkHost ?? (isLoopbackHost(g.host) || g.hostnames.length > 0),
   });
-  /**
-   * Origin and Host, then the token: who the request is from, or a refusal. A token verified
-   * before is admitted at once, with no promise (#18); anything else waits for the authenticator.
-   */
-  const admit = (c: HttpIn, profile: string | undefined): Promise<void> | undefined => {
+  /** Origin and Host, then the token: who the request is from, or a refusal. */
+  const admit = async (c: HttpIn, profile: string | undefined): Promise<void> => {
     checkMcp(c);
-    const known = authenticate.known?.(c);
-    if (known === undefined) return verify(c, profile);
-    try {
-      c.principal = gateway.profilePrincipal(known, profile);
-      return undefined;
-    } catch (e) {
-      return refuse(c, e);
-    }
-  };
-  const verify = async (c: HttpIn, profile: string | undefined): Promise<void> => {
     try {
       c.principal = gateway.profilePrincipal(await authenticate(c), profile);
     } catch (e) {
-      return refuse(c, e);
+      // Read (and drop) the body before refusing, so the connection stays usable for the client's
+      // retry with a token; some servers close a socket with an unread body.
+      await c.text(g.maxBodyBytes).catch(() => '');
+      throw e;
     }
-  };
-  // Read (and drop) the body before refusing, so the connection stays usable for the client's
-  // retry with a token; some servers close a socket with an unread body.
-  const refuse = async (c: HttpIn, e: unknown): Promise<never> => {
-    await c.text(g.maxBodyBytes).catch(() => '');
-    throw e;
   };
   const endpoint: McpEndpoint = {
     route(path) {
@@ -214,17 +198,13 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
         return null;
       }
     },
-    post(c, profile) {
-      // No async wrapper (#18): a request admitted at once goes straight on, and any failure,
-      // thrown here or later, becomes the same error answer.
-      let served: Promise<Reply>;
+    async post(c, profile) {
       try {
-        const admitted = admit(c, profile);
-        served = admitted ? admitted.then(() => mcp.post(c)) : mcp.post(c);
+        await admit(c, profile);
+        return await mcp.post(c);
       } catch (e) {
-        return Promise.resolve(errorReply(e, c));
+        return errorReply(e, c);
       }
-      return served.then(undefined, (e: unknown) => errorReply(e, c));
     },
   };
 

@@ -35,28 +35,13 @@ export function originCheck(
   options: OriginGuardOptions,
 ): (request: { header(name: string): string | undefined }) => void {
   const origins = new Set(options.allowedOrigins.map((o) => o.toLowerCase().replace(/\/$/, '')));
-  const hosts = new Set(options.hostnames.map((h) => h.toLowerCase()));
-  // The Host header last found allowed, exactly as sent: every request of a client repeats it (#18).
-  let allowedHost: string | undefined;
   return function checkOriginAndHost(request) {
     const origin = request.header('origin');
     if (origin !== undefined && !originAllowed(origin, origins)) {
       throw new ManifoldError('ERR_ORIGIN', 'origin not allowed');
     }
-    if (options.checkHost) {
-      const sent = request.header('host');
-      if (sent !== undefined && sent === allowedHost) return;
-      const raw = (sent ?? '').trim().toLowerCase();
-      // Two Host headers arrive joined ("a, b"): a request may carry only one (RFC 9112, 3.2),
-      // and the name parsed from the first would let the second through unchecked.
-      if (raw.includes(',')) throw new ManifoldError('ERR_HOST', 'host not allowed');
-      const host = hostnameOf(raw);
-      // `hostnames` entries may carry a port (gw.example.com:8443) or not.
-      const literal = options.ipLiterals === true && isIpLiteral(host);
-      if (!literal && !isLoopbackHost(host) && !hosts.has(host) && !hosts.has(raw)) {
-        throw new ManifoldError('ERR_HOST', 'host not allowed');
-      }
-      allowedHost = sent;
+    if (options.checkHost && !hostAllowed(request.header('host'), options.hostnames, options.ipLiterals)) {
+      throw new ManifoldError('ERR_HOST', 'host not allowed');
     }
   };
 }
@@ -78,13 +63,20 @@ function isIpLiteral(host: string): boolean {
   );
 }
 
-/** Whether a Host header names this gateway (loopback, or a configured host name). */
-export function hostAllowed(header: string | undefined, hostnames: readonly string[]): boolean {
+/** Whether a Host header names this gateway (loopback, a configured host name, or where asked an IP literal). */
+export function hostAllowed(
+  header: string | undefined,
+  hostnames: readonly string[],
+  ipLiterals = false,
+): boolean {
   const raw = (header ?? '').trim().toLowerCase();
+  // Two Host headers arrive joined ("a, b"): a request may carry only one (RFC 9112, 3.2), and
+  // the name parsed from the first would let the second through unchecked.
   if (raw.includes(',')) return false;
   const host = hostnameOf(raw);
-  const hosts = hostnames.map((h) => h.toLowerCase());
-  return isLoopbackHost(host) || hosts.includes(host) || hosts.includes(raw);
+  if (isLoopbackHost(host) || (ipLiterals && isIpLiteral(host))) return true;
+  // `hostnames` entries may carry a port (gw.example.com:8443) or not.
+  return hostnames.some((h) => h.toLowerCase() === host || h.toLowerCase() === raw);
 }
 
 function originAllowed(origin: string, allowed: ReadonlySet<string>): boolean {

@@ -2,7 +2,7 @@ import type { Hono, MiddlewareHandler } from 'hono';
 import type { Authenticator } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
-import type { DriftEvent } from '../../guards/drift/fingerprint.js';
+import type { DriftEvent } from '../../guards/drift/verdict.js';
 import type { MetricFamily, MetricsExporter, Sample } from '../../observe/metrics.js';
 import { type LabelLimits, RequestMetrics } from '../../observe/request-metrics.js';
 import type { UpstreamState } from '../../upstream/types.js';
@@ -23,7 +23,7 @@ export interface MetricsRoute {
 /**
  * `GET <metricsPath>` in the exporter's format (Prometheus text on Node). The request counters
  * start listening here, so a gateway without an exporter, or with `metricsPath: false`, builds no
- * record per call at all (observe.ts `active`).
+ * record per call at all (observe/record.ts `active`).
  *
  * @example
  * mountMetrics(app, { gateway, exporter, path: '/metrics', guard, edge: () => counts });

@@ -1,5 +1,5 @@
 /**
- * The HTTP side of upstream OAuth (#19, design §6). The contract is fixed (the conformance driver
+ * The HTTP side of upstream OAuth (#19). The contract is fixed (the conformance driver
  * and the e2e tests use it):
  *
  * - `GET /oauth/client-metadata.json`: the gateway's Client ID Metadata Document, when
@@ -16,6 +16,7 @@
  */
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Authenticator } from '../../auth/principal.js';
+import { CALLBACK_PATH, CLIENT_METADATA_PATH } from '../../config/oauth.js';
 import { ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import { completeLogin } from '../../upstream/oauth/login.js';
@@ -57,7 +58,7 @@ export function mountOAuth(app: Hono, gateway: Gateway, routes: OAuthRoutes): vo
   const managers = () => [...gateway.upstreamAuth.values()].filter((a) => a instanceof OAuthManager);
 
   app.use('/oauth/*', routes.guard);
-  app.get('/oauth/client-metadata.json', (c) => {
+  app.get(CLIENT_METADATA_PATH, (c) => {
     const m = managers()[0];
     const url = m?.deps.gateway.clientMetadataUrl;
     if (!m || !url) return c.notFound();
@@ -69,7 +70,7 @@ export function mountOAuth(app: Hono, gateway: Gateway, routes: OAuthRoutes): vo
     return c.json(doc, 200, { 'cache-control': 'public, max-age=300' });
   });
 
-  app.get('/oauth/callback', async (c) => {
+  app.get(CALLBACK_PATH, async (c) => {
     try {
       const done = await completeLogin(gateway.upstreamAuth, new URL(c.req.url).searchParams);
       return page(

@@ -70,11 +70,6 @@ export class CallerBounds<T> {
     return this.holders.size;
   }
 
-  /** How many entries `holder`'s principal keeps. */
-  heldBy(holder: Holder): number {
-    return this.byPrincipal.get(holder.key)?.size ?? 0;
-  }
-
   private victim(holder: Holder): T | undefined {
     const { total, perPrincipal, perTenant } = this.limits;
     const own = this.byPrincipal.get(holder.key);

@@ -3,7 +3,7 @@ import type { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { RequestMeta } from '../../protocol/era.js';
 import type { JsonRpcId, JsonRpcRequest } from '../../protocol/jsonrpc.js';
-import { type Era, META, withMeta } from '../../protocol/versions.js';
+import { type Era, META } from '../../protocol/versions.js';
 import type { HttpIn } from './http-in.js';
 import type { Answer } from './relay/answer.js';
 import type { Session } from './sessions.js';
@@ -88,7 +88,7 @@ export function modernDress(
 ): Result {
   const { resultType: _upstream, _meta, ...rest } = r;
   const own = { [META.serverInfo]: serverInfo };
-  const meta = isObject(_meta) ? withMeta(_meta, own) : own;
+  const meta = isObject(_meta) ? { ..._meta, ...own } : own;
   return cache
     ? { resultType: 'complete', _meta: meta, ttlMs: cache.ttlMs, cacheScope: cache.cacheScope, ...rest }
     : { resultType: 'complete', _meta: meta, ...rest };

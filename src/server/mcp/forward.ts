@@ -4,7 +4,7 @@
  * sealed state names that instance; so does the task id of a legacy server's task (tasks.ts),
  * which lives with that instance's upstream session. A request whose state or task id names
  * another instance is sent there, once, through the runtime's `Forwarder`
- * (deploy/node/store/instances.ts on Postgres), and its answer comes back unchanged. A forwarded request carries a mark sealed with the deployment's secret:
+ * (deploy/node/store/postgres/instances.ts), and its answer comes back unchanged. A forwarded request carries a mark sealed with the deployment's secret:
  * it is never forwarded again, and a mark that does not open is refused, so the header alone
  * grants nothing.
  */

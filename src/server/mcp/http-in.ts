@@ -25,16 +25,10 @@ export interface HttpIn {
   principal: Principal;
 }
 
-/** The headers of every plain JSON answer: one frozen object, which the Node lane knows by identity. */
-export const JSON_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'content-type': 'application/json',
-});
-
 /**
  * A complete answer held as a string, not a runtime Response: the Node lane writes it to the
- * socket as it is (on Node 20 a Response costs as much to build and read back as the rest of a
- * relayed call); other runtimes build a Response at the edge (`toResponse`). Streams (SSE) stay
- * Responses.
+ * socket as it is, sparing a Response built and read back per call; other runtimes build a
+ * Response at the edge (`toResponse`). Streams (SSE) stay Responses.
  */
 export class PlainReply {
   constructor(
@@ -49,7 +43,7 @@ export type Reply = PlainReply | Response;
 
 /** A JSON answer; a big one leaves in pieces (`pieces`), whatever the runtime. */
 export function json(body: string, status = 200, extra?: Record<string, string>): PlainReply {
-  return new PlainReply(status, body, extra ? { ...JSON_HEADERS, ...extra } : JSON_HEADERS);
+  return new PlainReply(status, body, { 'content-type': 'application/json', ...extra });
 }
 
 /** The text of a reply; a stream is read to its end. */

@@ -58,10 +58,6 @@ export class ResourceWatch {
     this.byWatcher.delete(watcher);
   }
 
-  get size(): number {
-    return this.targets.size;
-  }
-
   private drop(watcher: Watcher, key: string): void {
     this.byWatcher.get(watcher)?.delete(key);
     const target = this.targets.get(key);

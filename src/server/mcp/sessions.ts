@@ -34,8 +34,8 @@ export interface Session {
 }
 
 /**
- * A session as its shared store keeps it (shared-sessions.ts). No token, header or secret: `owner` is Principal.key (subject and tenant), which binds
- * the id to whoever opened it (SECURITY A4, A14).
+ * A session as its shared store keeps it (shared-sessions.ts). No token, header or secret: `owner`
+ * is Principal.key (subject and tenant), which binds the id to whoever opened it (SECURITY A4, A14).
  */
 export interface SessionRecord {
   id: string;
@@ -78,9 +78,6 @@ export class SessionTable {
       max: options.max,
       ttl: options.idleSeconds * 1000,
       updateAgeOnGet: true,
-      // The clock read on every look-up: lru-cache's default keeps a reading for 1 ms behind a
-      // timer, which a client calling one request at a time arms again and again.
-      ttlResolution: 0,
       dispose: (session, _id, reason) => {
         unindex(this.byOwner, session.owner, session.id);
         unindex(this.byTenant, session.principal.tenant, session.id);

@@ -3,7 +3,7 @@
  * and `tools/call` on an instance that did not open it. The record is written at initialize and
  * read only on a local miss, so a session's requests on its own instance cost what they did; the
  * GET stream, in-flight calls, resumable streams and subscriptions stay on the instance that holds
- * them. The Postgres implementation is deploy/node/store/postgres-sessions.ts; without one
+ * them. The Postgres implementation is deploy/node/store/postgres/sessions.ts; without one
  * (SQLite, memory, Workers) nothing here runs.
  */
 import type { Principal } from '../../auth/principal.js';

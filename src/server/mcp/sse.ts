@@ -157,11 +157,6 @@ export class ResumableStream {
     return this.done;
   }
 
-  /** Whether a client is reading it now. */
-  get connected(): boolean {
-    return this.live !== undefined && !this.live.closed;
-  }
-
   send(json: string, droppable = false): boolean {
     if (this.done) return false;
     this.keep(json, false, droppable);

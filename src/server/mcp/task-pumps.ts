@@ -115,10 +115,6 @@ export class TaskPumps {
     for (const id of [...this.pumps.keys()]) this.end(id, new Error('the gateway is shutting down'));
   }
 
-  get size(): number {
-    return this.pumps.size;
-  }
-
   private start(taskId: string, holder: Holder, call: (onInput: InputHandler) => Promise<Result>): Pump {
     // A pump that ran to its end makes room for its successor: nothing of it is waiting.
     this.pumps.delete(taskId);

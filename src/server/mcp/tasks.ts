@@ -24,7 +24,7 @@ import { clipText, stripUnsafe } from '../../guards/text.js';
 import { isObject } from '../../lib/json.js';
 import { rawResultMessage, resultMessage } from '../../protocol/jsonrpc.js';
 import { META, TASKS_EXTENSION } from '../../protocol/versions.js';
-import type { InputHandler, InputRequests, InputResponses } from '../../upstream/session.js';
+import type { InputRequests, InputResponses } from '../../upstream/session.js';
 import type { Upstream } from '../../upstream/upstream.js';
 import { readTask, type TaskState } from '../../upstream/wire/tasks.js';
 import type { Edge } from './edge.js';

@@ -2,7 +2,7 @@
  * A legacy upstream (2025-11-25 and earlier): the SDK client owns the handshake, the session, the
  * GET stream and listings; tools/call over streamable HTTP goes out directly (direct-call.ts).
  */
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
@@ -21,13 +21,13 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { isManifoldError } from '../../errors.js';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import { ManifoldError } from '../../errors.js';
 import { offeredCapabilities } from '../../guards/client-features.js';
 import { logReason, UpstreamProtocolError } from '../call-errors.js';
 import {
   type ItemsPage,
   LISTS,
-  type ListedPage,
   type ListKind,
   type SessionCallOptions,
   type SessionDeps,
@@ -38,7 +38,6 @@ import { DirectCaller, routeMessages } from '../wire/direct-call.js';
 import { postJsonOf } from '../wire/egress-fetch.js';
 import { legacyWire } from '../wire/http.js';
 import { fromLegacyCreate, readTask, withoutRelatedTask } from '../wire/tasks.js';
-import { newSdkClient, PassThrough, withDeadline } from './sdk-client.js';
 
 /** Methods whose answers change shape at this edge (tasks, in the 2026 extension's flat form). */
 const RESHAPED = new Set(['tasks/get', 'tasks/cancel', 'tasks/result']);
@@ -52,12 +51,13 @@ const LIST_SCHEMAS = {
 
 export class LegacySession implements UpstreamSession {
   readonly era = 'legacy' as const;
+  private closed = false;
 
   private constructor(
     private readonly deps: SessionDeps,
     private readonly client: Client,
-    /** The tools/call fast path of a streamable-HTTP upstream. */
-    private direct: DirectCaller | undefined,
+    /** Sends every request after the handshake (the SDK client keeps the rest). */
+    private readonly direct: DirectCaller,
     /** The revision the handshake settled on. */
     readonly protocolVersion: string,
   ) {}
@@ -116,33 +116,26 @@ export class LegacySession implements UpstreamSession {
       } catch (e) {
         // The server hears why (the client's own error code when it refused), never a stack.
         const code =
-          isManifoldError(e) && typeof e.data?.clientCode === 'number'
+          e instanceof ManifoldError && typeof e.data?.clientCode === 'number'
             ? e.data.clientCode
             : ErrorCode.InternalError;
         throw new McpError(
           code,
-          isManifoldError(e) ? e.publicMessage : `the client could not be asked for ${method}`,
+          e instanceof ManifoldError ? e.publicMessage : `the client could not be asked for ${method}`,
         );
       }
       const answer = answers.r;
       if (!answer) throw new McpError(ErrorCode.InvalidRequest, `the client gave no answer to ${method}`);
       return answer;
     };
-    if (features.elicitation)
-      client.setRequestHandler(
-        ElicitRequestSchema,
-        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
-      );
-    if (features.sampling)
-      client.setRequestHandler(
-        CreateMessageRequestSchema,
-        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
-      );
-    if (features.roots)
-      client.setRequestHandler(
-        ListRootsRequestSchema,
-        (r, extra) => ask(r.method, r.params, extra.requestId) as never,
-      );
+    for (const [on, schema] of [
+      [features.elicitation, ElicitRequestSchema],
+      [features.sampling, CreateMessageRequestSchema],
+      [features.roots, ListRootsRequestSchema],
+    ] as const) {
+      if (on)
+        client.setRequestHandler(schema, (r, extra) => ask(r.method, r.params, extra.requestId) as never);
+    }
     client.onclose = () => events.onClosed();
     client.onerror = (e) => {
       deps.log.debug('upstream.transport_error', { error: logReason(e) });
@@ -169,9 +162,7 @@ export class LegacySession implements UpstreamSession {
         .catch(() => {});
     };
     // Requests go out directly, after the SDK's handshake: a POST of their own over streamable
-    // HTTP, a line written to the transport over stdio and SSE (the SDK's per-request Protocol
-    // bookkeeping, an AbortSignal and its timers, cost more than the relay itself).
-    // Answers, progress and log lines of those requests are taken off the transport before the
+    // HTTP, a line written to the transport over stdio and SSE. Answers, progress and log lines of those requests are taken off the transport before the
     // SDK client sees them; everything else is still the SDK's.
     direct = routeMessages(transport, (deliver) =>
       transport instanceof StreamableHTTPClientTransport
@@ -198,14 +189,6 @@ export class LegacySession implements UpstreamSession {
     return new LegacySession(deps, client, direct, negotiated);
   }
 
-  async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
-    return this.client.request(
-      { method: 'tools/list', params: cursor ? { cursor } : {} },
-      ListToolsResultSchema,
-      { signal, timeout: this.deps.gateway.listTimeoutMs },
-    );
-  }
-
   async listPage(kind: ListKind, cursor: string | undefined, signal: AbortSignal): Promise<ItemsPage> {
     const { method, field } = LISTS[kind];
     const page = (await this.client.request(
@@ -220,10 +203,6 @@ export class LegacySession implements UpstreamSession {
   }
 
   noteTools(_tools: readonly Tool[]): void {}
-
-  callTool(params: Record<string, unknown>, options: SessionCallOptions): Promise<Record<string, unknown>> {
-    return this.request('tools/call', params, options);
-  }
 
   request(
     method: string,
@@ -243,7 +222,7 @@ export class LegacySession implements UpstreamSession {
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
     const result = await this.send(method, params, options);
-    // Tasks leave this edge in the flat shape of the 2026 extension (tasks-wire.ts).
+    // Tasks leave this edge in the flat shape of the 2026 extension (wire/tasks.ts).
     if (method === 'tools/call' && params.task !== undefined) return fromLegacyCreate(result);
     if (method === 'tasks/get' || method === 'tasks/cancel') {
       const task = readTask(result);
@@ -259,36 +238,8 @@ export class LegacySession implements UpstreamSession {
     params: Record<string, unknown>,
     options: SessionCallOptions,
   ): Promise<Record<string, unknown>> {
-    if (this.direct) return this.direct.request(method, params, options);
-    return this.sendSdk(method, params, options);
-  }
-
-  private async sendSdk(
-    method: string,
-    params: Record<string, unknown>,
-    options: SessionCallOptions,
-  ): Promise<Record<string, unknown>> {
-    // Our own signal, so that hitting the absolute maximum also cancels upstream (E2): the SDK
-    // sends notifications/cancelled on an idle timeout, but not when the total cap is reached.
-    const local = new AbortController();
-    const cancellation = options.cancellation;
-    if (cancellation?.aborted) local.abort(cancellation.reason);
-    const off = cancellation?.onAbort((reason) => local.abort(reason));
-    try {
-      return await this.client.request({ method, params }, PassThrough, {
-        signal: local.signal,
-        ...(options.onprogress ? { onprogress: options.onprogress } : {}),
-        timeout: options.timeoutMs,
-        resetTimeoutOnProgress: true,
-        maxTotalTimeout: options.maxTotalMs,
-      });
-    } catch (e) {
-      const data = e instanceof McpError ? (e.data as { maxTotalTimeout?: unknown } | undefined) : undefined;
-      if (typeof data?.maxTotalTimeout === 'number' && !local.signal.aborted) local.abort(e);
-      throw e;
-    } finally {
-      off?.();
-    }
+    if (this.closed) return Promise.reject(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+    return this.direct.request(method, params, options);
   }
 
   /** `resources/subscribe` (spec 2025-11-25: server/resources, subscriptions). */
@@ -313,8 +264,41 @@ export class LegacySession implements UpstreamSession {
   }
 
   async close(): Promise<void> {
-    this.direct?.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
-    this.direct = undefined;
+    this.closed = true;
+    this.direct.closeAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
     await this.client.close().catch(() => {});
   }
+}
+
+// The gateway never validates upstream output through the SDK; this keeps Ajv (which uses
+// `new Function`, forbidden on Workers) out of the client.
+const noValidation: jsonSchemaValidator = {
+  getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }),
+};
+
+/**
+ * The SDK client an upstream connection uses. `capabilities` are the client features the gateway
+ * relays for this server (legacy servers learn them once, at initialize).
+ */
+function newSdkClient(version: string, capabilities: Record<string, unknown> = {}): Client {
+  const client = new Client(
+    { name: 'manifold', version },
+    { capabilities, jsonSchemaValidator: noValidation },
+  );
+  // Any other upstream -> client request is refused clearly.
+  client.fallbackRequestHandler = async (request) => {
+    throw new McpError(ErrorCode.MethodNotFound, `Manifold does not relay ${request.method} to clients`);
+  };
+  return client;
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new ManifoldError('ERR_UPSTREAM_TIMEOUT', `${what} timed out after ${ms} ms`)),
+      ms,
+    );
+  });
+  return Promise.race([p, deadline]).finally(() => timer !== undefined && clearTimeout(timer));
 }

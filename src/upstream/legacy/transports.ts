@@ -55,8 +55,7 @@ export function createTransport(server: ServerConfig, platform: Platform, log: L
         requestInit: { headers: server.headers },
         redirectPolicy: redirectPolicy(platform),
       });
-      // Only workerd delivers each event twice (deliveredOnce, below); elsewhere nothing to undo.
-      return platform.runtime === 'workers' ? deliveredOnce(sse) : sse;
+      return platform.sseEventsTwice ? deliveredOnce(sse) : sse;
     }
   }
 }
@@ -110,9 +109,9 @@ export function reachedOverSse(config: object): boolean {
  * twice (progress `[1, 1, 2, 2, …]`, #16). The second delivery is the same event within the same
  * synchronous turn, so a message identical to the one delivered just before it, with no task in
  * between, is dropped (two identical messages back to back in one turn could at most be a repeated
- * notification, which is idempotent). Used on Workers only.
+ * notification, which is idempotent). Used where the platform says `sseEventsTwice`.
  */
-export function deliveredOnce(inner: Transport): Transport {
+function deliveredOnce(inner: Transport): Transport {
   let last: string | undefined;
   const once =
     (h: OnMessage): OnMessage =>

@@ -21,7 +21,6 @@ import {
   type InputRequests,
   type ItemsPage,
   LISTS,
-  type ListedPage,
   type ListKind,
   type SessionCallOptions,
   type SessionDeps,
@@ -198,15 +197,6 @@ export class ModernSession implements UpstreamSession {
     return r;
   }
 
-  async listTools(cursor: string | undefined, signal: AbortSignal): Promise<ListedPage> {
-    const page = await this.listPage('tools', cursor, signal);
-    return {
-      tools: page.items as Tool[],
-      nextCursor: page.nextCursor,
-      ...(page.ttlMs ? { ttlMs: page.ttlMs } : {}),
-    };
-  }
-
   /** One page request, tied to the listing's signal (a listing has one deadline for all pages). */
   private async listRequest(
     method: string,
@@ -230,10 +220,6 @@ export class ModernSession implements UpstreamSession {
 
   noteTools(tools: readonly Tool[]): void {
     this.plans = headerPlans(tools);
-  }
-
-  callTool(params: Result, options: SessionCallOptions): Promise<Result> {
-    return this.request('tools/call', params, options);
   }
 
   /**

@@ -13,7 +13,8 @@ import {
   paramHeaderPlan,
   paramValue,
 } from '../../protocol/headers.js';
-import { META, withMeta, withMetaField } from '../../protocol/versions.js';
+import { META } from '../../protocol/versions.js';
+import type { SessionCallOptions } from '../session.js';
 import type { Wire } from '../wire/http.js';
 
 /**
@@ -24,12 +25,6 @@ import type { Wire } from '../wire/http.js';
  */
 export const GATEWAY_CLIENT_CAPABILITIES: Record<string, unknown> = Object.freeze({});
 
-/** What one request adds to the stamp: the client's log level and the capabilities it may use. */
-export interface StampOptions {
-  logLevel?: string | undefined;
-  clientCapabilities?: Record<string, unknown> | undefined;
-}
-
 /**
  * Stamps the gateway's own `_meta` on a request's params, keeping the caller's other keys: the
  * protocol version, the gateway's identity, the client capabilities (the request's own, which the
@@ -38,7 +33,10 @@ export interface StampOptions {
  */
 export function modernStamp(version: string, clientVersion: string) {
   const info = { name: 'manifold', version: clientVersion };
-  return (params: Record<string, unknown>, o?: StampOptions): Record<string, unknown> => {
+  return (
+    params: Record<string, unknown>,
+    o?: Pick<SessionCallOptions, 'logLevel' | 'clientCapabilities'>,
+  ): Record<string, unknown> => {
     const given = isObject(params._meta) ? params._meta : undefined;
     const own: Record<string, unknown> = {
       [META.protocolVersion]: version,
@@ -47,7 +45,7 @@ export function modernStamp(version: string, clientVersion: string) {
         o?.clientCapabilities ?? given?.[META.clientCapabilities] ?? GATEWAY_CLIENT_CAPABILITIES,
     };
     if (o?.logLevel !== undefined) own[META.logLevel] = o.logLevel;
-    return withMetaField(params, given ? withMeta(given, own) : own);
+    return { ...params, _meta: { ...given, ...own } };
   };
 }
 
@@ -90,8 +88,7 @@ export function modernWire(
         const v = paramValue(args, p);
         if (v !== undefined) own[`mcp-param-${p.header.toLowerCase()}`] = encodeHeaderValue(v);
       }
-      // Merged, not spread: Node 20 takes V8's slow path for keys added after a spread.
-      return Object.assign({}, base, own);
+      return { ...base, ...own };
     },
   };
 }

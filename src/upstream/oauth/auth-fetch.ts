@@ -1,5 +1,5 @@
 /**
- * The one seam where an upstream's credentials meet its requests (#19, design §4.4): a fetch that
+ * The one seam where an upstream's credentials meet its requests (#19): a fetch that
  * adds what the server's UpstreamAuth says (a bearer token, or a re-read static header) to
  * requests for the server's own origin, and runs the 401/403 loop once per request. Discovery,
  * registration and token requests never go through it: they use the unwrapped fetch, so they

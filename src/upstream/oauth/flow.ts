@@ -19,8 +19,6 @@ import {
   type TokenSet,
 } from './types.js';
 
-export { clientCredentials, refresh, revoke, TokenEndpointError } from './token.js';
-
 /** The AAD of a sealed `state`: a sealed credential never opens as a state, nor the reverse. */
 export const STATE_AAD = 'manifold/oauth-state/v1';
 const OFFLINE = 'offline_access';

@@ -1,5 +1,5 @@
 /**
- * The gateway as an OAuth 2.1 client of one protected upstream (#19, design §4.4): per
+ * The gateway as an OAuth 2.1 client of one protected upstream (#19): per
  * (server, subject) it holds the token (sealed in the CredentialStore), refreshes it before it
  * expires (single-flight in the process, compare-and-set on the row's version across instances),
  * re-issues client_credentials tokens, answers the 401/403 loop of auth-fetch.ts, counts step-ups,
@@ -17,8 +17,9 @@ import type { SecretBox } from './box.js';
 import { bearerChallenge } from './challenge.js';
 import { ClientBook } from './clients.js';
 import { discoverAuthorizationServer, discoverResource } from './discovery.js';
-import { clientCredentials, redeemCode, refresh, revoke, selectScopes, startAuthorization } from './flow.js';
+import { redeemCode, selectScopes, startAuthorization } from './flow.js';
 import { createStaticAuth } from './static-auth.js';
+import { clientCredentials, refresh, revoke } from './token.js';
 import { type AskedScopes, hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
 import {
   type AsMetadata,
@@ -29,8 +30,6 @@ import {
   type SubjectKey,
   type TokenSet,
 } from './types.js';
-
-export type { UpstreamAuth } from './auth-fetch.js';
 
 export interface OAuthDeps {
   /** The unwrapped, egress-guarded fetch: discovery, registration and tokens never carry the bearer. */

@@ -3,6 +3,7 @@
  * the SecretBox (#19). Node's serve.ts and the Worker hand the result to the Gateway; the
  * callback route and the CLI complete logins through it.
  */
+import { CALLBACK_PATH } from '../../config/oauth.js';
 import type { Config, GatewayOAuthConfig, ServerConfig } from '../../config/types.js';
 import type { Platform } from '../../platform.js';
 import type { CredentialStore } from '../../store/credentials-types.js';
@@ -46,10 +47,10 @@ export function isProtected(s: ServerConfig, platform: Pick<Platform, 'readSecre
 export function defaultRedirectUri(config: Config, bound?: { host: string; port: number }): string {
   const g = config.gateway;
   if (g.oauth?.redirectUri) return g.oauth.redirectUri;
-  if (g.advertiseUrl) return `${new URL(g.advertiseUrl).origin}/oauth/callback`;
+  if (g.advertiseUrl) return `${new URL(g.advertiseUrl).origin}${CALLBACK_PATH}`;
   const host = bound?.host ?? g.host;
   const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
-  return `http://${shown}:${bound?.port ?? g.port}/oauth/callback`;
+  return `http://${shown}:${bound?.port ?? g.port}${CALLBACK_PATH}`;
 }
 
 export async function createUpstreamAuths(

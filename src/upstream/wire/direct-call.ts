@@ -25,10 +25,8 @@ import { isObject } from '../../lib/json.js';
 import type { Logger } from '../../lib/log.js';
 import { IdTable } from '../../lib/tables.js';
 import { type PostJson, unrefTimer } from '../../platform.js';
-import { withMeta, withMetaField } from '../../protocol/versions.js';
 import { UpstreamInvalidAnswer, UpstreamProtocolError, UpstreamRpcError } from '../call-errors.js';
-import type { StampOptions } from '../modern/wire.js';
-import type { InputHandler, LogMessage } from '../session.js';
+import type { InputHandler, LogMessage, SessionCallOptions } from '../session.js';
 import { type PostOptions, postMessage, type StreamEnd, type Wire } from './http.js';
 
 export interface DirectCallerOptions {
@@ -37,7 +35,7 @@ export interface DirectCallerOptions {
   /** stdio: each request is written to the child (its answers reach `route`). */
   send?: (message: JSONRPCMessage) => Promise<void>;
   /** The params as sent (modern upstreams: the gateway's own per-request `_meta`). */
-  stamp?: (params: Record<string, unknown>, options: StampOptions) => Record<string, unknown>;
+  stamp?: (params: Record<string, unknown>, options: SessionCallOptions) => Record<string, unknown>;
   /** A result as the call resolves with it (modern: undressed); throwing fails the call instead. */
   complete?: (result: Record<string, unknown>) => Record<string, unknown>;
   /** Where every message that is not an answer to a direct call goes (the SDK client, or a listener). */
@@ -48,19 +46,6 @@ export interface DirectCallerOptions {
   cancel: (requestId: string, reason: string) => void;
   now: () => number;
   log: Logger;
-}
-
-export interface DirectCallOptions extends StampOptions {
-  cancellation?: Cancellation | undefined;
-  /** Whose request it is (the principal's key): see `DirectCaller.unnamed`. */
-  caller?: string | undefined;
-  onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
-  onlog?: ((m: LogMessage) => void) | undefined;
-  onInput?: InputHandler | undefined;
-  /** Idle timeout, restarted by each progress notification. */
-  timeoutMs: number;
-  /** Absolute cap, progress notwithstanding. */
-  maxTotalMs: number;
 }
 
 type Result = Record<string, unknown>;
@@ -81,10 +66,10 @@ const MANY = Symbol('many callers');
  */
 export function routeMessages(
   transport: Transport,
-  makeDirect: (deliver: Deliver) => DirectCaller | undefined,
-): DirectCaller | undefined {
+  makeDirect: (deliver: Deliver) => DirectCaller,
+): DirectCaller {
   const deliver = transport.onmessage;
-  if (!deliver) return undefined;
+  if (!deliver) throw new Error('the transport has no client connected');
   const sdk: Deliver = (message, extra) => {
     if ('id' in message && !('method' in message)) queueMicrotask(() => deliver(message, extra));
     else deliver(message, extra);
@@ -93,7 +78,7 @@ export function routeMessages(
   transport.onmessage = (given, extra) => {
     const message = admitMessage(given);
     if (!message) return;
-    if (!direct?.route(message)) sdk(message, extra);
+    if (!direct.route(message)) sdk(message, extra);
   };
   return direct;
 }
@@ -186,11 +171,7 @@ export class DirectCaller implements CallHost {
     for (const p of this.pending.list()) p.fail(error);
   }
 
-  call(params: Record<string, unknown>, options: DirectCallOptions): Promise<Result> {
-    return this.request('tools/call', params, options);
-  }
-
-  request(method: string, params: Record<string, unknown>, options: DirectCallOptions): Promise<Result> {
+  request(method: string, params: Record<string, unknown>, options: SessionCallOptions): Promise<Result> {
     const n = ++this.seq;
     const id = `${PREFIX}${n}`;
     const { cancellation, onprogress, caller } = options;
@@ -200,7 +181,7 @@ export class DirectCaller implements CallHost {
     let callParams = this.o.stamp ? this.o.stamp(params, options) : params;
     if (onprogress) {
       const given = callParams._meta;
-      callParams = withMetaField(callParams, withMeta(isObject(given) ? given : {}, { progressToken: id }));
+      callParams = { ...callParams, _meta: { ...(isObject(given) ? given : {}), progressToken: id } };
     }
     const message = { jsonrpc: '2.0' as const, id, method, params: callParams };
     if (cancellation?.aborted) return Promise.reject(cancellation.reason);
@@ -383,7 +364,7 @@ export class DirectCall implements Pending {
     private readonly caller: CallHost,
     private readonly n: number,
     private readonly id: string,
-    private readonly options: DirectCallOptions,
+    private readonly options: SessionCallOptions,
     private readonly started: number,
     private readonly controller: AbortController | undefined,
   ) {

@@ -13,7 +13,6 @@ type Result = Record<string, unknown>;
 
 export const TASK_STATUSES = ['working', 'input_required', 'completed', 'failed', 'cancelled'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
-export const TERMINAL: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled']);
 
 /** One task's state, era-neutral. `taskId` is the upstream's own. */
 export interface TaskState {

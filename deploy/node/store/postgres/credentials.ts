@@ -6,15 +6,13 @@
  */
 import type pg from 'pg';
 import {
-  type CredentialStore,
   type ListedToken,
   parseClient,
   parseListed,
   parseToken,
-  type StoredClient,
-  type StoredToken,
   scopeText,
 } from '../../../../src/store/credentials.js';
+import type { CredentialStore, StoredClient, StoredToken } from '../../../../src/store/credentials-types.js';
 
 const CLIENT_COLUMNS = 'client_id, secret, auth_method, source, redirect_uri';
 const TOKEN_COLUMNS = 'issuer, resource, sealed, scope, expires_at, version';

@@ -1,7 +1,7 @@
 /**
  * The instances of one deployment on Postgres (#15), and how one reaches another: each process
  * registers `{id, url, seen_at}` in `manifold_instances` and heartbeats; a modern client's retry
- * of a call held on another instance (src/server/forward.ts) is sent to that instance's URL, and
+ * of a call held on another instance (src/server/mcp/forward.ts) is sent to that instance's URL, and
  * its answer streamed back as it comes.
  *
  * The URL comes from the operator's own database and config (gateway.advertiseUrl), not from a

@@ -10,8 +10,6 @@ import { type LeaseFn, leasedLimiter, WINDOW_MS } from '../../../../src/auth/lea
 import type { CallLimiterFactory } from '../../../../src/auth/shared-limit.js';
 import type { Logger } from '../../../../src/lib/log.js';
 
-export { blockOf, WINDOW_MS } from '../../../../src/auth/leased-limit.js';
-
 /** Sweep windows older than the previous one once per this many leases. */
 export const SWEEP_EVERY = 256;
 
@@ -31,7 +29,7 @@ export interface PostgresLimiterOptions {
 }
 
 /** One lease: the UPSERT above; a full window (no row returned) grants 0. */
-export function postgresLease(pool: pg.Pool): LeaseFn {
+function postgresLease(pool: pg.Pool): LeaseFn {
   let asked = 0;
   return async (tenant, window, block, limit) => {
     const { rows } = await pool.query<{ granted: unknown }>(LEASE, [window, tenant, block, limit]);

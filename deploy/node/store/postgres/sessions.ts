@@ -1,5 +1,5 @@
 /**
- * Legacy session records on Postgres (#15): the SessionStore (src/server/shared-sessions.ts) over
+ * Legacy session records on Postgres (#15): the SessionStore (src/server/mcp/shared-sessions.ts) over
  * the state store's pool. One row per session, holding only what `tools/list` and `tools/call`
  * need on another instance (the owner's Principal.key, the negotiated version, the client's
  * capabilities, the log level); never a token or a header. A DELETE notifies `manifold_sessions`

@@ -10,7 +10,7 @@ import type { Principal } from '../../../auth/principal.js';
 import type { Gateway } from '../../../gateway/gateway.js';
 import { prettyCanonicalJson } from '../../../guards/canonical-json.js';
 import { diffTool, formatDiff, visibleText } from '../../../guards/drift/diff.js';
-import type { VerifiedListing } from '../../../guards/drift/fingerprint.js';
+import type { VerifiedListing } from '../../../guards/drift/verdict.js';
 import { clipText } from '../../../guards/text.js';
 import { type RecentCalls, UNRESOLVED } from '../../../observe/recent-calls.js';
 import { maskedConfig, redactDeep } from './config.js';

@@ -3,13 +3,6 @@ import type { Reply } from '../http-in.js';
 import { json } from '../http-in.js';
 import { SseStream, sseHeaders } from '../sse.js';
 
-/**
- * The HTTP answer to one request, decided as late as possible: plain JSON when the result comes
- * first, an SSE stream as soon as something must reach the client before it (progress, a log
- * message, a request to the client). Both are what streamable HTTP allows for any request (spec:
- * transports, "Sending Messages"), and a client that accepts only JSON never gets a stream: what
- * cannot reach it is dropped (or, for a request to the client, refused by the caller).
- */
 /** Where streamed messages go: a plain SSE stream, or a resumable one (sse.ts). */
 export interface EventSink {
   readonly readable: ReadableStream<Uint8Array>;
@@ -22,6 +15,13 @@ export interface EventSink {
   disconnect?(): void;
 }
 
+/**
+ * The HTTP answer to one request, decided as late as possible: plain JSON when the result comes
+ * first, an SSE stream as soon as something must reach the client before it (progress, a log
+ * message, a request to the client). Both are what streamable HTTP allows for any request (spec:
+ * transports, "Sending Messages"), and a client that accepts only JSON never gets a stream: what
+ * cannot reach it is dropped (or, for a request to the client, refused by the caller).
+ */
 export class Answer {
   readonly response: Promise<Reply>;
   private resolve!: (r: Reply) => void;
@@ -43,10 +43,6 @@ export class Answer {
     this.response = new Promise((resolve) => {
       this.resolve = resolve;
     });
-  }
-
-  get streaming(): boolean {
-    return this.stream !== undefined;
   }
 
   /** Whether a message can still be sent before the result (the client takes SSE, and it is open). */

@@ -40,7 +40,7 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
   try {
     // A client may call a tool it already knows without listing first: wait for the first
     // catalog like tools/list does. The tool is looked up here, once, for the whole call.
-    if (!gateway.isReady) await gateway.ready;
+    await gateway.ready;
     call.entry = gateway.resolve(outer.principal, call.params.name);
   } catch (e) {
     return call.denied(e);
@@ -187,7 +187,7 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   const { principal, request } = ex;
   const params = request.params ?? {};
   const args = params.arguments;
-  if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args))) {
+  if (args !== undefined && !isObject(args)) {
     call.audit('invalid', 0);
     throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
   }

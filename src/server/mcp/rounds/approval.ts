@@ -19,6 +19,7 @@ import { ManifoldError } from '../../../errors.js';
 import { canonicalJson, sha256Hex } from '../../../guards/canonical-json.js';
 import { stripUnsafe } from '../../../guards/text.js';
 import { Cancellation } from '../../../lib/cancellation.js';
+import { isObject } from '../../../lib/json.js';
 import type { Redactor } from '../../../lib/redact.js';
 import { rawResultMessage } from '../../../protocol/jsonrpc.js';
 import type { InputRequests } from '../../../upstream/session.js';
@@ -129,7 +130,7 @@ export function approvalRequests(gate: ApprovalGate): InputRequests {
 /** Whether the client can be asked: it declared elicitation, in form mode (or with no modes). */
 export function canElicitForm(capabilities: Record<string, unknown>): boolean {
   const cap = capabilities.elicitation;
-  if (typeof cap !== 'object' || cap === null || Array.isArray(cap)) return false;
+  if (!isObject(cap)) return false;
   const modes = Object.keys(cap);
   return modes.length === 0 || modes.includes('form') || !modes.includes('url');
 }

@@ -5,23 +5,14 @@
  * is a prompt injection the client never agreed to. Everything here is a pure decision over data:
  * the caller lists, stores, logs and re-trusts.
  *
- * This module holds the decisions and the quarantine stand-ins and re-exports the rest, so callers
- * import from here: canonical JSON and fingerprints live in canonical-json.ts, annotation hints in
- * drift-hints.ts, the `manifold retrust` diff in drift-diff.ts.
+ * This module holds the verdicts and the quarantine stand-ins; canonical JSON and fingerprints live
+ * in ../canonical-json.ts, annotation hints in hints.ts, the `manifold retrust` diff in diff.ts.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { fingerprintTool } from '../canonical-json.js';
 import { annotatedClass, type RiskClass } from '../risk.js';
 import { shownChanges } from './diff.js';
 import { type AnnotationHints, annotationEscalation, hintsOf } from './hints.js';
-
-export { canonicalJson, fingerprintTool } from '../canonical-json.js';
-export { diffTool, formatDiff, type ToolDiff } from './diff.js';
-export { type AnnotationHints, annotationEscalation, hintsOf } from './hints.js';
-
-// ---------------------------------------------------------------------------------------------
-// Decisions
-// ---------------------------------------------------------------------------------------------
 
 /** One trusted tool. `tool` is the full definition at trust time, kept for `retrust` diffs. */
 export interface BaselineTool {
