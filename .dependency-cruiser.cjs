@@ -44,6 +44,7 @@ const NEUTRAL_PACKAGES = [
   'eventsource-parser',
   'hono',
   'jose',
+  'jsonc-parser',
   'lru-cache',
   'minisearch',
   'zod',
@@ -142,6 +143,6 @@ module.exports = {
       exportsFields: ['exports'],
       conditionNames: ['import', 'require', 'node', 'default'],
     },
-    exclude: { path: '^(dist|test|node_modules)' },
+    exclude: { path: '^(dist|test)/' },
   },
 };
