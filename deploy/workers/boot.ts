@@ -22,7 +22,7 @@ export interface Env {
   [key: string]: unknown;
 }
 
-export const VERSION = '0.1.0';
+export const VERSION = '0.2.0';
 
 export interface Booted {
   config: Config;
