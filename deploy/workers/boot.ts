@@ -22,8 +22,6 @@ export interface Env {
   [key: string]: unknown;
 }
 
-export const VERSION = '0.2.0';
-
 export interface Booted {
   config: Config;
   secrets: readonly string[];

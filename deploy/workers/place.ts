@@ -12,8 +12,9 @@ import { type AppOptions, createApp } from '../../src/server/http/app.js';
 import type { StateStore } from '../../src/store/state.js';
 import type { UpstreamAuth } from '../../src/upstream/oauth/auth-fetch.js';
 import type { SessionOpener } from '../../src/upstream/session.js';
-import { type Booted, type Env, INTERNAL, INTERNAL_ORIGIN, VERSION } from './boot.js';
+import { type Booted, type Env, INTERNAL, INTERNAL_ORIGIN } from './boot.js';
 import { workersPlatform } from './platform.js';
+import { VERSION } from './version.js';
 
 export interface Place {
   gateway: Gateway;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { VERSION } from '../../deploy/workers/boot.js';
+import { VERSION } from '../../deploy/workers/version.js';
 import { ROOT } from '../helpers/harness.js';
 
 const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
