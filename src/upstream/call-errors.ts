@@ -159,31 +159,27 @@ export function notResentError(
   cause: unknown,
   o: { mayHaveRun: boolean; why: NotResent },
 ): ManifoldError {
-  const { why } = o;
+  const { why, mayHaveRun } = o;
   const times = (n: number) => (n === 1 ? 'once' : `${n} times`);
-  if (!o.mayHaveRun) {
-    const lead = `server ${server} did not know the gateway's session (HTTP 404), so the call did not run.`;
-    const tail =
-      why.kind === 'retry-zero'
-        ? ' It was not resent because retry is 0 for this server; calling it again is safe.'
+  // What to do next: safe to call again when nothing ran, else check first.
+  const next = mayHaveRun ? CHECK : 'calling it again is safe';
+  const tail =
+    why.kind === 'not-read'
+      ? ` It was not resent because it is not classified read; ${next}.`
+      : why.kind === 'retry-zero'
+        ? ` It was not resent because retry is 0 for this server; ${next}.`
         : why.kind === 'exhausted'
-          ? ` It was resent ${times(why.resends)}, the most this server allows, and refused again; calling it again is safe.`
+          ? ` It was resent ${times(why.resends)}, the most this server allows, and ${mayHaveRun ? 'failed' : 'refused'} again; ${next}.`
           : why.kind === 'no-connection'
-            ? ` It was not resent: no new session could be opened within ${why.waitedMs} ms. Calling it again is safe once the server is back.`
-            : ' It was not resent; calling it again is safe.';
+            ? mayHaveRun
+              ? ` It was not resent because the server was not reachable again within ${why.waitedMs} ms; ${CHECK}.`
+              : ` It was not resent: no new session could be opened within ${why.waitedMs} ms. Calling it again is safe once the server is back.`
+            : ` It was not resent; ${next}.`;
+  if (!mayHaveRun) {
+    const lead = `server ${server} did not know the gateway's session (HTTP 404), so the call did not run.`;
     return new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `${lead}${tail}`, { cause });
   }
   const lead = `the connection to server ${server} failed during the call. The outcome is unknown: the tool may have run.`;
-  const tail =
-    why.kind === 'not-read'
-      ? ` It was not resent because it is not classified read; ${CHECK}.`
-      : why.kind === 'retry-zero'
-        ? ` It was not resent because retry is 0 for this server; ${CHECK}.`
-        : why.kind === 'exhausted'
-          ? ` It was resent ${times(why.resends)}, the most this server allows, and failed again; ${CHECK}.`
-          : why.kind === 'no-connection'
-            ? ` It was not resent because the server was not reachable again within ${why.waitedMs} ms; ${CHECK}.`
-            : ` It was not resent; ${CHECK}.`;
   return new ManifoldError('ERR_OUTCOME_UNKNOWN', `${lead}${tail}`, { cause });
 }
 
