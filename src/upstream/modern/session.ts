@@ -102,8 +102,14 @@ export class ModernSession implements UpstreamSession {
     }
   }
 
-  static http(deps: SessionDeps, info: DiscoverInfo, events: SessionEvents): ModernSession {
-    const s = new ModernSession(deps, info, events, undefined);
+  /** A session over HTTP, or on a stdio child that is already started (and answered the probe). */
+  static open(
+    deps: SessionDeps,
+    info: DiscoverInfo,
+    events: SessionEvents,
+    transport?: Transport,
+  ): ModernSession {
+    const s = new ModernSession(deps, info, events, transport);
     s.listen();
     return s;
   }
@@ -114,18 +120,6 @@ export class ModernSession implements UpstreamSession {
    */
   static published(deps: SessionDeps, info: DiscoverInfo, events: SessionEvents): ModernSession {
     return new ModernSession(deps, info, events, undefined);
-  }
-
-  /** A session on a stdio child that is already started (and answered the probe). */
-  static stdio(
-    deps: SessionDeps,
-    transport: Transport,
-    info: DiscoverInfo,
-    events: SessionEvents,
-  ): ModernSession {
-    const s = new ModernSession(deps, info, events, transport);
-    s.listen();
-    return s;
   }
 
   get protocolVersion(): string {
