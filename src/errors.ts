@@ -71,3 +71,20 @@ export function describeError(e: unknown): string {
   }
   return String(e).split('\n')[0]!;
 }
+
+/**
+ * The first thing `pick` finds in `e` or an error under it (its `cause`, an AggregateError's
+ * `errors`), a few levels deep: wrappers such as fetch's "fetch failed" hide the error that says
+ * what happened.
+ */
+export function findCause<T>(e: unknown, pick: (e: object) => T | undefined, depth = 0): T | undefined {
+  if (depth > 5 || typeof e !== 'object' || e === null) return undefined;
+  const found = pick(e);
+  if (found !== undefined) return found;
+  const { cause, errors } = e as { cause?: unknown; errors?: unknown };
+  for (const inner of [cause, ...(Array.isArray(errors) ? errors : [])]) {
+    const deeper = findCause(inner, pick, depth + 1);
+    if (deeper !== undefined) return deeper;
+  }
+  return undefined;
+}

@@ -31,10 +31,7 @@ export interface Booted {
 }
 
 export function configError(status: number, message: string): Response {
-  return new Response(JSON.stringify({ error: message }), {
-    status,
-    headers: { 'content-type': 'application/json' },
-  });
+  return Response.json({ error: message }, { status });
 }
 
 /**

@@ -17,13 +17,13 @@ export function durableObjectStore(storage: DurableStorage): SqlStateStore {
 }
 
 /**
- * Upstream OAuth credentials (#19) in the same Durable Object's SQLite: migrated here too (an
+ * Upstream OAuth credentials in the same Durable Object's SQLite: migrated here too (an
  * idempotent check), so it does not matter which of the two an object opens first.
  */
 export function durableObjectCredentials(storage: DurableStorage): SqlCredentialStore {
   const exec = durableExec(storage);
   migrate(exec);
-  return new SqlCredentialStore(exec);
+  return new SqlCredentialStore((q, v) => exec.exec(q, ...v));
 }
 
 function durableExec(storage: DurableStorage): SqlExec {

@@ -24,8 +24,7 @@ import { answerLease, isLeaseRequest, tenantLimiter } from './tenant-limit.js';
 /** Where an object's request counts are read (RequestCount; the layout tests). */
 const COUNTS_PATH = `${INTERNAL}requests`;
 
-const json = (body: unknown, status = 200) =>
-  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+const refuse = (status: number, error: string) => Response.json({ error }, { status });
 
 /** A boot that failed on I/O (the key object, say) is tried again by the next request. */
 async function settle(boot: () => Promise<Place | Response>, reset: () => void): Promise<Place | Response> {
@@ -33,7 +32,7 @@ async function settle(boot: () => Promise<Place | Response>, reset: () => void):
     return await boot();
   } catch (e) {
     reset();
-    return json({ error: `gateway failed to start: ${e instanceof Error ? e.message : String(e)}` }, 500);
+    return refuse(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
   }
 }
 
@@ -49,9 +48,9 @@ export class ManifoldUpstream extends DurableObject<Env> {
     if (counted) return counted;
     // Named by the Worker (the object's id is idFromName of the same name): which server it is.
     const server = request.headers.get(SERVER_HEADER);
-    if (!server) return json({ error: 'an upstream object is reached through the Worker' }, 400);
+    if (!server) return refuse(400, 'an upstream object is reached through the Worker');
     this.server ??= server;
-    if (server !== this.server) return json({ error: 'this object serves another server' }, 409);
+    if (server !== this.server) return refuse(409, 'this object serves another server');
     this.origin.note(request);
     this.place ??= settle(
       () => this.boot(server),
@@ -62,7 +61,9 @@ export class ManifoldUpstream extends DurableObject<Env> {
     const place = await this.place;
     if (place instanceof Response) return place.clone();
     if (new URL(request.url).pathname === `${INTERNAL}snapshot`) {
-      return json(await takeSnapshot(place.gateway, server, snapshotTtl(this.env.MANIFOLD_SNAPSHOT_TTL_MS)));
+      return Response.json(
+        await takeSnapshot(place.gateway, server, snapshotTtl(this.env.MANIFOLD_SNAPSHOT_TTL_MS)),
+      );
     }
     // The current token for isolates and tenant objects, and their refusals (#19, oauth.ts).
     const rpc = await answerCredential(request, place.gateway.upstreamAuth, server, this.origin);
@@ -75,7 +76,7 @@ export class ManifoldUpstream extends DurableObject<Env> {
     const booted = readConfig(this.env);
     if (booted instanceof Response) return booted;
     const servers = booted.config.servers.filter((s) => s.name === server);
-    if (servers.length === 0) return json({ error: `no server named ${server}` }, 404);
+    if (servers.length === 0) return refuse(404, `no server named ${server}`);
     const config = { ...booted.config, servers };
     const store = durableObjectStore(this.ctx.storage as never);
     const place = buildPlace(booted, {

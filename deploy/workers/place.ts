@@ -82,5 +82,5 @@ export async function keptSecret(storage: DurableObjectStorage): Promise<Respons
     key = btoa(String.fromCharCode(...bytes));
     await storage.put('deployment-key', key);
   }
-  return new Response(JSON.stringify({ key }), { headers: { 'content-type': 'application/json' } });
+  return Response.json({ key });
 }

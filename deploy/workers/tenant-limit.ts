@@ -103,8 +103,7 @@ export function parseLeaseBody(value: unknown): LeaseBody | string {
   return { tenant, window, block, limit };
 }
 
-const json = (status: number, body: unknown, headers: Record<string, string> = {}): Response =>
-  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
+const refuse = (status: number, error: string) => Response.json({ error }, { status });
 
 /** Whether a request reaching the tenant's object is a lease (its internal URL). */
 export function isLeaseRequest(request: Request): boolean {
@@ -123,23 +122,24 @@ export function isLeaseRequest(request: Request): boolean {
  * }
  */
 export async function answerLease(storage: LimitStorage, request: Request): Promise<Response> {
-  if (request.method !== 'POST') return json(405, { error: 'lease requests are POST' }, { allow: 'POST' });
+  if (request.method !== 'POST')
+    return Response.json({ error: 'lease requests are POST' }, { status: 405, headers: { allow: 'POST' } });
   const declared = Number(request.headers.get('content-length') ?? 0);
-  if (declared > MAX_BODY_BYTES) return json(413, { error: 'lease body too large' });
+  if (declared > MAX_BODY_BYTES) return refuse(413, 'lease body too large');
   let value: unknown;
   try {
     const text = await request.text();
-    if (text.length > MAX_BODY_BYTES) return json(413, { error: 'lease body too large' });
+    if (text.length > MAX_BODY_BYTES) return refuse(413, 'lease body too large');
     value = JSON.parse(text);
   } catch {
-    return json(400, { error: 'bad lease: the body is not JSON' });
+    return refuse(400, 'bad lease: the body is not JSON');
   }
   const body = parseLeaseBody(value);
-  if (typeof body === 'string') return json(400, { error: `bad lease: ${body}` });
+  if (typeof body === 'string') return refuse(400, `bad lease: ${body}`);
   try {
-    return json(200, { granted: grantLease(storage, body) });
+    return Response.json({ granted: grantLease(storage, body) });
   } catch {
-    return json(503, { error: 'lease store unavailable' });
+    return refuse(503, 'lease store unavailable');
   }
 }
 

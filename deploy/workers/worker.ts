@@ -58,11 +58,7 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
   return { ...place, opener, authenticate, auth: auth !== false };
 }
 
-const notFound = () =>
-  new Response(JSON.stringify({ error: 'not found' }), {
-    status: 404,
-    headers: { 'content-type': 'application/json' },
-  });
+const notFound = () => Response.json({ error: 'not found' }, { status: 404 });
 
 const ADMIN = /^\/admin\/servers\/([^/]+)\//;
 

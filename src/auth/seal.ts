@@ -4,22 +4,10 @@
  * sealed for one purpose never opens for another. Integrity only: nothing in a sealed value may be
  * secret (spec 2026-07-28: patterns/mrtr, "Servers MUST protect its integrity").
  */
+import { base64url } from 'jose';
+
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-
-/** RFC 4648 §5 base64url without padding. */
-export function b64url(bytes: Uint8Array): string {
-  let s = '';
-  for (const b of bytes) s += String.fromCharCode(b);
-  return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-}
-
-export function unb64url(s: string): Uint8Array {
-  const bin = atob(s.replace(/-/g, '+').replace(/_/g, '/'));
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return out;
-}
 
 function equal(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
@@ -57,7 +45,7 @@ export class Sealer {
   async seal(value: unknown): Promise<string> {
     const body = enc.encode(JSON.stringify(value));
     const mac = new Uint8Array(await crypto.subtle.sign('HMAC', this.key, body as BufferSource));
-    return `${b64url(body)}.${b64url(mac)}`;
+    return `${base64url.encode(body)}.${base64url.encode(mac)}`;
   }
 
   /** The sealed value, or undefined for anything forged, altered, foreign or malformed. */
@@ -68,8 +56,8 @@ export class Sealer {
     let body: Uint8Array;
     let mac: Uint8Array;
     try {
-      body = unb64url(parts[0]!);
-      mac = unb64url(parts[1]!);
+      body = base64url.decode(parts[0]!);
+      mac = base64url.decode(parts[1]!);
     } catch {
       return undefined;
     }

@@ -48,24 +48,28 @@ export function mayAsk(
       reason: `server ${server} asked the client for ${method.slice(0, 64)}, which is not a client request the gateway relays`,
     };
   }
+  return (
+    refusal(server, settings, declared, feature, `asked for ${feature} (${method})`) ?? { ok: true, feature }
+  );
+}
+
+/** Why `server` may not reach the client's `feature`: off for the server, or not declared by the client. */
+function refusal(
+  server: string,
+  settings: FeatureSettings,
+  declared: Record<string, unknown>,
+  feature: ClientFeature,
+  asked: string,
+): { ok: false; why: 'off' | 'undeclared'; feature: ClientFeature; reason: string } | undefined {
   if (!settings[feature]) {
-    return {
-      ok: false,
-      why: 'off',
-      feature,
-      reason: `server ${server} asked for ${feature} (${method}), which is off for it: set mcpServers.${server}.clientFeatures.${feature} to true to relay it`,
-    };
+    const reason = `server ${server} ${asked}, which is off for it: set mcpServers.${server}.clientFeatures.${feature} to true to relay it`;
+    return { ok: false, why: 'off', feature, reason };
   }
-  const cap = declared[feature];
-  if (typeof cap !== 'object' || cap === null) {
-    return {
-      ok: false,
-      why: 'undeclared',
-      feature,
-      reason: `server ${server} asked for ${feature} (${method}), but this client did not declare the ${feature} capability`,
-    };
+  if (!declared[feature] || typeof declared[feature] !== 'object') {
+    const reason = `server ${server} ${asked}, but this client did not declare the ${feature} capability`;
+    return { ok: false, why: 'undeclared', feature, reason };
   }
-  return { ok: true, feature };
+  return undefined;
 }
 
 /**
@@ -82,22 +86,9 @@ export function explainMissing(
 ): { why: 'off' | 'undeclared'; feature: ClientFeature; reason: string } | undefined {
   if (typeof required !== 'object' || required === null) return undefined;
   for (const feature of ['sampling', 'elicitation', 'roots'] as const) {
-    if (!(feature in required)) continue;
-    if (!settings[feature]) {
-      return {
-        why: 'off',
-        feature,
-        reason: `server ${server} needs ${feature}, which is off for it: set mcpServers.${server}.clientFeatures.${feature} to true to relay it`,
-      };
-    }
-    const cap = declared[feature];
-    if (typeof cap !== 'object' || cap === null) {
-      return {
-        why: 'undeclared',
-        feature,
-        reason: `server ${server} needs ${feature}, but this client did not declare the ${feature} capability`,
-      };
-    }
+    const refused =
+      feature in required ? refusal(server, settings, declared, feature, `needs ${feature}`) : undefined;
+    if (refused) return refused;
   }
   return undefined;
 }

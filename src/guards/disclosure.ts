@@ -1,4 +1,5 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { isObject } from '../lib/json.js';
 
 /** The gateway's meta-tool that returns the full definition of a tool listed in short form. */
 export const DESCRIBE_TOOL_NAME = 'manifold__describe_tool';
@@ -128,7 +129,7 @@ export function discloseServer(
 export function tier1Stub(schema: Tool['inputSchema']): Tool['inputSchema'] {
   const stub: Tool['inputSchema'] = { type: 'object' };
   const properties = schema?.properties;
-  if (properties !== null && typeof properties === 'object' && !Array.isArray(properties)) {
+  if (isObject(properties)) {
     const out: Record<string, object> = {};
     for (const [key, value] of Object.entries(properties)) {
       // defineProperty: an own `__proto__` property name from JSON.parse must stay a name.

@@ -8,7 +8,7 @@
  */
 import type { Prompt, Resource, ResourceTemplate } from '@modelcontextprotocol/sdk/types.js';
 import { isObject } from '../lib/json.js';
-import { clipText, stripUnsafe, utf8Bytes } from './text.js';
+import { clipText, stripStrings, stripUnsafe, utf8Bytes } from './text.js';
 
 export interface ItemFinding {
   rule: 'unroutable-uri' | 'malformed-item';
@@ -44,28 +44,7 @@ export function small(v: unknown): Obj | undefined {
   } catch {
     return undefined;
   }
-  return cleanStrings(v) as Obj;
-}
-
-/** Copy-on-write: every string, key or value, stripped (the caller bounds size and depth). */
-function cleanStrings(v: unknown): unknown {
-  if (typeof v === 'string') return stripUnsafe(v);
-  if (typeof v !== 'object' || v === null) return v;
-  if (Array.isArray(v)) {
-    const next = v.map(cleanStrings);
-    return next.some((x, i) => x !== v[i]) ? next : v;
-  }
-  let copy: Obj | undefined;
-  for (const [k, x] of Object.entries(v)) {
-    const key = stripUnsafe(k);
-    const value = cleanStrings(x);
-    if (key !== k || value !== x) {
-      copy ??= { ...(v as Obj) };
-      if (key !== k) delete copy[k];
-      Object.defineProperty(copy, key, { value, enumerable: true, writable: true, configurable: true });
-    }
-  }
-  return copy ?? v;
+  return stripStrings(v) as Obj;
 }
 
 /** At most 8 icons, each with only the fields the protocol defines (schema: Icon), bounded. */
@@ -76,8 +55,7 @@ export function icons(v: unknown): unknown[] | undefined {
     if (out.length >= MAX_ICONS) break;
     if (!isObject(i) || typeof i.src !== 'string' || i.src.length > MAX_URI || !routableUri(i.src)) continue;
     const icon: Obj = { src: i.src };
-    if (typeof i.mimeType === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(i.mimeType) && i.mimeType.length <= 128)
-      icon.mimeType = i.mimeType;
+    assign(icon, 'mimeType', mimeType(i.mimeType));
     if (Array.isArray(i.sizes)) {
       const sizes = i.sizes
         .filter((x) => typeof x === 'string' && /^(?:\d{1,5}x\d{1,5}|any)$/.test(x))
@@ -99,6 +77,11 @@ export function routableUri(uri: unknown): uri is string {
     if (c <= 0x20 || c === 0x7f) return false;
   }
   return stripUnsafe(uri) === uri;
+}
+
+/** A MIME type as `type/subtype`, bounded, or undefined. */
+function mimeType(v: unknown): string | undefined {
+  return typeof v === 'string' && v.length <= 128 && /^[\w.+-]+\/[\w.+-]+$/.test(v) ? v : undefined;
 }
 
 function assign(out: Obj, key: string, value: unknown): void {
@@ -130,13 +113,7 @@ function common(item: Obj, o: ItemBoundsOptions, out: Obj): void {
   assign(out, 'name', text(item.name, MAX_TITLE) ?? '');
   assign(out, 'title', text(item.title, MAX_TITLE));
   assign(out, 'description', text(item.description, o.maxDescriptionBytes));
-  if (
-    typeof item.mimeType === 'string' &&
-    /^[\w.+-]+\/[\w.+-]+$/.test(item.mimeType) &&
-    item.mimeType.length <= 128
-  ) {
-    out.mimeType = item.mimeType;
-  }
+  assign(out, 'mimeType', mimeType(item.mimeType));
   assign(out, 'annotations', small(item.annotations));
   assign(out, 'icons', icons(item.icons));
   assign(out, '_meta', small(item._meta));

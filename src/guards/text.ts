@@ -59,6 +59,51 @@ export function hasUnsafe(text: string): boolean {
   return found;
 }
 
+/** What `stripStrings` returns for a value nested deeper than its `maxDepth`. */
+export const TOO_DEEP: unique symbol = Symbol('too deep');
+
+/**
+ * Copy-on-write walk that strips every string in a JSON value, keys included (a client shows
+ * them all and a model reads them all); TOO_DEEP past `maxDepth` JSON levels. An untouched value
+ * comes back as the same object.
+ */
+export function stripStrings(node: unknown, maxDepth = Number.POSITIVE_INFINITY, depth = 1): unknown {
+  if (typeof node === 'string') return stripUnsafe(node);
+  if (node === null || typeof node !== 'object') return node;
+  if (depth > maxDepth) return TOO_DEEP;
+  if (Array.isArray(node)) {
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < node.length; i++) {
+      const next = stripStrings(node[i], maxDepth, depth + 1);
+      if (next === TOO_DEEP) return TOO_DEEP;
+      if (next !== node[i]) {
+        copy ??= node.slice();
+        copy[i] = next;
+      }
+    }
+    return copy ?? node;
+  }
+  let copy: Record<string, unknown> | undefined;
+  for (const [key, value] of Object.entries(node)) {
+    const next = stripStrings(value, maxDepth, depth + 1);
+    if (next === TOO_DEEP) return TOO_DEEP;
+    const safeKey = stripUnsafe(key);
+    if (next !== value || safeKey !== key) {
+      copy ??= { ...node };
+      if (safeKey !== key) delete copy[key];
+      // defineProperty, not assignment: JSON.parse makes `__proto__` an own key, and assigning
+      // to it would swap the copy's prototype instead of setting a property.
+      Object.defineProperty(copy, safeKey, {
+        value: next,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+  return copy ?? node;
+}
+
 const encoder = new TextEncoder();
 /** Any UTF-16 unit above 0x7f, surrogates included. */
 const NON_ASCII = /[\u0080-\uffff]/;

@@ -1,7 +1,7 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { paramHeaderPlan } from '../protocol/headers.js';
 import { icons, small } from './item-bounds.js';
-import { clipText, hasUnsafe, stripUnsafe, utf8Bytes } from './text.js';
+import { clipText, hasUnsafe, stripStrings, stripUnsafe, TOO_DEEP, utf8Bytes } from './text.js';
 
 export interface ToolBoundsOptions {
   /** Longer descriptions are clipped, marker included. */
@@ -42,8 +42,6 @@ export const MAX_TITLE_BYTES = 256;
 /** Findings name the tool; a hostile name must not make the log line unbounded. */
 const MAX_LABEL_BYTES = 128;
 
-const TOO_DEEP: unique symbol = Symbol('too deep');
-
 /**
  * Builds the bound applied to every upstream tool definition before it enters the catalog
  * (SECURITY C6, E4). Upstream text is untrusted: terminal escapes, controls, bidirectional and
@@ -77,7 +75,8 @@ export function toolBounds(options: ToolBoundsOptions): (tool: Tool) => BoundedT
     for (const which of ['inputSchema', 'outputSchema'] as const) {
       const schema = tool[which];
       if (schema === undefined) continue;
-      const walked = stripSchemaText(schema, 1);
+      // Every string, at any depth: enum and const values, defaults and property names too (#13.9).
+      const walked = stripStrings(schema, MAX_SCHEMA_DEPTH);
       if (walked === TOO_DEEP) {
         findings.push({
           rule: 'schema-too-large',
@@ -157,48 +156,6 @@ function boundText<T>(
     );
   }
   return clipped.text;
-}
-
-/**
- * Copy-on-write walk that strips every string in a schema, at any depth: descriptions and titles,
- * and also enum and const values, defaults, examples and property names, since a client shows
- * them all and a model reads them all (#13.9). Depth is counted in JSON levels.
- */
-function stripSchemaText(node: unknown, depth: number): unknown {
-  if (typeof node === 'string') return stripUnsafe(node);
-  if (node === null || typeof node !== 'object') return node;
-  if (depth > MAX_SCHEMA_DEPTH) return TOO_DEEP;
-  if (Array.isArray(node)) {
-    let copy: unknown[] | undefined;
-    for (let i = 0; i < node.length; i++) {
-      const next = stripSchemaText(node[i], depth + 1);
-      if (next === TOO_DEEP) return TOO_DEEP;
-      if (next !== node[i]) {
-        copy ??= node.slice();
-        copy[i] = next;
-      }
-    }
-    return copy ?? node;
-  }
-  let copy: Record<string, unknown> | undefined;
-  for (const [key, value] of Object.entries(node)) {
-    const next = stripSchemaText(value, depth + 1);
-    if (next === TOO_DEEP) return TOO_DEEP;
-    const safeKey = stripUnsafe(key);
-    if (next !== value || safeKey !== key) {
-      copy ??= { ...node };
-      if (safeKey !== key) delete copy[key];
-      // defineProperty, not assignment: JSON.parse makes `__proto__` an own key, and assigning
-      // to it would swap the copy's prototype instead of setting a property.
-      Object.defineProperty(copy, safeKey, {
-        value: next,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    }
-  }
-  return copy ?? node;
 }
 
 /** The same object back when bounding changed nothing, so an untouched tool stays itself. */

@@ -6,6 +6,7 @@
  * one bucket for requests that never resolved to a server). Recording a call is a few array
  * writes; percentiles are computed when the page asks, never per call.
  */
+import { LRUCache } from 'lru-cache';
 import type { RequestRecord } from './record.js';
 
 /** Counts and latency of one server's recent calls, as the JSON view shows them. */
@@ -122,17 +123,16 @@ export interface RecentCallOptions {
 
 export class RecentCalls {
   private readonly all: Scope;
-  /** Insertion order is recency: a tenant seen again is moved to the end. */
-  private readonly tenants = new Map<string, Scope>();
+  /** The least recently seen tenant goes for a new one. */
+  private readonly tenants: LRUCache<string, Scope>;
   private readonly tenantWindow: number;
-  private readonly maxTenants: number;
   private readonly limits: Pick<RecentCallOptions, 'maxServers' | 'configured'>;
 
   constructor(options: RecentCallOptions) {
     this.limits = options;
     this.all = new Scope(options.window ?? 1024, this.limits);
     this.tenantWindow = options.tenantWindow ?? 128;
-    this.maxTenants = options.maxTenants ?? 256;
+    this.tenants = new LRUCache({ max: options.maxTenants ?? 256 });
   }
 
   /** The observer to add to `gateway.observers`. */
@@ -141,16 +141,10 @@ export class RecentCalls {
     const failed = record.verdict !== 'allowed';
     this.all.add(server, record.durationMs, failed);
     let scope = this.tenants.get(record.tenant);
-    if (scope) {
-      this.tenants.delete(record.tenant);
-    } else {
-      if (this.tenants.size >= this.maxTenants) {
-        const oldest = this.tenants.keys().next().value as string;
-        this.tenants.delete(oldest);
-      }
+    if (!scope) {
       scope = new Scope(this.tenantWindow, this.limits);
+      this.tenants.set(record.tenant, scope);
     }
-    this.tenants.set(record.tenant, scope);
     scope.add(server, record.durationMs, failed);
   };
 
@@ -161,7 +155,7 @@ export class RecentCalls {
 
   /** One tenant's recent calls on the servers `keep` lets it see. */
   tenantStats(tenant: string, keep: (server: string) => boolean): CallStats[] {
-    return this.tenants.get(tenant)?.stats(keep) ?? [];
+    return this.tenants.peek(tenant)?.stats(keep) ?? [];
   }
 
   /** How many tenants are tracked now (at most `maxTenants`). */

@@ -1,16 +1,15 @@
 /**
- * Upstream OAuth credentials at rest (#19): the `CredentialStore` of credentials-types.ts over the
- * same `SqlExec` seam as the state store (a SQLite file on Node, a Durable Object on Workers), and
- * in memory for a gateway without a store. Columns `secret` and `sealed` are SecretBox output, so
- * nothing read or written here is a token or a client secret in the clear.
+ * Upstream OAuth credentials at rest: the `CredentialStore` of credentials-types.ts over SQL (a
+ * SQLite file on Node, a Durable Object on Workers, Postgres), and in memory for a gateway without
+ * a store. Columns `secret` and `sealed` are SecretBox output, so nothing read or written here is
+ * a token or a client secret in the clear.
  *
- * Every row is checked column by column when read (parseClient, parseToken, shared with the
- * Postgres store): a row that does not parse is treated as absent, which sends the manager back
- * to a login rather than into a crash.
+ * Every row is checked column by column when read (parseClient, parseToken): a row that does not
+ * parse is treated as absent, which sends the manager back to a login rather than into a crash.
  */
 import type { TokenAuthMethod } from '../config/types.js';
 import type { CredentialStore, StoredClient, StoredToken } from './credentials-types.js';
-import type { SqlExec, SqlValue } from './sql.js';
+import type { SqlValue } from './sql.js';
 
 /** One token as listed for status and logout: never the sealed column. */
 export type ListedToken = Awaited<ReturnType<CredentialStore['listTokens']>>[number];
@@ -21,11 +20,11 @@ const int = (v: unknown): number | undefined =>
   typeof v === 'number' && Number.isSafeInteger(v) ? v : undefined;
 
 /** Scopes are stored space-separated, as OAuth writes them (RFC 6749 §3.3: a scope has no space). */
-export const scopeText = (scope: readonly string[]): string => scope.join(' ');
+const scopeText = (scope: readonly string[]): string => scope.join(' ');
 const scopeList = (text: string): string[] => text.split(' ').filter((s) => s.length > 0);
 
 /** A client row as stored; undefined when any column is not what a Manifold writes. */
-export function parseClient(row: Record<string, unknown>): StoredClient | undefined {
+function parseClient(row: Record<string, unknown>): StoredClient | undefined {
   const clientId = str(row.client_id);
   const authMethod = METHODS.find((m) => m === row.auth_method);
   const source = row.source === 'dcr' || row.source === 'cimd' ? row.source : undefined;
@@ -37,7 +36,7 @@ export function parseClient(row: Record<string, unknown>): StoredClient | undefi
 }
 
 /** A token row as stored; undefined when any column is not what a Manifold writes. */
-export function parseToken(row: Record<string, unknown>): StoredToken | undefined {
+function parseToken(row: Record<string, unknown>): StoredToken | undefined {
   const issuer = str(row.issuer);
   const resource = str(row.resource);
   const sealed = str(row.sealed);
@@ -57,7 +56,7 @@ export function parseToken(row: Record<string, unknown>): StoredToken | undefine
 }
 
 /** A listed token row; undefined when it does not parse. */
-export function parseListed(row: Record<string, unknown>): ListedToken | undefined {
+function parseListed(row: Record<string, unknown>): ListedToken | undefined {
   const subject = str(row.subject);
   const issuer = str(row.issuer);
   const scope = str(row.scope);
@@ -70,68 +69,94 @@ export function parseListed(row: Record<string, unknown>): ListedToken | undefin
 const CLIENT_COLUMNS = 'client_id, secret, auth_method, source, redirect_uri';
 const TOKEN_COLUMNS = 'issuer, resource, sealed, scope, expires_at, version';
 
-const PUT_CLIENT = `INSERT INTO oauth_clients (server, issuer, ${CLIENT_COLUMNS}, created_at)
+/** Runs one statement with positional `?` bindings; resolves with its rows. */
+export type CredentialSql = (
+  query: string,
+  values: SqlValue[],
+) => Record<string, unknown>[] | Promise<Record<string, unknown>[]>;
+
+/** What differs between the SQL databases the store runs on. */
+export interface CredentialDialect {
+  /** Prefixed to the tables' names (Postgres: `manifold_`). */
+  prefix?: string;
+  /** Appended to `ORDER BY subject` for byte order (Postgres: ` COLLATE "C"`, whatever the locale). */
+  bytewise?: string;
+}
+
+function queries(prefix: string, bytewise: string) {
+  const clients = `${prefix}oauth_clients`;
+  const tokens = `${prefix}oauth_tokens`;
+  return {
+    getClient: `SELECT ${CLIENT_COLUMNS} FROM ${clients} WHERE server = ? AND issuer = ?`,
+    putClient: `INSERT INTO ${clients} (server, issuer, ${CLIENT_COLUMNS}, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?)
   ON CONFLICT (server, issuer) DO UPDATE SET client_id = excluded.client_id, secret = excluded.secret,
     auth_method = excluded.auth_method, source = excluded.source, redirect_uri = excluded.redirect_uri,
-    created_at = excluded.created_at`;
-// Compare-and-set, each one statement whose WHERE is the rule: a first write only when no row
-// exists, a later one only over the version its writer read. Whoever loses gets no row back.
-const INSERT_TOKEN = `INSERT INTO oauth_tokens (server, subject, ${TOKEN_COLUMNS}, updated_at)
+    created_at = excluded.created_at`,
+    dropClients: `DELETE FROM ${clients} WHERE server = ? AND issuer <> ? RETURNING issuer`,
+    getToken: `SELECT ${TOKEN_COLUMNS} FROM ${tokens} WHERE server = ? AND subject = ?`,
+    // Compare-and-set, each one statement whose WHERE is the rule: a first write only when no row
+    // exists, a later one only over the version its writer read. Whoever loses gets no row back.
+    insertToken: `INSERT INTO ${tokens} (server, subject, ${TOKEN_COLUMNS}, updated_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
-  ON CONFLICT (server, subject) DO NOTHING RETURNING version`;
-const UPDATE_TOKEN = `UPDATE oauth_tokens SET issuer = ?, resource = ?, sealed = ?, scope = ?, expires_at = ?,
+  ON CONFLICT (server, subject) DO NOTHING RETURNING version`,
+    updateToken: `UPDATE ${tokens} SET issuer = ?, resource = ?, sealed = ?, scope = ?, expires_at = ?,
     version = version + 1, updated_at = ?
-  WHERE server = ? AND subject = ? AND version = ? RETURNING version`;
-// A login's write: the row whatever it holds, one version past it.
-const REPLACE_TOKEN = `INSERT INTO oauth_tokens (server, subject, ${TOKEN_COLUMNS}, updated_at)
+  WHERE server = ? AND subject = ? AND version = ? RETURNING version`,
+    // A login's write: the row whatever it holds, one version past it.
+    replaceToken: `INSERT INTO ${tokens} (server, subject, ${TOKEN_COLUMNS}, updated_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
   ON CONFLICT (server, subject) DO UPDATE SET issuer = excluded.issuer, resource = excluded.resource,
     sealed = excluded.sealed, scope = excluded.scope, expires_at = excluded.expires_at,
-    version = oauth_tokens.version + 1, updated_at = excluded.updated_at
-  RETURNING version`;
+    version = ${tokens}.version + 1, updated_at = excluded.updated_at
+  RETURNING version`,
+    deleteTokens: `DELETE FROM ${tokens} WHERE server = ? RETURNING subject`,
+    deleteToken: `DELETE FROM ${tokens} WHERE server = ? AND subject = ? RETURNING subject`,
+    listTokens: `SELECT subject, issuer, scope, expires_at FROM ${tokens} WHERE server = ?
+  ORDER BY subject${bytewise}`,
+  };
+}
 
-/** The store over any `SqlExec`; the schema is the state store's (schema.ts v3, v4), migrated by it. */
+/**
+ * The store over SQL: SQLite (a file on Node, a Durable Object; the schema is the state store's,
+ * schema.ts v3 and v4, migrated by it) or Postgres, one set of queries for both. A refresh raced by
+ * two instances is written once: the UPDATE's `WHERE version = ?` decides, the loser re-reads.
+ */
 export class SqlCredentialStore implements CredentialStore {
-  constructor(private readonly sql: SqlExec) {}
+  private readonly q: ReturnType<typeof queries>;
+
+  constructor(
+    private readonly run: CredentialSql,
+    dialect: CredentialDialect = {},
+  ) {
+    this.q = queries(dialect.prefix ?? '', dialect.bytewise ?? '');
+  }
 
   async getClient(key: string, issuer: string): Promise<StoredClient | undefined> {
-    const row = this.sql.exec(
-      `SELECT ${CLIENT_COLUMNS} FROM oauth_clients WHERE server = ? AND issuer = ?`,
-      key,
-      issuer,
-    )[0];
+    const row = (await this.run(this.q.getClient, [key, issuer]))[0];
     return row ? parseClient(row) : undefined;
   }
 
   async putClient(key: string, issuer: string, c: StoredClient, now: number): Promise<void> {
-    this.sql.exec(
-      PUT_CLIENT,
+    const { clientId, secret, authMethod, source, redirectUri } = c;
+    await this.run(this.q.putClient, [
       key,
       issuer,
-      c.clientId,
-      c.secret ?? null,
-      c.authMethod,
-      c.source,
-      c.redirectUri,
+      clientId,
+      secret ?? null,
+      authMethod,
+      source,
+      redirectUri,
       now,
-    );
+    ]);
   }
 
   async dropClientsExcept(key: string, issuer: string): Promise<number> {
-    return this.sql.exec(
-      'DELETE FROM oauth_clients WHERE server = ? AND issuer <> ? RETURNING issuer',
-      key,
-      issuer,
-    ).length;
+    return (await this.run(this.q.dropClients, [key, issuer])).length;
   }
 
   async getToken(server: string, subject: string): Promise<StoredToken | undefined> {
-    const row = this.sql.exec(
-      `SELECT ${TOKEN_COLUMNS} FROM oauth_tokens WHERE server = ? AND subject = ?`,
-      server,
-      subject,
-    )[0];
+    const row = (await this.run(this.q.getToken, [server, subject]))[0];
     return row ? parseToken(row) : undefined;
   }
 
@@ -145,8 +170,8 @@ export class SqlCredentialStore implements CredentialStore {
     const values: SqlValue[] = [t.issuer, t.resource, t.sealed, scopeText(t.scope), t.expiresAt ?? null];
     const rows =
       expect === undefined
-        ? this.sql.exec(INSERT_TOKEN, server, subject, ...values, now)
-        : this.sql.exec(UPDATE_TOKEN, ...values, now, server, subject, expect);
+        ? await this.run(this.q.insertToken, [server, subject, ...values, now])
+        : await this.run(this.q.updateToken, [...values, now, server, subject, expect]);
     return rows.length > 0;
   }
 
@@ -157,7 +182,7 @@ export class SqlCredentialStore implements CredentialStore {
     now: number,
   ): Promise<number> {
     const values: SqlValue[] = [t.issuer, t.resource, t.sealed, scopeText(t.scope), t.expiresAt ?? null];
-    const version = int(this.sql.exec(REPLACE_TOKEN, server, subject, ...values, now)[0]?.version);
+    const version = int((await this.run(this.q.replaceToken, [server, subject, ...values, now]))[0]?.version);
     if (version === undefined) throw new Error('the token row took no version');
     return version;
   }
@@ -165,20 +190,13 @@ export class SqlCredentialStore implements CredentialStore {
   async deleteToken(server: string, subject?: string): Promise<number> {
     const rows =
       subject === undefined
-        ? this.sql.exec('DELETE FROM oauth_tokens WHERE server = ? RETURNING subject', server)
-        : this.sql.exec(
-            'DELETE FROM oauth_tokens WHERE server = ? AND subject = ? RETURNING subject',
-            server,
-            subject,
-          );
+        ? await this.run(this.q.deleteTokens, [server])
+        : await this.run(this.q.deleteToken, [server, subject]);
     return rows.length;
   }
 
   async listTokens(server: string): Promise<ListedToken[]> {
-    const rows = this.sql.exec(
-      'SELECT subject, issuer, scope, expires_at FROM oauth_tokens WHERE server = ? ORDER BY subject',
-      server,
-    );
+    const rows = await this.run(this.q.listTokens, [server]);
     return rows.map(parseListed).filter((r): r is ListedToken => r !== undefined);
   }
 }

@@ -1,4 +1,4 @@
-import { describeError, ManifoldError } from '../errors.js';
+import { describeError, findCause, ManifoldError } from '../errors.js';
 import { stripUnsafe } from '../guards/text.js';
 import { isObject } from '../lib/json.js';
 import { McpCode } from '../protocol/versions.js';
@@ -159,31 +159,27 @@ export function notResentError(
   cause: unknown,
   o: { mayHaveRun: boolean; why: NotResent },
 ): ManifoldError {
-  const { why } = o;
+  const { why, mayHaveRun } = o;
   const times = (n: number) => (n === 1 ? 'once' : `${n} times`);
-  if (!o.mayHaveRun) {
-    const lead = `server ${server} did not know the gateway's session (HTTP 404), so the call did not run.`;
-    const tail =
-      why.kind === 'retry-zero'
-        ? ' It was not resent because retry is 0 for this server; calling it again is safe.'
+  // What to do next: safe to call again when nothing ran, else check first.
+  const next = mayHaveRun ? CHECK : 'calling it again is safe';
+  const tail =
+    why.kind === 'not-read'
+      ? ` It was not resent because it is not classified read; ${next}.`
+      : why.kind === 'retry-zero'
+        ? ` It was not resent because retry is 0 for this server; ${next}.`
         : why.kind === 'exhausted'
-          ? ` It was resent ${times(why.resends)}, the most this server allows, and refused again; calling it again is safe.`
+          ? ` It was resent ${times(why.resends)}, the most this server allows, and ${mayHaveRun ? 'failed' : 'refused'} again; ${next}.`
           : why.kind === 'no-connection'
-            ? ` It was not resent: no new session could be opened within ${why.waitedMs} ms. Calling it again is safe once the server is back.`
-            : ' It was not resent; calling it again is safe.';
+            ? mayHaveRun
+              ? ` It was not resent because the server was not reachable again within ${why.waitedMs} ms; ${CHECK}.`
+              : ` It was not resent: no new session could be opened within ${why.waitedMs} ms. Calling it again is safe once the server is back.`
+            : ` It was not resent; ${next}.`;
+  if (!mayHaveRun) {
+    const lead = `server ${server} did not know the gateway's session (HTTP 404), so the call did not run.`;
     return new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `${lead}${tail}`, { cause });
   }
   const lead = `the connection to server ${server} failed during the call. The outcome is unknown: the tool may have run.`;
-  const tail =
-    why.kind === 'not-read'
-      ? ` It was not resent because it is not classified read; ${CHECK}.`
-      : why.kind === 'retry-zero'
-        ? ` It was not resent because retry is 0 for this server; ${CHECK}.`
-        : why.kind === 'exhausted'
-          ? ` It was resent ${times(why.resends)}, the most this server allows, and failed again; ${CHECK}.`
-          : why.kind === 'no-connection'
-            ? ` It was not resent because the server was not reachable again within ${why.waitedMs} ms; ${CHECK}.`
-            : ` It was not resent; ${CHECK}.`;
   return new ManifoldError('ERR_OUTCOME_UNKNOWN', `${lead}${tail}`, { cause });
 }
 
@@ -225,28 +221,23 @@ export class UpstreamSessionExpired extends UpstreamHttpError {
 }
 
 /** Whether a request was refused for a session the server no longer knows (looking through causes). */
-export function sessionExpired(e: unknown, depth = 0): boolean {
-  if (depth > 4 || typeof e !== 'object' || e === null) return false;
-  if (e instanceof UpstreamSessionExpired) return true;
-  return sessionExpired((e as { cause?: unknown }).cause, depth + 1);
+export function sessionExpired(e: unknown): boolean {
+  return findCause(e, (x) => x instanceof UpstreamSessionExpired || undefined) === true;
 }
 
 /**
  * The HTTP status an upstream refused with, from our own error or the SDK's transports (whose
  * StreamableHTTPError and SseError carry it as `code`), looking through causes.
  */
-export function httpStatusOf(e: unknown, depth = 0): number | undefined {
-  if (depth > 4 || typeof e !== 'object' || e === null) return undefined;
-  if (e instanceof UpstreamHttpError) return e.status;
-  const { name, code, message } = e as { name?: unknown; code?: unknown; message?: unknown };
-  const fromSdk =
-    typeof code === 'number' &&
-    code >= 400 &&
-    code < 600 &&
-    typeof message === 'string' &&
-    /^(Streamable HTTP|SSE) error:/.test(message);
-  if (fromSdk || (name === 'SseError' && typeof code === 'number' && code >= 400)) return code as number;
-  return httpStatusOf((e as { cause?: unknown }).cause, depth + 1);
+export function httpStatusOf(e: unknown): number | undefined {
+  return findCause(e, (x) => {
+    if (x instanceof UpstreamHttpError) return x.status;
+    const { name, code, message } = x as { name?: unknown; code?: unknown; message?: unknown };
+    if (typeof code !== 'number' || code < 400) return undefined;
+    const fromSdk =
+      code < 600 && typeof message === 'string' && /^(Streamable HTTP|SSE) error:/.test(message);
+    return fromSdk || name === 'SseError' ? code : undefined;
+  });
 }
 
 /** Whether the upstream refused the gateway's credentials (401 or 403). */
@@ -277,20 +268,6 @@ const ERRNO: Record<string, string> = {
   UND_ERR_CONNECT_TIMEOUT: 'connection timed out',
 };
 
-function errnoOf(e: unknown, depth = 0): string | undefined {
-  if (depth > 4 || typeof e !== 'object' || e === null) return undefined;
-  const code = (e as { code?: unknown }).code;
-  if (typeof code === 'string' && ERRNO[code]) return ERRNO[code];
-  for (const inner of [
-    (e as { cause?: unknown }).cause,
-    ...(((e as { errors?: unknown[] }).errors ?? []) as unknown[]),
-  ]) {
-    const found = errnoOf(inner, depth + 1);
-    if (found) return found;
-  }
-  return undefined;
-}
-
 /**
  * Why an upstream is unavailable, in words safe for anyone who may see the server: no upstream
  * body, no address, no command line, no configured value (#13.4). /healthz and client errors
@@ -305,7 +282,9 @@ export function publicReason(e: unknown): string {
   }
   // The gateway's own words for these carry no upstream text, address or command.
   if (e instanceof ManifoldError && OWN_WORDS.has(e.code)) return sanitizeUpstreamText(e.publicMessage, 200);
-  const errno = errnoOf(e);
+  const errno = findCause(e, ({ code }: { code?: unknown }) =>
+    typeof code === 'string' && Object.hasOwn(ERRNO, code) ? ERRNO[code] : undefined,
+  );
   if (errno) return errno;
   const message = e instanceof Error ? e.message : String(e);
   const spawn = /^could not start .*: ([A-Z][A-Z0-9_]{1,20})$/.exec(message);

@@ -209,7 +209,7 @@ export async function openSession(
         verdict = await withRetry(await ask(), ask);
         if (pin === 'modern' && verdict.era === 'legacy') throw notModern(deps, verdict.reason);
       }
-      if (verdict?.era === 'modern') return ModernSession.stdio(deps, transport, verdict.info, events);
+      if (verdict?.era === 'modern') return ModernSession.open(deps, verdict.info, events, transport);
       transport.onmessage = undefined;
       transport.onclose = undefined;
       return await LegacySession.open(deps, alreadyStarted(transport), events);
@@ -225,7 +225,7 @@ export async function openSession(
     // A statically denied URL fails here, with its reason logged under the server's name.
     upstreamUrl(deps.config, deps.platform, deps.log);
     const verdict = await withRetry(await probeHttp(deps), (version) => probeHttp(deps, version));
-    if (verdict.era === 'modern') return ModernSession.http(deps, verdict.info, events);
+    if (verdict.era === 'modern') return ModernSession.open(deps, verdict.info, events);
     if (pin === 'modern') throw notModern(deps, verdict.reason);
     deps.log.debug('upstream.legacy', { reason: verdict.reason });
   }

@@ -255,7 +255,7 @@ let databases = 0;
 const freshUrl = () => freshDatabase(`credentials_${++databases}`);
 
 describe('Postgres', () => {
-  credentialContract('PostgresCredentialStore', async () => {
+  credentialContract('SqlCredentialStore (Postgres)', async () => {
     const opened = await openPostgresStore(await freshUrl());
     return {
       store: opened.credentials,

@@ -1,5 +1,5 @@
+import { base64url } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { b64url, unb64url } from '../../src/auth/seal.js';
 import { SecretBox } from '../../src/upstream/oauth/box.js';
 
 const enc = new TextEncoder();
@@ -9,9 +9,9 @@ const AAD = 'github\0alice\0https://as.example.com';
 
 function tamper(sealed: string, part: 1 | 2): string {
   const parts = sealed.split('.');
-  const bytes = unb64url(parts[part] as string);
+  const bytes = base64url.decode(parts[part] as string);
   bytes[0] = (bytes[0] ?? 0) ^ 1;
-  parts[part] = b64url(bytes);
+  parts[part] = base64url.encode(bytes);
   return parts.join('.');
 }
 

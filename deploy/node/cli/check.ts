@@ -77,10 +77,6 @@ function collecting(log: Logger, trails: Map<string, ServerTrail>, base: LogFiel
   };
 }
 
-function pad(s: string, n: number): string {
-  return s.length >= n ? s : s + ' '.repeat(n - s.length);
-}
-
 /**
  * `manifold check`: connect every server once, print a table and the exposed names.
  * Returns the exit code: 0 when every enabled server is ready, 1 otherwise.
@@ -110,13 +106,13 @@ export async function runCheck(
     const rows = gateway.health().upstreams;
     const w = Math.max(6, ...rows.map((r) => r.name.length)) + 2;
     out(
-      `${pad('SERVER', w)}${pad('TRANSPORT', 17)}${pad('STATUS', 13)}${pad('TOOLS', 7)}${pad('PROTOCOL', 19)}ERROR`,
+      `${'SERVER'.padEnd(w)}${'TRANSPORT'.padEnd(17)}${'STATUS'.padEnd(13)}${'TOOLS'.padEnd(7)}${'PROTOCOL'.padEnd(19)}ERROR`,
     );
     for (const r of rows) {
       // The era each server was found to speak, and the revision in use.
       const protocol = r.era ? `${r.era} ${r.protocolVersion ?? ''}` : '-';
       out(
-        `${pad(r.name, w)}${pad(r.transport, 17)}${pad(r.state, 13)}${pad(String(r.tools), 7)}${pad(protocol, 19)}${r.lastError ?? ''}`,
+        `${r.name.padEnd(w)}${r.transport.padEnd(17)}${r.state.padEnd(13)}${String(r.tools).padEnd(7)}${protocol.padEnd(19)}${r.lastError ?? ''}`,
       );
     }
     // A server that did not start says why on stderr far more often than over MCP.

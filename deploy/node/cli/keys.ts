@@ -15,11 +15,10 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/defaults.js';
 import { isObject } from '../../../src/lib/json.js';
-import { type CliIO, CommandError, runCommand, UsageError } from './run.js';
+import { type CliIO, CommandError, parseFlags, runCommand, UsageError } from './run.js';
 
 export const KEYS_USAGE = `Usage: manifold keys --out DIR [--alg ES256] [--iss ISSUER] [--aud AUDIENCE] [--force]
 
@@ -67,32 +66,24 @@ function existingKeys(path: string): Record<string, unknown>[] {
   return keys as Record<string, unknown>[];
 }
 
-function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: false,
-      options: {
-        out: { type: 'string', short: 'o' },
-        alg: { type: 'string', default: 'ES256' },
-        iss: { type: 'string', default: 'manifold' },
-        aud: { type: 'string', default: 'manifold-gateway' },
-        force: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }).values;
-  } catch (e) {
-    throw new UsageError(e instanceof Error ? e.message : String(e));
-  }
-}
-
 /** Runs `manifold keys`; returns the exit code (2: usage, 1: refused or failed). */
 export function runKeys(args: string[], io: CliIO): Promise<number> {
   return runCommand('keys', KEYS_USAGE, io, () => keys(args, io));
 }
 
 async function keys(args: string[], io: CliIO): Promise<number> {
-  const values = parse(args);
+  const { values } = parseFlags({
+    args,
+    allowPositionals: false,
+    options: {
+      out: { type: 'string', short: 'o' },
+      alg: { type: 'string', default: 'ES256' },
+      iss: { type: 'string', default: 'manifold' },
+      aud: { type: 'string', default: 'manifold-gateway' },
+      force: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (values.help) {
     io.out(`${KEYS_USAGE}\n`);
     return 0;

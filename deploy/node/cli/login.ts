@@ -11,7 +11,6 @@
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { parseArgs } from 'node:util';
 import type { Config, ServerConfig } from '../../../src/config/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { UpstreamAuth } from '../../../src/upstream/oauth/auth-fetch.js';
@@ -24,7 +23,7 @@ import {
 import { OAuthError, type SubjectKey } from '../../../src/upstream/oauth/types.js';
 import { nodePlatform } from '../runtime/platform.js';
 import { type OpenedStore, openConfiguredStore } from '../store/open.js';
-import { type CliIO, CommandError, loadOrReport, runCommand, UsageError } from './run.js';
+import { type CliIO, CommandError, loadOrReport, parseFlags, runCommand, UsageError } from './run.js';
 
 export const LOGIN_USAGE = `usage: manifold login SERVER [--config manifold.json] [--no-open] [--subject KEY]
        manifold logout SERVER [--config manifold.json] [--subject KEY | --all]`;
@@ -245,20 +244,15 @@ interface Parsed {
 
 /** The flags both commands take, plus `extra` (a boolean each); exactly one server name. */
 function parse(argv: string[], extra: 'no-open' | 'all'): Parsed {
-  let parsed: Parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        config: { type: 'string', short: 'c', default: 'manifold.json' },
-        subject: { type: 'string' },
-        [extra]: { type: 'boolean' },
-      },
-    }) as Parsed;
-  } catch (e) {
-    throw new UsageError(e instanceof Error ? e.message : String(e));
-  }
+  const parsed = parseFlags({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      config: { type: 'string', short: 'c', default: 'manifold.json' },
+      subject: { type: 'string' },
+      [extra]: { type: 'boolean' },
+    },
+  }) as Parsed;
   if (parsed.positionals.length !== 1) throw new UsageError('name exactly one server');
   return parsed;
 }

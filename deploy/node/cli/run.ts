@@ -1,3 +1,4 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { ConfigLoadError, loadConfigFile } from './load.js';
 
 /** Where a CLI command writes; tests pass their own. */
@@ -12,6 +13,15 @@ export interface CliIO {
 export class UsageError extends Error {}
 /** The command was understood but refused or failed: exit 1 with the message. */
 export class CommandError extends Error {}
+
+/** Parses a command's flags; a bad one is a usage error (exit 2). */
+export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (e) {
+    throw new UsageError(e instanceof Error ? e.message : String(e));
+  }
+}
 
 /**
  * Runs one CLI command body and maps its errors to exit codes, the same way for every command:

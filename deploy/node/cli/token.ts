@@ -5,11 +5,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { importJWK, type JWK, SignJWT } from 'jose';
 import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/defaults.js';
 import { isObject } from '../../../src/lib/json.js';
-import { type CliIO, CommandError, runCommand, UsageError } from './run.js';
+import { type CliIO, CommandError, parseFlags, runCommand, UsageError } from './run.js';
 
 export const TOKEN_USAGE = `Usage: manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub SUBJECT
                       --grant PATTERN [--grant PATTERN ...] [--ttl 1h] [--tenant TENANT] [--admin]
@@ -31,28 +30,6 @@ export function parseTtl(text: string): number | undefined {
   if (!match) return undefined;
   const seconds = Number(match[1]) * TTL_UNITS[match[2]!]!;
   return seconds <= MAX_TTL_SECONDS ? seconds : undefined;
-}
-
-function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: false,
-      options: {
-        key: { type: 'string', short: 'k' },
-        iss: { type: 'string' },
-        aud: { type: 'string' },
-        sub: { type: 'string' },
-        grant: { type: 'string', multiple: true, short: 'g' },
-        ttl: { type: 'string', default: '1h' },
-        tenant: { type: 'string' },
-        admin: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }).values;
-  } catch (e) {
-    throw new UsageError(e instanceof Error ? e.message : String(e));
-  }
 }
 
 /** Reads a private JWK written by `manifold keys`. Messages never quote the file. */
@@ -96,7 +73,21 @@ export function runToken(args: string[], io: CliIO): Promise<number> {
 }
 
 async function token(args: string[], io: CliIO): Promise<number> {
-  const values = parse(args);
+  const { values } = parseFlags({
+    args,
+    allowPositionals: false,
+    options: {
+      key: { type: 'string', short: 'k' },
+      iss: { type: 'string' },
+      aud: { type: 'string' },
+      sub: { type: 'string' },
+      grant: { type: 'string', multiple: true, short: 'g' },
+      ttl: { type: 'string', default: '1h' },
+      tenant: { type: 'string' },
+      admin: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (values.help) {
     io.out(`${TOKEN_USAGE}\n`);
     return 0;

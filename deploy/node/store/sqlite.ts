@@ -64,7 +64,7 @@ export function openSqliteStore(path: string): StateStore & { close(): void; cre
     const exec = sqliteExec(db);
     // The state store migrates the file, credentials tables (v3, v4) included.
     const store = new SqlStateStore(exec);
-    return Object.assign(store, { credentials: new SqlCredentialStore(exec) });
+    return Object.assign(store, { credentials: new SqlCredentialStore((q, v) => exec.exec(q, ...v)) });
   } catch (e) {
     db.close();
     throw e;

@@ -9,7 +9,8 @@
  * grants nothing.
  */
 
-import { b64url, Sealer } from '../../auth/seal.js';
+import { base64url } from 'jose';
+import { Sealer } from '../../auth/seal.js';
 import { ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import { isObject } from '../../lib/json.js';
@@ -84,7 +85,7 @@ function marker(gateway: Gateway): Promise<Sealer> {
 }
 
 async function digest(state: string): Promise<string> {
-  return b64url(new Uint8Array(await crypto.subtle.digest('SHA-256', enc.encode(state))));
+  return base64url.encode(new Uint8Array(await crypto.subtle.digest('SHA-256', enc.encode(state))));
 }
 
 /**

@@ -245,20 +245,16 @@ export async function legacyDelete(edge: Edge, c: HttpIn, principal: Principal):
   return new PlainReply(204, null, {});
 }
 
-/**
- * Requests the gateway relays to a legacy client (sampling, elicitation, roots): sent on the
- * stream of the call they belong to, answered by the client's POST of a JSON-RPC response
- * (legacy.ts `onResponse` hands it to the waiting entry in `session.replies`).
- */
 /** How long a legacy client may take to answer a relayed request. */
 const ASK_TIMEOUT_MS = 10 * 60_000;
 /** Relayed requests a session may have waiting at once. */
 const MAX_ASKS = 64;
 
 /**
- * Sends a request to the client on the stream of the call it belongs to (spec 2025-11-25:
- * transports, "the server MAY send JSON-RPC requests and notifications before sending the
- * response"), and resolves with its answer. A client that takes only JSON cannot be asked.
+ * Sends a request (sampling, elicitation, roots) to the client on the stream of the call it
+ * belongs to (spec 2025-11-25: transports, "the server MAY send JSON-RPC requests and
+ * notifications before sending the response"), and resolves with its answer, which the client
+ * POSTs as a JSON-RPC response (`onResponse`). A client that takes only JSON cannot be asked.
  */
 export function askClient(
   session: Session,
@@ -301,12 +297,8 @@ export function askClient(
             },
           ),
         );
-      } else if (
-        typeof message.result === 'object' &&
-        message.result !== null &&
-        !Array.isArray(message.result)
-      ) {
-        resolve(message.result as Record<string, unknown>);
+      } else if (isObject(message.result)) {
+        resolve(message.result);
       } else {
         reject(
           new ManifoldError('ERR_CLIENT_FEATURE', `the client answered ${method} without a result object`),

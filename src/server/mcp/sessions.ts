@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Principal } from '../../auth/principal.js';
 import { KeyedList } from '../../lib/tables.js';
+import { CallerBounds } from './caller-bounds.js';
 import type { ResumableStream, SseStream } from './sse.js';
 
 export interface Session {
@@ -59,11 +60,8 @@ export function inflightKey(id: string | number): string {
  */
 export class SessionTable {
   private readonly cache: LRUCache<string, Session>;
-  /** Session ids per owner and per tenant, oldest first (Sets keep insertion order). */
-  private readonly byOwner = new Map<string, Set<string>>();
-  private readonly byTenant = new Map<string, Set<string>>();
-  private readonly perPrincipal: number;
-  private readonly perTenant: number;
+  /** The per-principal and per-tenant bounds; the LRU keeps the total. */
+  private readonly bounds: CallerBounds<string>;
   /**
    * Told of each session this table ends for good (deleted, or evicted by a bound), so a shared
    * record goes too; not of one that idled out or went with the process (other instances may
@@ -72,27 +70,21 @@ export class SessionTable {
   onForget?: (id: string) => void;
 
   constructor(options: { max: number; idleSeconds: number; perPrincipal?: number; perTenant?: number }) {
-    this.perPrincipal = options.perPrincipal ?? options.max;
-    this.perTenant = options.perTenant ?? options.max;
+    this.bounds = new CallerBounds({
+      total: Number.POSITIVE_INFINITY,
+      perPrincipal: options.perPrincipal ?? options.max,
+      perTenant: options.perTenant ?? options.max,
+    });
     this.cache = new LRUCache<string, Session>({
       max: options.max,
       ttl: options.idleSeconds * 1000,
       updateAgeOnGet: true,
       dispose: (session, _id, reason) => {
-        unindex(this.byOwner, session.owner, session.id);
-        unindex(this.byTenant, session.principal.tenant, session.id);
+        this.bounds.remove(session.id);
         endSession(session);
         if (reason === 'evict') this.onForget?.(session.id);
       },
     });
-  }
-
-  /** Makes room for one more session of `principal` within its own bounds. */
-  private admit(principal: Principal): void {
-    const own = this.byOwner.get(principal.key);
-    if (own && own.size >= this.perPrincipal) this.delete(own.values().next().value as string);
-    const tenant = this.byTenant.get(principal.tenant);
-    if (tenant && tenant.size >= this.perTenant) this.delete(tenant.values().next().value as string);
   }
 
   create(
@@ -101,43 +93,34 @@ export class SessionTable {
     now: number,
     clientCapabilities: Record<string, unknown> = {},
   ): Session {
+    const id = crypto.randomUUID();
     return this.insert({
-      id: crypto.randomUUID(),
+      id,
       owner: principal.key,
       principal,
       protocolVersion,
       createdAt: now,
       clientCapabilities,
-      seen: {},
-      replies: new Map(),
-      replays: new Map(),
-      inflight: new KeyedList(),
     });
   }
 
   /** A session another instance opened (shared-sessions.ts), under the same bounds as a new one. */
   adopt(record: SessionRecord, principal: Principal): Session {
-    return this.insert({
-      id: record.id,
-      owner: record.owner,
-      principal,
-      protocolVersion: record.protocolVersion,
-      createdAt: record.createdAt,
-      clientCapabilities: record.clientCapabilities,
-      ...(record.logLevel !== undefined ? { logLevel: record.logLevel } : {}),
+    return this.insert({ ...record, principal });
+  }
+
+  private insert(fields: Omit<Session, 'seen' | 'replies' | 'replays' | 'inflight'>): Session {
+    const session: Session = {
+      ...fields,
       seen: {},
       replies: new Map(),
       replays: new Map(),
       inflight: new KeyedList(),
-    });
-  }
-
-  private insert(session: Session): Session {
-    const principal = session.principal;
-    this.admit(principal);
+    };
+    const holder = { key: session.owner, tenant: session.principal.tenant };
+    this.bounds.admit(holder, (id) => this.delete(id));
     this.cache.set(session.id, session);
-    index(this.byOwner, session.owner, session.id);
-    index(this.byTenant, principal.tenant, session.id);
+    this.bounds.add(session.id, holder);
     return session;
   }
 
@@ -168,22 +151,6 @@ export class SessionTable {
   clear(): void {
     this.cache.clear();
   }
-}
-
-function index(map: Map<string, Set<string>>, key: string, id: string): void {
-  let ids = map.get(key);
-  if (!ids) {
-    ids = new Set();
-    map.set(key, ids);
-  }
-  ids.add(id);
-}
-
-function unindex(map: Map<string, Set<string>>, key: string, id: string): void {
-  const ids = map.get(key);
-  if (!ids) return;
-  ids.delete(id);
-  if (ids.size === 0) map.delete(key);
 }
 
 function endSession(session: Session): void {

@@ -138,8 +138,7 @@ export async function taskCreated(
     n: entry.name,
     ...(edge.gateway.pool.get(entry.server)?.era === 'legacy' ? { i: edge.instance } : {}),
   } satisfies TaskRef);
-  const now = new Date(edge.gateway.platform.now()).toISOString();
-  const fields = taskFields(task, taskId, now);
+  const fields = taskFields(edge, task, taskId);
   if (ex.era === 'legacy') return resultMessage(id, { task: legacyTask(fields) });
   const { _meta } = ex.dress({});
   return resultMessage(id, { resultType: 'task', ...fields, _meta });
@@ -238,12 +237,11 @@ async function taskGet(
   const task = readTask(raw);
   if (!task)
     throw new ManifoldError('ERR_UPSTREAM_ERROR', `server ${ref.s} answered tasks/get without a task`);
-  const now = new Date(edge.gateway.platform.now()).toISOString();
-  if (ex.era === 'legacy') return resultMessage(ex.request.id, legacyTask(taskFields(task, taskId, now)));
+  if (ex.era === 'legacy') return resultMessage(ex.request.id, legacyTask(taskFields(edge, task, taskId)));
   // A 2026 client sees what it needs inline: the result or error at the end, the questions
   // while the task waits (a 2025 server asks them on tasks/result, gathered by a TaskPump).
   if (upstream.era === 'legacy') await bridgeLegacy(edge, ex, upstream, ref, taskId, task);
-  const fields: Result = taskFields(task, taskId, now);
+  const fields = taskFields(edge, task, taskId);
   if (task.status === 'input_required' && task.inputRequests) {
     const server = upstream.config;
     const verdict = checkInputRequests(
@@ -298,10 +296,7 @@ async function taskCancel(
   const task = readTask(raw);
   if (!task)
     throw new ManifoldError('ERR_UPSTREAM_ERROR', `server ${ref.s} answered tasks/cancel without a task`);
-  return resultMessage(
-    ex.request.id,
-    legacyTask(taskFields(task, taskId, new Date(edge.gateway.platform.now()).toISOString())),
-  );
+  return resultMessage(ex.request.id, legacyTask(taskFields(edge, task, taskId)));
 }
 
 /**
@@ -381,23 +376,22 @@ async function fetchOutcome(
   }
 }
 
-/** The task fields a client sees, in each era's names, with the gateway's id and bounded text. */
-
 /** An upstream's task error as relayed: its code, and its message cleaned and bounded. */
-export function safeError(error: Result | undefined): Result {
+function safeError(error: Result | undefined): Result {
   const code = typeof error?.code === 'number' ? error.code : -32603;
   const message =
     typeof error?.message === 'string' ? clipText(stripUnsafe(error.message), 1024).text : 'the task failed';
   return { code, message };
 }
 
-export function stripResultType(result: Result): Result {
+function stripResultType(result: Result): Result {
   const { resultType: _t, ...rest } = result;
   return rest;
 }
 
 /** The task fields every answer carries, with the gateway's id and bounded text. */
-export function taskFields(task: TaskState, taskId: string, now: string): Result {
+function taskFields(edge: Edge, task: TaskState, taskId: string): Result {
+  const now = new Date(edge.gateway.platform.now()).toISOString();
   const out: Result = {
     taskId,
     status: task.status,
@@ -412,7 +406,7 @@ export function taskFields(task: TaskState, taskId: string, now: string): Result
 }
 
 /** 2025-11-25's names for the same fields (`ttl`, `pollInterval`). */
-export function legacyTask(fields: Result): Result {
+function legacyTask(fields: Result): Result {
   const { ttlMs, pollIntervalMs, ...rest } = fields;
   return { ...rest, ttl: ttlMs, ...(pollIntervalMs !== undefined ? { pollInterval: pollIntervalMs } : {}) };
 }

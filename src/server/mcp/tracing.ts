@@ -173,29 +173,11 @@ export class RequestTrace {
 
   /**
    * `upstream.request` inside a CLIENT span, ended when it settles (one more promise reaction,
-   * only with tracing on). A cancelled call is `cancelled`; a refusal (the cancellation's reason is
-   * ours) is that error; anything else is the upstream's.
+   * only with tracing on). `_meta` carries this span's context instead of whatever the client sent
+   * (its own span is this call's grandparent now). A cancelled call is `cancelled`; a refusal (the
+   * cancellation's reason is ours) is that error; anything else is the upstream's.
    */
   call(upstream: Upstream, method: string, params: Result, options: CallOptions): Promise<Result> {
-    const call = this.upstream(upstream, method, params);
-    const work = upstream.request(method, call.params, options);
-    work.then(
-      (result) => call.ok(result),
-      (e: unknown) => {
-        const c = options.cancellation;
-        if (!c?.aborted) call.failed(e);
-        else if (c.reason instanceof ManifoldError) call.failed(c.reason);
-        else call.cancelled();
-      },
-    );
-    return work;
-  }
-
-  /**
-   * The CLIENT span of one upstream call, and the params to send: `_meta` carries this span's
-   * context instead of whatever the client sent (its own span is this call's grandparent now).
-   */
-  private upstream(upstream: Upstream, method: string, params: Result): UpstreamCall {
     const { name, attributes } = targetAttributes(method, params);
     attributes['manifold.server'] = upstream.name;
     attributes['manifold.upstream.era'] = upstream.era ?? 'unknown';
@@ -209,37 +191,26 @@ export class RequestTrace {
     else delete meta.tracestate;
     if (this.baggage) meta.baggage = this.baggage;
     else delete meta.baggage;
-    return new UpstreamCall(span, { ...params, _meta: meta }, this);
-  }
-}
-
-/** One upstream call's span. */
-export class UpstreamCall {
-  constructor(
-    private readonly span: Span,
-    /** The params as sent, with the trace context in `_meta`. */
-    readonly params: Result,
-    private readonly request: RequestTrace,
-  ) {}
-
-  /** The upstream answered; a tool's own failure (`isError`) is `tool_error` (gen-ai/mcp.md, error.type). */
-  ok(result: Result): void {
-    if (result.isError === true) {
-      toolError(this.span);
-      this.request.toolError();
-    }
-    this.span.end();
-  }
-
-  failed(e: unknown): void {
-    recordError(this.span, e);
-    this.span.end();
-  }
-
-  /** The client cancelled, or went away from a modern call: not the upstream's failure. */
-  cancelled(): void {
-    this.span.setAttribute('error.type', 'cancelled');
-    this.span.setStatus({ code: SpanStatusCode.ERROR, message: 'cancelled' });
-    this.span.end();
+    const work = upstream.request(method, { ...params, _meta: meta }, options);
+    work.then(
+      (result) => {
+        // A tool's own failure (`isError`) is `tool_error` (gen-ai/mcp.md, error.type).
+        if (result.isError === true) {
+          toolError(span);
+          this.toolError();
+        }
+        span.end();
+      },
+      (e: unknown) => {
+        const c = options.cancellation;
+        if (c?.aborted && !(c.reason instanceof ManifoldError)) {
+          // The client cancelled, or went away from a modern call: not the upstream's failure.
+          span.setAttribute('error.type', 'cancelled');
+          span.setStatus({ code: SpanStatusCode.ERROR, message: 'cancelled' });
+        } else recordError(span, c?.aborted ? c.reason : e);
+        span.end();
+      },
+    );
+    return work;
   }
 }

@@ -102,8 +102,14 @@ export class ModernSession implements UpstreamSession {
     }
   }
 
-  static http(deps: SessionDeps, info: DiscoverInfo, events: SessionEvents): ModernSession {
-    const s = new ModernSession(deps, info, events, undefined);
+  /** A session over HTTP, or on a stdio child that is already started (and answered the probe). */
+  static open(
+    deps: SessionDeps,
+    info: DiscoverInfo,
+    events: SessionEvents,
+    transport?: Transport,
+  ): ModernSession {
+    const s = new ModernSession(deps, info, events, transport);
     s.listen();
     return s;
   }
@@ -114,18 +120,6 @@ export class ModernSession implements UpstreamSession {
    */
   static published(deps: SessionDeps, info: DiscoverInfo, events: SessionEvents): ModernSession {
     return new ModernSession(deps, info, events, undefined);
-  }
-
-  /** A session on a stdio child that is already started (and answered the probe). */
-  static stdio(
-    deps: SessionDeps,
-    transport: Transport,
-    info: DiscoverInfo,
-    events: SessionEvents,
-  ): ModernSession {
-    const s = new ModernSession(deps, info, events, transport);
-    s.listen();
-    return s;
   }
 
   get protocolVersion(): string {
@@ -358,14 +352,8 @@ export class ModernSession implements UpstreamSession {
 
 /** Reads a DiscoverResult; undefined when it is not one (then the server is not modern). */
 export function readDiscover(result: unknown, supported: readonly string[]): DiscoverInfo | undefined {
-  if (typeof result !== 'object' || result === null) return undefined;
-  const r = result as { supportedVersions?: unknown; capabilities?: unknown };
-  if (!Array.isArray(r.supportedVersions)) return undefined;
-  const version = supported.find((v) => (r.supportedVersions as unknown[]).includes(v));
-  if (!version) return undefined;
-  const capabilities =
-    typeof r.capabilities === 'object' && r.capabilities !== null
-      ? (r.capabilities as Record<string, unknown>)
-      : {};
-  return { version, capabilities };
+  const offered = isObject(result) ? result.supportedVersions : undefined;
+  const version = Array.isArray(offered) ? supported.find((v) => offered.includes(v)) : undefined;
+  if (!version || !isObject(result)) return undefined;
+  return { version, capabilities: isObject(result.capabilities) ? result.capabilities : {} };
 }

@@ -5,7 +5,7 @@
  * per purpose. Every seal binds its additional data (e.g. `server\0subject\0issuer`), so a value
  * copied to another row or another purpose does not open.
  */
-import { b64url, unb64url } from '../../auth/seal.js';
+import { base64url } from 'jose';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -47,7 +47,7 @@ export class SecretBox {
       this.key,
       plain as BufferSource,
     );
-    return `${VERSION}.${b64url(iv)}.${b64url(new Uint8Array(ct))}`;
+    return `${VERSION}.${base64url.encode(iv)}.${base64url.encode(new Uint8Array(ct))}`;
   }
 
   /** The sealed value, or undefined when the text is malformed, tampered, for another AAD or key. */
@@ -56,8 +56,8 @@ export class SecretBox {
       if (typeof text !== 'string' || text.length > MAX_SEALED) return undefined;
       const parts = text.split('.');
       if (parts.length !== 3 || parts[0] !== VERSION) return undefined;
-      const iv = unb64url(parts[1] ?? '');
-      const ct = unb64url(parts[2] ?? '');
+      const iv = base64url.decode(parts[1] ?? '');
+      const ct = base64url.decode(parts[2] ?? '');
       if (iv.byteLength !== IV_BYTES) return undefined;
       const plain = await crypto.subtle.decrypt(
         { name: 'AES-GCM', iv: iv as BufferSource, additionalData: enc.encode(aad) as BufferSource },

@@ -4,7 +4,7 @@
  * resource, scopes) is sealed into `state` with the SecretBox, so the callback can land on any
  * instance. `openCallback` only decodes and checks; claiming a state once is the caller's job.
  */
-import { b64url } from '../../auth/seal.js';
+import { base64url } from 'jose';
 import type { SecretBox } from './box.js';
 import { errorCode } from './http.js';
 import { tokenRequest } from './token.js';
@@ -51,7 +51,7 @@ export type AuthorizationParams = Omit<
 
 async function s256(verifier: string): Promise<string> {
   const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier) as BufferSource);
-  return b64url(new Uint8Array(digest));
+  return base64url.encode(new Uint8Array(digest));
 }
 
 /**
@@ -70,7 +70,7 @@ export async function startAuthorization(
     throw new OAuthError('issuer-mismatch', 'the flow is for another authorization server than its metadata');
   }
   // RFC 7636 §4.1: 32 random octets, base64url: 43 characters.
-  const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
+  const verifier = base64url.encode(crypto.getRandomValues(new Uint8Array(32)));
   const exp = now + ttlMs;
   const pending: PendingFlow = {
     v: 1,

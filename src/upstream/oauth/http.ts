@@ -3,6 +3,7 @@
  * OAuthError message (a host, an OAuth error code), never a token or a URL with its query.
  */
 import { ManifoldError } from '../../errors.js';
+import { isObject } from '../../lib/json.js';
 import { readTextCapped } from '../../lib/read-capped.js';
 import { type Fetch, OAuthError, type OAuthRule } from './types.js';
 
@@ -38,9 +39,7 @@ export async function readJsonObject(res: Response): Promise<Record<string, unkn
   try {
     const text = await readTextCapped(res.body, MAX_OAUTH_BODY, () => new Error('too large'));
     const v: unknown = JSON.parse(text);
-    return v !== null && typeof v === 'object' && !Array.isArray(v)
-      ? (v as Record<string, unknown>)
-      : undefined;
+    return isObject(v) ? v : undefined;
   } catch {
     return undefined;
   }

@@ -18,9 +18,10 @@ import { bearerChallenge } from './challenge.js';
 import { ClientBook } from './clients.js';
 import { discoverAuthorizationServer, discoverResource } from './discovery.js';
 import { redeemCode, selectScopes, startAuthorization } from './flow.js';
+import { hostOf } from './http.js';
 import { createStaticAuth } from './static-auth.js';
 import { clientCredentials, refresh, revoke } from './token.js';
-import { type AskedScopes, hostOf, need, type Slot, TokenSlots, union } from './token-slots.js';
+import { type AskedScopes, need, type Slot, TokenSlots, union } from './token-slots.js';
 import {
   type AsMetadata,
   type Challenge,
@@ -164,9 +165,7 @@ export class OAuthManager implements UpstreamAuth {
       await this.slots.read(subject, s).catch(() => {});
       if (s.token && s.token.accessToken !== held) return true;
       if (this.auth.grant !== 'client_credentials' && rule === 'refresh-failed' && s.version === before) {
-        await this.deps.credentials.deleteToken(this.server, subject);
-        s.token = undefined;
-        s.version = undefined;
+        await this.drop(subject, s);
       }
       if (!s.token || this.auth.grant === 'client_credentials') need(s, 'login-required');
       this.log.warn('oauth.refused', { rule: rule ?? 'as-unreachable' });
@@ -202,12 +201,8 @@ export class OAuthManager implements UpstreamAuth {
         s.renewed = s.token?.accessToken;
         return 'retry';
       }
-      if (s.token && s.version !== undefined) {
-        // Refused and not renewable: the token is of no more use; a login replaces it.
-        await this.deps.credentials.deleteToken(this.server, subject);
-        s.token = undefined;
-        s.version = undefined;
-      }
+      // Refused and not renewable: the token is of no more use; a login replaces it.
+      if (s.token && s.version !== undefined) await this.drop(subject, s);
       need(s, 'login-required');
       this.log.info('oauth.refused', { rule: 'login-required', status });
       return 'stop';
@@ -289,7 +284,6 @@ export class OAuthManager implements UpstreamAuth {
     if (this.auth.grant === 'client_credentials')
       throw new OAuthError('login-required', 'this server uses client_credentials: no browser login');
     const redirect = redirectUri ?? this.deps.gateway.redirectUri;
-    const key = redirect === this.deps.gateway.redirectUri ? this.server : `${this.server}#cli`;
     try {
       s.challenge ??= await probeChallenge(this.deps.fetch, this.url);
       const prm = await discoverResource(this.deps.fetch, this.url, s.challenge);
@@ -304,7 +298,7 @@ export class OAuthManager implements UpstreamAuth {
       }
       await this.rebind(subject, s, issuer);
       const as = await this.metadata(issuer);
-      const client = await this.clients.get(key, as, redirect);
+      const client = await this.clients.get(this.clientKey(redirect), as, redirect);
       // The row was read again just now (rebind): a step-up seen by any process is asked for.
       const scopes =
         selectScopes(s.challenge, prm, as, s.pendingScopes ?? s.requested, this.auth.scopes) ?? [];
@@ -324,24 +318,33 @@ export class OAuthManager implements UpstreamAuth {
     }
   }
 
+  /** Whose client registration a redirect URI is: the gateway's callback, or the CLI's loopback one. */
+  private clientKey(redirectUri: string): string {
+    return redirectUri === this.deps.gateway.redirectUri ? this.server : `${this.server}#cli`;
+  }
+
   /** SEP-2352: a new issuer drops the registrations and the subject's token of the old one. */
   private async rebind(subject: SubjectKey, s: Slot, issuer: string): Promise<void> {
     await this.clients.rebind(this.server, issuer);
     await this.slots.read(subject, s);
     if (s.token && s.token.issuer !== issuer) {
-      await this.deps.credentials.deleteToken(this.server, subject);
-      s.token = undefined;
-      s.version = undefined;
+      await this.drop(subject, s);
       this.log.info('oauth.issuer_changed', { issuer: hostOf(issuer) });
     }
+  }
+
+  /** Deletes the subject's stored token, here and in the store. */
+  private async drop(subject: SubjectKey, s: Slot): Promise<void> {
+    await this.deps.credentials.deleteToken(this.server, subject);
+    s.token = undefined;
+    s.version = undefined;
   }
 
   /** The callback's second half, once the state is opened and claimed: redeem and store. */
   async finish(pending: PendingFlow, code: string): Promise<void> {
     const s = this.slots.slot(pending.subject);
-    const key = pending.redirectUri === this.deps.gateway.redirectUri ? this.server : `${this.server}#cli`;
     const as = await this.metadata(pending.issuer);
-    const client = await this.clients.get(key, as, pending.redirectUri);
+    const client = await this.clients.get(this.clientKey(pending.redirectUri), as, pending.redirectUri);
     if (client.clientId !== pending.clientId)
       throw new OAuthError('state-invalid', 'the sign-in was started with another client');
     const t = await redeemCode(this.deps.fetch, as, client, pending, code, this.deps.now());

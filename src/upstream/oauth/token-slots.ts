@@ -15,6 +15,7 @@
 import type { Logger } from '../../lib/log.js';
 import type { CredentialStore } from '../../store/credentials-types.js';
 import type { SecretBox } from './box.js';
+import { hostOf } from './http.js';
 import type { AuthState, Challenge, OAuthRule, SubjectKey, TokenSet } from './types.js';
 
 /**
@@ -61,13 +62,6 @@ export interface AskedScopes {
 /** Over the version a refresh continues (undefined: no row yet), or over whatever a login finds. */
 export type WriteRule = { expect: number | undefined } | 'replace';
 
-export const hostOf = (url: string) => {
-  try {
-    return new URL(url).host;
-  } catch {
-    return 'invalid';
-  }
-};
 export const union = (a: readonly string[], b: readonly string[]) => [...new Set([...a, ...b])];
 
 export function need(s: Slot, rule: OAuthRule, state: AuthState = 'needs-login'): void {

@@ -20,7 +20,6 @@ import {
   type MessageExtraInfo,
 } from '@modelcontextprotocol/sdk/types.js';
 import { admitMessage } from '../../guards/depth.js';
-import type { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { Logger } from '../../lib/log.js';
 import { IdTable } from '../../lib/tables.js';

@@ -11,7 +11,7 @@
  * Two entries share these rules: `guardedFetch` (a real fetch, for the SDK transports, jose and
  * OAuth) and `guardedPost` (the direct caller's `Platform.postJson`).
  */
-import { ManifoldError } from '../../errors.js';
+import { findCause, ManifoldError } from '../../errors.js';
 import { type EgressPolicy, egressDeniedError } from '../../guards/egress/policy.js';
 import type { JsonAnswer, JsonPost, Platform, PostJson } from '../../platform.js';
 
@@ -114,7 +114,9 @@ function egressGuard(options: Omit<GuardedFetchOptions, 'maxBodyBytes'>, what: s
       } catch (e) {
         // A guard below (the Node connect-time DNS check) refused: surface its own error, not the
         // runtime's generic "fetch failed" around it.
-        const denied = egressErrorIn(e);
+        const denied = findCause(e, (x) =>
+          x instanceof ManifoldError && x.code === 'ERR_EGRESS_DENIED' ? x : undefined,
+        );
         if (denied) {
           onDenied?.(String(denied.data?.reason ?? 'refused at connect time'));
           throw denied;
@@ -280,20 +282,6 @@ async function outgoing(
 function normalizeMethod(method: string): string {
   const upper = method.toUpperCase();
   return ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT'].includes(upper) ? upper : method;
-}
-
-function egressErrorIn(e: unknown, depth = 0): ManifoldError | undefined {
-  if (depth > 5 || typeof e !== 'object' || e === null) return undefined;
-  if (e instanceof ManifoldError) return e.code === 'ERR_EGRESS_DENIED' ? e : undefined;
-  const nested = [
-    (e as { cause?: unknown }).cause,
-    ...(((e as { errors?: unknown }).errors as unknown[]) ?? []),
-  ];
-  for (const n of nested) {
-    const found = egressErrorIn(n, depth + 1);
-    if (found) return found;
-  }
-  return undefined;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ import pg from 'pg';
 import type { CallLimiterFactory } from '../../../../src/auth/shared-limit.js';
 import { describeError, ManifoldError } from '../../../../src/errors.js';
 import type { Logger } from '../../../../src/lib/log.js';
+import { SqlCredentialStore } from '../../../../src/store/credentials.js';
 import { parseRow, type RawRow } from '../../../../src/store/rows.js';
 import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../../../src/store/state.js';
-import { PostgresCredentialStore } from './credentials.js';
 import { PostgresInstances } from './instances.js';
 import { postgresRateLimiter } from './rate-limit.js';
 import { migratePostgres } from './schema.js';
@@ -71,7 +71,7 @@ export class PostgresStateStore implements StateStore {
   private listener: TrustListener | undefined;
   private sessions: PostgresSessions | undefined;
   /** Upstream OAuth credentials (#19), in the same database. */
-  readonly credentials: PostgresCredentialStore;
+  readonly credentials: SqlCredentialStore;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
   constructor(
@@ -79,7 +79,19 @@ export class PostgresStateStore implements StateStore {
     private readonly connection: pg.ClientConfig = {},
     private readonly log?: Logger,
   ) {
-    this.credentials = new PostgresCredentialStore(pool);
+    // The credential queries use `?` bindings; Postgres numbers its own.
+    this.credentials = new SqlCredentialStore(
+      async (query, values) => {
+        let n = 0;
+        return (
+          await pool.query(
+            query.replace(/\?/g, () => `$${++n}`),
+            values,
+          )
+        ).rows;
+      },
+      { prefix: 'manifold_', bytewise: ' COLLATE "C"' },
+    );
   }
 
   async get(name: string): Promise<ServerRow | undefined> {

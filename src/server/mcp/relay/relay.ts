@@ -16,7 +16,7 @@ import {
   relayedCapabilities,
   upstreamResponses,
 } from '../../../guards/client-features.js';
-import { stripUnsafe } from '../../../guards/text.js';
+import { stripStrings, stripUnsafe } from '../../../guards/text.js';
 import { Cancellation } from '../../../lib/cancellation.js';
 import { isObject } from '../../../lib/json.js';
 import { errorMessage, resultMessage } from '../../../protocol/jsonrpc.js';
@@ -381,7 +381,9 @@ class RelayedCall {
 
   private async answer(w: Waiting, result: Result): Promise<void> {
     const { edge, ex, t } = this;
-    if (result.resultType === 'input_required') {
+    const asks = result.resultType === 'input_required';
+    let body: string;
+    if (asks) {
       // A modern upstream asked; a modern client takes the question as it is, with the
       // gateway's own state wrapped around the upstream's (mrtr.ts, "wrap").
       const requests = this.checked(
@@ -400,25 +402,17 @@ class RelayedCall {
         ...(t.approval ? { a: crypto.randomUUID() } : {}),
         ...approvedFields(this.approved),
       });
-      const body = resultMessage(w.id, inputRequiredResult(requests, state, edge.serverInfo));
-      t.audit('allowed', body.length, true);
-      w.answer.finish(body);
-      return;
-    }
-    if (result.resultType === 'task') {
+      body = resultMessage(w.id, inputRequiredResult(requests, state, edge.serverInfo));
+    } else if (result.resultType === 'task') {
       if (!t.onTask) {
         throw new ManifoldError(
           'ERR_UPSTREAM_ERROR',
           `server ${t.upstream.name} answered with a task nobody asked for`,
         );
       }
-      const body = await t.onTask(result, w.id);
-      t.audit('allowed', body.length);
-      w.answer.finish(body);
-      return;
-    }
-    const body = t.onResult(result, w.id);
-    t.audit('allowed', body.length);
+      body = await t.onTask(result, w.id);
+    } else body = t.onResult(result, w.id);
+    t.audit('allowed', body.length, asks || undefined);
     w.answer.finish(body);
   }
 
@@ -502,18 +496,8 @@ export function boundLogData(data: unknown): unknown {
     return '[unserializable log data]';
   }
   if (text.length > MAX_LOG_DATA) return `${stripUnsafe(text).slice(0, MAX_LOG_DATA)}…`;
-  const clean = (v: unknown): unknown => {
-    if (typeof v === 'string') return stripUnsafe(v);
-    if (Array.isArray(v)) return v.map(clean);
-    if (typeof v === 'object' && v !== null) {
-      const out: Record<string, unknown> = {};
-      for (const [k, x] of Object.entries(v)) out[stripUnsafe(k)] = clean(x);
-      return out;
-    }
-    return v;
-  };
   // Parsed again from its bounded text, so its depth is what that text can hold.
-  return clean(JSON.parse(text));
+  return stripStrings(JSON.parse(text));
 }
 
 /** A progress notification for the client, re-keyed to its own token. */
