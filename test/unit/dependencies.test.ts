@@ -45,7 +45,7 @@ function cruise(): { violations: Violation[]; modules: number; packages: Set<str
     result.modules
       .filter((m) => m.source.startsWith('src/'))
       .flatMap((m) =>
-        m.dependencies.map((d) => /^node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(d.resolved)?.[1] ?? []),
+        m.dependencies.map((d) => /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(d.resolved)?.[1] ?? []),
       )
       .flat(),
   );
