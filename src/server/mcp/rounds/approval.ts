@@ -18,7 +18,7 @@ import type { Sealer } from '../../../auth/seal.js';
 import { ManifoldError } from '../../../errors.js';
 import { canonicalJson, sha256Hex } from '../../../guards/canonical-json.js';
 import { stripUnsafe } from '../../../guards/text.js';
-import { Cancellation } from '../../../lib/cancellation.js';
+import { onAbort } from '../../../lib/cancellation.js';
 import { isObject } from '../../../lib/json.js';
 import type { Redactor } from '../../../lib/redact.js';
 import { rawResultMessage } from '../../../protocol/jsonrpc.js';
@@ -222,7 +222,7 @@ export async function askApprovalLegacy(
   ex: Exchange,
   first: Answer,
   g: ApprovalGate,
-  cancellation: Cancellation,
+  cancellation: AbortSignal,
 ): Promise<{ outcome: Exclude<ApprovalOutcome, 'replayed'>; detail?: string }> {
   if (!canElicitForm(ex.clientCapabilities)) return { outcome: 'unsupported' };
   if (!ex.ask || !ex.canStream) {
@@ -233,13 +233,13 @@ export async function askApprovalLegacy(
     };
   }
   // The deadline is the gate's own; the client cancelling the call ends the question too.
-  const asking = new Cancellation();
+  const asking = new AbortController();
   const timer = setTimeout(() => asking.abort(g), g.timeoutMs);
-  const off = cancellation.onAbort((reason) => asking.abort(reason));
+  const off = onAbort(cancellation, (reason) => asking.abort(reason));
   try {
-    return { outcome: outcomeOf(await ex.ask(first, g.method, g.params, asking)) };
+    return { outcome: outcomeOf(await ex.ask(first, g.method, g.params, asking.signal)) };
   } catch (e) {
-    if (asking.reason === g) return { outcome: 'timeout' };
+    if (asking.signal.reason === g) return { outcome: 'timeout' };
     if (cancellation.aborted) return { outcome: 'cancelled' };
     return {
       outcome: 'failed',
