@@ -41,6 +41,7 @@ const NEUTRAL_PACKAGES = [
   '@cfworker/json-schema',
   '@modelcontextprotocol/sdk',
   '@opentelemetry/api',
+  'diff',
   'eventsource-parser',
   'hono',
   'jose',

@@ -1,7 +1,7 @@
 import { SqlCredentialStore } from '../../src/store/credentials.js';
 import { migrate } from '../../src/store/schema.js';
 import type { SqlExec, SqlValue } from '../../src/store/sql.js';
-import { SqlStateStore } from '../../src/store/state.js';
+import { execSql, SqlStateStore } from '../../src/store/state.js';
 
 interface DurableSql {
   exec(query: string, ...bindings: SqlValue[]): { toArray(): unknown[] };
@@ -13,7 +13,9 @@ interface DurableStorage {
 
 /** The same schema and store as Node, over a SQLite-backed Durable Object's storage. */
 export function durableObjectStore(storage: DurableStorage): SqlStateStore {
-  return new SqlStateStore(durableExec(storage));
+  const exec = durableExec(storage);
+  migrate(exec);
+  return new SqlStateStore(execSql(exec));
 }
 
 /**

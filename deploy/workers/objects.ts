@@ -26,22 +26,30 @@ const COUNTS_PATH = `${INTERNAL}requests`;
 
 const refuse = (status: number, error: string) => Response.json({ error }, { status });
 
-/** A boot that failed on I/O (the key object, say) is tried again by the next request. */
-async function settle(boot: () => Promise<Place | Response>, reset: () => void): Promise<Place | Response> {
-  try {
-    return await boot();
-  } catch (e) {
-    reset();
-    return refuse(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
+/**
+ * What the objects share: their request count, the origin their clients use (the callback URL of
+ * a login begun here, #19) and one booted place. A boot that failed on I/O (the key object, say)
+ * is tried again by the next request; a refusal (a bad config) is kept.
+ */
+abstract class PlaceObject extends DurableObject<Env> {
+  protected booting: Promise<Place | Response> | undefined;
+  protected readonly counts = new RequestCount(COUNTS_PATH);
+  protected readonly origin = new SeenOrigin();
+
+  protected abstract boot(): Promise<Place | Response>;
+
+  protected async placed(): Promise<Place | Response> {
+    this.booting ??= this.boot().catch((e: unknown) => {
+      this.booting = undefined;
+      return refuse(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
+    });
+    const place = await this.booting;
+    return place instanceof Response ? place.clone() : place;
   }
 }
 
-export class ManifoldUpstream extends DurableObject<Env> {
-  private place: Promise<Place | Response> | undefined;
+export class ManifoldUpstream extends PlaceObject {
   private server: string | undefined;
-  private readonly counts = new RequestCount(COUNTS_PATH);
-  /** Where clients reach the deployment: the callback URL of a login begun here (#19). */
-  private readonly origin = new SeenOrigin();
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
@@ -52,14 +60,8 @@ export class ManifoldUpstream extends DurableObject<Env> {
     this.server ??= server;
     if (server !== this.server) return refuse(409, 'this object serves another server');
     this.origin.note(request);
-    this.place ??= settle(
-      () => this.boot(server),
-      () => {
-        this.place = undefined;
-      },
-    );
-    const place = await this.place;
-    if (place instanceof Response) return place.clone();
+    const place = await this.placed();
+    if (place instanceof Response) return place;
     if (new URL(request.url).pathname === `${INTERNAL}snapshot`) {
       return Response.json(
         await takeSnapshot(place.gateway, server, snapshotTtl(this.env.MANIFOLD_SNAPSHOT_TTL_MS)),
@@ -72,7 +74,8 @@ export class ManifoldUpstream extends DurableObject<Env> {
   }
 
   /** The deployment's gateway narrowed to this one server, with this object's storage. */
-  private async boot(server: string): Promise<Place | Response> {
+  protected async boot(): Promise<Place | Response> {
+    const server = this.server!;
     const booted = readConfig(this.env);
     if (booted instanceof Response) return booted;
     const servers = booted.config.servers.filter((s) => s.name === server);
@@ -93,17 +96,13 @@ export class ManifoldUpstream extends DurableObject<Env> {
   }
 }
 
-export class ManifoldTenant extends DurableObject<Env> {
-  private place: Promise<Place | Response> | undefined;
+export class ManifoldTenant extends PlaceObject {
   private opener: SnapshotOpener | undefined;
-  private readonly counts = new RequestCount(COUNTS_PATH);
   /** When a client last asked: the alarm keeps snapshots fresh while its sessions may be open. */
   private lastRequest = 0;
   private armed = false;
   /** Whose object this is (the Worker names it on every request it forwards here). */
   private tenant: string | undefined;
-  /** Where its clients come from: the callback URL of a caller's login (#19, mode user). */
-  private readonly origin = new SeenOrigin();
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
@@ -113,14 +112,8 @@ export class ManifoldTenant extends DurableObject<Env> {
     if (isLeaseRequest(request)) return answerLease(this.ctx.storage as never, request);
     this.tenant ??= request.headers.get(TENANT_HEADER) ?? undefined;
     this.origin.note(request);
-    this.place ??= settle(
-      () => this.boot(),
-      () => {
-        this.place = undefined;
-      },
-    );
-    const place = await this.place;
-    if (place instanceof Response) return place.clone();
+    const place = await this.placed();
+    if (place instanceof Response) return place;
     this.lastRequest = Date.now();
     await refreshStale(place.gateway, this.opener!, this.lastRequest);
     await this.arm();
@@ -134,7 +127,7 @@ export class ManifoldTenant extends DurableObject<Env> {
    */
   override async alarm(): Promise<void> {
     this.armed = false;
-    const place = this.place && (await this.place);
+    const place = this.booting && (await this.booting);
     if (!place || place instanceof Response) return;
     await refreshStale(place.gateway, this.opener!, Date.now());
     if (Date.now() - this.lastRequest < place.gateway.config.gateway.sessionIdleSeconds * 1000)
@@ -148,7 +141,7 @@ export class ManifoldTenant extends DurableObject<Env> {
   }
 
   /** The whole catalog over snapshots, as an isolate has it; legacy calls on sessions of its own. */
-  private async boot(): Promise<Place | Response> {
+  protected async boot(): Promise<Place | Response> {
     const booted = readConfig(this.env);
     if (booted instanceof Response) return booted;
     const upstreamAuth = remoteAuths(booted, this.env, this.origin);
@@ -173,35 +166,27 @@ export class ManifoldTenant extends DurableObject<Env> {
  * `MANIFOLD_ROUTE=object`: the whole gateway in one object, as before #15 (its upstream
  * connections outlive a request there). Kept as an escape hatch and as the bench's baseline.
  */
-export class ManifoldGateway extends DurableObject<Env> {
-  private place: Promise<Place | Response> | undefined;
-  private readonly counts = new RequestCount(COUNTS_PATH);
-  private readonly origin = new SeenOrigin();
-
+export class ManifoldGateway extends PlaceObject {
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
     if (counted) return counted;
     this.origin.note(request);
-    this.place ??= settle(
-      async () => {
-        const booted = readConfig(this.env);
-        if (booted instanceof Response) return booted;
-        const { cursorSecret } = booted.config.gateway;
-        const store = durableObjectStore(this.ctx.storage as never);
-        const place = buildPlace(booted, {
-          store,
-          upstreamAuth: await objectAuths(booted, booted.config, this.ctx.storage, store, this.origin),
-          ...(cursorSecret ? { secret: new TextEncoder().encode(cursorSecret) } : {}),
-        });
-        void place.gateway.start();
-        return place;
-      },
-      () => {
-        this.place = undefined;
-      },
-    );
-    const place = await this.place;
-    if (place instanceof Response) return place.clone();
+    const place = await this.placed();
+    if (place instanceof Response) return place;
     return place.app.fetch(request);
+  }
+
+  protected async boot(): Promise<Place | Response> {
+    const booted = readConfig(this.env);
+    if (booted instanceof Response) return booted;
+    const { cursorSecret } = booted.config.gateway;
+    const store = durableObjectStore(this.ctx.storage as never);
+    const place = buildPlace(booted, {
+      store,
+      upstreamAuth: await objectAuths(booted, booted.config, this.ctx.storage, store, this.origin),
+      ...(cursorSecret ? { secret: new TextEncoder().encode(cursorSecret) } : {}),
+    });
+    void place.gateway.start();
+    return place;
   }
 }

@@ -12,6 +12,7 @@
  *   sent to `namespace.get(namespace.idFromName(tenantObjectName(tenant)))`, with in-flight
  *   leases unshared (leased-limit.ts `shareInFlight` says why).
  */
+import * as z from 'zod/v4-mini';
 import { type LeaseFn, leasedLimiter, WINDOW_MS } from '../../src/auth/leased-limit.js';
 import type { CallLimiterFactory } from '../../src/auth/shared-limit.js';
 import type { Logger } from '../../src/lib/log.js';
@@ -42,12 +43,17 @@ export interface LimitStorage {
   transactionSync<T>(fn: () => T): T;
 }
 
-export interface LeaseBody {
-  tenant: string;
-  window: number;
-  block: number;
-  limit: number;
-}
+/** A lease body: no field is trusted unchecked, and a bad one is a 400. */
+const LEASE_BODY = z
+  .strictObject({
+    tenant: z.string().check(z.minLength(1), z.maxLength(MAX_TENANT_CHARS)),
+    // A window's start: a non-negative multiple of WINDOW_MS.
+    window: z.int().check(z.nonnegative(), z.multipleOf(WINDOW_MS)),
+    block: z.int().check(z.positive()),
+    limit: z.int().check(z.positive()),
+  })
+  .check(z.refine((b) => b.block <= b.limit, '"block" must be at most "limit"'));
+export type LeaseBody = z.infer<typeof LEASE_BODY>;
 
 const SCHEMA = `CREATE TABLE IF NOT EXISTS manifold_rate_windows (
   window_start INTEGER NOT NULL,
@@ -84,25 +90,6 @@ export function grantLease(storage: LimitStorage, body: LeaseBody): number {
   });
 }
 
-const isCount = (v: unknown, min: number): v is number =>
-  typeof v === 'number' && Number.isSafeInteger(v) && v >= min;
-
-/** The lease body, or why it is not one (no field is trusted unchecked: a bad one is a 400). */
-export function parseLeaseBody(value: unknown): LeaseBody | string {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'not a JSON object';
-  const v = value as Record<string, unknown>;
-  const extra = Object.keys(v).filter((k) => !['tenant', 'window', 'block', 'limit'].includes(k));
-  if (extra.length > 0) return `unknown field ${JSON.stringify(extra[0]).slice(0, 40)}`;
-  const { tenant, window, block, limit } = v;
-  if (typeof tenant !== 'string' || tenant.length === 0 || tenant.length > MAX_TENANT_CHARS)
-    return `"tenant" must be a string of 1 to ${MAX_TENANT_CHARS} characters`;
-  if (!isCount(window, 0) || window % WINDOW_MS !== 0)
-    return `"window" must be a window's start: a non-negative multiple of ${WINDOW_MS}`;
-  if (!isCount(limit, 1)) return '"limit" must be a positive integer';
-  if (!isCount(block, 1) || block > limit) return '"block" must be an integer from 1 to "limit"';
-  return { tenant, window, block, limit };
-}
-
 const refuse = (status: number, error: string) => Response.json({ error }, { status });
 
 /** Whether a request reaching the tenant's object is a lease (its internal URL). */
@@ -134,10 +121,13 @@ export async function answerLease(storage: LimitStorage, request: Request): Prom
   } catch {
     return refuse(400, 'bad lease: the body is not JSON');
   }
-  const body = parseLeaseBody(value);
-  if (typeof body === 'string') return refuse(400, `bad lease: ${body}`);
+  const body = LEASE_BODY.safeParse(value);
+  if (!body.success) {
+    const issue = body.error.issues[0];
+    return refuse(400, `bad lease: ${issue?.path.join('.') || 'the body'} (${issue?.code})`);
+  }
   try {
-    return Response.json({ granted: grantLease(storage, body) });
+    return Response.json({ granted: grantLease(storage, body.data) });
   } catch {
     return refuse(503, 'lease store unavailable');
   }

@@ -7,6 +7,7 @@
 import { createRemoteJWKSet, customFetch, type FetchImplementation, type JWTVerifyGetKey } from 'jose';
 import type { AuthConfig } from '../config/types.js';
 import { describeError } from '../errors.js';
+import { onAbort } from '../lib/cancellation.js';
 import { isObject } from '../lib/json.js';
 import { readTextCapped } from '../lib/read-capped.js';
 import { KeySourceError } from './jwt-errors.js';
@@ -116,20 +117,13 @@ export function remoteSource(auth: AuthConfig, fetchImpl: typeof fetch): JWTVeri
 
 /** Runs `work`, but settles no later than `signal` aborts, even if the runtime's fetch ignores it. */
 function bounded<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+  const timedOut = () => new KeySourceError('JWKS fetch timed out');
+  if (signal.aborted) return Promise.reject(timedOut());
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new KeySourceError(`JWKS fetch timed out`));
-    if (signal.aborted) return onAbort();
-    signal.addEventListener('abort', onAbort, { once: true });
-    work().then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(signal.aborted ? new KeySourceError('JWKS fetch timed out') : e);
-      },
-    );
+    const off = onAbort(signal, () => reject(timedOut()));
+    work()
+      .then(resolve, (e: unknown) => reject(signal.aborted ? timedOut() : e))
+      .finally(off);
   });
 }
 

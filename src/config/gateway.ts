@@ -280,49 +280,33 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       invalid.add('metricsPath');
     }
   }
-  if (!invalid.has('maxResultBytes') && !invalid.has('maxUpstreamBodyBytes')) {
-    const { maxResultBytes, maxUpstreamBodyBytes } = config;
-    if (maxResultBytes > maxUpstreamBodyBytes) {
-      if (picked.maxUpstreamBodyBytes !== undefined) {
-        error(
-          f,
-          [...base, 'maxUpstreamBodyBytes'],
-          `must be at least gateway.maxResultBytes (${maxResultBytes}), got ${maxUpstreamBodyBytes}`,
-          `raise maxUpstreamBodyBytes to ${maxResultBytes} or more, or lower maxResultBytes`,
-        );
-        invalid.add('maxUpstreamBodyBytes');
-      } else {
-        error(
-          f,
-          [...base, 'maxResultBytes'],
-          `must be at most gateway.maxUpstreamBodyBytes (${maxUpstreamBodyBytes}), got ${maxResultBytes}`,
-          `lower maxResultBytes to ${maxUpstreamBodyBytes} or less, or raise maxUpstreamBodyBytes`,
-        );
-        invalid.add('maxResultBytes');
-      }
+  // `low` may not exceed `high`; the error names whichever of the two the file set (`high` if both).
+  const ordered = (
+    low: 'maxResultBytes' | 'callTimeoutMs',
+    high: 'maxUpstreamBodyBytes' | 'maxCallTimeoutMs',
+  ) => {
+    const [l, h] = [config[low], config[high]];
+    if (invalid.has(low) || invalid.has(high) || l <= h) return;
+    if (picked[high] !== undefined) {
+      error(
+        f,
+        [...base, high],
+        `must be at least gateway.${low} (${l}), got ${h}`,
+        `raise ${high} to ${l} or more, or lower ${low}`,
+      );
+      invalid.add(high);
+    } else {
+      error(
+        f,
+        [...base, low],
+        `must be at most gateway.${high} (${h}), got ${l}`,
+        `lower ${low} to ${h} or less, or raise ${high}`,
+      );
+      invalid.add(low);
     }
-  }
-  if (!invalid.has('callTimeoutMs') && !invalid.has('maxCallTimeoutMs')) {
-    const { callTimeoutMs, maxCallTimeoutMs } = config;
-    if (callTimeoutMs > maxCallTimeoutMs) {
-      if (picked.maxCallTimeoutMs !== undefined) {
-        error(
-          f,
-          [...base, 'maxCallTimeoutMs'],
-          `must be at least gateway.callTimeoutMs (${callTimeoutMs}), got ${maxCallTimeoutMs}`,
-          `raise maxCallTimeoutMs to ${callTimeoutMs} or more, or lower callTimeoutMs`,
-        );
-      } else {
-        error(
-          f,
-          [...base, 'callTimeoutMs'],
-          `must be at most gateway.maxCallTimeoutMs (${maxCallTimeoutMs}), got ${callTimeoutMs}`,
-          `lower callTimeoutMs to ${maxCallTimeoutMs} or less, or raise maxCallTimeoutMs`,
-        );
-      }
-      invalid.add('callTimeoutMs');
-    }
-  }
+  };
+  ordered('maxResultBytes', 'maxUpstreamBodyBytes');
+  ordered('callTimeoutMs', 'maxCallTimeoutMs');
   if (!invalid.has('advertiseUrl') && config.advertiseUrl !== undefined) {
     const origin = advertiseOrigin(config.advertiseUrl);
     if (typeof origin === 'string') config.advertiseUrl = origin;

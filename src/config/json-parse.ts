@@ -25,13 +25,6 @@ interface Open {
   key?: string;
 }
 
-interface Failure {
-  line: number;
-  column: number;
-  reason: string;
-  hint?: string;
-}
-
 /** The reason and hint for jsonc-parser's error code, given the text at the error. */
 function explain(code: ParseErrorCode, text: string, offset: number, inArray: boolean): [string, string?] {
   const c = text[offset];
@@ -77,10 +70,12 @@ export function readJson(input: string, source?: string): JsonRead {
   const duplicates: PathSegment[][] = [];
   const open: Open[] = [];
   let root: unknown;
-  let failure: Failure | undefined;
-
+  let failure: ConfigIssue | undefined;
+  /** The first problem only, as an issue; jsonc-parser counts lines and columns from 0. */
   const fail = (line: number, column: number, reason: string, hint?: string) => {
-    failure ??= { line: line + 1, column: column + 1, reason, hint };
+    const at = `line ${line + 1}, column ${column + 1}`;
+    const fix = hint ?? `correct the JSON syntax${source ? ` in ${source}` : ''} at ${at}`;
+    failure ??= { path: '', message: `invalid JSON at ${at}: ${reason}`, fix };
   };
   /** Places a value in the open container (or as the root) and returns its path. */
   const place = (value: unknown): PathSegment[] => {
@@ -142,15 +137,5 @@ export function readJson(input: string, source?: string): JsonRead {
     if (!(e instanceof RangeError && failure)) throw e;
   }
 
-  if (!failure) return { ok: true, value: root, duplicates };
-  const { line, column, reason, hint } = failure;
-  const where = source ? ` in ${source}` : '';
-  return {
-    ok: false,
-    error: {
-      path: '',
-      message: `invalid JSON at line ${line}, column ${column}: ${reason}`,
-      fix: hint ?? `correct the JSON syntax${where} at line ${line}, column ${column}`,
-    },
-  };
+  return failure ? { ok: false, error: failure } : { ok: true, value: root, duplicates };
 }

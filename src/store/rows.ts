@@ -54,7 +54,7 @@ function parseBaseline(text: unknown): Baseline | undefined {
 }
 
 /** The one reader, shared by both stores so they cannot disagree on what a row means. */
-export function parseRow(raw: RawRow): ServerRow {
+export function parseRow(raw: { readonly [K in keyof RawRow]?: unknown }): ServerRow {
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
   const row: ServerRow = {
     identity: { name: str(raw.name), transport: str(raw.transport), target: str(raw.target) },

@@ -11,8 +11,8 @@
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
+import { ManifoldError } from '../errors.js';
 import { parseRow, type RawRow } from './rows.js';
-import { migrate, readMeta } from './schema.js';
 import type { SqlExec, SqlValue } from './sql.js';
 
 /** The annotations policy reads. Recorded so that a later loosening of a hint is drift too. */
@@ -132,86 +132,134 @@ export function sameIdentity(a: ServerIdentity, b: ServerIdentity): boolean {
 }
 
 const COLUMNS = 'name, transport, target, catalog, catalog_at, baseline, trusted_at, created_at';
-const SAME_IDENTITY = 'servers.transport = excluded.transport AND servers.target = excluded.target';
 
-// Each write is one UPSERT whose WHERE is the rule itself; RETURNING says whether it applied, which
-// a Durable Object reports as reliably as better-sqlite3 (unlike a separate changes() query).
-const SAVE_CATALOG = `INSERT INTO servers (name, transport, target, catalog, catalog_at, created_at)
+/** One statement and its `?` bindings. */
+export type Statement = readonly [query: string, values: SqlValue[]];
+
+/** What the state store needs of a SQL database: SQLite (a file, a Durable Object) or Postgres. */
+export interface StateSql {
+  /** Runs one statement with positional `?` bindings; its rows (none for a statement without). */
+  query(query: string, values: SqlValue[]): Record<string, unknown>[] | Promise<Record<string, unknown>[]>;
+  /** Runs the statements so that all of them commit, or none does. */
+  atomically(statements: readonly Statement[]): void | Promise<void>;
+  /** Prefixed to the tables' names (Postgres: `manifold_`). */
+  prefix?: string;
+  /** One more statement in a re-trust's transaction (Postgres: the NOTIFY that others listen for). */
+  afterRetrust?: Statement;
+  close?(): void | Promise<void>;
+}
+
+/** A `StateSql` over the synchronous `SqlExec` of a SQLite file or a Durable Object. */
+export function execSql(sql: SqlExec): StateSql {
+  return {
+    query: (query, values) => sql.exec(query, ...values),
+    atomically: (statements) =>
+      sql.transaction(() => {
+        for (const [query, values] of statements) sql.exec(query, ...values);
+      }),
+    close: () => sql.close?.(),
+  };
+}
+
+function queries(p: string) {
+  const sameIdentity = `${p}servers.transport = excluded.transport AND ${p}servers.target = excluded.target`;
+  // Each write is one UPSERT whose WHERE is the rule itself, so the database decides what "first"
+  // means across processes and instances; RETURNING says whether it applied, which a Durable
+  // Object reports as reliably as better-sqlite3 and Postgres (unlike a separate changes() query).
+  return {
+    get: `SELECT ${COLUMNS} FROM ${p}servers WHERE name = ?`,
+    saveCatalog: `INSERT INTO ${p}servers (name, transport, target, catalog, catalog_at, created_at)
   VALUES (?, ?, ?, ?, ?, ?)
   ON CONFLICT (name) DO UPDATE SET catalog = excluded.catalog, catalog_at = excluded.catalog_at
-  WHERE ${SAME_IDENTITY}
-  RETURNING name`;
-const CREATE_BASELINE = `INSERT INTO servers (name, transport, target, baseline, trusted_at, created_at)
+  WHERE ${sameIdentity}
+  RETURNING name`,
+    // Two instances starting at once on a fresh database record one baseline: the second's upsert
+    // finds it set.
+    createBaseline: `INSERT INTO ${p}servers (name, transport, target, baseline, trusted_at, created_at)
   VALUES (?, ?, ?, ?, ?, ?)
   ON CONFLICT (name) DO UPDATE SET baseline = excluded.baseline, trusted_at = excluded.trusted_at
-  WHERE servers.baseline IS NULL AND ${SAME_IDENTITY}
-  RETURNING name`;
-// The right-hand sides all see the old row, so the CASEs compare the identity before the rewrite.
-const RETRUST = `INSERT INTO servers (name, transport, target, baseline, trusted_at, created_at)
+  WHERE ${p}servers.baseline IS NULL AND ${sameIdentity}
+  RETURNING name`,
+    // The right-hand sides all see the old row, so the CASEs compare the identity before the rewrite.
+    retrust: `INSERT INTO ${p}servers (name, transport, target, baseline, trusted_at, created_at)
   VALUES (?, ?, ?, ?, ?, ?)
   ON CONFLICT (name) DO UPDATE SET
-    catalog = CASE WHEN ${SAME_IDENTITY} THEN servers.catalog ELSE NULL END,
-    catalog_at = CASE WHEN ${SAME_IDENTITY} THEN servers.catalog_at ELSE NULL END,
+    catalog = CASE WHEN ${sameIdentity} THEN ${p}servers.catalog ELSE NULL END,
+    catalog_at = CASE WHEN ${sameIdentity} THEN ${p}servers.catalog_at ELSE NULL END,
     transport = excluded.transport,
     target = excluded.target,
     baseline = excluded.baseline,
-    trusted_at = excluded.trusted_at`;
-const BUMP_EPOCH = `INSERT INTO meta (key, value) VALUES ('trust_epoch', 1)
-  ON CONFLICT (key) DO UPDATE SET value = value + 1`;
+    trusted_at = excluded.trusted_at`,
+    bumpEpoch: `INSERT INTO ${p}meta (key, value) VALUES ('trust_epoch', 1)
+  ON CONFLICT (key) DO UPDATE SET value = ${p}meta.value + 1`,
+    trustEpoch: `SELECT value FROM ${p}meta WHERE key = 'trust_epoch'`,
+    // A claim is an INSERT that does nothing on conflict: granted once, whichever process asks.
+    claim: `INSERT INTO ${p}claims (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
+    sweepClaims: `DELETE FROM ${p}claims WHERE expires_at < ?`,
+  };
+}
 
-const CLAIM = `INSERT INTO claims (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`;
-const SWEEP_CLAIMS = 'DELETE FROM claims WHERE expires_at < ?';
 /** Sweep expired claims once per this many claims (a sweep is one indexed DELETE). */
 const SWEEP_EVERY = 64;
 
-/** The store over any `SqlExec`: a SQLite file on Node, a Durable Object on Workers. */
+/**
+ * The store over SQL, one set of queries for every database: a SQLite file on Node, a Durable
+ * Object on Workers (`execSql`), Postgres (deploy/node/store/postgres/store.ts). The schema is
+ * migrated by whoever opens the database.
+ */
 export class SqlStateStore implements StateStore {
-  constructor(private readonly sql: SqlExec) {
-    migrate(sql);
+  private readonly q: ReturnType<typeof queries>;
+  private claims = 0;
+
+  constructor(private readonly sql: StateSql) {
+    this.q = queries(sql.prefix ?? '');
   }
 
   async get(name: string): Promise<ServerRow | undefined> {
-    const raw = this.sql.exec<RawRow>(`SELECT ${COLUMNS} FROM servers WHERE name = ?`, name)[0];
+    const raw = (await this.sql.query(this.q.get, [name]))[0];
     return raw ? parseRow(raw) : undefined;
   }
 
-  async saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): Promise<boolean> {
+  saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): Promise<boolean> {
     const { name, transport, target } = identity;
-    return this.write(SAVE_CATALOG, name, transport, target, JSON.stringify(tools), now, now);
+    return this.write(this.q.saveCatalog, [name, transport, target, JSON.stringify(tools), now, now]);
   }
 
-  async createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): Promise<boolean> {
+  createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): Promise<boolean> {
     const { name, transport, target } = identity;
-    return this.write(CREATE_BASELINE, name, transport, target, JSON.stringify(baseline), now, now);
+    return this.write(this.q.createBaseline, [name, transport, target, JSON.stringify(baseline), now, now]);
   }
 
   async retrust(identity: ServerIdentity, baseline: Baseline, now: number): Promise<void> {
     const { name, transport, target } = identity;
-    const text = JSON.stringify(baseline);
-    this.sql.transaction(() => {
-      this.sql.exec(RETRUST, name, transport, target, text, now, now);
-      this.sql.exec(BUMP_EPOCH);
-    });
+    const statements: Statement[] = [
+      [this.q.retrust, [name, transport, target, JSON.stringify(baseline), now, now]],
+      [this.q.bumpEpoch, []],
+    ];
+    if (this.sql.afterRetrust) statements.push(this.sql.afterRetrust);
+    await this.sql.atomically(statements);
   }
 
   async trustEpoch(): Promise<number> {
-    return readMeta(this.sql, 'trust_epoch') ?? 0;
+    const value = (await this.sql.query(this.q.trustEpoch, []))[0]?.value ?? 0;
+    if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+      throw new ManifoldError('ERR_CONFIG', 'the state store has an unreadable trust epoch');
+    }
+    return value;
   }
-
-  private claims = 0;
 
   async claim(key: string, expiresAt: number, now: number): Promise<boolean> {
-    if (this.claims++ % SWEEP_EVERY === 0) this.sql.exec(SWEEP_CLAIMS, now);
+    if (this.claims++ % SWEEP_EVERY === 0) await this.sql.query(this.q.sweepClaims, [now]);
     // A key still on file after its expiry counts as used: a claim is never granted twice.
-    return this.write(CLAIM, key, expiresAt);
+    return this.write(this.q.claim, [key, expiresAt]);
   }
 
-  close(): void {
-    this.sql.close?.();
+  async close(): Promise<void> {
+    await this.sql.close?.();
   }
 
-  private write(query: string, ...bindings: SqlValue[]): boolean {
-    return this.sql.exec(query, ...bindings).length > 0;
+  private async write(query: string, values: SqlValue[]): Promise<boolean> {
+    return (await this.sql.query(query, values)).length > 0;
   }
 }
 

@@ -5,6 +5,7 @@
  * would silently hide tools and make the catalog depend on timing.
  */
 import { ManifoldError } from '../errors.js';
+import { onAbort } from '../lib/cancellation.js';
 
 export interface DiscoveryOptions {
   /** Pages allowed in one listing; needing one more is an error. */
@@ -69,7 +70,7 @@ export async function listAllItems<T>(
   const controller = new AbortController();
   let pagesRead = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  let onOuterAbort: (() => void) | undefined;
+  let unwatch = () => {};
 
   // Settles only by rejecting; raced against every page so a page that never resolves still ends.
   const stopped = new Promise<never>((_, reject) => {
@@ -94,8 +95,7 @@ export async function listAllItems<T>(
       Math.min(Math.max(0, deadlineMs), MAX_TIMER_MS),
     );
     if (outer) {
-      onOuterAbort = () => stop(aborted());
-      outer.addEventListener('abort', onOuterAbort, { once: true });
+      unwatch = onAbort(outer, () => stop(aborted()));
     }
   });
   // Failures are surfaced through the race below; this only keeps an unraced rejection quiet.
@@ -141,6 +141,6 @@ export async function listAllItems<T>(
     }
   } finally {
     if (timer !== undefined) clearTimeout(timer);
-    if (onOuterAbort) outer?.removeEventListener('abort', onOuterAbort);
+    unwatch();
   }
 }

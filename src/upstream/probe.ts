@@ -15,6 +15,7 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ManifoldError } from '../errors.js';
+import { onAbort } from '../lib/cancellation.js';
 import { type Era, McpCode, MODERN_VERSIONS } from '../protocol/versions.js';
 import { brief, httpStatusOf, UpstreamHttpError } from './call-errors.js';
 import { LegacySession } from './legacy/session.js';
@@ -88,13 +89,7 @@ async function withRetry(first: Verdict, again: (version: string) => Promise<Ver
 
 async function probeHttp(deps: SessionDeps, version: string = MODERN_VERSIONS[0]): Promise<Verdict> {
   let answer: Record<string, unknown> | undefined;
-  const controller = new AbortController();
-  const timer = setTimeout(
-    () => controller.abort(new Error('server/discover timed out')),
-    deps.gateway.connectTimeoutMs,
-  );
-  const abandon = () => controller.abort(deps.signal?.reason);
-  deps.signal?.addEventListener('abort', abandon, { once: true });
+  const timeout = AbortSignal.timeout(deps.gateway.connectTimeoutMs);
   try {
     await postMessage(
       {
@@ -108,22 +103,18 @@ async function probeHttp(deps: SessionDeps, version: string = MODERN_VERSIONS[0]
         },
       },
       discoverMessage(deps, version),
-      controller.signal,
+      deps.signal ? AbortSignal.any([deps.signal, timeout]) : timeout,
     );
   } catch (e) {
     // An HTTP error without a modern error body is a legacy server (or a legacy error: the
     // handshake will tell). A network failure is not an answer: it fails this attempt.
     if (e instanceof UpstreamHttpError) return { era: 'legacy', reason: `server/discover: HTTP ${e.status}` };
     deps.signal?.throwIfAborted();
-    if (controller.signal.aborted)
-      throw new ManifoldError(
-        'ERR_UPSTREAM_TIMEOUT',
-        `server/discover timed out after ${deps.gateway.connectTimeoutMs} ms`,
-      );
+    if (timeout.aborted) {
+      const ms = deps.gateway.connectTimeoutMs;
+      throw new ManifoldError('ERR_UPSTREAM_TIMEOUT', `server/discover timed out after ${ms} ms`);
+    }
     throw e;
-  } finally {
-    clearTimeout(timer);
-    deps.signal?.removeEventListener('abort', abandon);
   }
   return judge(answer);
 }
@@ -156,12 +147,7 @@ async function probeStdio(transport: Transport): Promise<Verdict> {
  * watching, once the session owns the transport.
  */
 function closeOnAbort(signal: AbortSignal | undefined, transport: Transport): () => void {
-  if (!signal) return () => {};
-  const close = () => {
-    transport.close().catch(() => {});
-  };
-  signal.addEventListener('abort', close, { once: true });
-  return () => signal.removeEventListener('abort', close);
+  return signal ? onAbort(signal, () => void transport.close().catch(() => {})) : () => {};
 }
 
 /** The initialize handshake on `transport`, abandoned with the attempt (`closeOnAbort`). */

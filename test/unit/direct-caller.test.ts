@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Cancellation } from '../../src/lib/cancellation.js';
 import { silentLogger } from '../../src/lib/log.js';
 import type { JsonAnswer, JsonPost, PostJson } from '../../src/platform.js';
 import { DirectCaller } from '../../src/upstream/wire/direct-call.js';
@@ -48,7 +47,7 @@ function caller(options: { hang?: (body: { params: { name: string } }) => boolea
     });
   };
   const { direct, cancelled } = directCaller(post);
-  const call = (name = 'echo', cancellation?: Cancellation) =>
+  const call = (name = 'echo', cancellation?: AbortSignal) =>
     direct.request(
       'tools/call',
       { name, arguments: {} },
@@ -68,8 +67,8 @@ describe('direct calls: request signals', () => {
 
   it('a cancelled call aborts its own request only', async () => {
     const { call, signals, cancelled } = caller({ hang: (m) => m.params.name === 'hang' });
-    const c = new Cancellation();
-    const hung = call('hang', c);
+    const c = new AbortController();
+    const hung = call('hang', c.signal);
     const other = call();
     c.abort(new Error('cancelled by the client'));
     await expect(hung).rejects.toThrow('cancelled by the client');

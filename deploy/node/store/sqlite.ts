@@ -7,8 +7,9 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { SqlCredentialStore } from '../../../src/store/credentials.js';
 import type { CredentialStore } from '../../../src/store/credentials-types.js';
+import { migrate } from '../../../src/store/schema.js';
 import type { SqlExec, SqlValue } from '../../../src/store/sql.js';
-import { SqlStateStore, type StateStore } from '../../../src/store/state.js';
+import { execSql, SqlStateStore } from '../../../src/store/state.js';
 
 /** How long a writer waits for another process's lock (the CLI's `retrust` while serving). */
 const BUSY_TIMEOUT_MS = 5000;
@@ -49,7 +50,7 @@ export function sqliteExec(db: Database.Database): SqlExec {
  * ManifoldError (ERR_CONFIG) for a file written by a newer Manifold. `:memory:` is accepted for
  * tests (a private database, no WAL).
  */
-export function openSqliteStore(path: string): StateStore & { close(): void; credentials: CredentialStore } {
+export function openSqliteStore(path: string): SqlStateStore & { credentials: CredentialStore } {
   const inMemory = path === ':memory:';
   // Catalogs describe the operator's servers; keep them to the operator's user.
   if (!inMemory) mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
@@ -62,8 +63,9 @@ export function openSqliteStore(path: string): StateStore & { close(): void; cre
     db.pragma('journal_mode = WAL');
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     const exec = sqliteExec(db);
-    // The state store migrates the file, credentials tables (v3, v4) included.
-    const store = new SqlStateStore(exec);
+    // The one schema of the file, credentials tables (v3, v4) included.
+    migrate(exec);
+    const store = new SqlStateStore(execSql(exec));
     return Object.assign(store, { credentials: new SqlCredentialStore((q, v) => exec.exec(q, ...v)) });
   } catch (e) {
     db.close();

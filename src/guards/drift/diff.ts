@@ -1,9 +1,10 @@
 /**
  * Diffs for `manifold retrust` (SECURITY C1, C3, C6): what changed between the trusted and the
- * listed definition of a tool, rendered for an operator's terminal with a bounded LCS line diff
+ * listed definition of a tool, rendered for an operator's terminal with a bounded line diff
  * and every control, bidi and invisible character escaped. Pure: the caller prints.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { diffArrays } from 'diff';
 import { prettyCanonicalJson } from '../canonical-json.js';
 import { hasUnsafe } from '../text.js';
 import { escalates, HINT_NAMES, hintLabel, hintsOf } from './hints.js';
@@ -102,60 +103,20 @@ export function hasChanges(diff: ToolDiff): boolean {
 
 /** Lines kept around each change, as in `diff -u`. */
 const CONTEXT = 3;
-/** Beyond this many LCS cells the diff degrades to "all old, then all new" to stay bounded. */
-const MAX_LCS_CELLS = 4_000_000;
+/** Beyond this many changed lines the diff is "all old, then all new", to stay bounded. */
+const MAX_EDITS = 2_000;
 
 type Op = { op: ' ' | '-' | '+'; line: string };
 
-/** A line diff: common prefix and suffix trimmed, the middle by longest common subsequence. */
-function lineDiff(a: readonly string[], b: readonly string[]): Op[] {
-  let start = 0;
-  while (start < a.length && start < b.length && a[start] === b[start]) start++;
-  let endA = a.length;
-  let endB = b.length;
-  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) {
-    endA--;
-    endB--;
-  }
-  const ops: Op[] = a.slice(0, start).map((line) => ({ op: ' ', line }));
-  const midA = a.slice(start, endA);
-  const midB = b.slice(start, endB);
-  const n = midA.length;
-  const m = midB.length;
-  if ((n + 1) * (m + 1) > MAX_LCS_CELLS) {
-    for (const line of midA) ops.push({ op: '-', line });
-    for (const line of midB) ops.push({ op: '+', line });
-  } else {
-    // lcs[i][j] = LCS length of midA[i..] and midB[j..], flattened.
-    const width = m + 1;
-    const lcs = new Uint32Array((n + 1) * width);
-    for (let i = n - 1; i >= 0; i--) {
-      for (let j = m - 1; j >= 0; j--) {
-        lcs[i * width + j] =
-          midA[i] === midB[j]
-            ? lcs[(i + 1) * width + j + 1]! + 1
-            : Math.max(lcs[(i + 1) * width + j]!, lcs[i * width + j + 1]!);
-      }
-    }
-    let i = 0;
-    let j = 0;
-    while (i < n || j < m) {
-      if (i < n && j < m && midA[i] === midB[j]) {
-        ops.push({ op: ' ', line: midA[i]! });
-        i++;
-        j++;
-      } else if (i < n && (j === m || lcs[(i + 1) * width + j]! >= lcs[i * width + j + 1]!)) {
-        // On a tie the old line goes first, as in `diff -u`: removals read before additions.
-        ops.push({ op: '-', line: midA[i]! });
-        i++;
-      } else {
-        ops.push({ op: '+', line: midB[j]! });
-        j++;
-      }
-    }
-  }
-  for (const line of a.slice(endA)) ops.push({ op: ' ', line });
-  return ops;
+/** A line diff (removals before additions, as in `diff -u`), bounded by `MAX_EDITS`. */
+function lineDiff(a: string[], b: string[]): Op[] {
+  const changes = diffArrays(a, b, { maxEditLength: MAX_EDITS }) ?? [
+    { removed: true, added: false, value: a },
+    { removed: false, added: true, value: b },
+  ];
+  return changes.flatMap(({ removed, added, value }) =>
+    value.map((line): Op => ({ op: removed ? '-' : added ? '+' : ' ', line })),
+  );
 }
 
 const LONE_SURROGATE = /^[\ud800-\udfff]$/;

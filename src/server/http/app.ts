@@ -4,6 +4,7 @@ import { type Authenticator, noAuth, type Principal } from '../../auth/principal
 import { isLoopbackHost } from '../../config/bind.js';
 import { describeError, ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
+import { onAbort } from '../../lib/cancellation.js';
 import type { MetricsExporter } from '../../observe/metrics.js';
 import type { Edge } from '../mcp/edge.js';
 import { announceChanged, createMcpHandlers } from '../mcp/endpoint.js';
@@ -210,13 +211,7 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
 
   const app = new Hono();
   app.onError((err, c) => toResponse(errorReply(err, honoIn(c))));
-  app.notFound(
-    () =>
-      new Response(JSON.stringify({ error: 'not found' }), {
-        status: 404,
-        headers: { 'content-type': 'application/json' },
-      }),
-  );
+  app.notFound((c) => c.json({ error: 'not found' }, 404));
 
   // /healthz (and the metrics) answer only for a Host the gateway serves (or an IP literal, as load
   // balancers probe): a DNS-rebinding page must not read them (#13.5). Its status code is what a
@@ -296,13 +291,9 @@ function honoIn(c: Context): HttpIn {
     url: () => c.req.url,
     text: (max) => readBodyCapped(raw, max),
     onDisconnect(listener) {
-      const signal = raw.signal;
-      if (signal.aborted) {
-        listener();
-        return () => {};
-      }
-      signal.addEventListener('abort', listener, { once: true });
-      return () => signal.removeEventListener('abort', listener);
+      if (!raw.signal.aborted) return onAbort(raw.signal, listener);
+      listener();
+      return () => {};
     },
     principal: undefined as never,
   };

@@ -1,5 +1,4 @@
 import type { Principal } from '../../auth/principal.js';
-import type { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { RequestMeta } from '../../protocol/era.js';
 import type { JsonRpcId, JsonRpcRequest } from '../../protocol/jsonrpc.js';
@@ -55,14 +54,14 @@ export interface Exchange {
     answer: Answer,
     method: string,
     params: Record<string, unknown>,
-    cancellation: Cancellation,
+    cancellation: AbortSignal,
   ) => Promise<Record<string, unknown>>;
   /** A new answer for this request: resumable streams for 2025-11-25 sessions (sse.ts). */
   answer(): Answer;
   /** Close a still-running call's stream after this long, for the client to poll (2025-11-25). */
   pollMs?: number | undefined;
   /** Makes `cancellation` reachable by the client's way of cancelling; returns its remover. */
-  track(id: JsonRpcId, cancellation: Cancellation): () => void;
+  track(id: JsonRpcId, cancellation: AbortController): () => void;
 }
 
 /** `ttlMs` and `cacheScope` of a cacheable result (spec 2026-07-28: server/utilities/caching). */

@@ -123,19 +123,8 @@ export async function routeRetry(
     await checkMark(edge, mark, state ?? task);
     return undefined;
   }
-  if (!edge.forwarder || (state === undefined && task === undefined)) return undefined;
-  return routeNamed(edge, edge.forwarder, c, message, text, state, task);
-}
-
-async function routeNamed(
-  edge: ForwardingEdge,
-  forwarder: Forwarder,
-  c: HttpIn,
-  message: Record<string, unknown>,
-  text: string,
-  state: string | undefined,
-  task: string | undefined,
-): Promise<Reply | undefined> {
+  const { forwarder } = edge;
+  if (!forwarder || (state === undefined && task === undefined)) return undefined;
   const now = edge.gateway.platform.now();
   if (state !== undefined) {
     const body = (await (await edge.gateway.states).open(state)) as Partial<StateBody> | undefined;

@@ -38,7 +38,7 @@ export class SseStream {
       { highWaterMark: this.soft, size: (chunk) => chunk.byteLength },
     );
     if (options.keepaliveMs) {
-      this.keepalive = setInterval(() => this.write(': keepalive\n\n'), options.keepaliveMs);
+      this.keepalive = setInterval(() => this.raw(': keepalive\n\n'), options.keepaliveMs);
     }
   }
 
@@ -54,19 +54,15 @@ export class SseStream {
    * `droppable` (a notification the client can do without) and the reader is too far behind.
    */
   send(json: string, droppable = false): boolean {
-    return this.write(`event: message\ndata: ${json}\n\n`, droppable);
-  }
-
-  /** Writes one already-framed SSE chunk (ids, retry, priming); false if the stream is gone. */
-  raw(chunk: string, droppable = false): boolean {
-    return this.write(chunk, droppable);
+    return this.raw(`event: message\ndata: ${json}\n\n`, droppable);
   }
 
   close(): void {
     this.finish(true);
   }
 
-  private write(chunk: string, droppable = false): boolean {
+  /** Writes one already-framed SSE chunk (ids, retry, priming); false if the stream is gone. */
+  raw(chunk: string, droppable = false): boolean {
     if (this.done) return false;
     const queued = this.soft - (this.controller.desiredSize ?? 0);
     if (droppable && queued >= this.soft) {
@@ -137,7 +133,7 @@ export class ResumableStream {
   /** The client closed the connection before the end (not a cancellation in this era). */
   onclose: () => void = () => {};
   private live: SseStream | undefined;
-  private readonly events: { seq: number; json: string; final: boolean }[] = [];
+  private readonly events: { seq: number; json: string }[] = [];
   private bytes = 0;
   private seq = 0;
   private done = false;
@@ -159,7 +155,7 @@ export class ResumableStream {
 
   send(json: string, droppable = false): boolean {
     if (this.done) return false;
-    this.keep(json, false, droppable);
+    this.keep(json, droppable);
     return true;
   }
 
@@ -167,11 +163,9 @@ export class ResumableStream {
   close(): void {
     if (this.done) return;
     this.done = true;
-    const last = this.events[this.events.length - 1];
-    if (last) last.final = true;
     if (this.live && !this.live.closed) {
       this.live.close();
-      this.forget();
+      this.onFinished(this);
     }
   }
 
@@ -190,14 +184,15 @@ export class ResumableStream {
     for (const e of this.events) if (e.seq > after) next.raw(this.frame(e.seq, e.json));
     if (this.done) {
       next.close();
-      this.forget();
+      this.onFinished(this);
     }
     return next.readable;
   }
 
-  private keep(json: string, final: boolean, droppable = false): void {
+  /** Keeps a message for resuming (the newest is never dropped) and writes it to a live reader. */
+  private keep(json: string, droppable: boolean): void {
     const seq = ++this.seq;
-    this.events.push({ seq, json, final });
+    this.events.push({ seq, json });
     this.bytes += json.length;
     while ((this.events.length > MAX_EVENTS || this.bytes > MAX_BYTES) && this.events.length > 1) {
       const dropped = this.events.shift()!;
@@ -216,10 +211,6 @@ export class ResumableStream {
       if (this.live === s) this.live = undefined;
       if (!this.done) this.onclose();
     };
-  }
-
-  private forget(): void {
-    this.onFinished(this);
   }
 }
 

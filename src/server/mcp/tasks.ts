@@ -36,6 +36,14 @@ import { errorObject } from './task-pumps.js';
 
 type Result = Record<string, unknown>;
 
+/** A task a request names: its sealed id, what the id carries, its tool and its upstream. */
+interface OpenTask {
+  ref: TaskRef;
+  entry: CatalogEntry;
+  upstream: Upstream;
+  taskId: string;
+}
+
 /** What a gateway task id carries (sealed; integrity only, nothing in it is secret). */
 interface TaskRef {
   v: 1;
@@ -167,15 +175,15 @@ export async function taskMethod(edge: Edge, ex: Exchange): Promise<Reply> {
     );
   }
   if (ex.era === 'modern' && !declaresTasks(ex)) throw missingExtension();
-  const { ref, entry, upstream, taskId } = await openTask(edge, ex);
-  const audit = await admitRequest(edge, ex, method, entry.name, entry.server);
-  if (method === 'tasks/result') return taskResult(edge, ex, entry, upstream, ref, taskId, audit);
+  const task = await openTask(edge, ex);
+  const audit = await admitRequest(edge, ex, method, task.entry.name, task.entry.server);
+  if (method === 'tasks/result') return taskResult(edge, ex, task, audit);
   try {
     const body = await (method === 'tasks/get'
-      ? taskGet(edge, ex, entry, upstream, ref, taskId)
+      ? taskGet(edge, ex, task)
       : method === 'tasks/update'
-        ? taskUpdate(edge, ex, upstream, ref, taskId)
-        : taskCancel(edge, ex, upstream, ref, taskId));
+        ? taskUpdate(edge, ex, task)
+        : taskCancel(edge, ex, task));
     audit('allowed', body.length);
     return json(body);
   } catch (e) {
@@ -184,10 +192,7 @@ export async function taskMethod(edge: Edge, ex: Exchange): Promise<Reply> {
   }
 }
 
-async function openTask(
-  edge: Edge,
-  ex: Exchange,
-): Promise<{ ref: TaskRef; entry: CatalogEntry; upstream: Upstream; taskId: string }> {
+async function openTask(edge: Edge, ex: Exchange): Promise<OpenTask> {
   const taskId = ex.request.params?.taskId;
   if (typeof taskId !== 'string') throw new ManifoldError('ERR_INVALID_PARAMS', 'taskId must be a string');
   const sealer: Sealer = await edge.gateway.taskIds;
@@ -225,14 +230,8 @@ function upstreamOptions(ex: Exchange, upstream: Upstream) {
   };
 }
 
-async function taskGet(
-  edge: Edge,
-  ex: Exchange,
-  entry: CatalogEntry,
-  upstream: Upstream,
-  ref: TaskRef,
-  taskId: string,
-): Promise<string> {
+async function taskGet(edge: Edge, ex: Exchange, open: OpenTask): Promise<string> {
+  const { ref, entry, upstream, taskId } = open;
   const raw = await upstream.request('tasks/get', { taskId: ref.t }, upstreamOptions(ex, upstream));
   const task = readTask(raw);
   if (!task)
@@ -240,7 +239,7 @@ async function taskGet(
   if (ex.era === 'legacy') return resultMessage(ex.request.id, legacyTask(taskFields(edge, task, taskId)));
   // A 2026 client sees what it needs inline: the result or error at the end, the questions
   // while the task waits (a 2025 server asks them on tasks/result, gathered by a TaskPump).
-  if (upstream.era === 'legacy') await bridgeLegacy(edge, ex, upstream, ref, taskId, task);
+  if (upstream.era === 'legacy') await bridgeLegacy(edge, ex, open, task);
   const fields = taskFields(edge, task, taskId);
   if (task.status === 'input_required' && task.inputRequests) {
     const server = upstream.config;
@@ -260,13 +259,7 @@ async function taskGet(
   return resultMessage(ex.request.id, ex.dress(fields));
 }
 
-async function taskUpdate(
-  edge: Edge,
-  ex: Exchange,
-  upstream: Upstream,
-  ref: TaskRef,
-  taskId: string,
-): Promise<string> {
+async function taskUpdate(edge: Edge, ex: Exchange, { ref, upstream, taskId }: OpenTask): Promise<string> {
   const given = ex.request.params?.inputResponses;
   if (!isObject(given)) throw new ManifoldError('ERR_INVALID_PARAMS', 'inputResponses must be an object');
   // Under the keys the upstream asked with (tasks/get showed them as client-features.ts clientKey).
@@ -283,13 +276,7 @@ async function taskUpdate(
   return resultMessage(ex.request.id, ex.dress({}));
 }
 
-async function taskCancel(
-  edge: Edge,
-  ex: Exchange,
-  upstream: Upstream,
-  ref: TaskRef,
-  taskId: string,
-): Promise<string> {
+async function taskCancel(edge: Edge, ex: Exchange, { ref, upstream, taskId }: OpenTask): Promise<string> {
   const raw = await upstream.request('tasks/cancel', { taskId: ref.t }, upstreamOptions(ex, upstream));
   edge.taskPumps.end(taskId);
   if (ex.era === 'modern') return resultMessage(ex.request.id, ex.dress({}));
@@ -303,15 +290,8 @@ async function taskCancel(
  * 2025 tasks/result: relayed like a call, so what the server asks on its stream reaches the
  * client, with the gateway's task id as the related task; the answer carries it too.
  */
-function taskResult(
-  edge: Edge,
-  ex: Exchange,
-  entry: CatalogEntry,
-  upstream: Upstream,
-  ref: TaskRef,
-  taskId: string,
-  audit: RequestAudit,
-): Promise<Reply> {
+function taskResult(edge: Edge, ex: Exchange, open: OpenTask, audit: RequestAudit): Promise<Reply> {
+  const { ref, entry, upstream, taskId } = open;
   const related = { [META.relatedTask]: { taskId } };
   return relayRequest(edge, ex, {
     upstream,
@@ -333,14 +313,8 @@ function taskResult(
  * tasks/result, which no longer blocks); while it needs input, the requests it sent on
  * tasks/result, which a pump gathers. Until the pump has them, the task reads as working.
  */
-async function bridgeLegacy(
-  edge: Edge,
-  ex: Exchange,
-  upstream: Upstream,
-  ref: TaskRef,
-  taskId: string,
-  task: TaskState,
-): Promise<void> {
+async function bridgeLegacy(edge: Edge, ex: Exchange, open: OpenTask, task: TaskState): Promise<void> {
+  const { ref, upstream, taskId } = open;
   const pumps = edge.taskPumps;
   if (task.status === 'completed' || task.status === 'failed') {
     const outcome = pumps.outcome(taskId) ?? (await fetchOutcome(upstream, ref, ex.principal.key));

@@ -243,20 +243,17 @@ export class LegacySession implements UpstreamSession {
   }
 
   /** `resources/subscribe` (spec 2025-11-25: server/resources, subscriptions). */
-  async subscribe(uri: string): Promise<void> {
-    await this.request(
-      'resources/subscribe',
-      { uri },
-      { timeoutMs: this.deps.gateway.callTimeoutMs, maxTotalMs: this.deps.gateway.callTimeoutMs },
-    );
+  subscribe(uri: string): Promise<void> {
+    return this.watch('resources/subscribe', uri);
   }
 
-  async unsubscribe(uri: string): Promise<void> {
-    await this.request(
-      'resources/unsubscribe',
-      { uri },
-      { timeoutMs: this.deps.gateway.callTimeoutMs, maxTotalMs: this.deps.gateway.callTimeoutMs },
-    );
+  unsubscribe(uri: string): Promise<void> {
+    return this.watch('resources/unsubscribe', uri);
+  }
+
+  private async watch(method: string, uri: string): Promise<void> {
+    const ms = this.deps.gateway.callTimeoutMs;
+    await this.request(method, { uri }, { timeoutMs: ms, maxTotalMs: ms });
   }
 
   async ping(timeoutMs: number): Promise<void> {

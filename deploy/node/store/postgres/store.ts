@@ -1,21 +1,17 @@
 /**
  * The state store on Postgres (#15): several Node instances share drift baselines, the verified
- * catalog cache, approval claims and the trust epoch through one database. The same rules as
- * SqlStateStore (src/store/state.ts), each write one statement whose WHERE is the rule, so the
- * database itself decides what "first" means across instances:
- * - the baseline is written only `WHERE baseline IS NULL`: two instances starting at once on a
- *   fresh database record one (the second's upsert waits on the first's row lock, then finds it set);
- * - a claim is an INSERT that does nothing on conflict: granted once, whichever instance asks;
- * - a re-trust and its epoch bump commit together, with a NOTIFY for whoever listens.
+ * catalog cache, approval claims and the trust epoch through one database. The queries are
+ * SqlStateStore's (src/store/state.ts), each write one statement whose WHERE is the rule, so the
+ * database itself decides what "first" means across instances (a second upsert waits on the
+ * first's row lock, then finds its rule no longer holds); a re-trust and its epoch bump commit
+ * together, with a NOTIFY for whoever listens.
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import pg from 'pg';
 import type { CallLimiterFactory } from '../../../../src/auth/shared-limit.js';
 import { describeError, ManifoldError } from '../../../../src/errors.js';
 import type { Logger } from '../../../../src/lib/log.js';
 import { SqlCredentialStore } from '../../../../src/store/credentials.js';
-import { parseRow, type RawRow } from '../../../../src/store/rows.js';
-import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../../../src/store/state.js';
+import { SqlStateStore, type StateSql } from '../../../../src/store/state.js';
 import { PostgresInstances } from './instances.js';
 import { postgresRateLimiter } from './rate-limit.js';
 import { migratePostgres } from './schema.js';
@@ -34,40 +30,39 @@ const types: pg.CustomTypesConfig = {
       : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-const COLUMNS = 'name, transport, target, catalog, catalog_at, baseline, trusted_at, created_at';
-const SAME_IDENTITY = 's.transport = excluded.transport AND s.target = excluded.target';
+/** Postgres numbers its bindings; the shared queries write `?`. */
+const numbered = (query: string) => {
+  let n = 0;
+  return query.replace(/\?/g, () => `$${++n}`);
+};
 
-const SAVE_CATALOG = `INSERT INTO manifold_servers AS s (name, transport, target, catalog, catalog_at, created_at)
-  VALUES ($1, $2, $3, $4, $5, $5)
-  ON CONFLICT (name) DO UPDATE SET catalog = excluded.catalog, catalog_at = excluded.catalog_at
-  WHERE ${SAME_IDENTITY}
-  RETURNING name`;
-const CREATE_BASELINE = `INSERT INTO manifold_servers AS s (name, transport, target, baseline, trusted_at, created_at)
-  VALUES ($1, $2, $3, $4, $5, $5)
-  ON CONFLICT (name) DO UPDATE SET baseline = excluded.baseline, trusted_at = excluded.trusted_at
-  WHERE s.baseline IS NULL AND ${SAME_IDENTITY}
-  RETURNING name`;
-// The right-hand sides see the old row, so the CASEs compare the identity before the rewrite.
-const RETRUST = `INSERT INTO manifold_servers AS s (name, transport, target, baseline, trusted_at, created_at)
-  VALUES ($1, $2, $3, $4, $5, $5)
-  ON CONFLICT (name) DO UPDATE SET
-    catalog = CASE WHEN ${SAME_IDENTITY} THEN s.catalog ELSE NULL END,
-    catalog_at = CASE WHEN ${SAME_IDENTITY} THEN s.catalog_at ELSE NULL END,
-    transport = excluded.transport,
-    target = excluded.target,
-    baseline = excluded.baseline,
-    trusted_at = excluded.trusted_at`;
-const BUMP_EPOCH = `INSERT INTO manifold_meta AS m (key, value) VALUES ('trust_epoch', 1)
-  ON CONFLICT (key) DO UPDATE SET value = m.value + 1
-  RETURNING value`;
-const CLAIM =
-  'INSERT INTO manifold_claims (key, expires_at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING key';
-const SWEEP_CLAIMS = 'DELETE FROM manifold_claims WHERE expires_at < $1';
-/** Sweep expired claims once per this many claims (one indexed DELETE). */
-const SWEEP_EVERY = 64;
+/** The shared SQL store's seam over a pool: tables prefixed `manifold_`, a re-trust notifies. */
+function postgresSql(pool: pg.Pool): StateSql {
+  return {
+    query: async (query, values) => (await pool.query(numbered(query), values)).rows,
+    async atomically(statements) {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        for (const [query, values] of statements) await client.query(numbered(query), values);
+        await client.query('COMMIT');
+      } catch (e) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw e;
+      } finally {
+        client.release();
+      }
+    },
+    prefix: 'manifold_',
+    // Delivered on commit, and only then: a listener never sees an epoch it cannot read.
+    afterRetrust: [
+      `SELECT pg_notify('${TRUST_CHANNEL}', value::text) FROM manifold_meta WHERE key = 'trust_epoch'`,
+      [],
+    ],
+  };
+}
 
-export class PostgresStateStore implements StateStore {
-  private claims = 0;
+export class PostgresStateStore extends SqlStateStore {
   private listener: TrustListener | undefined;
   private sessions: PostgresSessions | undefined;
   /** Upstream OAuth credentials (#19), in the same database. */
@@ -79,72 +74,12 @@ export class PostgresStateStore implements StateStore {
     private readonly connection: pg.ClientConfig = {},
     private readonly log?: Logger,
   ) {
-    // The credential queries use `?` bindings; Postgres numbers its own.
-    this.credentials = new SqlCredentialStore(
-      async (query, values) => {
-        let n = 0;
-        return (
-          await pool.query(
-            query.replace(/\?/g, () => `$${++n}`),
-            values,
-          )
-        ).rows;
-      },
-      { prefix: 'manifold_', bytewise: ' COLLATE "C"' },
-    );
-  }
-
-  async get(name: string): Promise<ServerRow | undefined> {
-    const { rows } = await this.pool.query<RawRow>(
-      `SELECT ${COLUMNS} FROM manifold_servers WHERE name = $1`,
-      [name],
-    );
-    return rows[0] ? parseRow(rows[0]) : undefined;
-  }
-
-  saveCatalog(identity: ServerIdentity, tools: Tool[], now: number): Promise<boolean> {
-    const { name, transport, target } = identity;
-    return this.write(SAVE_CATALOG, [name, transport, target, JSON.stringify(tools), now]);
-  }
-
-  createBaseline(identity: ServerIdentity, baseline: Baseline, now: number): Promise<boolean> {
-    const { name, transport, target } = identity;
-    return this.write(CREATE_BASELINE, [name, transport, target, JSON.stringify(baseline), now]);
-  }
-
-  async retrust(identity: ServerIdentity, baseline: Baseline, now: number): Promise<void> {
-    const { name, transport, target } = identity;
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await client.query(RETRUST, [name, transport, target, JSON.stringify(baseline), now]);
-      const { rows } = await client.query<{ value: number }>(BUMP_EPOCH);
-      // Delivered on commit, and only then: a listener never sees an epoch it cannot read.
-      await client.query('SELECT pg_notify($1, $2)', [TRUST_CHANNEL, String(rows[0]?.value ?? '')]);
-      await client.query('COMMIT');
-    } catch (e) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw e;
-    } finally {
-      client.release();
-    }
-  }
-
-  async trustEpoch(): Promise<number> {
-    const { rows } = await this.pool.query<{ value: unknown }>(
-      "SELECT value FROM manifold_meta WHERE key = 'trust_epoch'",
-    );
-    const value = rows[0]?.value ?? 0;
-    if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
-      throw new ManifoldError('ERR_CONFIG', 'the Postgres state store has an unreadable trust epoch');
-    }
-    return value;
-  }
-
-  async claim(key: string, expiresAt: number, now: number): Promise<boolean> {
-    if (this.claims++ % SWEEP_EVERY === 0) await this.pool.query(SWEEP_CLAIMS, [now]);
-    // A key still on file after its expiry counts as used: a claim is never granted twice.
-    return this.write(CLAIM, [key, expiresAt]);
+    const sql = postgresSql(pool);
+    super(sql);
+    this.credentials = new SqlCredentialStore((query, values) => sql.query(query, values), {
+      prefix: 'manifold_',
+      bytewise: ' COLLATE "C"',
+    });
   }
 
   watchTrust(listener: () => void): void {
@@ -181,15 +116,10 @@ export class PostgresStateStore implements StateStore {
     return new PostgresInstances(this.pool, this.log);
   }
 
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     await this.listener?.close();
     await this.sessions?.close();
     await this.pool.end();
-  }
-
-  private async write(query: string, values: (string | number)[]): Promise<boolean> {
-    const { rowCount } = await this.pool.query(query, values);
-    return (rowCount ?? 0) > 0;
   }
 }
 
