@@ -1,0 +1,164 @@
+/**
+ * Policy rules (#51): ordered `{when, effect, reason}` over the tool (or prompt, or resource), its
+ * arguments, the caller and the request, compiled once per config. The first rule whose `when`
+ * holds decides; none holding leaves the grants and the approval settings to decide.
+ *
+ * Listing and calling agree (SECURITY I1): a rule that reads neither `args` nor `request.era` is
+ * decided once per view (aggregate/tool-views.ts, cached per share key), and a tool it denies is
+ * neither listed nor callable. A rule that reads them is decided per call, in order, before the
+ * first view rule that held. A view rule that denies hides the tool whatever an argument rule
+ * before it would have said: hiding never depends on arguments nobody has sent yet.
+ *
+ * @example
+ * const rules = PolicyRules.compile({ gateway: [{ when: "tool.risk == 'destructive'", effect: 'deny', reason: 'no deletes' }] });
+ * const ruling = rules.ruling(rules.chain('github'), { tool, principal, request });
+ * ruling.hidden; // the deny rule, when it held
+ */
+import { type CompiledExpression, compileExpression, type Reads, type RuleInput } from './cel.js';
+import type { PolicyRuleConfig, RuleEffect } from './types.js';
+
+export interface Rule {
+  /** Where it is written: `gateway.policy.rules[2]`, for the audit line and metrics. */
+  id: string;
+  effect: RuleEffect;
+  reason: string;
+  expr: CompiledExpression;
+  /** Reads `args` or `request.era`: decided per request, never folded into a view. */
+  perCall: boolean;
+}
+
+/** The rules of each level, as config holds them. */
+export interface RuleSources {
+  gateway?: readonly PolicyRuleConfig[] | undefined;
+  servers?: ReadonlyMap<string, readonly PolicyRuleConfig[]>;
+  profiles?: ReadonlyMap<string, readonly PolicyRuleConfig[]>;
+}
+
+/** What the view part of the rules decided for one tool, prompt or resource and one share key. */
+export interface Ruling {
+  /** A view rule denied it (or could not be decided): not listed, not callable. */
+  hidden?: { rule: Rule; error?: string };
+  /** Rules decided per call, in order, before the view rule that held (if any). */
+  pending: readonly Rule[];
+  /** The view rule that held (allow or ask), deciding when no pending rule does. */
+  decided?: Rule;
+}
+
+/** What decided one call: the rule, and why it could not be evaluated when it could not. */
+export interface CallDecision {
+  rule: Rule;
+  effect: RuleEffect;
+  /** The expression failed at run time (a missing argument, a type mismatch): this denies. */
+  error?: string;
+}
+
+/** The ruling of a chain with no rules: nothing pending, nothing decided. */
+export const NO_RULING: Ruling = Object.freeze({ pending: Object.freeze([]) as readonly Rule[] });
+
+export class PolicyRules {
+  /** No rules at all. */
+  static readonly none = PolicyRules.compile({});
+  /** No rule anywhere: views and calls skip policy entirely. */
+  readonly empty: boolean;
+  /** What the view rules read of the principal: the share key must cover it. */
+  readonly viewReads: Pick<Reads, 'subject' | 'scopes' | 'claims'>;
+  private readonly chains = new Map<string, readonly Rule[]>();
+
+  private constructor(
+    private readonly gateway: readonly Rule[],
+    private readonly servers: ReadonlyMap<string, readonly Rule[]>,
+    private readonly profiles: ReadonlyMap<string, readonly Rule[]>,
+  ) {
+    const all = [...gateway, ...[...servers.values()].flat(), ...[...profiles.values()].flat()];
+    this.empty = all.length === 0;
+    let claims: Set<string> | 'all' = new Set();
+    let subject = false;
+    let scopes = false;
+    for (const r of all) {
+      if (r.perCall) continue;
+      subject ||= r.expr.reads.subject;
+      scopes ||= r.expr.reads.scopes;
+      const c = r.expr.reads.claims;
+      if (c === 'all' || claims === 'all') claims = 'all';
+      else for (const name of c) claims.add(name);
+    }
+    this.viewReads = { subject, scopes, claims };
+  }
+
+  /**
+   * Compiles every rule. The config reader has already reported each bad expression with its
+   * path and position (config/policy.ts), so one that fails here is a programming error.
+   */
+  static compile(sources: RuleSources): PolicyRules {
+    const level = (rules: readonly PolicyRuleConfig[] | undefined, base: string): Rule[] =>
+      (rules ?? []).map((r, i) => {
+        const compiled = compileExpression(r.when);
+        if (!compiled.ok) throw new Error(`${base}[${i}].when: ${compiled.problems[0]?.message}`);
+        const { reads } = compiled.expr;
+        return {
+          id: `${base}[${i}]`,
+          effect: r.effect,
+          reason: r.reason,
+          expr: compiled.expr,
+          perCall: reads.args || reads.era,
+        };
+      });
+    const map = (m: ReadonlyMap<string, readonly PolicyRuleConfig[]> | undefined, base: (k: string) => string) =>
+      new Map([...(m ?? new Map<string, readonly PolicyRuleConfig[]>())].map(([k, v]) => [k, level(v, base(k))]));
+    return new PolicyRules(
+      level(sources.gateway, 'gateway.policy.rules'),
+      map(sources.servers, (s) => `mcpServers.${s}.policy.rules`),
+      map(sources.profiles, (p) => `profiles.${p}.policy.rules`),
+    );
+  }
+
+  /**
+   * The rules that apply to a server's tools, prompts and resources as served in a profile: the
+   * gateway's first (an operator's global deny is never overridden below it), then the
+   * profile's, then the server's. Built once per pair.
+   */
+  chain(server: string, profile?: string): readonly Rule[] {
+    const key = `${server}\0${profile ?? ''}`;
+    let chain = this.chains.get(key);
+    if (!chain) {
+      chain = [
+        ...this.gateway,
+        ...(profile === undefined ? [] : (this.profiles.get(profile) ?? [])),
+        ...(this.servers.get(server) ?? []),
+      ];
+      this.chains.set(key, chain);
+    }
+    return chain;
+  }
+
+  /** The view part of a chain for one target and caller (its per-call rules only collected). */
+  ruling(chain: readonly Rule[], input: RuleInput): Ruling {
+    if (chain.length === 0) return NO_RULING;
+    const pending: Rule[] = [];
+    for (const rule of chain) {
+      if (rule.perCall) {
+        pending.push(rule);
+        continue;
+      }
+      const holds = rule.expr.evaluate(input);
+      if (typeof holds !== 'boolean') return { hidden: { rule, error: holds.error }, pending: [] };
+      if (!holds) continue;
+      if (rule.effect === 'deny') return { hidden: { rule }, pending: [] };
+      return { pending, decided: rule };
+    }
+    return { pending };
+  }
+}
+
+/**
+ * Decides one call: the first pending rule that holds, else the view rule that held, else
+ * nothing (grants and approval decide). A rule that cannot be evaluated denies.
+ */
+export function decideCall(ruling: Ruling, input: RuleInput): CallDecision | undefined {
+  for (const rule of ruling.pending) {
+    const holds = rule.expr.evaluate(input);
+    if (typeof holds !== 'boolean') return { rule, effect: 'deny', error: holds.error };
+    if (holds) return { rule, effect: rule.effect };
+  }
+  return ruling.decided ? { rule: ruling.decided, effect: ruling.decided.effect } : undefined;
+}
