@@ -26,7 +26,11 @@ if (!source || !commit) {
   process.exit(2);
 }
 const toml = JSON.parse(
-  execFileSync('python3', ['-c', 'import json,sys,tomllib; json.dump(tomllib.load(open(sys.argv[1],"rb")), sys.stdout)', source]),
+  execFileSync('python3', [
+    '-c',
+    'import json,sys,tomllib; json.dump(tomllib.load(open(sys.argv[1],"rb")), sys.stdout)',
+    source,
+  ]),
 );
 
 const POSIX = {
@@ -54,7 +58,11 @@ function translate(pattern) {
   }
   if (/\(\?i:/.test(p)) flags = flags.includes('i') ? flags : `${flags}i`;
   p = p.replace(/\(\?s:\.\)/g, '[\\s\\S]');
-  p = p.replace(/\(\?-?i:/g, '(?:').replace(/\(\?P</g, '(?<').replace(/\\z/g, '$').replace(/\\A/g, '^');
+  p = p
+    .replace(/\(\?-?i:/g, '(?:')
+    .replace(/\(\?P</g, '(?<')
+    .replace(/\\z/g, '$')
+    .replace(/\\A/g, '^');
   p = p.replace(/\[\[:(\w+):\]\]/g, (_, c) => `[${POSIX[c]}]`).replace(/\[:(\w+):\]/g, (_, c) => POSIX[c]);
   return { source: p, flags };
 }

@@ -182,7 +182,8 @@ export class ToolViews {
     let seesAll = true;
     const policy = this.policy();
     let rulings: Map<string, Ruling> | undefined;
-    if (principal.grants === '*' && !principal.cap && policy.empty) entries = catalog.entries as CatalogEntry[];
+    if (principal.grants === '*' && !principal.cap && policy.empty)
+      entries = catalog.entries as CatalogEntry[];
     else {
       const granted = grantsMatcher(principal);
       let tools = catalog.entries.filter((e) => !e.meta && granted(e.name, e.risk));

@@ -20,8 +20,8 @@ import { checkAllowedHost, checkHostname, checkOrigin } from './hosts.js';
 import { describeKind, validateShape } from './issues.js';
 import { keysOf } from './json-parse.js';
 import { readGatewayOAuth } from './oauth.js';
-import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
 import type { PathSegment } from './paths.js';
+import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
 import {
   CATALOG_KEYS,
   DISCLOSURE_KEYS,

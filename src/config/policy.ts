@@ -30,20 +30,41 @@ import { unknownKeyWarning } from './unknown-keys.js';
 export const POLICY_KEYS = ['policy', 'guardrails'] as const;
 
 const RULE_KEYS = ['when', 'effect', 'reason'];
-const GUARDRAIL_KEYS = ['type', 'on', 'methods', 'action', 'mode', 'types', 'url', 'timeoutMs', 'failure', 'headers'];
+const GUARDRAIL_KEYS = [
+  'type',
+  'on',
+  'methods',
+  'action',
+  'mode',
+  'types',
+  'url',
+  'timeoutMs',
+  'failure',
+  'headers',
+];
 /** A webhook's deadline, at most: a call waits for it. */
 const MAX_WEBHOOK_TIMEOUT_MS = 60_000;
 const RULE_FIX =
   'write a rule as {"when": "tool.server == \'github\' && !args.repo.startsWith(\'acme/\')", "effect": "deny", "reason": "only acme repositories"}';
 
 /** `policy`: `{"rules": [...]}`; undefined when absent or wrong (each problem recorded). */
-export function readPolicy(f: Findings, raw: unknown, base: readonly PathSegment[]): PolicyConfig | undefined {
+export function readPolicy(
+  f: Findings,
+  raw: unknown,
+  base: readonly PathSegment[],
+): PolicyConfig | undefined {
   if (raw === undefined) return undefined;
   if (!isObject(raw)) {
-    error(f, base, `expected an object with "rules", got ${describeKind(raw)}`, `write policy as {"rules": [...]}; ${RULE_FIX}`);
+    error(
+      f,
+      base,
+      `expected an object with "rules", got ${describeKind(raw)}`,
+      `write policy as {"rules": [...]}; ${RULE_FIX}`,
+    );
     return undefined;
   }
-  for (const key of keysOf(raw)) if (key !== 'rules') f.warnings.push(unknownKeyWarning([...base, key], ['rules']));
+  for (const key of keysOf(raw))
+    if (key !== 'rules') f.warnings.push(unknownKeyWarning([...base, key], ['rules']));
   const list = raw.rules;
   if (list === undefined) return { rules: [] };
   if (!Array.isArray(list)) {
@@ -60,14 +81,29 @@ function readRule(f: Findings, raw: unknown, path: PathSegment[]): PolicyRuleCon
     error(f, path, `expected a rule object, got ${describeKind(raw)}`, RULE_FIX);
     return undefined;
   }
-  for (const key of keysOf(raw)) if (!RULE_KEYS.includes(key)) f.warnings.push(unknownKeyWarning([...path, key], RULE_KEYS));
+  for (const key of keysOf(raw))
+    if (!RULE_KEYS.includes(key)) f.warnings.push(unknownKeyWarning([...path, key], RULE_KEYS));
   const { when, effect, reason } = raw;
   let ok = true;
   if (typeof when !== 'string' || when.trim() === '') {
-    error(f, [...path, 'when'], `expected a CEL expression (a non-empty string), got ${describeKind(when)}`, RULE_FIX);
+    error(
+      f,
+      [...path, 'when'],
+      `expected a CEL expression (a non-empty string), got ${describeKind(when)}`,
+      RULE_FIX,
+    );
     ok = false;
   } else {
     const compiled = compileExpression(when);
+    if (compiled.ok && compiled.expr.reads.targets.size > 1) {
+      ok = false;
+      error(
+        f,
+        [...path, 'when'],
+        `reads ${[...compiled.expr.reads.targets].join(' and ')}: a rule is about tools, prompts or resources, never two at once`,
+        'split it into one rule per kind',
+      );
+    }
     if (!compiled.ok) {
       ok = false;
       for (const p of compiled.problems) {
@@ -82,11 +118,21 @@ function readRule(f: Findings, raw: unknown, path: PathSegment[]): PolicyRuleCon
     }
   }
   if (!RULE_EFFECTS.includes(effect as RuleEffect)) {
-    error(f, [...path, 'effect'], `expected "allow", "deny" or "ask", got ${describeKind(effect)}`, 'write "effect": "deny"');
+    error(
+      f,
+      [...path, 'effect'],
+      `expected "allow", "deny" or "ask", got ${describeKind(effect)}`,
+      'write "effect": "deny"',
+    );
     ok = false;
   }
   if (reason !== undefined && (typeof reason !== 'string' || reason.length > 500)) {
-    error(f, [...path, 'reason'], 'expected a string of at most 500 characters', 'write "reason": "only acme repositories"');
+    error(
+      f,
+      [...path, 'reason'],
+      'expected a string of at most 500 characters',
+      'write "reason": "only acme repositories"',
+    );
     ok = false;
   }
   if (!ok) return undefined;
@@ -105,7 +151,12 @@ export function readGuardrails(
 ): GuardrailConfig[] | undefined {
   if (raw === undefined) return undefined;
   if (!Array.isArray(raw)) {
-    error(f, base, `expected an array of guardrails, got ${describeKind(raw)}`, 'write guardrails as [{"type": "secrets"}, {"type": "pii", "action": "redact"}]');
+    error(
+      f,
+      base,
+      `expected an array of guardrails, got ${describeKind(raw)}`,
+      'write guardrails as [{"type": "secrets"}, {"type": "pii", "action": "redact"}]',
+    );
     return undefined;
   }
   const before = f.errors.length;
@@ -115,13 +166,24 @@ export function readGuardrails(
 
 function readGuardrail(f: Findings, raw: unknown, path: PathSegment[]): GuardrailConfig | undefined {
   if (!isObject(raw)) {
-    error(f, path, `expected a guardrail object, got ${describeKind(raw)}`, 'write {"type": "secrets", "action": "block"}');
+    error(
+      f,
+      path,
+      `expected a guardrail object, got ${describeKind(raw)}`,
+      'write {"type": "secrets", "action": "block"}',
+    );
     return undefined;
   }
-  for (const key of keysOf(raw)) if (!GUARDRAIL_KEYS.includes(key)) f.warnings.push(unknownKeyWarning([...path, key], GUARDRAIL_KEYS));
+  for (const key of keysOf(raw))
+    if (!GUARDRAIL_KEYS.includes(key)) f.warnings.push(unknownKeyWarning([...path, key], GUARDRAIL_KEYS));
   const type = raw.type;
   if (!(GUARDRAIL_TYPES as readonly unknown[]).includes(type)) {
-    error(f, [...path, 'type'], `expected one of ${GUARDRAIL_TYPES.map((t) => `"${t}"`).join(', ')}, got ${describeKind(type)}`, 'write "type": "secrets"');
+    error(
+      f,
+      [...path, 'type'],
+      `expected one of ${GUARDRAIL_TYPES.map((t) => `"${t}"`).join(', ')}, got ${describeKind(type)}`,
+      'write "type": "secrets"',
+    );
     return undefined;
   }
   const before = f.errors.length;
@@ -129,7 +191,12 @@ function readGuardrail(f: Findings, raw: unknown, path: PathSegment[]): Guardrai
   const methods = readMethods(f, raw.methods, [...path, 'methods']);
   const mode = raw.mode ?? 'enforce';
   if (mode !== 'enforce' && mode !== 'audit') {
-    error(f, [...path, 'mode'], `expected "enforce" or "audit", got ${describeKind(mode)}`, 'write "mode": "audit" to only record what it would do');
+    error(
+      f,
+      [...path, 'mode'],
+      `expected "enforce" or "audit", got ${describeKind(mode)}`,
+      'write "mode": "audit" to only record what it would do',
+    );
   }
   const common = { on, methods, mode: mode as 'enforce' | 'audit' };
   if (type === 'webhook') {
@@ -137,20 +204,47 @@ function readGuardrail(f: Findings, raw: unknown, path: PathSegment[]): Guardrai
     let parsed: URL | undefined;
     try {
       parsed =
-        typeof url === 'string' ? new URL(f.interpolator.string(url, formatPath([...path, 'url']))) : undefined;
+        typeof url === 'string'
+          ? new URL(f.interpolator.string(url, formatPath([...path, 'url'])))
+          : undefined;
     } catch {
       parsed = undefined;
     }
-    if (!parsed || (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') || parsed.username || parsed.password) {
-      error(f, [...path, 'url'], 'expected an http(s) URL without credentials', 'write "url": "https://policy.example.com/check" (put a token in headers, as ${VAR})');
+    if (
+      !parsed ||
+      (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') ||
+      parsed.username ||
+      parsed.password
+    ) {
+      error(
+        f,
+        [...path, 'url'],
+        'expected an http(s) URL without credentials',
+        'write "url": "https://policy.example.com/check" (put a token in headers, as ${VAR})',
+      );
     }
     const timeoutMs = raw.timeoutMs ?? 2000;
-    if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_WEBHOOK_TIMEOUT_MS) {
-      error(f, [...path, 'timeoutMs'], `expected an integer from 1 to ${MAX_WEBHOOK_TIMEOUT_MS} (milliseconds)`, 'write "timeoutMs": 2000');
+    if (
+      typeof timeoutMs !== 'number' ||
+      !Number.isInteger(timeoutMs) ||
+      timeoutMs < 1 ||
+      timeoutMs > MAX_WEBHOOK_TIMEOUT_MS
+    ) {
+      error(
+        f,
+        [...path, 'timeoutMs'],
+        `expected an integer from 1 to ${MAX_WEBHOOK_TIMEOUT_MS} (milliseconds)`,
+        'write "timeoutMs": 2000',
+      );
     }
     const failure = raw.failure ?? 'closed';
     if (failure !== 'closed' && failure !== 'open') {
-      error(f, [...path, 'failure'], `expected "closed" or "open", got ${describeKind(failure)}`, 'write "failure": "closed" (a failure denies, the default) or "open"');
+      error(
+        f,
+        [...path, 'failure'],
+        `expected "closed" or "open", got ${describeKind(failure)}`,
+        'write "failure": "closed" (a failure denies, the default) or "open"',
+      );
     }
     const headers = readHeaders(f, raw.headers, [...path, 'headers']);
     if (f.errors.length > before || !parsed || !headers) return undefined;
@@ -167,13 +261,27 @@ function readGuardrail(f: Findings, raw: unknown, path: PathSegment[]): Guardrai
   const action = raw.action ?? fallback;
   const allowed = type === 'spotlight' ? ['flag', 'block'] : GUARDRAIL_ACTIONS;
   if (!allowed.includes(action as never)) {
-    error(f, [...path, 'action'], `expected ${allowed.map((a) => `"${a}"`).join(', ')}, got ${describeKind(action)}`, `write "action": "${fallback}"`);
+    error(
+      f,
+      [...path, 'action'],
+      `expected ${allowed.map((a) => `"${a}"`).join(', ')}, got ${describeKind(action)}`,
+      `write "action": "${fallback}"`,
+    );
   }
   let types: PiiType[] | undefined;
   if (raw.types !== undefined) {
     if (type !== 'pii') error(f, [...path, 'types'], 'only a "pii" guardrail has types', 'remove types');
-    else if (!Array.isArray(raw.types) || raw.types.length === 0 || raw.types.some((t) => !(PII_TYPES as readonly unknown[]).includes(t))) {
-      error(f, [...path, 'types'], `expected a non-empty array of ${PII_TYPES.map((t) => `"${t}"`).join(', ')}`, 'write "types": ["email", "card"]');
+    else if (
+      !Array.isArray(raw.types) ||
+      raw.types.length === 0 ||
+      raw.types.some((t) => !(PII_TYPES as readonly unknown[]).includes(t))
+    ) {
+      error(
+        f,
+        [...path, 'types'],
+        `expected a non-empty array of ${PII_TYPES.map((t) => `"${t}"`).join(', ')}`,
+        'write "types": ["email", "card"]',
+      );
     } else types = [...new Set(raw.types as PiiType[])];
   }
   if (f.errors.length > before) return undefined;
@@ -194,15 +302,29 @@ function readPhases(f: Findings, raw: unknown, path: PathSegment[], responseOnly
     return [];
   }
   if (responseOnly && list.includes('request')) {
-    error(f, path, 'spotlight marks upstream text returned to the model: it runs on responses only', 'write "on": "response" or remove on');
+    error(
+      f,
+      path,
+      'spotlight marks upstream text returned to the model: it runs on responses only',
+      'write "on": "response" or remove on',
+    );
   }
   return [...new Set(list as GuardrailPhase[])];
 }
 
 function readMethods(f: Findings, raw: unknown, path: PathSegment[]): GuardrailMethod[] {
   if (raw === undefined) return ['tools/call'];
-  if (!Array.isArray(raw) || raw.length === 0 || raw.some((m) => !(GUARDRAIL_METHODS as readonly unknown[]).includes(m))) {
-    error(f, path, `expected a non-empty array of ${GUARDRAIL_METHODS.map((m) => `"${m}"`).join(', ')}`, 'write "methods": ["tools/call", "resources/read"]');
+  if (
+    !Array.isArray(raw) ||
+    raw.length === 0 ||
+    raw.some((m) => !(GUARDRAIL_METHODS as readonly unknown[]).includes(m))
+  ) {
+    error(
+      f,
+      path,
+      `expected a non-empty array of ${GUARDRAIL_METHODS.map((m) => `"${m}"`).join(', ')}`,
+      'write "methods": ["tools/call", "resources/read"]',
+    );
     return [];
   }
   return [...new Set(raw as GuardrailMethod[])];
@@ -212,7 +334,12 @@ function readMethods(f: Findings, raw: unknown, path: PathSegment[]): GuardrailM
 function readHeaders(f: Findings, raw: unknown, path: PathSegment[]): Record<string, string> | undefined {
   if (raw === undefined) return {};
   if (!isObject(raw)) {
-    error(f, path, `expected an object of header names to values, got ${describeKind(raw)}`, 'write "headers": {"authorization": "Bearer ${POLICY_TOKEN}"}');
+    error(
+      f,
+      path,
+      `expected an object of header names to values, got ${describeKind(raw)}`,
+      'write "headers": {"authorization": "Bearer ${POLICY_TOKEN}"}',
+    );
     return undefined;
   }
   const out: Record<string, string> = {};
@@ -227,7 +354,12 @@ function readHeaders(f: Findings, raw: unknown, path: PathSegment[]): Record<str
     }
     const text = f.interpolator.string(value, formatPath(at));
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || /[\r\n\0]/.test(text)) {
-      error(f, at, 'is not a valid header: a token name, and a value without CR, LF or NUL', 'remove the control characters');
+      error(
+        f,
+        at,
+        'is not a valid header: a token name, and a value without CR, LF or NUL',
+        'remove the control characters',
+      );
       ok = false;
       continue;
     }

@@ -11,8 +11,8 @@ import { type CallLimiterFactory, callLimiter, type TakeCall } from '../auth/sha
 import type { Config } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { VerifiedListing } from '../guards/drift/verdict.js';
-import type { Logger } from '../lib/log.js';
 import type { PolicyRules, Ruling } from '../guards/policy/rules.js';
+import type { Logger } from '../lib/log.js';
 import { type Redactor, redactor } from '../lib/redact.js';
 import { PolicyMetrics } from '../observe/policy-metrics.js';
 import { Observers } from '../observe/record.js';
@@ -86,7 +86,10 @@ export class Gateway {
   /** Prompts, resources and templates: the rest of the merged catalog. */
   surface: Surface = emptySurface;
   /** Per-principal views of `surface`, and where its requests go. */
-  readonly views = new SurfaceViews(() => this.surface);
+  readonly views = new SurfaceViews(
+    () => this.surface,
+    () => this.policy,
+  );
   /** Settles when every upstream's first attempt has settled. */
   ready: Promise<void> = Promise.resolve();
   private started = false;
@@ -159,7 +162,13 @@ export class Gateway {
     this.policy = policyOf(options.config);
     this.guardrails = new Guardrails(options.config, options.platform, this.policyMetrics);
     this.profileSet = new ProfileSet(options.config, this.log);
-    this.tools = new ToolViews(() => this.catalog, this.profileSet, undefined, undefined, () => this.policy);
+    this.tools = new ToolViews(
+      () => this.catalog,
+      this.profileSet,
+      undefined,
+      undefined,
+      () => this.policy,
+    );
     this.store = options.store ?? new MemoryStateStore();
     this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), this.secrets);
     this.trustPollMs = options.trustPollMs ?? 2000;

@@ -90,14 +90,20 @@ export class Guardrails {
   ) {
     let secrets: Detector | undefined;
     const compile = (g: GuardrailConfig): Compiled => {
-      if (g.type === 'secrets') return { config: g, detect: (secrets ??= secretDetector()) };
+      if (g.type === 'secrets') {
+        // One matcher for every secrets guardrail of the config: compiling it is the cost.
+        secrets ??= secretDetector();
+        return { config: g, detect: secrets };
+      }
       if (g.type === 'pii') return { config: g, detect: piiDetector(g.types ?? PII_TYPES) };
       if (g.type === 'spotlight') return { config: g, detect: detectInstructions };
       return { config: g };
     };
     this.gateway = (config.gateway.guardrails ?? []).map(compile);
-    for (const s of config.servers) if (s.guardrails?.length) this.servers.set(s.name, s.guardrails.map(compile));
-    for (const p of config.profiles) if (p.guardrails?.length) this.profiles.set(p.name, p.guardrails.map(compile));
+    for (const s of config.servers)
+      if (s.guardrails?.length) this.servers.set(s.name, s.guardrails.map(compile));
+    for (const p of config.profiles)
+      if (p.guardrails?.length) this.profiles.set(p.name, p.guardrails.map(compile));
     this.empty = this.gateway.length === 0 && this.servers.size === 0 && this.profiles.size === 0;
   }
 
@@ -175,7 +181,14 @@ export class Guardrails {
         const answer = await this.webhook(g, t, 'response', current);
         notes.push(this.noteWebhook(g, 'response', answer));
         if (answer.kind === 'deny' || (answer.kind === 'failed' && g.failure === 'closed')) {
-          if (enforce) return { result: current, modified, redacted, notes, withheld: refusedBy('webhook', answer, true) };
+          if (enforce)
+            return {
+              result: current,
+              modified,
+              redacted,
+              notes,
+              withheld: refusedBy('webhook', answer, true),
+            };
         } else if (answer.kind === 'modify' && enforce) {
           current = answer.value;
           modified = true;
@@ -314,7 +327,8 @@ function refusedBy(_g: 'webhook', answer: WebhookAnswer, response = false): stri
     : `${what} by the gateway's policy service.`;
 }
 
-const marker = (detector: string) => (type: string) => `[redacted ${detector === 'pii' ? type : `secret:${type}`}]`;
+const marker = (detector: string) => (type: string) =>
+  `[redacted ${detector === 'pii' ? type : `secret:${type}`}]`;
 
 /** `2 secrets (aws-access-token, github-pat)`: counts and types, never values. */
 export function describe(found: Found): string {
@@ -348,7 +362,9 @@ function spotlight(result: Result, detect: Detector, block: boolean): { result: 
   if (Array.isArray(result.messages))
     out.messages = result.messages.map((m) => (isObject(m) ? { ...m, content: item(m.content) } : m));
   if (Array.isArray(result.contents))
-    out.contents = result.contents.map((c) => (isObject(c) && typeof c.text === 'string' ? { ...c, text: text(c.text) } : c));
+    out.contents = result.contents.map((c) =>
+      isObject(c) && typeof c.text === 'string' ? { ...c, text: text(c.text) } : c,
+    );
   const meta = isObject(result._meta) ? result._meta : {};
   out._meta = {
     ...meta,

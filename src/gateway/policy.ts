@@ -15,7 +15,8 @@ export function policyOf(config: Config): PolicyRules {
   const profiles = new Map(
     config.profiles.filter((p) => p.policy?.rules.length).map((p) => [p.name, p.policy!.rules]),
   );
-  if (!config.gateway.policy?.rules.length && servers.size === 0 && profiles.size === 0) return PolicyRules.none;
+  if (!config.gateway.policy?.rules.length && servers.size === 0 && profiles.size === 0)
+    return PolicyRules.none;
   return PolicyRules.compile({ gateway: config.gateway.policy?.rules, servers, profiles });
 }
 

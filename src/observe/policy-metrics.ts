@@ -16,26 +16,40 @@ export class PolicyMetrics {
   }
 
   /** A guardrail acted (or failed); `found` names each type it found. */
-  guardrail(labels: { guardrail: string; phase: string; action: string; mode: string }, found: readonly string[]): void {
+  guardrail(
+    labels: { guardrail: string; phase: string; action: string; mode: string },
+    found: readonly string[],
+  ): void {
     if (found.length === 0) bump(this.guardrails, { ...labels, finding: '' });
     for (const finding of found) bump(this.guardrails, { ...labels, finding });
   }
 
   families(): MetricFamily[] {
-    const family = (name: string, help: string, m: Map<string, { labels: Record<string, string>; value: number }>) => ({
+    const family = (
+      name: string,
+      help: string,
+      m: Map<string, { labels: Record<string, string>; value: number }>,
+    ) => ({
       name,
       help,
       type: 'counter' as const,
       samples: [...m.values()].map((s): Sample => ({ name, labels: s.labels, value: s.value })),
     });
     return [
-      family('manifold_policy_rule_decisions_total', 'Calls decided and targets hidden by policy rules.', this.rules),
+      family(
+        'manifold_policy_rule_decisions_total',
+        'Calls decided and targets hidden by policy rules.',
+        this.rules,
+      ),
       family('manifold_guardrail_actions_total', 'What guardrails found and did, by type.', this.guardrails),
     ].filter((f) => f.samples.length > 0);
   }
 }
 
-function bump(m: Map<string, { labels: Record<string, string>; value: number }>, labels: Record<string, string>): void {
+function bump(
+  m: Map<string, { labels: Record<string, string>; value: number }>,
+  labels: Record<string, string>,
+): void {
   const key = JSON.stringify(labels);
   const hit = m.get(key);
   if (hit) hit.value++;

@@ -36,7 +36,14 @@ export interface Reads {
   scopes: boolean;
   /** The claim names read (`principal.claims.role`), or 'all' when the map is used whole. */
   claims: ReadonlySet<string> | 'all';
+  /**
+   * Which of `tool`, `prompt` and `resource` it reads: a rule applies to the kinds it names, or
+   * to every kind when it names none (rules.ts).
+   */
+  targets: ReadonlySet<TargetKind>;
 }
+
+export type TargetKind = 'tool' | 'prompt' | 'resource';
 
 export interface CompiledExpression {
   readonly source: string;
@@ -129,7 +136,13 @@ function probe(run: ReturnType<typeof plan>, walk: Walk, where: Where): Expressi
 }
 
 const kindOf = (v: unknown): string =>
-  v === null ? 'null' : Array.isArray(v) ? 'a list' : typeof v === 'object' ? 'a map or object' : `a ${typeof v}`;
+  v === null
+    ? 'null'
+    : Array.isArray(v)
+      ? 'a list'
+      : typeof v === 'object'
+        ? 'a map or object'
+        : `a ${typeof v}`;
 
 type Where = (id: bigint) => { line?: number; column?: number };
 
@@ -158,12 +171,14 @@ class Walk {
     subject: boolean;
     scopes: boolean;
     claims: Set<string> | 'all';
+    targets: Set<TargetKind>;
   } = {
     args: false,
     era: false,
     subject: false,
     scopes: false,
     claims: new Set(),
+    targets: new Set(),
   };
   /** Nodes whose value depends on a value known only per call (args, claims, annotations). */
   readonly dynamic = new Set<bigint>();
@@ -228,7 +243,8 @@ class Walk {
         const inner = new Set(locals);
         for (const v of [c.iterVar, c.iterVar2, c.accuVar]) if (v) inner.add(v);
         for (const part of [c.iterRange, c.accuInit]) if (part) dyn = this.expr(part, locals) || dyn;
-        for (const part of [c.loopCondition, c.loopStep, c.result]) if (part) dyn = this.expr(part, inner) || dyn;
+        for (const part of [c.loopCondition, c.loopStep, c.result])
+          if (part) dyn = this.expr(part, inner) || dyn;
         break;
       }
       default:
@@ -242,8 +258,13 @@ class Walk {
     if (dyn) this.dynamic.add(e.id);
   }
 
+  private target(name: RuleVariable): void {
+    if (name === 'tool' || name === 'prompt' || name === 'resource') this.reads.targets.add(name);
+  }
+
   /** A variable used whole (passed to a function, compared, iterated). */
   private whole(name: RuleVariable): void {
+    this.target(name);
     if (name === 'args') this.reads.args = true;
     if (name === 'request') this.reads.era = true;
     if (name === 'principal') {
@@ -255,6 +276,7 @@ class Walk {
 
   /** `<variable>.<field>`: checked against the fields the gateway provides; true when dynamic. */
   private field(root: RuleVariable, field: string, id: bigint): boolean {
+    this.target(root);
     if (root === 'args') {
       this.reads.args = true;
       return true;

@@ -54,3 +54,33 @@ export function toolViewInput(t: ToolFacts, p: CallerFacts, profile: string | un
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The input of a rule for a prompt (`args` only per request). */
+export function promptInput(
+  prompt: { name: string; server: string; original: string },
+  p: CallerFacts,
+  profile: string | undefined,
+  request?: { era: string; args: Record<string, unknown> },
+): RuleInput {
+  return {
+    prompt: { name: prompt.name, server: prompt.server, upstreamName: prompt.original },
+    principal: principalInput(p),
+    request: requestInput('prompts/get', request?.era, profile),
+    ...(request ? { args: request.args } : {}),
+  };
+}
+
+/** The input of a rule for a resource, by the URI the client names. */
+export function resourceInput(
+  resource: { uri: string; server: string },
+  p: CallerFacts,
+  profile: string | undefined,
+  era?: string,
+): RuleInput {
+  return {
+    resource: { uri: resource.uri, server: resource.server },
+    principal: principalInput(p),
+    request: requestInput('resources/read', era, profile),
+    args: {},
+  };
+}

@@ -8,8 +8,9 @@
  * @example
  * piiDetector(['card'])('pay with 4111 1111 1111 1111'); // [{ type: 'card', start: 9, end: 28 }]
  */
-import type { PiiType } from './types.js';
+
 import type { Detector, Finding } from './scan.js';
+import type { PiiType } from './types.js';
 
 // Bounded quantifiers throughout: no input makes these backtrack without limit.
 const EMAIL = /[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b/g;
@@ -34,18 +35,25 @@ export function piiDetector(types: readonly PiiType[]): Detector {
     if (want.has('iban') && /[A-Z]{2}\d{2}/.test(text)) {
       for (const m of text.matchAll(IBAN)) {
         const compact = m[0].replace(/ /g, '');
-        if (compact.length >= 15 && compact.length <= 34 && mod97(compact) && !taken(m.index, m.index + m[0].length))
+        if (
+          compact.length >= 15 &&
+          compact.length <= 34 &&
+          mod97(compact) &&
+          !taken(m.index, m.index + m[0].length)
+        )
           found.push({ type: 'iban', start: m.index, end: m.index + m[0].length });
       }
     }
     if (want.has('email') && text.includes('@')) {
-      for (const m of text.matchAll(EMAIL)) found.push({ type: 'email', start: m.index, end: m.index + m[0].length });
+      for (const m of text.matchAll(EMAIL))
+        found.push({ type: 'email', start: m.index, end: m.index + m[0].length });
     }
     if (want.has('phone') && (text.includes('+') || text.includes('00') || text.includes('('))) {
       for (const m of text.matchAll(PHONE)) {
         const digits = m[0].replace(/\D/g, '').length;
         const end = m.index + m[0].length;
-        if (digits >= 8 && digits <= 15 && !taken(m.index, end)) found.push({ type: 'phone', start: m.index, end });
+        if (digits >= 8 && digits <= 15 && !taken(m.index, end))
+          found.push({ type: 'phone', start: m.index, end });
       }
     }
     return found;

@@ -14,7 +14,13 @@
  * const ruling = rules.ruling(rules.chain('github'), { tool, principal, request });
  * ruling.hidden; // the deny rule, when it held
  */
-import { type CompiledExpression, compileExpression, type Reads, type RuleInput } from './cel.js';
+import {
+  type CompiledExpression,
+  compileExpression,
+  type Reads,
+  type RuleInput,
+  type TargetKind,
+} from './cel.js';
 import type { PolicyRuleConfig, RuleEffect } from './types.js';
 
 export interface Rule {
@@ -103,8 +109,13 @@ export class PolicyRules {
           perCall: reads.args || reads.era,
         };
       });
-    const map = (m: ReadonlyMap<string, readonly PolicyRuleConfig[]> | undefined, base: (k: string) => string) =>
-      new Map([...(m ?? new Map<string, readonly PolicyRuleConfig[]>())].map(([k, v]) => [k, level(v, base(k))]));
+    const map = (
+      m: ReadonlyMap<string, readonly PolicyRuleConfig[]> | undefined,
+      base: (k: string) => string,
+    ) =>
+      new Map(
+        [...(m ?? new Map<string, readonly PolicyRuleConfig[]>())].map(([k, v]) => [k, level(v, base(k))]),
+      );
     return new PolicyRules(
       level(sources.gateway, 'gateway.policy.rules'),
       map(sources.servers, (s) => `mcpServers.${s}.policy.rules`),
@@ -117,15 +128,20 @@ export class PolicyRules {
    * gateway's first (an operator's global deny is never overridden below it), then the
    * profile's, then the server's. Built once per pair.
    */
-  chain(server: string, profile?: string): readonly Rule[] {
-    const key = `${server}\0${profile ?? ''}`;
+  chain(server: string, profile?: string, kind: TargetKind = 'tool'): readonly Rule[] {
+    const key = `${server}\0${profile ?? ''}\0${kind}`;
     let chain = this.chains.get(key);
     if (!chain) {
+      // A rule that names `tool` is about tools only (likewise `prompt`, `resource`); one that
+      // names none of them (`principal.tenant == 'x'`) is about every kind.
+      const about = (r: Rule) =>
+        r.expr.reads.targets.size === 0 ||
+        (r.expr.reads.targets.size === 1 && r.expr.reads.targets.has(kind));
       chain = [
         ...this.gateway,
         ...(profile === undefined ? [] : (this.profiles.get(profile) ?? [])),
         ...(this.servers.get(server) ?? []),
-      ];
+      ].filter(about);
       this.chains.set(key, chain);
     }
     return chain;

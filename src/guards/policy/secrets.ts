@@ -48,7 +48,7 @@ const LOCAL_RULES: readonly SecretRuleData[] = [
   },
 ];
 
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+const literal = (s: string) => s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
 
 /** Builds the matcher once (the caller keeps it per config): every rule compiled here. */
 export function secretDetector(): Detector {
@@ -73,7 +73,7 @@ export function secretDetector(): Detector {
   });
   const keywords = [...byKeyword.keys()].sort((a, b) => b.length - a.length);
   // One pass finds where any keyword starts; the keywords at that start are then read directly.
-  const prefilter = new RegExp(keywords.map(escape).join('|'), 'gi');
+  const prefilter = new RegExp(keywords.map(literal).join('|'), 'gi');
   const globalAllow = GLOBAL_ALLOW.map(([s, f]) => new RegExp(s, f));
   return function detectSecrets(text: string): Finding[] {
     prefilter.lastIndex = 0;

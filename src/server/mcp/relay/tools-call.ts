@@ -5,7 +5,7 @@ import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
 import { ManifoldError } from '../../../errors.js';
 import type { Gateway } from '../../../gateway/gateway.js';
-import { type GuardedTarget, describe } from '../../../gateway/guardrails.js';
+import { describe, type GuardedTarget } from '../../../gateway/guardrails.js';
 import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
 import { principalInput, requestInput, toolInput } from '../../../guards/policy/input.js';
 import { decideCall } from '../../../guards/policy/rules.js';
@@ -359,7 +359,11 @@ function send(
     progressToken: ex.meta.progressToken,
     onResult: gateway.guardrails.applies(guardedTarget(entry, ex), 'response')
       ? async (result, id) =>
-          gateway.guards.resultMessage(entry, ex.dress(await guardedResult(gateway, call, entry, ex, result)), id)
+          gateway.guards.resultMessage(
+            entry,
+            ex.dress(await guardedResult(gateway, call, entry, ex, result)),
+            id,
+          )
       : (result, id) => gateway.guards.resultMessage(entry, ex.dress(result), id),
     errorResult: (e) => errorAsResult(entry, e),
     audit: (verdict, bytesOut, inputRequired) =>
