@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfigObject } from '../../src/config/load.js';
 import { policyPrincipal } from '../../src/gateway/policy.js';
 import { compileExpression } from '../../src/guards/policy/cel.js';
+import { toolViewInput } from '../../src/guards/policy/input.js';
 import { luhn, mod97, piiDetector } from '../../src/guards/policy/pii.js';
 import { decideCall, PolicyRules } from '../../src/guards/policy/rules.js';
 import { scanValue } from '../../src/guards/policy/scan.js';
@@ -20,6 +21,15 @@ const tool = {
 };
 const who = { subject: 'alice', tenant: 'acme', scopes: ['tools:*'], claims: { role: 'dev' } };
 const request = { method: 'tools/call', era: 'modern', profile: '' };
+const entry = {
+  name: 'gh__create_issue',
+  server: 'gh',
+  original: 'create_issue',
+  risk: 'write',
+  tool: { annotations: {} },
+};
+/** A view's input, as tool-views.ts builds it. */
+const view = (e = entry) => toolViewInput(e, who, undefined);
 
 describe('the rule compiler', () => {
   it('compiles an expression once and evaluates it against the call', () => {
@@ -99,13 +109,12 @@ describe('the rules', () => {
   });
 
   it('a view rule that holds decides; the argument rules before it stay pending for the call', () => {
-    const ruling = rules.ruling(rules.chain('gh'), { tool, principal: who, request });
+    const ruling = rules.ruling(rules.chain('gh'), view());
     expect(ruling.hidden).toBeUndefined();
     expect(ruling.decided?.reason).toBe('gh needs a yes');
     expect(ruling.pending.map((r) => r.reason)).toEqual(['special repo']);
-    const input = { tool, principal: who, request };
-    expect(decideCall(ruling, { ...input, args: { repo: 'acme/special' } })?.effect).toBe('allow');
-    expect(decideCall(ruling, { ...input, args: { repo: 'acme/other' } })?.effect).toBe('ask');
+    expect(decideCall(ruling, { args: { repo: 'acme/special' }, era: 'modern' })?.effect).toBe('allow');
+    expect(decideCall(ruling, { args: { repo: 'acme/other' }, era: 'legacy' })?.effect).toBe('ask');
   });
 
   it("the gateway's rules come before the server's, and a view deny hides", () => {
@@ -120,10 +129,33 @@ describe('the rules', () => {
         ['gh', [{ when: "tool.name == 'gh__create_issue'", effect: 'deny' as const, reason: 'never' }]],
       ]),
     });
-    expect(other.ruling(other.chain('gh'), { tool, principal: who, request }).hidden?.rule.id).toBe(
-      'mcpServers.gh.policy.rules[0]',
-    );
+    expect(other.ruling(other.chain('gh'), view()).hidden?.rule.id).toBe('mcpServers.gh.policy.rules[0]');
     expect(other.chain('other')).toEqual([]);
+  });
+
+  it('an argument rule that comes out the same whatever the arguments is decided with the view', () => {
+    const scoped = PolicyRules.compile({
+      gateway: [
+        { when: "tool.name == 'gh__other' && args.x == 1", effect: 'deny', reason: 'other tool' },
+        { when: "tool.server == 'gh' || args.x == 1", effect: 'ask', reason: 'always for gh' },
+        { when: "tool.server == 'gh' && args.x == 1", effect: 'deny', reason: 'per call' },
+      ],
+    });
+    const ruling = scoped.ruling(scoped.chain('gh'), view());
+    // The first never holds for this tool, the second always does: nothing is left for the call.
+    expect(ruling.pending).toEqual([]);
+    expect(ruling.decided?.reason).toBe('always for gh');
+    const percall = PolicyRules.compile({
+      gateway: [scoped.chain('gh')[2]!].map((r) => ({
+        when: r.expr.source,
+        effect: r.effect,
+        reason: r.reason,
+      })),
+    });
+    const kept = percall.ruling(percall.chain('gh'), view());
+    expect(kept.pending.map((r) => r.reason)).toEqual(['per call']);
+    expect(decideCall(kept, { args: { x: 1 }, era: 'modern' })?.effect).toBe('deny');
+    expect(decideCall(kept, { args: { x: 2 }, era: 'modern' })).toBeUndefined();
   });
 
   it('a rule about tools is not applied to prompts; one that names no target applies to all', () => {
@@ -141,7 +173,7 @@ describe('the rules', () => {
     const strict = PolicyRules.compile({
       gateway: [{ when: "principal.claims.team == 'math'", effect: 'deny', reason: 'x' }],
     });
-    const ruling = strict.ruling(strict.chain('gh'), { tool, principal: who, request });
+    const ruling = strict.ruling(strict.chain('gh'), view());
     expect(ruling.hidden?.error).toContain('team');
   });
 });

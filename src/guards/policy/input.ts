@@ -1,6 +1,11 @@
 /**
  * The values a rule sees (#51), built from what the gateway already holds: the catalog entry, the
  * principal, and the request as the Exchange describes it. The era reaches a rule only as data.
+ *
+ * They are handed to CEL as Maps: @bufbuild/cel reads a Map's entries directly, where a plain
+ * object is first inspected as a possible protobuf message on every access, which costs several
+ * times the rule itself. The view part (tool, caller, profile) is built once per view; a call
+ * builds only its arguments and its request.
  */
 import type { RuleInput } from './cel.js';
 
@@ -21,27 +26,43 @@ export interface CallerFacts {
   claims?: Readonly<Record<string, unknown>> | undefined;
 }
 
-export const toolInput = (t: ToolFacts) => ({
-  name: t.name,
-  server: t.server,
-  upstreamName: t.original,
-  risk: t.risk,
-  annotations: isRecord(t.tool.annotations) ? t.tool.annotations : {},
-});
+/** Deepest JSON a rule is handed as Maps; the arguments are bounded at the edge anyway. */
+const MAX_DEPTH = 64;
 
-export const principalInput = (p: CallerFacts) => ({
-  subject: p.subject,
-  tenant: p.tenant,
-  scopes: p.scopes ?? [],
-  claims: p.claims ?? {},
-});
+/** A JSON value as CEL reads it fastest: objects as Maps, arrays element by element. */
+export function celValue(value: unknown, depth = 0): unknown {
+  if (typeof value !== 'object' || value === null || depth > MAX_DEPTH) return value;
+  if (Array.isArray(value)) return value.map((v) => celValue(v, depth + 1));
+  const out = new Map<string, unknown>();
+  for (const key of Object.keys(value))
+    out.set(key, celValue((value as Record<string, unknown>)[key], depth + 1));
+  return out;
+}
 
-export const requestInput = (method: string, era: string | undefined, profile: string | undefined) => ({
-  method,
-  // A view is cut for every era at once: its rules never read `request.era` (rules.ts).
-  era: era ?? '',
-  profile: profile ?? '',
-});
+export const toolInput = (t: ToolFacts) =>
+  new Map<string, unknown>([
+    ['name', t.name],
+    ['server', t.server],
+    ['upstreamName', t.original],
+    ['risk', t.risk],
+    ['annotations', celValue(isRecord(t.tool.annotations) ? t.tool.annotations : {})],
+  ]);
+
+export const principalInput = (p: CallerFacts) =>
+  new Map<string, unknown>([
+    ['subject', p.subject],
+    ['tenant', p.tenant],
+    ['scopes', [...(p.scopes ?? [])]],
+    ['claims', celValue(p.claims ?? {})],
+  ]);
+
+export const requestInput = (method: string, era: string | undefined, profile: string | undefined) =>
+  new Map<string, unknown>([
+    ['method', method],
+    // A view is cut for every era at once: its rules never read `request.era` (rules.ts).
+    ['era', era ?? ''],
+    ['profile', profile ?? ''],
+  ]);
 
 /** The input of a view rule for one tool: no args, no era. */
 export function toolViewInput(t: ToolFacts, p: CallerFacts, profile: string | undefined): RuleInput {
@@ -52,35 +73,38 @@ export function toolViewInput(t: ToolFacts, p: CallerFacts, profile: string | un
   };
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** The input of a rule for a prompt (`args` only per request). */
+/** The input of a view rule for a prompt. */
 export function promptInput(
   prompt: { name: string; server: string; original: string },
   p: CallerFacts,
   profile: string | undefined,
-  request?: { era: string; args: Record<string, unknown> },
 ): RuleInput {
   return {
-    prompt: { name: prompt.name, server: prompt.server, upstreamName: prompt.original },
+    prompt: new Map<string, unknown>([
+      ['name', prompt.name],
+      ['server', prompt.server],
+      ['upstreamName', prompt.original],
+    ]),
     principal: principalInput(p),
-    request: requestInput('prompts/get', request?.era, profile),
-    ...(request ? { args: request.args } : {}),
+    request: requestInput('prompts/get', undefined, profile),
   };
 }
 
-/** The input of a rule for a resource, by the URI the client names. */
+/** The input of a view rule for a resource, by the URI the client names. */
 export function resourceInput(
   resource: { uri: string; server: string },
   p: CallerFacts,
   profile: string | undefined,
-  era?: string,
 ): RuleInput {
   return {
-    resource: { uri: resource.uri, server: resource.server },
+    resource: new Map<string, unknown>([
+      ['uri', resource.uri],
+      ['server', resource.server],
+    ]),
     principal: principalInput(p),
-    request: requestInput('resources/read', era, profile),
-    args: {},
+    request: requestInput('resources/read', undefined, profile),
   };
 }
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);

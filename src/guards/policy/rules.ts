@@ -21,6 +21,7 @@ import {
   type RuleInput,
   type TargetKind,
 } from './cel.js';
+import { celValue } from './input.js';
 import type { PolicyRuleConfig, RuleEffect } from './types.js';
 
 export interface Rule {
@@ -48,7 +49,40 @@ export interface Ruling {
   pending: readonly Rule[];
   /** The view rule that held (allow or ask), deciding when no pending rule does. */
   decided?: Rule;
+  /** The view's input (target, caller, request), which a call completes with its own. */
+  base?: RuleInput;
 }
+
+/** What a call adds to its view's input. */
+export interface CallFacts {
+  args: Record<string, unknown>;
+  era: string;
+}
+
+/**
+ * Stands for arguments not yet known when a view is cut. Any use of it is an error, and CEL's
+ * `&&` and `||` absorb an error when the other side decides (`false && x` is false for every x):
+ * so a rule that still comes out true or false has that value whatever the arguments will be.
+ */
+const UNKNOWN_ARGS = new Proxy(
+  {},
+  {
+    get(_t, key) {
+      // The evaluator asks whether a bound value is a protobuf message; that is not a read.
+      if (typeof key === 'symbol' || key === '$typeName') return undefined;
+      throw new Error('arguments are read per call');
+    },
+    has() {
+      throw new Error('arguments are read per call');
+    },
+    ownKeys() {
+      throw new Error('arguments are read per call');
+    },
+    getOwnPropertyDescriptor() {
+      throw new Error('arguments are read per call');
+    },
+  },
+);
 
 /** What decided one call: the rule, and why it could not be evaluated when it could not. */
 export interface CallDecision {
@@ -147,22 +181,37 @@ export class PolicyRules {
     return chain;
   }
 
-  /** The view part of a chain for one target and caller (its per-call rules only collected). */
+  /**
+   * The view part of a chain for one target and caller. A rule that reads the arguments is kept
+   * for the call, unless it comes out the same whatever they are (`tool.name == 'x' && args…` for
+   * another tool is false without them): then it is decided here like a view rule, and a call
+   * does not pay for it.
+   */
   ruling(chain: readonly Rule[], input: RuleInput): Ruling {
     if (chain.length === 0) return NO_RULING;
     const pending: Rule[] = [];
     for (const rule of chain) {
+      let holds: boolean | { error: string };
       if (rule.perCall) {
-        pending.push(rule);
-        continue;
+        if (rule.expr.reads.era) {
+          pending.push(rule);
+          continue;
+        }
+        holds = rule.expr.evaluate({ ...input, args: UNKNOWN_ARGS });
+        if (typeof holds !== 'boolean') {
+          pending.push(rule);
+          continue;
+        }
+      } else {
+        holds = rule.expr.evaluate(input);
+        if (typeof holds !== 'boolean')
+          return { hidden: { rule, error: holds.error }, pending: [], base: input };
       }
-      const holds = rule.expr.evaluate(input);
-      if (typeof holds !== 'boolean') return { hidden: { rule, error: holds.error }, pending: [] };
       if (!holds) continue;
-      if (rule.effect === 'deny') return { hidden: { rule }, pending: [] };
-      return { pending, decided: rule };
+      if (rule.effect === 'deny') return { hidden: { rule }, pending: [], base: input };
+      return { pending, decided: rule, base: input };
     }
-    return { pending };
+    return { pending, base: input };
   }
 }
 
@@ -170,7 +219,14 @@ export class PolicyRules {
  * Decides one call: the first pending rule that holds, else the view rule that held, else
  * nothing (grants and approval decide). A rule that cannot be evaluated denies.
  */
-export function decideCall(ruling: Ruling, input: RuleInput): CallDecision | undefined {
+export function decideCall(ruling: Ruling, call: CallFacts): CallDecision | undefined {
+  if (ruling.pending.length === 0) {
+    return ruling.decided ? { rule: ruling.decided, effect: ruling.decided.effect } : undefined;
+  }
+  const base = ruling.base ?? {};
+  const request = new Map(base.request instanceof Map ? (base.request as Map<string, unknown>) : undefined);
+  request.set('era', call.era);
+  const input: RuleInput = { ...base, args: celValue(call.args), request };
   for (const rule of ruling.pending) {
     const holds = rule.expr.evaluate(input);
     if (typeof holds !== 'boolean') return { rule, effect: 'deny', error: holds.error };

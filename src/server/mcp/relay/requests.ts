@@ -10,9 +10,8 @@ import { rewriteUri } from '../../../aggregate/uris.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
 import { ManifoldError } from '../../../errors.js';
 import type { GuardedTarget, GuardrailNote } from '../../../gateway/guardrails.js';
-import type { RuleInput } from '../../../guards/policy/cel.js';
 import { promptInput, resourceInput } from '../../../guards/policy/input.js';
-import { decideCall, type Ruling } from '../../../guards/policy/rules.js';
+import { type CallFacts, decideCall, type Ruling } from '../../../guards/policy/rules.js';
 import { isObject } from '../../../lib/json.js';
 import { resultMessage } from '../../../protocol/jsonrpc.js';
 import type { Edge } from '../edge.js';
@@ -58,9 +57,9 @@ export async function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
     throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
   const { policy } = edge.gateway;
   if (!policy.empty) {
-    const input = promptInput(entry, ex.principal, ex.principal.profile, { era: ex.era, args: args ?? {} });
     const chain = policy.chain(entry.server, ex.principal.profile, 'prompt');
-    denyByRule(edge, ex, entry.server, entry.name, policy.ruling(chain, input), input, () =>
+    const ruling = policy.ruling(chain, promptInput(entry, ex.principal, ex.principal.profile));
+    denyByRule(edge, ex, entry.server, entry.name, ruling, { args: args ?? {}, era: ex.era }, () =>
       unknownPrompt(entry.name),
     );
   }
@@ -93,9 +92,9 @@ export async function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
   // Rules see the URI as the client named it, in normal form (the one the filters read, J4).
   const uri = route.resource?.uri ?? String(params.uri);
   if (!policy.empty) {
-    const input = resourceInput({ uri, server: route.server }, ex.principal, ex.principal.profile, ex.era);
     const chain = policy.chain(route.server, ex.principal.profile, 'resource');
-    denyByRule(edge, ex, route.server, uri, policy.ruling(chain, input), input, () =>
+    const input = resourceInput({ uri, server: route.server }, ex.principal, ex.principal.profile);
+    denyByRule(edge, ex, route.server, uri, policy.ruling(chain, input), { args: {}, era: ex.era }, () =>
       unknownResource(params.uri),
     );
   }
@@ -300,12 +299,12 @@ function denyByRule(
   server: string,
   target: string,
   ruling: Ruling,
-  input: RuleInput,
+  call: CallFacts,
   unknown: () => ManifoldError,
 ): void {
   const decision = ruling.hidden
     ? { rule: ruling.hidden.rule, effect: 'deny' as const, error: ruling.hidden.error }
-    : decideCall(ruling, input);
+    : decideCall(ruling, call);
   if (!decision || decision.effect === 'allow') return;
   const { gateway } = edge;
   const { rule } = decision;

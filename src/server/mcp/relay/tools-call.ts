@@ -7,7 +7,6 @@ import { ManifoldError } from '../../../errors.js';
 import type { Gateway } from '../../../gateway/gateway.js';
 import { describe, type GuardedTarget } from '../../../gateway/guardrails.js';
 import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
-import { principalInput, requestInput, toolInput } from '../../../guards/policy/input.js';
 import { decideCall } from '../../../guards/policy/rules.js';
 import { isObject } from '../../../lib/json.js';
 import { checkParamHeaders } from '../../../protocol/headers.js';
@@ -494,13 +493,7 @@ function decideRules(
 ): string | undefined {
   const { gateway } = edge;
   const { ex } = call;
-  const input = {
-    tool: toolInput(entry),
-    args,
-    principal: principalInput(ex.principal),
-    request: requestInput('tools/call', ex.era, ex.principal.profile),
-  };
-  const decision = decideCall(gateway.ruling(ex.principal, entry), input);
+  const decision = decideCall(gateway.ruling(ex.principal, entry), { args, era: ex.era });
   if (!decision) return undefined;
   const { rule, effect } = decision;
   gateway.policyMetrics.rule(rule.id, effect, rule.reason);
