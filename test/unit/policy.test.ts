@@ -8,6 +8,8 @@ import { decideCall, PolicyRules } from '../../src/guards/policy/rules.js';
 import { scanValue } from '../../src/guards/policy/scan.js';
 import { secretDetector } from '../../src/guards/policy/secrets.js';
 import { detectInstructions } from '../../src/guards/policy/spotlight.js';
+import { redactor } from '../../src/lib/redact.js';
+import { maskedConfig } from '../../src/server/http/status/config.js';
 import { principal } from '../helpers/factories.js';
 
 /** #51: the rule compiler, the rules' order, the share key, the config errors and the detectors. */
@@ -277,6 +279,35 @@ describe('config: policy and guardrails', () => {
       },
     ]);
     expect(r.secrets).toContain('sekrit');
+  });
+
+  it('the status page shows a webhook with its headers masked, literal or ${VAR}', () => {
+    const r = parse(
+      {
+        guardrails: [
+          {
+            type: 'webhook',
+            url: 'https://policy.example.com/check?key=abc',
+            headers: { 'x-key': 'literal-secret' },
+          },
+        ],
+      },
+      {
+        guardrails: [
+          {
+            type: 'webhook',
+            url: 'https://policy.example.com/s',
+            headers: { authorization: 'Bearer ${TOKEN}' },
+          },
+        ],
+      },
+    );
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    const shown = JSON.stringify(maskedConfig(r.config, redactor(r.secrets)));
+    expect(shown).not.toContain('literal-secret');
+    expect(shown).not.toContain('sekrit');
+    expect(shown).not.toContain('abc');
+    expect(shown).toContain('"x-key":"***"');
   });
 
   it('bad guardrails are reported, each with its path', () => {
