@@ -10,6 +10,7 @@
  * `"open"` allows, and either way the audit line says so (SECURITY I2). Findings are named by type,
  * never by value (I3).
  */
+import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Config } from '../config/types.js';
 import { piiDetector } from '../guards/policy/pii.js';
 import { type Detector, detectors, type Found, scanValue } from '../guards/policy/scan.js';
@@ -25,6 +26,7 @@ import {
 import { isObject } from '../lib/json.js';
 import type { PolicyMetrics } from '../observe/policy-metrics.js';
 import type { Platform } from '../platform.js';
+import type { CallGuards } from './call-guards.js';
 
 type Result = Record<string, unknown>;
 
@@ -371,4 +373,48 @@ function spotlight(result: Result, detect: Detector, block: boolean): { result: 
     'manifold/spotlight': { nonce, ...(found.size > 0 ? { flagged: Object.fromEntries(found) } : {}) },
   };
   return { result: out, found };
+}
+
+/**
+ * The response guardrails over a tool's result (#51), for a call and for a task's result alike. A
+ * redaction that leaves structured content its output schema rejects, and a withheld answer,
+ * become an isError result that says what was withheld (by type, never by value). `note` takes
+ * the audit fields.
+ */
+export async function guardToolResult(
+  gateway: { guardrails: Guardrails; guards: Pick<CallGuards, 'outputValid'> },
+  entry: CatalogEntry,
+  principal: { subject: string; tenant: string; profile?: string | undefined },
+  result: Result,
+  note?: (fields: Record<string, unknown>) => void,
+): Promise<Result> {
+  const target: GuardedTarget = {
+    method: 'tools/call',
+    server: entry.server,
+    profile: principal.profile,
+    name: entry.name,
+    principal,
+  };
+  if (!gateway.guardrails.applies(target, 'response')) return result;
+  const out = await gateway.guardrails.response(target, result);
+  if (out.notes.length > 0) note?.({ guardrails: out.notes });
+  if (out.withheld) return { content: [{ type: 'text', text: out.withheld }], isError: true };
+  if (!out.modified) return result;
+  if (
+    entry.full.outputSchema !== undefined &&
+    out.result.isError !== true &&
+    out.result.structuredContent !== result.structuredContent &&
+    !gateway.guards.outputValid(entry, out.result.structuredContent)
+  ) {
+    return {
+      content: [
+        {
+          type: 'text',
+          text: `The answer of tool ${entry.name} carried ${describe(out.redacted)}, which the gateway withheld; without them its structured content no longer matches the tool's output schema, so it is not relayed.`,
+        },
+      ],
+      isError: true,
+    };
+  }
+  return out.result;
 }

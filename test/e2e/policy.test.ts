@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReferenceHttp } from '../helpers/clients.js';
 import { type TestIssuer, testIssuer } from '../helpers/factories.js';
-import { EVERYTHING, freePort, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { EVERYTHING, eventually, freePort, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { AWS_KEY, caller, EMAIL, type Era, resourceUri, startWebhook } from '../helpers/policy.js';
 
 /**
@@ -472,6 +473,29 @@ describe('policy rules and guardrails (#51)', () => {
       });
     });
   }
+
+  it("a task's result passes the response guardrails like a call's (2026 client, 2026 server)", async () => {
+    const headers = { authorization: `Bearer ${tokens.alice}` };
+    const meta = { [META_CAPS]: { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
+    const created = await modernRequest(
+      gw.url,
+      'tools/call',
+      { name: 'ref__slow_compute', arguments: { seconds: 0.1, label: EMAIL } },
+      { meta, headers },
+    );
+    const taskId = created.body.result?.taskId as string;
+    expect(typeof taskId).toBe('string');
+    let task: Record<string, unknown> = {};
+    await eventually(
+      async () => {
+        task = (await modernRequest(gw.url, 'tasks/get', { taskId }, { meta, headers })).body.result ?? {};
+        return task.status === 'completed';
+      },
+      () => `the task to complete, last ${JSON.stringify(task)}`,
+    );
+    expect(JSON.stringify(task.result)).toContain('[redacted email]');
+    expect(JSON.stringify(task.result)).not.toContain(EMAIL);
+  });
 
   it('metrics count rule decisions and guardrail findings by type', async () => {
     // The calls above have all been answered: the counters are already there.

@@ -5,7 +5,7 @@ import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
 import { ManifoldError } from '../../../errors.js';
 import type { Gateway } from '../../../gateway/gateway.js';
-import { describe, type GuardedTarget } from '../../../gateway/guardrails.js';
+import { type GuardedTarget, guardToolResult } from '../../../gateway/guardrails.js';
 import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
 import { decideCall } from '../../../guards/policy/rules.js';
 import { isObject } from '../../../lib/json.js';
@@ -360,7 +360,7 @@ function send(
       ? async (result, id) =>
           gateway.guards.resultMessage(
             entry,
-            ex.dress(await guardedResult(gateway, call, entry, ex, result)),
+            ex.dress(await guardToolResult(gateway, entry, ex.principal, result, (n) => call.note(n))),
             id,
           )
       : (result, id) => gateway.guards.resultMessage(entry, ex.dress(result), id),
@@ -508,40 +508,4 @@ function decideRules(
     throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
   }
   return effect === 'ask' ? rule.reason : undefined;
-}
-
-/**
- * The response guardrails over an upstream's result (#51). A redaction that leaves structured
- * content its output schema rejects, and a withheld answer, become an isError result that says
- * what was withheld (by type, never by value).
- */
-export async function guardedResult(
-  gateway: Gateway,
-  call: { note(fields: Record<string, unknown>): void } | undefined,
-  entry: CatalogEntry,
-  ex: Exchange,
-  result: Result,
-): Promise<Result> {
-  const out = await gateway.guardrails.response(guardedTarget(entry, ex), result);
-  if (out.notes.length > 0) call?.note({ guardrails: out.notes });
-  if (out.withheld) return { content: [{ type: 'text', text: out.withheld }], isError: true };
-  if (!out.modified) return result;
-  const { outputSchema } = entry.full;
-  if (
-    outputSchema !== undefined &&
-    out.result.isError !== true &&
-    out.result.structuredContent !== result.structuredContent &&
-    !gateway.guards.outputValid(entry, out.result.structuredContent)
-  ) {
-    return {
-      content: [
-        {
-          type: 'text',
-          text: `The answer of tool ${entry.name} carried ${describe(out.redacted)}, which the gateway withheld; without them its structured content no longer matches the tool's output schema, so it is not relayed.`,
-        },
-      ],
-      isError: true,
-    };
-  }
-  return out.result;
 }
