@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfigObject } from '../../src/config/load.js';
 import { startReferenceHttp } from '../helpers/clients.js';
 import { type TestIssuer, testIssuer } from '../helpers/factories.js';
 import { EVERYTHING, eventually, freePort, startTestGateway, type TestGateway } from '../helpers/harness.js';
@@ -21,6 +22,8 @@ describe('policy rules and guardrails (#51)', () => {
   let hook: Awaited<ReturnType<typeof startWebhook>>;
   let issuer: TestIssuer;
   let downPort: number;
+  let raw: { mcpServers: Obj; gateway: Obj; profiles: Obj };
+  const ENV = { HOOK_TOKEN: 'hook-secret-token-123' };
   const tokens: Record<string, string> = {};
 
   beforeAll(async () => {
@@ -50,73 +53,77 @@ describe('policy rules and guardrails (#51)', () => {
       { type: 'secrets', on: 'response', action: 'redact', methods: ['tools/call', 'prompts/get'] },
       { type: 'pii', on: 'response', action: 'redact', methods: ['tools/call', 'prompts/get'] },
     ];
-    gw = await startTestGateway(
-      {
-        mcpServers: {
-          ev: { ...everything, policy: echoDeny('echo'), guardrails: detectors },
-          ref: {
-            url: ref.url,
-            policy: {
-              rules: [
-                ...echoDeny('test_echo').rules,
-                {
-                  when: "prompt.upstreamName == 'test_simple_prompt'",
-                  effect: 'deny',
-                  reason: 'no simple prompts',
-                },
-                { when: "resource.uri.endsWith('static-text')", effect: 'deny', reason: 'no static text' },
-              ],
-            },
-            guardrails: detectors,
-          },
-          evhook: { ...everything, guardrails: [at('/decide')] },
-          refhook: { url: ref.url, guardrails: [at('/decide')] },
-          refslow: { url: ref.url, guardrails: [at('/slow')] },
-          refopen: { url: ref.url, guardrails: [at('/slow', { failure: 'open' })] },
-          refgarbage: { url: ref.url, guardrails: [at('/garbage')] },
-          ref500: { url: ref.url, guardrails: [at('/status500')] },
-          refdown: { url: ref.url, guardrails: [{ ...at('/'), url: `http://127.0.0.1:${downPort}/` }] },
-          refspot: {
-            url: ref.url,
-            guardrails: [{ type: 'spotlight', methods: ['tools/call', 'prompts/get', 'resources/read'] }],
-          },
-          refaudit: { url: ref.url, guardrails: [{ type: 'secrets', mode: 'audit' }] },
-        },
-        gateway: {
-          allowedHosts: [`127.0.0.1:${ref.port}`, `127.0.0.1:${hook.port}`, `127.0.0.1:${downPort}`],
-          auth: { ...issuer.auth, tenantClaim: 'org' },
-          // Eleven servers' tools in one list (search mode is tested elsewhere).
-          catalog: { maxTools: 1000 },
+    raw = {
+      mcpServers: {
+        ev: { ...everything, policy: echoDeny('echo'), guardrails: detectors },
+        ref: {
+          url: ref.url,
           policy: {
             rules: [
+              ...echoDeny('test_echo').rules,
               {
-                when: "principal.tenant == 'beta' && tool.server == 'ev'",
+                when: "prompt.upstreamName == 'test_simple_prompt'",
                 effect: 'deny',
-                reason: 'beta has no ev',
+                reason: 'no simple prompts',
               },
-              {
-                when: "tool.upstreamName == 'get-sum' && !(has(principal.claims.team) && principal.claims.team == 'math')",
-                effect: 'deny',
-                reason: 'sums are for the math team',
-              },
-              { when: "tool.upstreamName == 'get-env'", effect: 'deny', reason: 'no env' },
-              {
-                when: "tool.name == 'ev__get-tiny-image' && args.size > 1",
-                effect: 'deny',
-                reason: 'small only',
-              },
-              {
-                when: "tool.name == 'ref__test_simple_text'",
-                effect: 'ask',
-                reason: 'simple text needs a yes',
-              },
+              { when: "resource.uri.endsWith('static-text')", effect: 'deny', reason: 'no static text' },
             ],
           },
+          guardrails: detectors,
         },
-        profiles: { find: { catalog: { mode: 'search' } } },
+        evhook: { ...everything, guardrails: [at('/decide')] },
+        refhook: { url: ref.url, guardrails: [at('/decide')] },
+        refslow: { url: ref.url, guardrails: [at('/slow')] },
+        refopen: { url: ref.url, guardrails: [at('/slow', { failure: 'open' })] },
+        refgarbage: { url: ref.url, guardrails: [at('/garbage')] },
+        ref500: { url: ref.url, guardrails: [at('/status500')] },
+        refdown: { url: ref.url, guardrails: [{ ...at('/'), url: `http://127.0.0.1:${downPort}/` }] },
+        refspot: {
+          url: ref.url,
+          guardrails: [{ type: 'spotlight', methods: ['tools/call', 'prompts/get', 'resources/read'] }],
+        },
+        refaudit: { url: ref.url, guardrails: [{ type: 'secrets', mode: 'audit' }] },
       },
-      { env: { HOOK_TOKEN: 'hook-secret-token-123' } },
-    );
+      gateway: {
+        allowedHosts: [`127.0.0.1:${ref.port}`, `127.0.0.1:${hook.port}`, `127.0.0.1:${downPort}`],
+        auth: { ...issuer.auth, tenantClaim: 'org' },
+        // Eleven servers' tools in one list (search mode is tested elsewhere).
+        catalog: { maxTools: 1000 },
+        policy: {
+          rules: [
+            {
+              when: "principal.tenant == 'beta' && tool.server == 'ev'",
+              effect: 'deny',
+              reason: 'beta has no ev',
+            },
+            {
+              when: "tool.upstreamName == 'get-sum' && !(has(principal.claims.team) && principal.claims.team == 'math')",
+              effect: 'deny',
+              reason: 'sums are for the math team',
+            },
+            { when: "tool.upstreamName == 'get-env'", effect: 'deny', reason: 'no env' },
+            {
+              when: "tool.name == 'ev__get-tiny-image' && args.size > 1",
+              effect: 'deny',
+              reason: 'small only',
+            },
+            {
+              when: "tool.name == 'ref__test_simple_text'",
+              effect: 'ask',
+              reason: 'simple text needs a yes',
+            },
+          ],
+        },
+      },
+      profiles: {
+        find: { catalog: { mode: 'search' } },
+        strict: {
+          policy: { rules: [{ when: "tool.name == 'ref__test_echo'", effect: 'deny', reason: 'not here' }] },
+          guardrails: [{ type: 'pii', on: 'request', action: 'block' }],
+        },
+      },
+    };
+    gw = await startTestGateway(raw as never, { env: ENV });
     const scope = 'tools:* prompts:* resources:*';
     tokens.alice = await issuer.mint({ org: 'acme', team: 'math', scope }, 'alice');
     tokens.bob = await issuer.mint({ org: 'acme', team: 'art', scope }, 'bob');
@@ -454,6 +461,25 @@ describe('policy rules and guardrails (#51)', () => {
         }
       });
 
+      it("a profile's own rules and guardrails apply in that profile only", async () => {
+        const plain = await caller(era, gw.url, tokens.alice!);
+        const strict = await caller(era, `${gw.url}/strict`, tokens.alice!);
+        try {
+          expect(await plain.list()).toContain('ref__test_echo');
+          expect(await strict.list()).not.toContain('ref__test_echo');
+          expect(await strict.callError('ref__test_echo', { message: 'hi' })).toContain('Unknown tool');
+          expect((await plain.call('ev__echo', { message: `to ${EMAIL}` })).text).toBe(
+            'Echo: to [redacted email]',
+          );
+          const blocked = await strict.call('ev__echo', { message: `to ${EMAIL}` });
+          expect(blocked.isError).toBe(true);
+          expect(blocked.text).toContain('1 finding (email)');
+        } finally {
+          await plain.close();
+          await strict.close();
+        }
+      });
+
       it('rules decide prompts and resources too, and guardrails redact a prompt', async () => {
         const c = await caller(era, gw.url, tokens.alice!);
         try {
@@ -495,6 +521,32 @@ describe('policy rules and guardrails (#51)', () => {
     );
     expect(JSON.stringify(task.result)).toContain('[redacted email]');
     expect(JSON.stringify(task.result)).not.toContain(EMAIL);
+  });
+
+  it('a reload applies new rules at once: a tool a new rule denies leaves the list', async () => {
+    // A fresh legacy client per look: a 2026-07-28 client may keep a list for its ttlMs.
+    const list = async () => {
+      const c = await caller('legacy', gw.url, tokens.alice!);
+      try {
+        return await c.list();
+      } finally {
+        await c.close();
+      }
+    };
+    expect(await list()).toContain('ev__get-tiny-image');
+    const next = structuredClone(raw);
+    const rules = (next.gateway.policy as { rules: Obj[] }).rules;
+    rules.push({ when: "tool.upstreamName == 'get-tiny-image'", effect: 'deny', reason: 'reloaded' });
+    const parsed = parseConfigObject(next, { ...process.env, ...ENV });
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+    const out = await gw.gateway.reloader.apply(parsed.config, parsed.secrets);
+    expect(out.plan.live).toContain('policy');
+    expect(await list()).not.toContain('ev__get-tiny-image');
+    // And back: the rule removed, the tool returns.
+    const back = parseConfigObject(raw, { ...process.env, ...ENV });
+    if (!back.ok) throw new Error('the first config no longer parses');
+    await gw.gateway.reloader.apply(back.config, back.secrets);
+    expect(await list()).toContain('ev__get-tiny-image');
   });
 
   it('metrics count rule decisions and guardrail findings by type', async () => {

@@ -234,8 +234,9 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   const invalid = gateway.guards.checkArguments(gateway.catalog, entry, argsObject);
   if (invalid) return respond('invalid', local(invalid));
   let sent = argsObject;
-  const target = guardedTarget(entry, ex);
-  if (gateway.guardrails.applies(target, 'request')) {
+  // No guardrail configured: nothing is built for them.
+  const target = gateway.guardrails.empty ? undefined : guardedTarget(entry, ex);
+  if (target && gateway.guardrails.applies(target, 'request')) {
     const out = await gateway.guardrails.request(target, argsObject);
     call.note({ guardrails: out.notes });
     if (out.blocked) return respond('denied', local(errorResult(out.message)));
@@ -356,14 +357,15 @@ function send(
     target: entry.name,
     repeatable: entry.risk === 'read',
     progressToken: ex.meta.progressToken,
-    onResult: gateway.guardrails.applies(guardedTarget(entry, ex), 'response')
-      ? async (result, id) =>
-          gateway.guards.resultMessage(
-            entry,
-            ex.dress(await guardToolResult(gateway, entry, ex.principal, result, (n) => call.note(n))),
-            id,
-          )
-      : (result, id) => gateway.guards.resultMessage(entry, ex.dress(result), id),
+    onResult:
+      !gateway.guardrails.empty && gateway.guardrails.applies(guardedTarget(entry, ex), 'response')
+        ? async (result, id) =>
+            gateway.guards.resultMessage(
+              entry,
+              ex.dress(await guardToolResult(gateway, entry, ex.principal, result, (n) => call.note(n))),
+              id,
+            )
+        : (result, id) => gateway.guards.resultMessage(entry, ex.dress(result), id),
     errorResult: (e) => errorAsResult(entry, e),
     audit: (verdict, bytesOut, inputRequired) =>
       call.audit(verdict, bytesOut, approvalAudit(), undefined, inputRequired),
