@@ -13,7 +13,7 @@
 import type { CatalogEntry } from '../aggregate/catalog.js';
 import type { Config } from '../config/types.js';
 import { piiDetector } from '../guards/policy/pii.js';
-import { type Detector, detectors, type Found, scanValue } from '../guards/policy/scan.js';
+import { type Detector, type Found, scanValue } from '../guards/policy/scan.js';
 import { secretDetector } from '../guards/policy/secrets.js';
 import { detectInstructions, spotlightNonce, spotlightWrap } from '../guards/policy/spotlight.js';
 import {

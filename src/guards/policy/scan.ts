@@ -84,9 +84,3 @@ function replaceAll(text: string, hits: Finding[], mark: (type: string) => strin
   }
   return out + text.slice(at);
 }
-
-/** Runs several detectors as one. */
-export function detectors(list: readonly Detector[]): Detector {
-  if (list.length === 1) return list[0]!;
-  return (text) => list.flatMap((d) => d(text));
-}
