@@ -8,7 +8,7 @@
 import { grantsMatcher } from '../auth/grants.js';
 import { type Principal, shareKeyOf } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
-import { promptInput, resourceInput } from '../guards/policy/input.js';
+import { callerViewInput, promptValue, resourceValue } from '../guards/policy/input.js';
 import { PolicyRules } from '../guards/policy/rules.js';
 import { normalizeUri } from '../guards/uri-normal.js';
 import { digestOf } from './catalog.js';
@@ -80,13 +80,13 @@ export class SurfaceViews {
   private allowedBy(principal: Principal, kind: 'prompt' | 'resource') {
     const policy = this.policy();
     if (policy.empty) return undefined;
+    // The caller's part of the input is built once for the whole view.
+    const method = kind === 'prompt' ? 'prompts/get' : 'resources/read';
+    const caller = callerViewInput(principal, principal.profile, method);
     return (e: PromptEntry | ResourceEntry) => {
       const chain = policy.chain(e.server, principal.profile, kind);
-      const input =
-        kind === 'prompt'
-          ? promptInput(e as PromptEntry, principal, principal.profile)
-          : resourceInput(e as ResourceEntry, principal, principal.profile);
-      return !policy.ruling(chain, input).hidden;
+      const target = kind === 'prompt' ? promptValue(e as PromptEntry) : resourceValue(e as ResourceEntry);
+      return !policy.ruling(chain, { ...caller, [kind]: target }).hidden;
     };
   }
 

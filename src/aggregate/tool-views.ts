@@ -9,7 +9,7 @@ import { grantsMatcher } from '../auth/grants.js';
 import { type Principal, shareKeyOf } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import { compileGlobs } from '../guards/glob.js';
-import { toolViewInput } from '../guards/policy/input.js';
+import { callerViewInput, toolInput } from '../guards/policy/input.js';
 import { NO_RULING, PolicyRules, type Ruling } from '../guards/policy/rules.js';
 import { type Catalog, type CatalogEntry, digestOf } from './catalog.js';
 import type { ProfileSet } from './profiles.js';
@@ -191,11 +191,13 @@ export class ToolViews {
         // Rules that read no arguments are decided here, once per share key (SECURITY I1).
         rulings = new Map();
         const kept: CatalogEntry[] = [];
+        // The caller's part of the input is built once for the whole view.
+        const caller = callerViewInput(principal, principal.profile, 'tools/call');
         for (const e of tools) {
-          const ruling = policy.ruling(
-            policy.chain(e.server, principal.profile),
-            toolViewInput(e, principal, principal.profile),
-          );
+          const ruling = policy.ruling(policy.chain(e.server, principal.profile), {
+            ...caller,
+            tool: toolInput(e),
+          });
           if (ruling.hidden) continue;
           if (ruling !== NO_RULING) rulings.set(e.name, ruling);
           kept.push(e);

@@ -64,14 +64,28 @@ export const requestInput = (method: string, era: string | undefined, profile: s
     ['profile', profile ?? ''],
   ]);
 
+/** The caller's part of a view's input, built once per view: who asks, and for which method. */
+export function callerViewInput(p: CallerFacts, profile: string | undefined, method: string): RuleInput {
+  return { principal: principalInput(p), request: requestInput(method, undefined, profile) };
+}
+
 /** The input of a view rule for one tool: no args, no era. */
 export function toolViewInput(t: ToolFacts, p: CallerFacts, profile: string | undefined): RuleInput {
-  return {
-    tool: toolInput(t),
-    principal: principalInput(p),
-    request: requestInput('tools/call', undefined, profile),
-  };
+  return { ...callerViewInput(p, profile, 'tools/call'), tool: toolInput(t) };
 }
+
+export const promptValue = (prompt: { name: string; server: string; original: string }) =>
+  new Map<string, unknown>([
+    ['name', prompt.name],
+    ['server', prompt.server],
+    ['upstreamName', prompt.original],
+  ]);
+
+export const resourceValue = (resource: { uri: string; server: string }) =>
+  new Map<string, unknown>([
+    ['uri', resource.uri],
+    ['server', resource.server],
+  ]);
 
 /** The input of a view rule for a prompt. */
 export function promptInput(
@@ -79,15 +93,7 @@ export function promptInput(
   p: CallerFacts,
   profile: string | undefined,
 ): RuleInput {
-  return {
-    prompt: new Map<string, unknown>([
-      ['name', prompt.name],
-      ['server', prompt.server],
-      ['upstreamName', prompt.original],
-    ]),
-    principal: principalInput(p),
-    request: requestInput('prompts/get', undefined, profile),
-  };
+  return { ...callerViewInput(p, profile, 'prompts/get'), prompt: promptValue(prompt) };
 }
 
 /** The input of a view rule for a resource, by the URI the client names. */
@@ -96,14 +102,7 @@ export function resourceInput(
   p: CallerFacts,
   profile: string | undefined,
 ): RuleInput {
-  return {
-    resource: new Map<string, unknown>([
-      ['uri', resource.uri],
-      ['server', resource.server],
-    ]),
-    principal: principalInput(p),
-    request: requestInput('resources/read', undefined, profile),
-  };
+  return { ...callerViewInput(p, profile, 'resources/read'), resource: resourceValue(resource) };
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>

@@ -131,10 +131,6 @@ class ToolCall {
     throw e;
   }
 
-  /**
-   * Refused after admission (a request state that does not open, a question that could not be
-   * asked…): audited unless a line for this request already says what happened, and thrown on.
-   */
   /** Adds policy fields (#51) to this call's audit line; guardrail notes accumulate. */
   note(fields: Record<string, unknown>): void {
     const before = this.policy ?? {};
@@ -145,6 +141,10 @@ class ToolCall {
     this.policy = merged;
   }
 
+  /**
+   * Refused after admission (a request state that does not open, a question that could not be
+   * asked…): audited unless a line for this request already says what happened, and thrown on.
+   */
   refused(e: unknown): never {
     if (this.lines === 0) {
       const code = e instanceof ManifoldError ? e.code : undefined;
