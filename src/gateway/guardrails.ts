@@ -23,6 +23,7 @@ import {
   PII_TYPES,
   type WebhookGuardrail,
 } from '../guards/policy/types.js';
+import { RESULT_CAP_SLACK } from '../guards/result-cap.js';
 import { isObject } from '../lib/json.js';
 import type { PolicyMetrics } from '../observe/policy-metrics.js';
 import type { Platform } from '../platform.js';
@@ -84,6 +85,8 @@ export class Guardrails {
   private readonly servers = new Map<string, Compiled[]>();
   private readonly profiles = new Map<string, Compiled[]>();
   private readonly chains = new Map<string, readonly Compiled[]>();
+  /** Each server's result cap (characters of a string scanned on a response, at most). */
+  private readonly caps = new Map<string, number>();
 
   constructor(
     config: Config,
@@ -102,6 +105,9 @@ export class Guardrails {
       return { config: g };
     };
     this.gateway = (config.gateway.guardrails ?? []).map(compile);
+    // A capped result keeps at most its cap (and the markers' slack) of UTF-8 bytes, so never
+    // more characters of one string than that.
+    for (const s of config.servers) this.caps.set(s.name, s.maxResultBytes + RESULT_CAP_SLACK);
     for (const s of config.servers)
       if (s.guardrails?.length) this.servers.set(s.name, s.guardrails.map(compile));
     for (const p of config.profiles)
@@ -207,7 +213,8 @@ export class Guardrails {
         continue;
       }
       const redact = enforce && g.action === 'redact';
-      const scanned = scanValue(current, c.detect!, redact ? marker(g.type) : undefined);
+      const limit = this.caps.get(t.server);
+      const scanned = scanValue(current, c.detect!, redact ? marker(g.type) : undefined, limit);
       if (scanned.found.size === 0) continue;
       notes.push(this.note(g, 'response', g.action, scanned.found));
       if (!enforce) continue;

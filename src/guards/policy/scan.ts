@@ -34,14 +34,25 @@ const MAX_DEPTH = 64;
  * scanValue({ to: 'a@b.example' }, piiDetector(['email']), (t) => `[redacted ${t}]`).value;
  * // { to: '[redacted email]' }
  */
-export function scanValue(value: unknown, detect: Detector, mark?: (type: string) => string): Scanned {
+export function scanValue(
+  value: unknown,
+  detect: Detector,
+  mark?: (type: string) => string,
+  /**
+   * Characters of each string scanned, at most: a result's size cap keeps no more than this of
+   * any string, so what lies beyond it never reaches the client (and an upstream's huge answer
+   * costs no more to scan than one that fits).
+   */
+  limit = Number.POSITIVE_INFINITY,
+): Scanned {
   const found: Found = new Map();
   const walk = (v: unknown, depth: number): unknown => {
     if (typeof v === 'string') {
-      const hits = detect(v);
+      const text = v.length > limit ? v.slice(0, limit) : v;
+      const hits = detect(text);
       if (hits.length === 0) return v;
       for (const h of hits) found.set(h.type, (found.get(h.type) ?? 0) + 1);
-      return mark ? replaceAll(v, hits, mark) : v;
+      return mark ? replaceAll(text, hits, mark) + v.slice(text.length) : v;
     }
     if (typeof v !== 'object' || v === null || depth > MAX_DEPTH) return v;
     if (Array.isArray(v)) {
