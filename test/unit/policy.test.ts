@@ -114,7 +114,7 @@ describe('the rules', () => {
     const ruling = rules.ruling(rules.chain('gh'), view());
     expect(ruling.hidden).toBeUndefined();
     expect(ruling.decided?.reason).toBe('gh needs a yes');
-    expect(ruling.pending.map((r) => r.reason)).toEqual(['special repo']);
+    expect(ruling.pending.map((p) => p.rule.reason)).toEqual(['special repo']);
     expect(decideCall(ruling, { args: { repo: 'acme/special' }, era: 'modern' })?.effect).toBe('allow');
     expect(decideCall(ruling, { args: { repo: 'acme/other' }, era: 'legacy' })?.effect).toBe('ask');
   });
@@ -155,9 +155,34 @@ describe('the rules', () => {
       })),
     });
     const kept = percall.ruling(percall.chain('gh'), view());
-    expect(kept.pending.map((r) => r.reason)).toEqual(['per call']);
+    expect(kept.pending.map((p) => p.rule.reason)).toEqual(['per call']);
     expect(decideCall(kept, { args: { x: 1 }, era: 'modern' })?.effect).toBe('deny');
     expect(decideCall(kept, { args: { x: 2 }, era: 'modern' })).toBeUndefined();
+  });
+
+  it('a conjunction is split: a call checks only its argument part, with the same answers', () => {
+    const c = compileExpression(
+      "tool.name == 'gh__create_issue' && args.n > 1 && principal.tenant == 'acme'",
+    );
+    if (!c.ok) throw new Error('expected to compile');
+    expect(c.expr.split?.view).toHaveLength(2);
+    expect(c.expr.split?.call).toHaveLength(1);
+    const rules = PolicyRules.compile({
+      gateway: [{ when: c.expr.source, effect: 'deny', reason: 'split' }],
+    });
+    const ruling = rules.ruling(rules.chain('gh'), view());
+    expect(ruling.pending).toHaveLength(1);
+    expect(ruling.pending[0]!.check).not.toBe(ruling.pending[0]!.rule.expr.evaluate);
+    expect(decideCall(ruling, { args: { n: 2 }, era: 'modern' })?.effect).toBe('deny');
+    expect(decideCall(ruling, { args: { n: 1 }, era: 'modern' })).toBeUndefined();
+    // A missing argument is still an error, and still denies.
+    expect(decideCall(ruling, { args: {}, era: 'modern' })).toMatchObject({
+      effect: 'deny',
+      error: expect.any(String),
+    });
+    // Where the view part does not hold, the rule never reaches the call.
+    const other = rules.ruling(rules.chain('gh'), view({ ...entry, name: 'gh__other' }));
+    expect(other.pending).toEqual([]);
   });
 
   it('a rule about tools is not applied to prompts; one that names no target applies to all', () => {

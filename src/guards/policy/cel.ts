@@ -45,9 +45,18 @@ export interface Reads {
 
 export type TargetKind = 'tool' | 'prompt' | 'resource';
 
+/** true or false, or why it could not be decided (a missing argument, a type mismatch). */
+export type Evaluate = (input: RuleInput) => boolean | { error: string };
+
 export interface CompiledExpression {
   readonly source: string;
   readonly reads: Reads;
+  /**
+   * A top-level conjunction (`a && b && c`) split by what each part reads: the parts that read
+   * neither `args` nor `request` (decidable with the view) and the rest. Absent when the
+   * expression is not such a conjunction, or when every part is of one kind.
+   */
+  readonly split?: { view: readonly Evaluate[]; call: readonly Evaluate[] };
   /** true or false, or why it could not be decided (a missing argument, a type mismatch). */
   evaluate(input: RuleInput): boolean | { error: string };
 }
@@ -85,7 +94,17 @@ export function compileExpression(source: string): Compiled {
   walk.expr(parsed.expr, new Set());
   if (walk.problems.length > 0) return { ok: false, problems: walk.problems };
   const run = plan(env, parsed);
-  const evaluate = (input: RuleInput): boolean | { error: string } => {
+  const problem = probe(run, walk, where);
+  if (problem) return { ok: false, problems: [problem] };
+  const split = splitConjunction(parsed.expr);
+  return {
+    ok: true,
+    expr: { source, reads: walk.reads, evaluate: evaluator(run), ...(split ? { split } : {}) },
+  };
+}
+
+function evaluator(run: (input: never) => unknown): Evaluate {
+  return (input) => {
     let out: unknown;
     try {
       out = run(input as never);
@@ -96,9 +115,71 @@ export function compileExpression(source: string): Compiled {
     if (typeof out !== 'boolean') return { error: `the expression gave ${kindOf(out)}, not a bool` };
     return out;
   };
-  const problem = probe(run, walk, where);
-  if (problem) return { ok: false, problems: [problem] };
-  return { ok: true, expr: { source, reads: walk.reads, evaluate } };
+}
+
+/**
+ * The parts of a top-level `&&` chain, planned one by one and sorted by whether they read the
+ * call (`args`, `request`): a rule such as `tool.name == 'x' && args.repo.startsWith('acme/')`
+ * then checks only its argument part per call, its tool part once per view. CEL's `&&` gives the
+ * same answer whatever order its parts are taken in (an error is absorbed by a false), so
+ * splitting it changes nothing but the cost.
+ */
+function splitConjunction(root: Expr): CompiledExpression['split'] {
+  const parts: Expr[] = [];
+  const flatten = (e: Expr) => {
+    const k = e.exprKind;
+    if (
+      k.case === 'callExpr' &&
+      k.value.function === '_&&_' &&
+      !k.value.target &&
+      k.value.args.length === 2
+    ) {
+      flatten(k.value.args[0]!);
+      flatten(k.value.args[1]!);
+    } else parts.push(e);
+  };
+  flatten(root);
+  if (parts.length < 2) return undefined;
+  const view = parts.filter((p) => !readsCall(p, new Set()));
+  const call = parts.filter((p) => readsCall(p, new Set()));
+  if (view.length === 0 || call.length === 0) return undefined;
+  const planned = (list: Expr[]) => list.map((e) => evaluator(plan(env, e)));
+  return { view: planned(view), call: planned(call) };
+}
+
+/** Whether a subtree names `args` or `request` (outside comprehension variables that shadow them). */
+function readsCall(e: Expr, locals: ReadonlySet<string>): boolean {
+  const k = e.exprKind;
+  switch (k.case) {
+    case 'identExpr':
+      return !locals.has(k.value.name) && (k.value.name === 'args' || k.value.name === 'request');
+    case 'selectExpr':
+      return k.value.operand ? readsCall(k.value.operand, locals) : false;
+    case 'callExpr':
+      return (
+        (k.value.target ? readsCall(k.value.target, locals) : false) ||
+        k.value.args.some((a) => readsCall(a, locals))
+      );
+    case 'listExpr':
+      return k.value.elements.some((a) => readsCall(a, locals));
+    case 'structExpr':
+      return k.value.entries.some(
+        (en) =>
+          (en.keyKind.case === 'mapKey' && readsCall(en.keyKind.value, locals)) ||
+          (en.value ? readsCall(en.value, locals) : false),
+      );
+    case 'comprehensionExpr': {
+      const c = k.value;
+      const inner = new Set(locals);
+      for (const v of [c.iterVar, c.iterVar2, c.accuVar]) if (v) inner.add(v);
+      return (
+        [c.iterRange, c.accuInit].some((p) => p && readsCall(p, locals)) ||
+        [c.loopCondition, c.loopStep, c.result].some((p) => p && readsCall(p, inner))
+      );
+    }
+    default:
+      return false;
+  }
 }
 
 /**

@@ -17,6 +17,7 @@
 import {
   type CompiledExpression,
   compileExpression,
+  type Evaluate,
   type Reads,
   type RuleInput,
   type TargetKind,
@@ -41,12 +42,19 @@ export interface RuleSources {
   profiles?: ReadonlyMap<string, readonly PolicyRuleConfig[]>;
 }
 
+/** A rule left for the call, and what of it a call still checks. */
+export interface Pending {
+  rule: Rule;
+  /** The whole expression, or only its argument part when its view part held (cel.ts `split`). */
+  check: Evaluate;
+}
+
 /** What the view part of the rules decided for one tool, prompt or resource and one share key. */
 export interface Ruling {
   /** A view rule denied it (or could not be decided): not listed, not callable. */
   hidden?: { rule: Rule; error?: string };
   /** Rules decided per call, in order, before the view rule that held (if any). */
-  pending: readonly Rule[];
+  pending: readonly Pending[];
   /** The view rule that held (allow or ask), deciding when no pending rule does. */
   decided?: Rule;
   /** The view's input (target, caller, request), which a call completes with its own. */
@@ -93,7 +101,7 @@ export interface CallDecision {
 }
 
 /** The ruling of a chain with no rules: nothing pending, nothing decided. */
-export const NO_RULING: Ruling = Object.freeze({ pending: Object.freeze([]) as readonly Rule[] });
+export const NO_RULING: Ruling = Object.freeze({ pending: Object.freeze([]) as readonly Pending[] });
 
 export class PolicyRules {
   /** No rules at all. */
@@ -189,17 +197,17 @@ export class PolicyRules {
    */
   ruling(chain: readonly Rule[], input: RuleInput): Ruling {
     if (chain.length === 0) return NO_RULING;
-    const pending: Rule[] = [];
+    const pending: Pending[] = [];
     for (const rule of chain) {
       let holds: boolean | { error: string };
       if (rule.perCall) {
         if (rule.expr.reads.era) {
-          pending.push(rule);
+          pending.push(callPart(rule, input));
           continue;
         }
         holds = rule.expr.evaluate({ ...input, args: UNKNOWN_ARGS });
         if (typeof holds !== 'boolean') {
-          pending.push(rule);
+          pending.push(callPart(rule, input));
           continue;
         }
       } else {
@@ -216,6 +224,29 @@ export class PolicyRules {
 }
 
 /**
+ * What a call checks of a rule: only the argument part of a conjunction whose view part holds for
+ * this view (the view part is then true for every call of it), else the whole expression.
+ */
+function callPart(rule: Rule, input: RuleInput): Pending {
+  const split = rule.expr.split;
+  if (!split) return { rule, check: rule.expr.evaluate };
+  for (const part of split.view) if (part(input) !== true) return { rule, check: rule.expr.evaluate };
+  const parts = split.call;
+  if (parts.length === 1) return { rule, check: parts[0]! };
+  // CEL's `&&`: false if any part is false, else the first error, else true.
+  const check: Evaluate = (call) => {
+    let error: { error: string } | undefined;
+    for (const part of parts) {
+      const r = part(call);
+      if (r === false) return false;
+      if (r !== true) error ??= r;
+    }
+    return error ?? true;
+  };
+  return { rule, check };
+}
+
+/**
  * Decides one call: the first pending rule that holds, else the view rule that held, else
  * nothing (grants and approval decide). A rule that cannot be evaluated denies.
  */
@@ -227,8 +258,8 @@ export function decideCall(ruling: Ruling, call: CallFacts): CallDecision | unde
   const request = new Map(base.request instanceof Map ? (base.request as Map<string, unknown>) : undefined);
   request.set('era', call.era);
   const input: RuleInput = { ...base, args: celValue(call.args), request };
-  for (const rule of ruling.pending) {
-    const holds = rule.expr.evaluate(input);
+  for (const { rule, check } of ruling.pending) {
+    const holds = check(input);
     if (typeof holds !== 'boolean') return { rule, effect: 'deny', error: holds.error };
     if (holds) return { rule, effect: rule.effect };
   }
