@@ -38,6 +38,8 @@ const upward = LAYERS.flatMap(([name, path], i) =>
  * only after checking that (test/workers/bundle.test.ts then proves the bundle stays Node-free).
  */
 const NEUTRAL_PACKAGES = [
+  // Its planner builds closures, never code from strings (test/workers/bundle.test.ts runs it in workerd).
+  '@bufbuild/cel',
   '@cfworker/json-schema',
   '@modelcontextprotocol/sdk',
   '@opentelemetry/api',

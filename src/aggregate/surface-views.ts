@@ -8,6 +8,8 @@
 import { grantsMatcher } from '../auth/grants.js';
 import { type Principal, shareKeyOf } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
+import { callerViewInput, promptValue, resourceValue } from '../guards/policy/input.js';
+import { PolicyRules } from '../guards/policy/rules.js';
 import { normalizeUri } from '../guards/uri-normal.js';
 import { digestOf } from './catalog.js';
 import type { PromptEntry, ResourceEntry, Surface, TemplateEntry } from './surface.js';
@@ -37,7 +39,7 @@ export interface ResourceRoute {
   resource?: ResourceEntry;
 }
 
-const unknownPrompt = (name: unknown) =>
+export const unknownPrompt = (name: unknown) =>
   new ManifoldError(
     'ERR_INVALID_PARAMS',
     `Unknown prompt: ${typeof name === 'string' ? name.slice(0, 128) : ''}`,
@@ -68,7 +70,25 @@ export class SurfaceViews {
   private prompts = new Map<string, PromptView>();
   private resources = new Map<string, ResourceView>();
 
-  constructor(private readonly current: () => Surface) {}
+  constructor(
+    private readonly current: () => Surface,
+    /** The config's policy rules (#51): those that read no arguments cut the views too. */
+    private readonly policy: () => PolicyRules = () => PolicyRules.none,
+  ) {}
+
+  /** Not hidden by a policy rule that reads no arguments (the same rules decide each request). */
+  private allowedBy(principal: Principal, kind: 'prompt' | 'resource') {
+    const policy = this.policy();
+    if (policy.empty) return undefined;
+    // The caller's part of the input is built once for the whole view.
+    const method = kind === 'prompt' ? 'prompts/get' : 'resources/read';
+    const caller = callerViewInput(principal, principal.profile, method);
+    return (e: PromptEntry | ResourceEntry) => {
+      const chain = policy.chain(e.server, principal.profile, kind);
+      const target = kind === 'prompt' ? promptValue(e as PromptEntry) : resourceValue(e as ResourceEntry);
+      return !policy.ruling(chain, { ...caller, [kind]: target }).hidden;
+    };
+  }
 
   /** Forgets every view (a reload changed what principals are served, not the surface). */
   clear(): void {
@@ -83,9 +103,11 @@ export class SurfaceViews {
     const everything = principal.grants === '*' && !principal.cap && !principal.servers;
     const granted = grantsMatcher(principal, 'prompts');
     const shown = onServers(principal);
-    const entries = everything
+    const ruled = this.allowedBy(principal, 'prompt');
+    let entries = everything
       ? surface.prompts
       : surface.prompts.filter((e) => shown(e.server) && granted(e.name));
+    if (ruled) entries = entries.filter(ruled);
     const view: PromptView = { surface, entries, names: new Set(entries.map((e) => e.name)) };
     if (this.prompts.size > 1000) this.prompts.clear();
     this.prompts.set(shareKeyOf(principal), view);
@@ -99,9 +121,11 @@ export class SurfaceViews {
     const everything = principal.grants === '*' && !principal.cap && !principal.servers;
     const granted = grantsMatcher(principal, 'resources');
     const shown = onServers(principal);
-    const resources = everything
+    const ruled = this.allowedBy(principal, 'resource');
+    let resources = everything
       ? surface.resources
       : surface.resources.filter((e) => shown(e.server) && granted(e.grantKey));
+    if (ruled) resources = resources.filter(ruled);
     const templates = everything
       ? surface.templates
       : surface.templates.filter((e) => shown(e.server) && granted(e.grantKey));

@@ -9,6 +9,8 @@ import { grantsMatcher } from '../auth/grants.js';
 import { type Principal, shareKeyOf } from '../auth/principal.js';
 import { ManifoldError } from '../errors.js';
 import { compileGlobs } from '../guards/glob.js';
+import { callerViewInput, toolInput } from '../guards/policy/input.js';
+import { NO_RULING, PolicyRules, type Ruling } from '../guards/policy/rules.js';
 import { type Catalog, type CatalogEntry, digestOf } from './catalog.js';
 import type { ProfileSet } from './profiles.js';
 import { indexOf, searchMetaEntries, ToolIndex } from './search.js';
@@ -26,6 +28,8 @@ interface View {
   /** Search mode: tools are found with manifold__search_tools; its meta entries by name. */
   search?: { metas: ReadonlyMap<string, CatalogEntry>; limit: number };
   digest?: string;
+  /** What the policy rules decided per visible tool (absent: no rule applies to any). */
+  rulings?: Map<string, Ruling>;
   /** How many of the catalog's tools (meta entries aside) it sees, and whether that is all. */
   tools: number;
   seesAll: boolean;
@@ -59,6 +63,8 @@ export class ToolViews {
     private readonly profiles: ProfileSet,
     private readonly maxNames = VIEW_CACHE_NAMES,
     maxIndexed = INDEX_CACHE_TOOLS,
+    /** The config's policy rules (#51): those that read no arguments cut the view too. */
+    private readonly policy: () => PolicyRules = () => PolicyRules.none,
   ) {
     this.indexes = new LRUCache({
       maxSize: maxIndexed,
@@ -132,6 +138,11 @@ export class ToolViews {
     return view.digest;
   }
 
+  /** What the view's policy rules decided for a visible tool; the per-call rules it left pending. */
+  ruling(principal: Principal, entry: CatalogEntry): Ruling {
+    return this.view(principal).rulings?.get(entry.name) ?? NO_RULING;
+  }
+
   isVisible(principal: Principal, name: string): boolean {
     return this.view(principal).names.has(name);
   }
@@ -169,12 +180,33 @@ export class ToolViews {
     if (hit && hit.catalog === catalog) return hit;
     let entries: CatalogEntry[];
     let seesAll = true;
-    if (principal.grants === '*' && !principal.cap) entries = catalog.entries as CatalogEntry[];
+    const policy = this.policy();
+    let rulings: Map<string, Ruling> | undefined;
+    if (principal.grants === '*' && !principal.cap && policy.empty)
+      entries = catalog.entries as CatalogEntry[];
     else {
       const granted = grantsMatcher(principal);
-      const tools = catalog.entries.filter((e) => !e.meta && granted(e.name, e.risk));
+      let tools = catalog.entries.filter((e) => !e.meta && granted(e.name, e.risk));
+      if (!policy.empty) {
+        // Rules that read no arguments are decided here, once per share key (SECURITY I1).
+        rulings = new Map();
+        const kept: CatalogEntry[] = [];
+        // The caller's part of the input is built once for the whole view.
+        const caller = callerViewInput(principal, principal.profile, 'tools/call');
+        for (const e of tools) {
+          const ruling = policy.ruling(policy.chain(e.server, principal.profile), {
+            ...caller,
+            tool: toolInput(e),
+          });
+          if (ruling.hidden) continue;
+          if (ruling !== NO_RULING) rulings.set(e.name, ruling);
+          kept.push(e);
+        }
+        tools = kept;
+      }
+      const visible = new Set(tools);
       // Meta-tools are visible when anything is, and only ever reveal what the caller can see.
-      entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || granted(e.name, e.risk)) : [];
+      entries = tools.length > 0 ? catalog.entries.filter((e) => e.meta || visible.has(e)) : [];
       seesAll = tools.length === catalog.entries.reduce((n, e) => (e.meta ? n : n + 1), 0);
     }
     const names = new Set(entries.map((e) => e.name));
@@ -187,6 +219,7 @@ export class ToolViews {
       catalog,
       tools: count,
       seesAll,
+      ...(rulings && rulings.size > 0 ? { rulings } : {}),
     };
     const settings = this.profiles.settingsOf(principal);
     if (count > 0 && (settings.mode === 'search' || count > settings.maxTools)) {

@@ -164,6 +164,9 @@ export function principalFromClaims(payload: JWTPayload, auth: AuthConfig): Prin
   const shareKey = JSON.stringify([tenant, grants, cap ?? null, admin]);
   const principal: Principal = { subject, tenant, grants, key, viewKey, shareKey, admin };
   if (cap) principal.cap = cap;
+  // For policy rules (#51); a rule that reads them widens the share key (gateway.ts).
+  principal.scopes = scopes;
+  principal.claims = payload as Record<string, unknown>;
   if (auth.profileClaim) {
     // A token that names no profile where one is expected is served no profile-specific view:
     // it sees what /mcp shows, narrowed by its grants as always.

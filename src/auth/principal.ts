@@ -11,6 +11,10 @@ export interface Principal {
   cap?: readonly string[];
   /** Holds the scope `manifold:admin` (health detail, metrics). */
   admin?: boolean;
+  /** The token's scopes (policy rules read `principal.scopes`, #51). */
+  scopes?: readonly string[];
+  /** The token's verified claims (policy rules read `principal.claims`, #51). */
+  claims?: Readonly<Record<string, unknown>>;
   /** Stable identity of the caller (tenant + subject): owns sessions. */
   key: string;
   /** Identity of what the caller can see (key + grants + cap): cursors and later pages bind to it. */

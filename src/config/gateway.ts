@@ -21,6 +21,7 @@ import { describeKind, validateShape } from './issues.js';
 import { keysOf } from './json-parse.js';
 import { readGatewayOAuth } from './oauth.js';
 import type { PathSegment } from './paths.js';
+import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
 import {
   CATALOG_KEYS,
   DISCLOSURE_KEYS,
@@ -165,8 +166,10 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
   }
   const picked: JsonObject = {};
   for (const key of keysOf(raw)) {
+    // Policy (#51) has its own reader (below).
+    if ((POLICY_KEYS as readonly string[]).includes(key)) continue;
     if (!(GATEWAY_KEYS as string[]).includes(key)) {
-      f.warnings.push(unknownKeyWarning([...base, key], GATEWAY_KEYS));
+      f.warnings.push(unknownKeyWarning([...base, key], [...GATEWAY_KEYS, ...POLICY_KEYS]));
       continue;
     }
     // `auth`, `store`, `tracing` and `oauth` have their own readers (below); the other keys go through one shape.
@@ -339,6 +342,11 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     if (oauth === undefined) invalid.add('oauth');
     else config.oauth = oauth;
   }
+  // Policy (#51): rules and guardrails, read and compiled by config/policy.ts.
+  const policy = readPolicy(f, raw.policy, [...base, 'policy']);
+  if (policy?.rules.length) config.policy = policy;
+  const guardrails = readGuardrails(f, raw.guardrails, [...base, 'guardrails']);
+  if (guardrails?.length) config.guardrails = guardrails;
   return { config, invalid, alwaysLoad };
 }
 

@@ -11,6 +11,7 @@ import type { GatewayRead } from './gateway.js';
 import { describeKind, validateShape } from './issues.js';
 import { keysOf } from './json-parse.js';
 import type { PathSegment } from './paths.js';
+import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
 import { CATALOG_KEYS, PROFILE_KEYS, profileEntrySchema } from './schema.js';
 import type { CatalogSettings, ProfileConfig } from './types.js';
 import { closestKey, unknownKeyWarning } from './unknown-keys.js';
@@ -60,8 +61,10 @@ export function readProfiles(
     }
     const picked: JsonObject = {};
     for (const key of keysOf(entry)) {
+      // Policy (#51) has its own reader (below).
+      if ((POLICY_KEYS as readonly string[]).includes(key)) continue;
       if (!PROFILE_KEYS.includes(key)) {
-        f.warnings.push(unknownKeyWarning([...path, key], PROFILE_KEYS));
+        f.warnings.push(unknownKeyWarning([...path, key], [...PROFILE_KEYS, ...POLICY_KEYS]));
         continue;
       }
       picked[key] =
@@ -102,6 +105,11 @@ export function readProfiles(
     }
     if (valid('tools')) profile.tools = picked.tools as string[];
     if (valid('budgetTokens')) profile.budgetTokens = picked.budgetTokens as number | 'off';
+    // Policy (#51): rules and guardrails for requests served in this profile.
+    const policy = readPolicy(f, entry.policy, [...path, 'policy']);
+    if (policy?.rules.length) profile.policy = policy;
+    const guardrails = readGuardrails(f, entry.guardrails, [...path, 'guardrails']);
+    if (guardrails?.length) profile.guardrails = guardrails;
     out.push(profile);
   }
   return out;

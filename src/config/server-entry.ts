@@ -13,6 +13,7 @@ import { nameProblems, suggestName } from './names.js';
 import { checkServerAuth, readServerAuth } from './oauth.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { checkPlaceholders } from './placeholders.js';
+import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
 import { HTTP_ONLY_KEYS, SERVER_KEYS, STDIO_ONLY_KEYS, serverSchema, TOOLS_KEYS } from './schema.js';
 import {
   checkApproval,
@@ -103,8 +104,10 @@ export function readServer(
       );
       continue;
     }
+    // Policy (#51) has its own reader (below).
+    if ((POLICY_KEYS as readonly string[]).includes(key)) continue;
     if (!SERVER_KEYS.includes(key)) {
-      f.warnings.push(unknownKeyWarning([...base, key], SERVER_KEYS));
+      f.warnings.push(unknownKeyWarning([...base, key], [...SERVER_KEYS, ...POLICY_KEYS]));
       continue;
     }
     picked[key] =
@@ -308,6 +311,9 @@ export function readServer(
   if (valid('isolation') || !has('isolation')) {
     checkPlaceholders(f, picked, base, { valid, isolation, isolationGiven: valid('isolation') });
   }
+  // Policy (#51): this server's rules and guardrails.
+  const policy = readPolicy(f, raw.policy, [...base, 'policy']);
+  const guardrails = readGuardrails(f, raw.guardrails, [...base, 'guardrails']);
   if (f.errors.length > before || type === undefined) return undefined;
   const server: ServerConfig = {
     name,
@@ -338,6 +344,8 @@ export function readServer(
     trustAnnotations: valid('trustAnnotations') ? (picked.trustAnnotations as boolean) : false,
     approval: readApproval(valid('approval') ? picked.approval : undefined),
     retry: valid('retry') ? (picked.retry as number) : 1,
+    ...(policy?.rules.length ? { policy } : {}),
+    ...(guardrails?.length ? { guardrails } : {}),
   };
   if (type === 'stdio') {
     server.command = picked.command as string;

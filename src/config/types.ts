@@ -1,3 +1,4 @@
+import type { GuardrailConfig, PolicyConfig } from '../guards/policy/types.js';
 import type { ApprovalSettings, DeclaredRisk } from '../guards/risk.js';
 import type { LogLevel } from '../lib/log.js';
 
@@ -87,6 +88,11 @@ export interface ServerConfig {
    * be read again after a 401. Never logged, never shown.
    */
   headerTemplates?: Record<string, string>;
+  // Policy (#51): this server's rules (after the gateway's and the profile's) and guardrails.
+  /** Rules for this server's tools, prompts and resources. Absent: none. */
+  policy?: PolicyConfig;
+  /** Guardrails for this server's calls, after the gateway's and the profile's. Absent: none. */
+  guardrails?: GuardrailConfig[];
 }
 
 /** A server's `auth` (#19). */
@@ -311,6 +317,11 @@ export interface GatewayConfig {
   };
   /** How tools/list presents the catalog (#17); a profile may override it. */
   catalog: CatalogSettings;
+  // Policy (#51): rules in CEL and guardrails; docs/policy.md.
+  /** Rules checked first, for every server. Absent: none. */
+  policy?: PolicyConfig;
+  /** Guardrails run first, for every server. Absent: none. */
+  guardrails?: GuardrailConfig[];
 }
 
 export interface CatalogSettings {
@@ -337,6 +348,9 @@ export interface ProfileConfig {
   catalog: CatalogSettings;
   /** Overrides every server's disclosure budget in this profile (alwaysLoad still wins). */
   budgetTokens?: number | 'off';
+  // Policy (#51): rules and guardrails for requests served in this profile.
+  policy?: PolicyConfig;
+  guardrails?: GuardrailConfig[];
 }
 
 export interface Config {

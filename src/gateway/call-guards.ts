@@ -221,6 +221,18 @@ export class CallGuards {
     return errorInstead(capped.result, text);
   }
 
+  /**
+   * Whether structured content matches the entry's output schema (a schema the validator cannot
+   * compile counts as matching, as in `capResult`). For a result a guardrail redacted (#51).
+   */
+  outputValid(entry: CatalogEntry, structured: unknown): boolean {
+    const outputSchema = entry.full.outputSchema;
+    if (outputSchema === undefined) return true;
+    if (structured === undefined) return false;
+    const validate = this.outputValidator(entry, outputSchema);
+    return validate === null || validate(structured).valid;
+  }
+
   /** The entry's compiled output-schema check; null (logged once) when it cannot be compiled. */
   private outputValidator(entry: CatalogEntry, outputSchema: unknown): Validator {
     let validate = this.outputValidators.get(entry);

@@ -11,8 +11,10 @@ import { type CallLimiterFactory, callLimiter, type TakeCall } from '../auth/sha
 import type { Config } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { VerifiedListing } from '../guards/drift/verdict.js';
+import type { PolicyRules, Ruling } from '../guards/policy/rules.js';
 import type { Logger } from '../lib/log.js';
 import { type Redactor, redactor } from '../lib/redact.js';
+import { PolicyMetrics } from '../observe/policy-metrics.js';
 import { Observers } from '../observe/record.js';
 import type { Platform } from '../platform.js';
 import { MemoryStateStore, type StateStore } from '../store/state.js';
@@ -26,6 +28,7 @@ import type { Upstream } from '../upstream/upstream.js';
 import { CallGuards } from './call-guards.js';
 import { nextCatalogs, reservedPrefixes } from './catalog-build.js';
 import { DriftGate } from './drift-gate.js';
+import { Guardrails } from './guardrails.js';
 import {
   coldDeadline,
   gatewayHealth,
@@ -34,6 +37,7 @@ import {
   reverifyWarm,
   withIsolation,
 } from './lifecycle.js';
+import { policyOf, policyPrincipal } from './policy.js';
 import { Reloader } from './reload.js';
 
 /** The lists a client can be told changed. */
@@ -82,7 +86,10 @@ export class Gateway {
   /** Prompts, resources and templates: the rest of the merged catalog. */
   surface: Surface = emptySurface;
   /** Per-principal views of `surface`, and where its requests go. */
-  readonly views = new SurfaceViews(() => this.surface);
+  readonly views = new SurfaceViews(
+    () => this.surface,
+    () => this.policy,
+  );
   /** Settles when every upstream's first attempt has settled. */
   ready: Promise<void> = Promise.resolve();
   private started = false;
@@ -99,10 +106,16 @@ export class Gateway {
   private readonly profileSet: ProfileSet;
   /** Quarantine refusal, argument validation and the result cap for tools/call. */
   readonly guards: CallGuards;
+  /** The config's policy rules (#51), compiled once per config; `configurePolicy` on reload. */
+  policy: PolicyRules;
+  /** The config's guardrails (#51): detectors and webhooks, on requests and responses. */
+  guardrails: Guardrails;
   /** tools/list and the surface lists, a page at a time, behind sealed cursors (aggregate/pages.ts). */
   readonly pages: ListPages;
   /** Who hears of each audited request (metrics, the status page's recent calls). */
   readonly observers = new Observers();
+  /** What rules and guardrails decided (#51), for metrics. */
+  readonly policyMetrics = new PolicyMetrics();
   /** Per-tenant rate limit for tools/call. */
   readonly takeCall: TakeCall;
   /** Listeners for a verified catalog change (downstream list_changed). */
@@ -146,8 +159,16 @@ export class Gateway {
       if (!this.coldDiscovery) this.rebuild();
     };
     this.guards = new CallGuards(options.config, this.log);
+    this.policy = policyOf(options.config);
+    this.guardrails = new Guardrails(options.config, options.platform, this.policyMetrics);
     this.profileSet = new ProfileSet(options.config, this.log);
-    this.tools = new ToolViews(() => this.catalog, this.profileSet);
+    this.tools = new ToolViews(
+      () => this.catalog,
+      this.profileSet,
+      undefined,
+      undefined,
+      () => this.policy,
+    );
     this.store = options.store ?? new MemoryStateStore();
     this.drift = new DriftGate(this.store, this.log, () => options.platform.now(), this.secrets);
     this.trustPollMs = options.trustPollMs ?? 2000;
@@ -304,7 +325,18 @@ export class Gateway {
 
   /** The principal as served at `/mcp/<profile>` (profiles.ts): 404 unknown, 403 foreign. */
   profilePrincipal(principal: Principal, pathProfile: string | undefined): Principal {
-    return this.profileSet.principal(principal, pathProfile);
+    return policyPrincipal(this.profileSet.principal(principal, pathProfile), this.policy);
+  }
+
+  /** A reload's rules and guardrails (#51): every view is cut again by the caller's rebuild. */
+  configurePolicy(config: Config): void {
+    this.policy = policyOf(config);
+    this.guardrails = new Guardrails(config, this.platform, this.policyMetrics);
+  }
+
+  /** What the policy rules that read no arguments decided for a tool this principal can see. */
+  ruling(principal: Principal, entry: CatalogEntry): Ruling {
+    return this.tools.ruling(principal, entry);
   }
 
   /** What tools/list shows a principal, cached per catalog version (filter after the cache). */

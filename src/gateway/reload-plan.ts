@@ -13,6 +13,8 @@ import type { Config, GatewayConfig, ServerConfig } from '../config/types.js';
  * cwd, url, headers, protocol, client features, isolation, disabled) opens a new connection.
  */
 export const VIEW_FIELDS = [
+  'policy',
+  'guardrails',
   'prefix',
   'tools',
   'prompts',
@@ -152,6 +154,12 @@ export function planReload(old: Config, next: Config): ReloadPlan {
     }
   }
   if (!sameValue(old.profiles, next.profiles)) plan.live.push('profiles');
+  // A server's rules and guardrails (#51) apply live: views are cut again with them.
+  for (const s of next.servers) {
+    const was = before.get(s.name);
+    if (was && (!sameValue(was.policy, s.policy) || !sameValue(was.guardrails, s.guardrails)))
+      plan.live.push(`mcpServers.${s.name}.policy`);
+  }
   // A server's credentials manager is built at start (#19): a new or changed `auth` waits for it.
   const authOf = (a: ServerConfig['auth']) => (!a || a.mode === 'static' ? 'static' : a);
   for (const s of next.servers) {

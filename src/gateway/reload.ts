@@ -130,6 +130,7 @@ export class Reloader {
     g.config = running;
     g.redact = redactor(this.hooks.secrets);
     g.guards.configure(running);
+    g.configurePolicy(running);
     this.hooks.profiles.configure(running);
     g.pool.gateway = running.gateway;
     g.isolated.gateway = running.gateway;

@@ -32,6 +32,7 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
       'cold',
       'startup',
       'big',
+      'policy',
     ]);
 
     // Every path answered, without errors, in every phase; the paired groups ran every path.
@@ -80,6 +81,9 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
     expect(s.startup.data.configs.auth.medianMs).toBeGreaterThan(s.startup.data.floorMs);
     expect(s.big.data.stdio.gatewayMs).toBeGreaterThan(0);
     expect(['refused', 'truncated']).toContain(s.big.data.defaultCaps.http.outcome);
+    // #51: both gateways answered every call, paired.
+    expect(s.policy.data.errors).toBe(0);
+    expect(s.policy.data.usPerCall[0]).toHaveLength(2);
 
     // #48's targets, each printed (a smoke run judges none).
     const ids = Object.values(s).flatMap((x) => ((x as Obj).targets ?? []).map((t: Obj) => t.id));
@@ -97,6 +101,7 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
       'big-result-stdio',
       'big-result-http',
       'big-result-default-caps',
+      'policy-cpu',
     ]);
     expect(r.stdout).toContain('| Target | Measured | Met |');
     expect(r.stdout).toContain('| S3 | gateway: 2026-07-28 client -> stdio upstream |');

@@ -108,6 +108,8 @@ describe('planReload: what a reload changes', () => {
       retry: 0,
       maxInstances: 2,
       instanceIdleSeconds: 10,
+      policy: { rules: [{ when: 'true', effect: 'deny' }] },
+      guardrails: [{ type: 'secrets' }],
     };
     for (const [field, value] of Object.entries(changes)) {
       const next = config({ mcpServers: { a: { ...a, [field]: value } } });

@@ -44,6 +44,7 @@ export function mountMetrics(app: Hono, route: MetricsRoute): void {
     }
     const { contentType, body } = await exporter.render([
       ...requests.families(),
+      ...gateway.policyMetrics.families(),
       ...stateFamilies(gateway, route.edge()),
     ]);
     return c.body(body, 200, { 'content-type': contentType, 'cache-control': 'no-store' });

@@ -19,6 +19,7 @@
 import type { CatalogEntry } from '../../aggregate/catalog.js';
 import type { Sealer } from '../../auth/seal.js';
 import { ManifoldError } from '../../errors.js';
+import { guardToolResult } from '../../gateway/guardrails.js';
 import { checkInputRequests, relayedCapabilities, upstreamResponses } from '../../guards/client-features.js';
 import { clipText, stripUnsafe } from '../../guards/text.js';
 import { isObject } from '../../lib/json.js';
@@ -253,7 +254,9 @@ async function taskGet(edge: Edge, ex: Exchange, open: OpenTask): Promise<string
     fields.inputRequests = verdict.requests;
   }
   if (task.status === 'completed' && task.result) {
-    fields.result = JSON.parse(edge.gateway.guards.capResult(entry, stripResultType(task.result))) as Result;
+    // A task's result passes the response guardrails as a call's does (#51).
+    const guarded = await guardToolResult(edge.gateway, entry, ex.principal, stripResultType(task.result));
+    fields.result = JSON.parse(edge.gateway.guards.capResult(entry, guarded)) as Result;
   }
   if (task.status === 'failed') fields.error = safeError(task.error);
   return resultMessage(ex.request.id, ex.dress(fields));
@@ -299,7 +302,9 @@ function taskResult(edge: Edge, ex: Exchange, open: OpenTask, audit: RequestAudi
     params: { taskId: ref.t },
     target: entry.name,
     relatedTask: taskId,
-    onResult: (result, id) => {
+    onResult: async (raw, id) => {
+      // A task's result passes the response guardrails as a call's does (#51).
+      const result = await guardToolResult(edge.gateway, entry, ex.principal, raw);
       const meta = isObject(result._meta) ? result._meta : {};
       const capped = edge.gateway.guards.capResult(entry, { ...result, _meta: { ...meta, ...related } });
       return rawResultMessage(id, capped);

@@ -4,6 +4,7 @@
  * and then any interpolated `${VAR}` value left anywhere replaced by the gateway's redactor.
  */
 import type { Config, GatewayConfig, ServerConfig } from '../../../config/types.js';
+import type { GuardrailConfig } from '../../../guards/policy/types.js';
 import type { Redactor } from '../../../lib/redact.js';
 
 export const MASK = '***';
@@ -34,11 +35,22 @@ export function maskUrl(url: string): string {
   return u.toString().replaceAll('%2A%2A%2A', MASK);
 }
 
+/** Guardrails (#51) with each webhook's headers masked and its URL stripped of credentials. */
+function maskGuardrails(list: readonly GuardrailConfig[] | undefined): Record<string, unknown> {
+  if (!list) return {};
+  return {
+    guardrails: list.map((g) =>
+      g.type === 'webhook' ? { ...g, url: maskUrl(g.url), headers: maskValues(g.headers) } : g,
+    ),
+  };
+}
+
 function maskServer(s: ServerConfig): Record<string, unknown> {
   // headerTemplates: the headers as written, which may hold a literal secret; headers says enough.
-  const { env, headers, url, auth, headerTemplates: _, ...rest } = s;
+  const { env, headers, url, auth, headerTemplates: _, guardrails, ...rest } = s;
   return {
     ...rest,
+    ...maskGuardrails(guardrails),
     ...(url !== undefined ? { url: maskUrl(url) } : {}),
     env: maskValues(env),
     headers: maskValues(headers),
@@ -47,8 +59,8 @@ function maskServer(s: ServerConfig): Record<string, unknown> {
 }
 
 function maskGateway(g: GatewayConfig): Record<string, unknown> {
-  const { auth, cursorSecret, ...rest } = g;
-  const out: Record<string, unknown> = { ...rest };
+  const { auth, cursorSecret, guardrails, ...rest } = g;
+  const out: Record<string, unknown> = { ...rest, ...maskGuardrails(guardrails) };
   if (cursorSecret !== undefined) out.cursorSecret = MASK;
   if (g.oauth?.secret !== undefined) out.oauth = { ...g.oauth, secret: MASK };
   // A database URL carries its password: which kind of store is enough to show.
@@ -78,7 +90,7 @@ export function maskedConfig(config: Config, redact: Redactor): Record<string, u
   const masked = {
     gateway: maskGateway(config.gateway),
     servers: config.servers.map(maskServer),
-    profiles: config.profiles,
+    profiles: config.profiles.map(({ guardrails, ...p }) => ({ ...p, ...maskGuardrails(guardrails) })),
   };
   // Anything left that holds a ${VAR} value (a command argument, a cwd) is redacted too.
   return redactDeep(masked, redact) as Record<string, unknown>;

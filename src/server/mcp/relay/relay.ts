@@ -59,8 +59,11 @@ export interface RelayRequest {
   target: string;
   /** The client's own progress token, if it asked for progress. */
   progressToken?: string | number | undefined;
-  /** The final message for a result (serialized), answering request `id`. */
-  onResult(result: Result, id: string | number): string;
+  /**
+   * The final message for a result (serialized), answering request `id`; a promise when response
+   * guardrails must run first (a webhook, #51).
+   */
+  onResult(result: Result, id: string | number): string | Promise<string>;
   /** A failure that belongs to the answer rather than to the protocol, as an isError result. */
   errorResult?(e: unknown): Result | undefined;
   /**
@@ -411,7 +414,7 @@ class RelayedCall {
         );
       }
       body = await t.onTask(result, w.id);
-    } else body = t.onResult(result, w.id);
+    } else body = await t.onResult(result, w.id);
     t.audit('allowed', body.length, asks || undefined);
     w.answer.finish(body);
   }

@@ -5,10 +5,13 @@
  * the client's era. Upstream names and URIs are translated both ways.
  */
 
-import type { ResourceRoute } from '../../../aggregate/surface-views.js';
+import { type ResourceRoute, unknownPrompt, unknownResource } from '../../../aggregate/surface-views.js';
 import { rewriteUri } from '../../../aggregate/uris.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
 import { ManifoldError } from '../../../errors.js';
+import type { GuardedTarget, GuardrailNote } from '../../../gateway/guardrails.js';
+import { promptInput, resourceInput } from '../../../guards/policy/input.js';
+import { type CallFacts, decideCall, type Ruling } from '../../../guards/policy/rules.js';
 import { isObject } from '../../../lib/json.js';
 import { resultMessage } from '../../../protocol/jsonrpc.js';
 import type { Edge } from '../edge.js';
@@ -19,6 +22,8 @@ import { relayRequest } from './relay.js';
 type Result = Record<string, unknown>;
 
 interface Target {
+  /** prompts/get or resources/read: what rules and guardrails see (#51). */
+  guarded?: { target: GuardedTarget; args: Record<string, unknown> };
   server: string;
   /** The params as the upstream must see them. */
   params: Result;
@@ -50,7 +55,16 @@ export async function promptsGet(edge: Edge, ex: Exchange): Promise<Reply> {
   const args = params.arguments;
   if (args !== undefined && !isObject(args))
     throw new ManifoldError('ERR_INVALID_PARAMS', 'arguments must be an object');
+  const { policy } = edge.gateway;
+  if (!policy.empty) {
+    const chain = policy.chain(entry.server, ex.principal.profile, 'prompt');
+    const ruling = policy.ruling(chain, promptInput(entry, ex.principal, ex.principal.profile));
+    denyByRule(edge, ex, entry.server, entry.name, ruling, { args: args ?? {}, era: ex.era }, () =>
+      unknownPrompt(entry.name),
+    );
+  }
   return relay(edge, ex, {
+    guarded: { target: guardedTarget(ex, 'prompts/get', entry.server, entry.name), args: args ?? {} },
     server: entry.server,
     subject: entry.name,
     params: withMeta({ name: entry.original, ...(args ? { arguments: args } : {}) }, ex),
@@ -74,7 +88,18 @@ export async function resourcesRead(edge: Edge, ex: Exchange): Promise<Reply> {
       `this resource template changed after it was trusted; an operator must re-trust server ${route.server}`,
     );
   }
+  const { policy } = edge.gateway;
+  // Rules see the URI as the client named it, in normal form (the one the filters read, J4).
+  const uri = route.resource?.uri ?? String(params.uri);
+  if (!policy.empty) {
+    const chain = policy.chain(route.server, ex.principal.profile, 'resource');
+    const input = resourceInput({ uri, server: route.server }, ex.principal, ex.principal.profile);
+    denyByRule(edge, ex, route.server, uri, policy.ruling(chain, input), { args: {}, era: ex.era }, () =>
+      unknownResource(params.uri),
+    );
+  }
   return relay(edge, ex, {
+    guarded: { target: guardedTarget(ex, 'resources/read', route.server, uri), args: { uri } },
     server: route.server,
     subject: String(params.uri),
     params: withMeta({ uri: route.uri }, ex),
@@ -156,7 +181,13 @@ export async function admitRequest(
   const { gateway } = edge;
   const { principal } = ex;
   const started = gateway.platform.now();
-  const audit = (verdict: string, bytesOut: number, reason?: string, inputRequired?: boolean) => {
+  const audit = (
+    verdict: string,
+    bytesOut: number,
+    reason?: string,
+    inputRequired?: boolean,
+    policy?: Record<string, unknown>,
+  ) => {
     const durationMs = gateway.platform.now() - started;
     const shown = target.slice(0, 256);
     ex.trace?.verdict(verdict, server, reason);
@@ -171,6 +202,7 @@ export async function admitRequest(
       bytesIn: ex.bytesIn,
       bytesOut,
       ...(inputRequired ? { resultType: 'input_required' } : {}),
+      ...policy,
     });
     const { observers } = gateway;
     observers.report(method, principal, server, shown, verdict, durationMs, ex.bytesIn, bytesOut, reason);
@@ -190,20 +222,46 @@ export type RequestAudit = (
   bytesOut: number,
   reason?: string,
   inputRequired?: boolean,
+  /** What policy rules and guardrails decided (#51): types, never values. */
+  policy?: Record<string, unknown>,
 ) => void;
 
 async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
   const { gateway } = edge;
   const { request } = ex;
-  const audit = await admitRequest(edge, ex, request.method, target.subject, target.server);
+  const notes: GuardrailNote[] = [];
+  const admitted = await admitRequest(edge, ex, request.method, target.subject, target.server);
+  const audit: RequestAudit = (verdict, bytesOut, reason, inputRequired) =>
+    admitted(verdict, bytesOut, reason, inputRequired, notes.length > 0 ? { guardrails: notes } : undefined);
+  const guarded = target.guarded;
+  let params = target.params;
+  if (guarded && gateway.guardrails.applies(guarded.target, 'request')) {
+    const out = await gateway.guardrails.request(guarded.target, guarded.args);
+    notes.push(...out.notes);
+    if (out.blocked) {
+      // A prompt or a resource has no isError result: the refusal is the request's error.
+      audit('denied', 0, 'guardrail');
+      throw new ManifoldError('ERR_INVALID_PARAMS', out.message);
+    }
+    // A prompt's arguments as a guardrail left them (a resource's URI is never rewritten).
+    if (out.modified && request.method === 'prompts/get') params = { ...params, arguments: out.args };
+  }
+  const respond = guarded && gateway.guardrails.applies(guarded.target, 'response');
   const upstream = await gateway.callee(target.server, ex.principal);
   return relayRequest(edge, ex, {
     upstream,
     method: request.method,
-    params: target.params,
+    params,
     target: target.subject,
     progressToken: ex.meta.progressToken,
-    onResult: (result, id) => {
+    onResult: async (raw, id) => {
+      let result = raw;
+      if (respond) {
+        const out = await gateway.guardrails.response(guarded.target, raw);
+        notes.push(...out.notes);
+        if (out.withheld) throw new ManifoldError('ERR_INVALID_PARAMS', out.withheld);
+        result = out.result;
+      }
       const dressed = ex.dress(target.finish(result));
       if (target.cacheable && ex.era === 'modern') {
         // resources/read is cacheable (2026-07-28: caching): the upstream's hint, private
@@ -219,4 +277,62 @@ async function relay(edge: Edge, ex: Exchange, target: Target): Promise<Reply> {
     },
     audit: (verdict, bytesOut, inputRequired) => audit(verdict, bytesOut, undefined, inputRequired),
   });
+}
+
+function guardedTarget(
+  ex: Exchange,
+  method: 'prompts/get' | 'resources/read',
+  server: string,
+  name: string,
+): GuardedTarget {
+  return { method, server, profile: ex.principal.profile, name, principal: ex.principal };
+}
+
+/**
+ * The policy rules of a prompts/get or resources/read (#51), all of them in order against the
+ * request itself. A deny (and an `ask`, which only a tools/call can put to a person) fails
+ * exactly like a prompt or resource the caller cannot see: audited with the rule, then thrown.
+ */
+function denyByRule(
+  edge: Edge,
+  ex: Exchange,
+  server: string,
+  target: string,
+  ruling: Ruling,
+  call: CallFacts,
+  unknown: () => ManifoldError,
+): void {
+  const decision = ruling.hidden
+    ? { rule: ruling.hidden.rule, effect: 'deny' as const, error: ruling.hidden.error }
+    : decideCall(ruling, call);
+  if (!decision || decision.effect === 'allow') return;
+  const { gateway } = edge;
+  const { rule } = decision;
+  gateway.policyMetrics.rule(rule.id, decision.effect, rule.reason);
+  const method = ex.request.method;
+  const reason = `rule ${rule.id}: ${rule.reason}`;
+  gateway.log.info('audit.request', {
+    method,
+    tenant: ex.principal.tenant,
+    subject: ex.principal.subject,
+    target: target.slice(0, 256),
+    server,
+    verdict: 'denied',
+    rule: rule.id,
+    ruleEffect: decision.effect,
+    ruleReason: rule.reason,
+    ...(decision.error ? { ruleError: decision.error.slice(0, 200) } : {}),
+  });
+  gateway.observers.report(
+    method,
+    ex.principal,
+    server,
+    target.slice(0, 256),
+    'denied',
+    0,
+    ex.bytesIn,
+    0,
+    reason,
+  );
+  throw unknown();
 }

@@ -5,7 +5,9 @@ import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
 import { ManifoldError } from '../../../errors.js';
 import type { Gateway } from '../../../gateway/gateway.js';
+import { type GuardedTarget, guardToolResult } from '../../../gateway/guardrails.js';
 import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
+import { decideCall } from '../../../guards/policy/rules.js';
 import { isObject } from '../../../lib/json.js';
 import { checkParamHeaders } from '../../../protocol/headers.js';
 import { resultMessage } from '../../../protocol/jsonrpc.js';
@@ -73,6 +75,8 @@ class ToolCall {
   private readonly started: number;
   /** Audit lines written for this request (a held call's rounds write theirs through the first). */
   private lines = 0;
+  /** What policy rules and guardrails decided (#51), for the audit line: types, never values. */
+  policy: Record<string, unknown> | undefined;
 
   constructor(
     private readonly edge: Edge,
@@ -115,6 +119,7 @@ class ToolCall {
       bytesOut,
       ...(inputRequired ? { resultType: 'input_required' } : {}),
       ...approval,
+      ...this.policy,
     });
     const { observers } = gateway;
     observers.report('tools/call', principal, server, tool, verdict, durationMs, bytesIn, bytesOut, reason);
@@ -124,6 +129,16 @@ class ToolCall {
   denied(e: unknown): never {
     this.audit('denied', 0, undefined, e instanceof ManifoldError ? e.code : undefined);
     throw e;
+  }
+
+  /** Adds policy fields (#51) to this call's audit line; guardrail notes accumulate. */
+  note(fields: Record<string, unknown>): void {
+    const before = this.policy ?? {};
+    const notes = fields.guardrails as unknown[] | undefined;
+    if (notes && notes.length === 0) return;
+    const merged = { ...before, ...fields };
+    if (notes && Array.isArray(before.guardrails)) merged.guardrails = [...before.guardrails, ...notes];
+    this.policy = merged;
   }
 
   /**
@@ -213,12 +228,28 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
     return respond('allowed', local(searchTools(gateway, principal, argsObject)));
   const refusal = gateway.guards.refuse(entry);
   if (refusal) return respond('quarantined', local(refusal));
+  // Policy rules (#51): what a rule that reads no arguments denies is already out of the view.
+  const askReason = gateway.policy.empty ? undefined : decideRules(edge, call, entry, argsObject);
   // Arguments are checked against the full schema before anything is sent.
   const invalid = gateway.guards.checkArguments(gateway.catalog, entry, argsObject);
   if (invalid) return respond('invalid', local(invalid));
+  let sent = argsObject;
+  // No guardrail configured: nothing is built for them.
+  const target = gateway.guardrails.empty ? undefined : guardedTarget(entry, ex);
+  if (target && gateway.guardrails.applies(target, 'request')) {
+    const out = await gateway.guardrails.request(target, argsObject);
+    call.note({ guardrails: out.notes });
+    if (out.blocked) return respond('denied', local(errorResult(out.message)));
+    if (out.modified) {
+      // A redacted or rewritten request is checked against the tool's schema again.
+      const again = gateway.guards.checkArguments(gateway.catalog, entry, out.args);
+      if (again) return respond('invalid', local(again));
+      sent = out.args;
+    }
+  }
   // Refused by policy: an isError result with the reason, so the model can tell its user.
   const timeoutSeconds =
-    entry.approval === 'allow'
+    entry.approval === 'allow' && askReason === undefined
       ? 0
       : (gateway.config.servers.find((s) => s.name === entry.server)?.approval.timeoutSeconds ?? 120);
   if (entry.approval === 'deny') {
@@ -228,12 +259,12 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   }
   const shared = gateway.pool.get(entry.server);
   if (!shared) throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
-  const waits =
-    entry.approval === 'ask' || shared.config.auth?.mode === 'user' || shared.config.isolation !== 'shared';
+  const asks = entry.approval === 'ask' || askReason !== undefined;
+  const waits = asks || shared.config.auth?.mode === 'user' || shared.config.isolation !== 'shared';
   const prepared = waits
-    ? await prepare(edge, call, entry, argsObject, shared, timeoutSeconds)
+    ? await prepare(edge, call, entry, sent, shared, timeoutSeconds, asks, askReason)
     : new Prepared(ex, shared);
-  return prepared instanceof Prepared ? send(edge, call, entry, argsObject, prepared) : prepared;
+  return prepared instanceof Prepared ? send(edge, call, entry, sent, prepared) : prepared;
 }
 
 /** What must be waited for before the call is sent; a reply instead when the call ends here. */
@@ -244,12 +275,15 @@ async function prepare(
   argsObject: Record<string, unknown>,
   shared: Upstream,
   timeoutSeconds: number,
+  asks: boolean,
+  /** The reason of the policy rule that asks (#51), shown in the question. */
+  askReason: string | undefined,
 ): Promise<Prepared | Reply> {
   const { gateway } = edge;
   let ex = call.ex;
   const prepared = new Prepared(ex, shared);
-  if (entry.approval === 'ask') {
-    const question = await approvalQuestion(entry, argsObject, gateway.redact);
+  if (asks) {
+    const question = await approvalQuestion(entry, argsObject, gateway.redact, askReason);
     prepared.gate = {
       method: 'elicitation/create',
       params: question.params,
@@ -323,7 +357,15 @@ function send(
     target: entry.name,
     repeatable: entry.risk === 'read',
     progressToken: ex.meta.progressToken,
-    onResult: (result, id) => gateway.guards.resultMessage(entry, ex.dress(result), id),
+    onResult:
+      !gateway.guardrails.empty && gateway.guardrails.applies(guardedTarget(entry, ex), 'response')
+        ? async (result, id) =>
+            gateway.guards.resultMessage(
+              entry,
+              ex.dress(await guardToolResult(gateway, entry, ex.principal, result, (n) => call.note(n))),
+              id,
+            )
+        : (result, id) => gateway.guards.resultMessage(entry, ex.dress(result), id),
     errorResult: (e) => errorAsResult(entry, e),
     audit: (verdict, bytesOut, inputRequired) =>
       call.audit(verdict, bytesOut, approvalAudit(), undefined, inputRequired),
@@ -426,4 +468,46 @@ export function searchTools(gateway: Gateway, principal: Principal, args: Record
       ? `No tool matches ${JSON.stringify(query)}. Try other words.`
       : JSON.stringify(found, null, 1);
   return { content: [{ type: 'text', text }], structuredContent: { tools: found } };
+}
+
+/** What guardrails see of a call: its method, server, profile, exposed name and caller. */
+function guardedTarget(entry: CatalogEntry, ex: Exchange): GuardedTarget {
+  return {
+    method: 'tools/call',
+    server: entry.server,
+    profile: ex.principal.profile,
+    name: entry.name,
+    principal: ex.principal,
+  };
+}
+
+/**
+ * The policy rules of one call (#51): the pending rules that read its arguments, then the view
+ * rule that held. A deny fails exactly like a call to a tool outside the caller's grants (the
+ * rule and its reason only in the audit line and metrics); an ask returns its reason for the
+ * approval question; an allow, or nothing, returns undefined.
+ */
+function decideRules(
+  edge: Edge,
+  call: ToolCall,
+  entry: CatalogEntry,
+  args: Record<string, unknown>,
+): string | undefined {
+  const { gateway } = edge;
+  const { ex } = call;
+  const decision = decideCall(gateway.ruling(ex.principal, entry), { args, era: ex.era });
+  if (!decision) return undefined;
+  const { rule, effect } = decision;
+  gateway.policyMetrics.rule(rule.id, effect, rule.reason);
+  call.note({
+    rule: rule.id,
+    ruleEffect: effect,
+    ruleReason: rule.reason,
+    ...(decision.error ? { ruleError: decision.error.slice(0, 200) } : {}),
+  });
+  if (effect === 'deny') {
+    call.audit('denied', 0, undefined, `rule ${rule.id}: ${rule.reason}`);
+    throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${entry.name}`);
+  }
+  return effect === 'ask' ? rule.reason : undefined;
 }

@@ -70,6 +70,8 @@ export async function approvalQuestion(
   entry: CatalogEntry,
   args: Record<string, unknown>,
   redact: Redactor,
+  /** Why a policy rule asks (#51): the operator's words, shown first. */
+  reason?: string,
 ): Promise<{ params: Result; digest: string }> {
   const canonical = canonicalJson(args);
   let shown = redact(stripUnsafe(JSON.stringify(args, null, 1) ?? '{}'));
@@ -79,6 +81,7 @@ export async function approvalQuestion(
   const risk = entry.risk === 'undeclared' ? 'not classified' : `classified ${entry.risk}`;
   const message = [
     `Allow the tool ${entry.original} of server ${entry.server} (${entry.name}, ${risk}) to run?`,
+    ...(reason === undefined ? [] : [`Why you are asked: ${stripUnsafe(reason)}`]),
     'Arguments:',
     shown,
   ].join('\n');
