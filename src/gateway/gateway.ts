@@ -15,6 +15,7 @@ import type { Logger } from '../lib/log.js';
 import { type Redactor, redactor } from '../lib/redact.js';
 import { Observers } from '../observe/record.js';
 import type { Platform } from '../platform.js';
+import { MemoryApprovalStore } from '../store/approvals.js';
 import { MemoryStateStore, type StateStore } from '../store/state.js';
 import type { BackoffOptions } from '../upstream/backoff.js';
 import { IsolatedInstances } from '../upstream/isolation.js';
@@ -23,6 +24,7 @@ import { UpstreamPool } from '../upstream/pool.js';
 import type { SessionOpener } from '../upstream/session.js';
 import type { UpstreamStatus } from '../upstream/types.js';
 import type { Upstream } from '../upstream/upstream.js';
+import { ApprovalsQueue } from './approvals-queue.js';
 import { CallGuards } from './call-guards.js';
 import { nextCatalogs, reservedPrefixes } from './catalog-build.js';
 import { DriftGate } from './drift-gate.js';
@@ -110,6 +112,8 @@ export class Gateway {
   private shutdownListeners: (() => void)[] = [];
   private updateListeners: ((server: string, uri: string) => void)[] = [];
   readonly store: StateStore;
+  /** The approvals queue (#52), in the store when it has one. */
+  readonly approvals: ApprovalsQueue;
   readonly drift: DriftGate;
   /** Verified listings from the store, served until each upstream answers (warm start). */
   private warm = new Map<string, VerifiedListing>();
@@ -164,6 +168,12 @@ export class Gateway {
     this.pages = new ListPages(this, this.tools, CursorSealer.create(secret));
     this.states = Sealer.create(secret, 'manifold/request-state');
     this.taskIds = Sealer.create(secret, 'manifold/task-id');
+    this.approvals = new ApprovalsQueue(
+      this.store.approvals ?? new MemoryApprovalStore(),
+      options.platform,
+      this.log,
+      Sealer.create(secret, 'manifold/approval-link'),
+    );
   }
 
   /** The stored catalog first (warm start), then every upstream connected in parallel, reconciled in the background. */

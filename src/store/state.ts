@@ -11,6 +11,7 @@
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
+import { type ApprovalStore, MemoryApprovalStore, SqlApprovalStore } from './approvals.js';
 import { parseRow, type RawRow } from './rows.js';
 import { migrate, readMeta } from './schema.js';
 import type { SqlExec, SqlValue } from './sql.js';
@@ -92,6 +93,8 @@ export interface StateStore {
    * (Postgres LISTEN/NOTIFY). Optional and only a speed-up: the trust epoch poll stays the rule.
    */
   watchTrust?(listener: () => void): void;
+  /** The approvals queue (#52), in the same store. Absent: the gateway keeps one in memory. */
+  readonly approvals?: ApprovalStore;
   close?(): void | Promise<void>;
 }
 
@@ -166,8 +169,11 @@ const SWEEP_EVERY = 64;
 
 /** The store over any `SqlExec`: a SQLite file on Node, a Durable Object on Workers. */
 export class SqlStateStore implements StateStore {
+  readonly approvals: ApprovalStore;
+
   constructor(private readonly sql: SqlExec) {
     migrate(sql);
+    this.approvals = new SqlApprovalStore(sql);
   }
 
   async get(name: string): Promise<ServerRow | undefined> {
@@ -221,6 +227,7 @@ export class SqlStateStore implements StateStore {
  * both stores read through one parser.
  */
 export class MemoryStateStore implements StateStore {
+  readonly approvals: ApprovalStore = new MemoryApprovalStore();
   private readonly rows = new Map<string, RawRow>();
   private epoch = 0;
 

@@ -17,7 +17,7 @@ import { SessionTable } from '../mcp/sessions.js';
 import { type SessionStore, SharedSessions } from '../mcp/shared-sessions.js';
 import { TaskPumps } from '../mcp/task-pumps.js';
 import { Tracing } from '../mcp/tracing.js';
-import { mountAdmin } from './admin.js';
+import { mountAdmin } from './admin/routes.js';
 import { hostAllowed, originCheck, originGuard, readBodyCapped } from './guards.js';
 import { mountMetrics } from './metrics.js';
 import { mountOAuth } from './oauth.js';

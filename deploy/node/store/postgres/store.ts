@@ -15,6 +15,7 @@ import { describeError, ManifoldError } from '../../../../src/errors.js';
 import type { Logger } from '../../../../src/lib/log.js';
 import { parseRow, type RawRow } from '../../../../src/store/rows.js';
 import type { Baseline, ServerIdentity, ServerRow, StateStore } from '../../../../src/store/state.js';
+import { PostgresApprovalStore } from './approvals.js';
 import { PostgresCredentialStore } from './credentials.js';
 import { PostgresInstances } from './instances.js';
 import { postgresRateLimiter } from './rate-limit.js';
@@ -72,6 +73,8 @@ export class PostgresStateStore implements StateStore {
   private sessions: PostgresSessions | undefined;
   /** Upstream OAuth credentials (#19), in the same database. */
   readonly credentials: PostgresCredentialStore;
+  /** The approvals queue (#52), in the same database. */
+  readonly approvals: PostgresApprovalStore;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
   constructor(
@@ -80,6 +83,7 @@ export class PostgresStateStore implements StateStore {
     private readonly log?: Logger,
   ) {
     this.credentials = new PostgresCredentialStore(pool);
+    this.approvals = new PostgresApprovalStore(pool);
   }
 
   async get(name: string): Promise<ServerRow | undefined> {

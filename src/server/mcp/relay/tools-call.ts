@@ -3,6 +3,7 @@ import { DESCRIBE_MAX_NAMES } from '../../../aggregate/describe-tool.js';
 import { MAX_QUERY_LENGTH, searchHit } from '../../../aggregate/search.js';
 import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
+import { DEFAULT_QUEUE_TTL_SECONDS } from '../../../config/server-checks.js';
 import { ManifoldError } from '../../../errors.js';
 import type { Gateway } from '../../../gateway/gateway.js';
 import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
@@ -19,15 +20,19 @@ import {
   type ApprovalOutcome,
   approvalQuestion,
   refusalResult,
+  shownArguments,
 } from '../rounds/approval.js';
 import { loginReply, takeLoginState } from '../rounds/login.js';
+import { type QueueAudit, queuedCall, queues } from '../rounds/queued.js';
 import { planTask, taskCreated } from '../tasks.js';
 import { relayRequest } from './relay.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
 /** The approval fields of an audit line: the outcome, and for a yes, who gave it and when. */
-type ApprovalAudit = { approval: ApprovalOutcome | 'denied'; approvedBy?: string; approvedAt?: string };
+type ApprovalAudit =
+  | { approval: ApprovalOutcome | 'denied'; approvedBy?: string; approvedAt?: string }
+  | QueueAudit;
 
 /**
  * Relays one tools/call to the upstream that owns it, with one audit line per call. The answer
@@ -233,7 +238,23 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   const prepared = waits
     ? await prepare(edge, call, entry, argsObject, shared, timeoutSeconds)
     : new Prepared(ex, shared);
-  return prepared instanceof Prepared ? send(edge, call, entry, argsObject, prepared) : prepared;
+  if (!(prepared instanceof Prepared)) return prepared;
+  // #52: an operator decides in the approvals queue, where the server says so or the client cannot be asked.
+  const approval = shared.config.approval;
+  if (prepared.gate && queues(approval, prepared.ex)) {
+    return queuedCall(edge, prepared.ex, {
+      entry,
+      args: argsObject,
+      digest: prepared.gate.digest,
+      shown: shownArguments(argsObject, gateway.redact),
+      upstream: prepared.upstream,
+      timeoutMs: timeoutSeconds * 1000,
+      ttlMs: (approval.queueTtlSeconds ?? DEFAULT_QUEUE_TTL_SECONDS) * 1000,
+      notify: approval.notify,
+      audit: (verdict, bytesOut, fields) => call.audit(verdict, bytesOut, fields),
+    });
+  }
+  return send(edge, call, entry, argsObject, prepared);
 }
 
 /** What must be waited for before the call is sent; a reply instead when the call ends here. */

@@ -1,0 +1,28 @@
+/**
+ * The admin API (#52), mounted under `/admin` behind the Origin/Host guard of `/healthz`, one file
+ * per resource: drift review and accept (drift.ts), the approvals queue (approvals.ts), and the
+ * OpenAPI document that describes them all (openapi.ts). Who may use it: context.ts. Beside it,
+ * the signed link of a queued approval (approval-link.ts), which needs no token: the link is one.
+ */
+import type { Hono, MiddlewareHandler } from 'hono';
+import type { Authenticator } from '../../../auth/principal.js';
+import type { Gateway } from '../../../gateway/gateway.js';
+import { mountApprovalLink } from './approval-link.js';
+import { mountApprovals } from './approvals.js';
+import { adminContext } from './context.js';
+import { mountDrift } from './drift.js';
+import { mountOpenApi } from './openapi.js';
+
+export interface AdminRoutes {
+  authenticate: Authenticator;
+  guard: MiddlewareHandler;
+}
+
+export function mountAdmin(app: Hono, gateway: Gateway, routes: AdminRoutes): void {
+  app.use('/admin/*', routes.guard);
+  const ctx = adminContext(gateway, routes.authenticate);
+  mountOpenApi(app, ctx);
+  mountDrift(app, ctx);
+  mountApprovals(app, ctx);
+  mountApprovalLink(app, gateway, routes.guard);
+}
