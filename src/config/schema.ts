@@ -212,11 +212,7 @@ export const serverEntrySchema = z.object({
   ),
   risk: z.record(text(), z.enum(RISK_CLASSES)),
   trustAnnotations: z.boolean(),
-  approval: z.union([
-    z.enum(APPROVAL_PRESETS),
-    glob(),
-    approvalObjectSchema,
-  ]),
+  approval: z.union([z.enum(APPROVAL_PRESETS), glob(), approvalObjectSchema]),
   retry: int(0, MAX_RETRY),
   // The object's keys are read and checked in oauth.ts, so that each finding names its key.
   auth: z.union([z.enum(AUTH_MODES), z.record(z.string(), z.unknown())]),
