@@ -156,6 +156,8 @@ export const gatewaySchema = z.object({
   cursorSecret: z.string().check(z.minLength(32)),
   // Checked as a URL in gateway.ts (an http(s) origin, without credentials or a path).
   advertiseUrl: text(),
+  // #52: the admin API; whether the file's servers may be changed through it.
+  admin: z.partial(z.strictObject({ fileServers: z.enum(['locked', 'editable']) })),
 });
 
 /** The longest a person may be given to answer an approval (one hour). */

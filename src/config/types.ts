@@ -294,6 +294,11 @@ export interface GatewayConfig {
    */
   advertiseUrl?: string;
   /**
+   * The admin API (#52). `fileServers`: whether servers from the config file may be changed or
+   * overridden through it (`editable`), or only read (`locked`, the default).
+   */
+  admin?: { fileServers?: 'locked' | 'editable' };
+  /**
    * Durable state (drift baselines, catalog cache, claims, the trust epoch). `false`: in memory
    * only, so baselines last as long as the process. Default `{ path: "./.manifold/state.db" }` on
    * Node. `{ postgres: url }`: one Postgres database shared by several Node instances; the URL

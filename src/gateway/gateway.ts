@@ -17,6 +17,7 @@ import { Observers } from '../observe/record.js';
 import type { Platform } from '../platform.js';
 import { MemoryApprovalStore } from '../store/approvals.js';
 import { MemoryStateStore, type StateStore } from '../store/state.js';
+import { MemoryServerStore } from '../store/stored-servers.js';
 import type { BackoffOptions } from '../upstream/backoff.js';
 import { IsolatedInstances } from '../upstream/isolation.js';
 import type { UpstreamAuth } from '../upstream/oauth/auth-fetch.js';
@@ -36,6 +37,7 @@ import {
   reverifyWarm,
   withIsolation,
 } from './lifecycle.js';
+import { ManagedServers } from './managed-servers.js';
 import { Reloader } from './reload.js';
 
 /** The lists a client can be told changed. */
@@ -114,6 +116,8 @@ export class Gateway {
   readonly store: StateStore;
   /** The approvals queue (#52), in the store when it has one. */
   readonly approvals: ApprovalsQueue;
+  /** Servers added through the admin API (#52), merged over the file's. */
+  readonly managed: ManagedServers;
   readonly drift: DriftGate;
   /** Verified listings from the store, served until each upstream answers (warm start). */
   private warm = new Map<string, VerifiedListing>();
@@ -168,6 +172,7 @@ export class Gateway {
     this.pages = new ListPages(this, this.tools, CursorSealer.create(secret));
     this.states = Sealer.create(secret, 'manifold/request-state');
     this.taskIds = Sealer.create(secret, 'manifold/task-id');
+    this.managed = new ManagedServers(this, this.store.storedServers ?? new MemoryServerStore());
     this.approvals = new ApprovalsQueue(
       this.store.approvals ?? new MemoryApprovalStore(),
       options.platform,
@@ -238,6 +243,9 @@ export class Gateway {
       this.timers.push(setInterval(() => void this.recheck(), recheck * 1000));
     }
     this.timers.push(setInterval(() => void this.pollTrust(), this.trustPollMs));
+    // #52: servers added through the admin API, by this instance or another sharing the store.
+    void this.managed.poll();
+    this.timers.push(setInterval(() => void this.managed.poll(), this.trustPollMs));
   }
 
   /** Re-lists every ready upstream; each listing is verified before it can change the catalog. */

@@ -82,6 +82,13 @@ export const MIGRATIONS: readonly string[] = [
     expires_at INTEGER NOT NULL
   )`,
   'CREATE INDEX approvals_call ON approvals (principal, tool, digest)',
+  // Servers added through the admin API (src/store/stored-servers.ts), merged over the file's.
+  `CREATE TABLE stored_servers (
+    name TEXT PRIMARY KEY NOT NULL,
+    entry TEXT NOT NULL,
+    updated_by TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+  )`,
   // --- end #52
 ];
 

@@ -15,6 +15,7 @@ import { type ApprovalStore, MemoryApprovalStore, SqlApprovalStore } from './app
 import { parseRow, type RawRow } from './rows.js';
 import { migrate, readMeta } from './schema.js';
 import type { SqlExec, SqlValue } from './sql.js';
+import { MemoryServerStore, type ServerStore, SqlServerStore } from './stored-servers.js';
 
 /** The annotations policy reads. Recorded so that a later loosening of a hint is drift too. */
 export interface ToolHints {
@@ -95,6 +96,8 @@ export interface StateStore {
   watchTrust?(listener: () => void): void;
   /** The approvals queue (#52), in the same store. Absent: the gateway keeps one in memory. */
   readonly approvals?: ApprovalStore;
+  /** Servers added through the admin API (#52), in the same store. Absent: kept in memory. */
+  readonly storedServers?: ServerStore;
   close?(): void | Promise<void>;
 }
 
@@ -170,10 +173,12 @@ const SWEEP_EVERY = 64;
 /** The store over any `SqlExec`: a SQLite file on Node, a Durable Object on Workers. */
 export class SqlStateStore implements StateStore {
   readonly approvals: ApprovalStore;
+  readonly storedServers: ServerStore;
 
   constructor(private readonly sql: SqlExec) {
     migrate(sql);
     this.approvals = new SqlApprovalStore(sql);
+    this.storedServers = new SqlServerStore(sql);
   }
 
   async get(name: string): Promise<ServerRow | undefined> {
@@ -228,6 +233,7 @@ export class SqlStateStore implements StateStore {
  */
 export class MemoryStateStore implements StateStore {
   readonly approvals: ApprovalStore = new MemoryApprovalStore();
+  readonly storedServers: ServerStore = new MemoryServerStore();
   private readonly rows = new Map<string, RawRow>();
   private epoch = 0;
 

@@ -103,6 +103,12 @@ export const PG_MIGRATIONS: readonly string[] = [
     expires_at BIGINT NOT NULL
   )`,
   'CREATE INDEX manifold_approvals_call ON manifold_approvals (principal, tool, digest)',
+  `CREATE TABLE manifold_stored_servers (
+    name TEXT PRIMARY KEY NOT NULL,
+    entry TEXT NOT NULL,
+    updated_by TEXT NOT NULL,
+    updated_at BIGINT NOT NULL
+  )`,
   // --- end #52
 ];
 

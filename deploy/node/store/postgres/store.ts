@@ -21,6 +21,7 @@ import { PostgresInstances } from './instances.js';
 import { postgresRateLimiter } from './rate-limit.js';
 import { migratePostgres } from './schema.js';
 import { PostgresSessions } from './sessions.js';
+import { PostgresServerStore } from './stored-servers.js';
 import { listenForTrust, type TrustListener } from './trust-listener.js';
 
 /** The channel a re-trust notifies (payload: the new epoch). */
@@ -75,6 +76,8 @@ export class PostgresStateStore implements StateStore {
   readonly credentials: PostgresCredentialStore;
   /** The approvals queue (#52), in the same database. */
   readonly approvals: PostgresApprovalStore;
+  /** Servers added through the admin API (#52). */
+  readonly storedServers: PostgresServerStore;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
   constructor(
@@ -84,6 +87,7 @@ export class PostgresStateStore implements StateStore {
   ) {
     this.credentials = new PostgresCredentialStore(pool);
     this.approvals = new PostgresApprovalStore(pool);
+    this.storedServers = new PostgresServerStore(pool);
   }
 
   async get(name: string): Promise<ServerRow | undefined> {

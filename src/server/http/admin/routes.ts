@@ -1,6 +1,6 @@
 /**
  * The admin API (#52), mounted under `/admin` behind the Origin/Host guard of `/healthz`, one file
- * per resource: drift review and accept (drift.ts), the approvals queue (approvals.ts), and the
+ * per resource: servers (servers.ts), drift review and accept (drift.ts), the approvals queue (approvals.ts), and the
  * OpenAPI document that describes them all (openapi.ts). Who may use it: context.ts. Beside it,
  * the signed link of a queued approval (approval-link.ts), which needs no token: the link is one.
  */
@@ -12,6 +12,7 @@ import { mountApprovals } from './approvals.js';
 import { adminContext } from './context.js';
 import { mountDrift } from './drift.js';
 import { mountOpenApi } from './openapi.js';
+import { mountServers } from './servers.js';
 
 export interface AdminRoutes {
   authenticate: Authenticator;
@@ -23,6 +24,7 @@ export function mountAdmin(app: Hono, gateway: Gateway, routes: AdminRoutes): vo
   const ctx = adminContext(gateway, routes.authenticate);
   mountOpenApi(app, ctx);
   mountDrift(app, ctx);
+  mountServers(app, ctx);
   mountApprovals(app, ctx);
   mountApprovalLink(app, gateway, routes.guard);
 }
