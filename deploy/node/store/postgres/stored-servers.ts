@@ -4,7 +4,11 @@
  * the change.
  */
 import type pg from 'pg';
-import { parseStoredServer, type ServerStore, type StoredServer } from '../../../../src/store/stored-servers.js';
+import {
+  parseStoredServer,
+  type ServerStore,
+  type StoredServer,
+} from '../../../../src/store/stored-servers.js';
 
 const PUT = `INSERT INTO manifold_stored_servers (name, entry, updated_by, updated_at) VALUES ($1, $2, $3, $4)
   ON CONFLICT (name) DO UPDATE SET entry = excluded.entry, updated_by = excluded.updated_by,
