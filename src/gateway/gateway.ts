@@ -18,6 +18,7 @@ import type { Platform } from '../platform.js';
 import { MemoryApprovalStore } from '../store/approvals.js';
 import { MemoryStateStore, type StateStore } from '../store/state.js';
 import { MemoryServerStore } from '../store/stored-servers.js';
+import { MemoryTokenStore } from '../store/tokens.js';
 import type { BackoffOptions } from '../upstream/backoff.js';
 import { IsolatedInstances } from '../upstream/isolation.js';
 import type { UpstreamAuth } from '../upstream/oauth/auth-fetch.js';
@@ -39,6 +40,7 @@ import {
 } from './lifecycle.js';
 import { ManagedServers } from './managed-servers.js';
 import { Reloader } from './reload.js';
+import { TokenRegistry } from './token-registry.js';
 
 /** The lists a client can be told changed. */
 export type ChangeKind = 'tools' | 'prompts' | 'resources';
@@ -118,6 +120,8 @@ export class Gateway {
   readonly approvals: ApprovalsQueue;
   /** Servers added through the admin API (#52), merged over the file's. */
   readonly managed: ManagedServers;
+  /** Tokens seen and revoked (#52): every request's token is checked against it. */
+  readonly tokens: TokenRegistry;
   readonly drift: DriftGate;
   /** Verified listings from the store, served until each upstream answers (warm start). */
   private warm = new Map<string, VerifiedListing>();
@@ -173,6 +177,7 @@ export class Gateway {
     this.states = Sealer.create(secret, 'manifold/request-state');
     this.taskIds = Sealer.create(secret, 'manifold/task-id');
     this.managed = new ManagedServers(this, this.store.storedServers ?? new MemoryServerStore());
+    this.tokens = new TokenRegistry(this.store.tokens ?? new MemoryTokenStore(), options.platform, this.log);
     this.approvals = new ApprovalsQueue(
       this.store.approvals ?? new MemoryApprovalStore(),
       options.platform,

@@ -89,6 +89,16 @@ export const MIGRATIONS: readonly string[] = [
     updated_by TEXT NOT NULL,
     updated_at INTEGER NOT NULL
   )`,
+  // Tokens seen, by id (jti or a digest), never the token; revoked ones refused until they expire.
+  `CREATE TABLE seen_tokens (
+    id TEXT PRIMARY KEY NOT NULL,
+    subject TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    first_seen INTEGER NOT NULL,
+    revoked_at INTEGER,
+    revoked_by TEXT
+  )`,
   // --- end #52
 ];
 

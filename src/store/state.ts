@@ -16,6 +16,7 @@ import { parseRow, type RawRow } from './rows.js';
 import { migrate, readMeta } from './schema.js';
 import type { SqlExec, SqlValue } from './sql.js';
 import { MemoryServerStore, type ServerStore, SqlServerStore } from './stored-servers.js';
+import { MemoryTokenStore, SqlTokenStore, type TokenStore } from './tokens.js';
 
 /** The annotations policy reads. Recorded so that a later loosening of a hint is drift too. */
 export interface ToolHints {
@@ -98,6 +99,8 @@ export interface StateStore {
   readonly approvals?: ApprovalStore;
   /** Servers added through the admin API (#52), in the same store. Absent: kept in memory. */
   readonly storedServers?: ServerStore;
+  /** Tokens seen and revoked (#52), in the same store. Absent: kept in memory. */
+  readonly tokens?: TokenStore;
   close?(): void | Promise<void>;
 }
 
@@ -174,11 +177,13 @@ const SWEEP_EVERY = 64;
 export class SqlStateStore implements StateStore {
   readonly approvals: ApprovalStore;
   readonly storedServers: ServerStore;
+  readonly tokens: TokenStore;
 
   constructor(private readonly sql: SqlExec) {
     migrate(sql);
     this.approvals = new SqlApprovalStore(sql);
     this.storedServers = new SqlServerStore(sql);
+    this.tokens = new SqlTokenStore(sql);
   }
 
   async get(name: string): Promise<ServerRow | undefined> {
@@ -234,6 +239,7 @@ export class SqlStateStore implements StateStore {
 export class MemoryStateStore implements StateStore {
   readonly approvals: ApprovalStore = new MemoryApprovalStore();
   readonly storedServers: ServerStore = new MemoryServerStore();
+  readonly tokens: TokenStore = new MemoryTokenStore();
   private readonly rows = new Map<string, RawRow>();
   private epoch = 0;
 

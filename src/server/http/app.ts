@@ -18,6 +18,7 @@ import { type SessionStore, SharedSessions } from '../mcp/shared-sessions.js';
 import { TaskPumps } from '../mcp/task-pumps.js';
 import { Tracing } from '../mcp/tracing.js';
 import { mountAdmin } from './admin/routes.js';
+import { revocable } from './admin/tokens.js';
 import { hostAllowed, originCheck, originGuard, readBodyCapped } from './guards.js';
 import { mountMetrics } from './metrics.js';
 import { mountOAuth } from './oauth.js';
@@ -86,8 +87,11 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
 export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   const g = gateway.config.gateway;
   const auth = g.auth || undefined;
-  const authenticate =
-    options.authenticate ?? (auth ? createAuthenticator(auth, gateway.platform.fetch) : noAuth);
+  // #52: every request's token is checked against the revocation list the admin API writes.
+  const authenticate = revocable(
+    options.authenticate ?? (auth ? createAuthenticator(auth, gateway.platform.fetch) : noAuth),
+    gateway.tokens,
+  );
   // RFC 9728 §5.1: a 401 points at the protected-resource metadata of this endpoint. Its URL is
   // the configured auth.resource; without one, the request's own origin only when its Host is one
   // the gateway serves (loopback or gateway.hostnames), never an arbitrary echoed Host (#13.14).

@@ -109,6 +109,15 @@ export const PG_MIGRATIONS: readonly string[] = [
     updated_by TEXT NOT NULL,
     updated_at BIGINT NOT NULL
   )`,
+  `CREATE TABLE manifold_seen_tokens (
+    id TEXT PRIMARY KEY NOT NULL,
+    subject TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    first_seen BIGINT NOT NULL,
+    revoked_at BIGINT,
+    revoked_by TEXT
+  )`,
   // --- end #52
 ];
 

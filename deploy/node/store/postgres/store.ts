@@ -22,6 +22,7 @@ import { postgresRateLimiter } from './rate-limit.js';
 import { migratePostgres } from './schema.js';
 import { PostgresSessions } from './sessions.js';
 import { PostgresServerStore } from './stored-servers.js';
+import { PostgresTokenStore } from './tokens.js';
 import { listenForTrust, type TrustListener } from './trust-listener.js';
 
 /** The channel a re-trust notifies (payload: the new epoch). */
@@ -78,6 +79,8 @@ export class PostgresStateStore implements StateStore {
   readonly approvals: PostgresApprovalStore;
   /** Servers added through the admin API (#52). */
   readonly storedServers: PostgresServerStore;
+  /** Tokens seen and revoked (#52). */
+  readonly tokens: PostgresTokenStore;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
   constructor(
@@ -88,6 +91,7 @@ export class PostgresStateStore implements StateStore {
     this.credentials = new PostgresCredentialStore(pool);
     this.approvals = new PostgresApprovalStore(pool);
     this.storedServers = new PostgresServerStore(pool);
+    this.tokens = new PostgresTokenStore(pool);
   }
 
   async get(name: string): Promise<ServerRow | undefined> {

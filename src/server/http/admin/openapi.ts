@@ -31,6 +31,13 @@ const common = {
 };
 
 const time = { type: 'string', format: 'date-time' };
+const dryRunParam = {
+  name: 'dryRun',
+  in: 'query',
+  required: false,
+  description: '1: check and diff only, apply nothing.',
+  schema: { enum: ['1', 'true'] },
+};
 
 export const ADMIN_OPENAPI = {
   openapi: '3.1.0',
@@ -111,6 +118,99 @@ export const ADMIN_OPENAPI = {
           digest: { type: 'string' },
         },
       },
+      ConfigIssue: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['path', 'message'],
+        properties: { path: { type: 'string' }, message: { type: 'string' }, fix: { type: 'string' } },
+      },
+      ServerDiff: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['change', 'fields'],
+        properties: {
+          change: { enum: ['added', 'replaced', 'retuned', 'unchanged', 'removed'] },
+          fields: { type: 'array', items: { type: 'string' } },
+        },
+      },
+      Server: {
+        type: 'object',
+        required: ['name', 'source', 'editable', 'transport', 'state', 'tools', 'disabled'],
+        properties: {
+          name: { type: 'string' },
+          source: { enum: ['file', 'api'] },
+          editable: { type: 'boolean' },
+          transport: { enum: ['stdio', 'streamable-http', 'sse'] },
+          state: { type: 'string' },
+          era: { enum: ['legacy', 'modern'] },
+          protocolVersion: { type: 'string' },
+          tools: { type: 'integer', minimum: 0 },
+          disabled: { type: 'boolean' },
+          lastError: { type: 'string' },
+          config: { type: 'object', description: 'The server as configured; header and env values hidden.' },
+          updatedBy: { type: 'string' },
+          updatedAt: time,
+        },
+      },
+      ServerInput: {
+        type: 'object',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
+        description: 'A server entry exactly as in the config file; header values must be ${VAR} references.',
+      },
+      ServerChange: {
+        type: 'object',
+        required: ['errors', 'applied'],
+        properties: {
+          errors: { type: 'array', items: ref('ConfigIssue') },
+          diff: ref('ServerDiff'),
+          applied: { type: 'boolean' },
+          server: { type: 'object' },
+        },
+      },
+      Token: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['id', 'subject', 'tenant', 'expiresAt', 'firstSeen', 'revoked'],
+        properties: {
+          id: { type: 'string', description: 'The jti, or sha256:<digest> for a token without one.' },
+          subject: { type: 'string' },
+          tenant: { type: 'string' },
+          expiresAt: time,
+          firstSeen: time,
+          revoked: { type: 'boolean' },
+          revokedAt: time,
+          revokedBy: { type: 'string' },
+        },
+      },
+      AuditCall: {
+        type: 'object',
+        additionalProperties: false,
+        required: [
+          'at',
+          'method',
+          'tenant',
+          'subject',
+          'server',
+          'tool',
+          'verdict',
+          'durationMs',
+          'bytesIn',
+          'bytesOut',
+        ],
+        properties: {
+          at: time,
+          method: { type: 'string' },
+          tenant: { type: 'string' },
+          subject: { type: 'string' },
+          server: { type: ['string', 'null'] },
+          tool: { type: ['string', 'null'] },
+          verdict: { type: 'string' },
+          durationMs: { type: 'number' },
+          bytesIn: { type: 'integer' },
+          bytesOut: { type: 'integer' },
+          reason: { type: 'string' },
+        },
+      },
       Retrusted: {
         type: 'object',
         additionalProperties: false,
@@ -126,6 +226,143 @@ export const ADMIN_OPENAPI = {
         summary: 'This document.',
         security: [],
         responses: { '200': json({ type: 'object' }, 'The OpenAPI document.') },
+      },
+    },
+    '/admin/servers': {
+      get: {
+        summary: 'Every running server, with where it comes from, its state and era.',
+        responses: {
+          '200': json(
+            {
+              type: 'object',
+              required: ['servers'],
+              properties: { servers: { type: 'array', items: ref('Server') } },
+            },
+            'The servers.',
+          ),
+          ...common,
+        },
+      },
+      post: {
+        summary: 'Adds a server, kept in the store and applied on every instance; ?dryRun=1 only checks it.',
+        parameters: [dryRunParam],
+        requestBody: body({
+          type: 'object',
+          required: ['name', 'config'],
+          properties: { name: { type: 'string' }, config: ref('ServerInput') },
+        }),
+        responses: {
+          '200': json(ref('ServerChange'), 'The dry run: the config errors, or the diff.'),
+          '201': json(ref('ServerChange'), 'Added.'),
+          '400': json(
+            { oneOf: [ref('ServerChange'), ref('Error')] },
+            'The config has errors (each with its path and fix), or the body is not {name, config}.',
+          ),
+          '409': error('A server of that name exists (or the file has one and is locked).'),
+          ...common,
+        },
+      },
+    },
+    '/admin/servers/{name}': {
+      get: {
+        summary: 'One server, with its config (secrets hidden).',
+        parameters: [pathName('name', 'The server.')],
+        responses: { '200': json(ref('Server'), 'The server.'), '404': error('No such server.'), ...common },
+      },
+      put: {
+        summary:
+          'Changes a server kept in the store (or, when the file is editable, overrides a file server).',
+        parameters: [pathName('name', 'The server.'), dryRunParam],
+        requestBody: body({
+          type: 'object',
+          required: ['config'],
+          properties: { config: ref('ServerInput') },
+        }),
+        responses: {
+          '200': json(ref('ServerChange'), 'Changed, or the dry run.'),
+          '400': json(
+            { oneOf: [ref('ServerChange'), ref('Error')] },
+            'The config has errors, or a bad body.',
+          ),
+          '404': error('No such server.'),
+          '409': error('The server comes from the config file, which is locked.'),
+          ...common,
+        },
+      },
+      delete: {
+        summary: 'Removes a server kept in the store.',
+        parameters: [pathName('name', 'The server.'), dryRunParam],
+        responses: {
+          '200': json(ref('ServerChange'), 'Removed, or the dry run.'),
+          '404': error('No such server.'),
+          '409': error('The server comes from the config file.'),
+          ...common,
+        },
+      },
+    },
+    '/admin/tokens': {
+      get: {
+        summary: 'Unexpired tokens the gateway has seen, newest first (ids, never tokens).',
+        parameters: [
+          {
+            name: 'limit',
+            in: 'query',
+            required: false,
+            schema: { type: 'integer', minimum: 1, maximum: 500 },
+          },
+        ],
+        responses: {
+          '200': json(
+            {
+              type: 'object',
+              required: ['tokens'],
+              properties: { tokens: { type: 'array', items: ref('Token') } },
+            },
+            'The tokens.',
+          ),
+          '400': error('A bad limit.'),
+          ...common,
+        },
+      },
+    },
+    '/admin/tokens/{id}/revoke': {
+      post: {
+        summary: 'Refuses a token before its expiry, on every instance within seconds.',
+        parameters: [pathName('id', 'The token id.')],
+        responses: {
+          '200': json(ref('Token'), 'Revoked.'),
+          '404': error('No unexpired token of that id has been seen.'),
+          '409': error('Revoked already.'),
+          ...common,
+        },
+      },
+    },
+    '/admin/audit': {
+      get: {
+        summary: "This instance's recent audited requests, newest first.",
+        parameters: ['tenant', 'server', 'tool', 'verdict']
+          .map((name) => ({ name, in: 'query', required: false, schema: { type: 'string' } }))
+          .concat([
+            {
+              name: 'limit',
+              in: 'query',
+              required: false,
+              schema: { type: 'integer', minimum: 1, maximum: 1000 } as never,
+            },
+          ]),
+        responses: {
+          '200': json(
+            {
+              type: 'object',
+              required: ['calls'],
+              properties: { calls: { type: 'array', items: ref('AuditCall') } },
+            },
+            'The calls.',
+          ),
+          '400': error('A bad limit.'),
+          '404': error('The audit query is off: gateway.statusPath is false.'),
+          ...common,
+        },
       },
     },
     '/admin/servers/{name}/drift': {
