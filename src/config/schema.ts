@@ -103,6 +103,9 @@ export const serverAuthSchema = z.object({
   issuer: text(),
   scopes: texts(),
   maxStepUps: int(0, MAX_STEP_UPS),
+  // #52, mode user-key: where the caller's key goes, and how (checked in oauth.ts).
+  header: text(),
+  format: text(),
 });
 
 export const gatewaySchema = z.object({

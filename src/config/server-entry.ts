@@ -325,7 +325,7 @@ export function readServer(
     valid('auth') && type !== 'stdio' ? readServerAuth(f, picked.auth, [...base, 'auth']) : undefined;
   const isolation: ServerConfig['isolation'] = valid('isolation')
     ? (picked.isolation as ServerConfig['isolation'])
-    : auth?.mode === 'user'
+    : auth?.mode === 'user' || auth?.mode === 'user-key'
       ? 'per-subject'
       : 'shared';
   if (auth) {

@@ -91,7 +91,11 @@ export interface ServerConfig {
 
 /** A server's `auth` (#19). */
 export interface ServerAuthConfig {
-  mode: 'static' | 'gateway' | 'user';
+  mode: 'static' | 'gateway' | 'user' | 'user-key';
+  /** Mode `user-key` (#52): the header the caller's key is sent in (default Authorization). */
+  header?: string;
+  /** Mode `user-key`: the header's value, `{key}` standing for the key (default "Bearer {key}"). */
+  format?: string;
   /** Default `authorization_code`; `client_credentials` needs clientId and clientSecret and mode `gateway`. */
   grant: 'authorization_code' | 'client_credentials';
   /** Pre-registered client credentials, bound to `issuer` when given. */

@@ -5,6 +5,7 @@ import { isLoopbackHost } from '../../config/bind.js';
 import { describeError, ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import type { MetricsExporter } from '../../observe/metrics.js';
+import { UserKeyAuth } from '../../upstream/user-key.js';
 import type { Edge } from '../mcp/edge.js';
 import { announceChanged, createMcpHandlers } from '../mcp/endpoint.js';
 import { errorAnswer } from '../mcp/errors.js';
@@ -23,6 +24,7 @@ import { hostAllowed, originCheck, originGuard, readBodyCapped } from './guards.
 import { mountMetrics } from './metrics.js';
 import { mountOAuth } from './oauth.js';
 import { mountStatusPage } from './status/page.js';
+import { mountUserKeyPage } from './user-key-page.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -274,6 +276,10 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   mountAdmin(app, gateway, { authenticate, guard: operatorGuard });
   // Upstream OAuth (#19): the callback, the client metadata document, login and logout for an admin.
   if (gateway.upstreamAuth.size > 0) mountOAuth(app, gateway, { authenticate, guard: operatorGuard });
+  // #52: where a caller gives their own key for a user-key server.
+  if ([...gateway.upstreamAuth.values()].some((a) => a instanceof UserKeyAuth)) {
+    mountUserKeyPage(app, gateway, operatorGuard);
+  }
 
   // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
   for (const path of ['/mcp', '/mcp/:profile']) {

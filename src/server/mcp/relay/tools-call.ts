@@ -288,7 +288,8 @@ async function prepare(
     };
   }
   // A `user` server (#19): a retry after the caller signed in carries the gateway's login state.
-  if (shared.config.auth?.mode === 'user') {
+  // #52: a `user-key` server's caller gives a key through the same round as a sign-in.
+  if (shared.config.auth?.mode === 'user' || shared.config.auth?.mode === 'user-key') {
     ({ ex, round: prepared.round } = await takeLoginState(edge, ex, entry.name));
     prepared.ex = ex;
   }
