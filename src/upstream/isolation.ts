@@ -55,7 +55,8 @@ function forIdentity(config: ServerConfig, principal: Principal): ServerConfig {
     Object.fromEntries(Object.entries(r).map(([k, v]) => [k, fill(v)]));
   // #52: a user-key server's configured key header is the deployment's (to list its tools); a
   // caller's own instance never carries it: the caller's key, or nothing.
-  const own = config.auth?.mode === 'user-key' ? (config.auth.header ?? 'Authorization').toLowerCase() : undefined;
+  const own =
+    config.auth?.mode === 'user-key' ? (config.auth.header ?? 'Authorization').toLowerCase() : undefined;
   const headers = own
     ? Object.fromEntries(Object.entries(config.headers).filter(([k]) => k.toLowerCase() !== own))
     : config.headers;
