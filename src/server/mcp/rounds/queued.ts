@@ -144,7 +144,9 @@ class QueuedCall {
     if (found) return found;
     const now = gateway.platform.now();
     const staged = await gateway.approvals.stage({
-      id: crypto.randomUUID(),
+      // Named after its server, so a host that keeps each server's state apart (the Worker's objects
+      // by owner) can send a decision to the store that holds it.
+      id: `${q.entry.server}.${crypto.randomUUID()}`,
       principal: principal.key,
       tenant: principal.tenant,
       subject: principal.subject,
