@@ -1,7 +1,7 @@
 import { SqlCredentialStore } from '../../src/store/credentials.js';
 import { migrate } from '../../src/store/schema.js';
 import type { SqlExec, SqlValue } from '../../src/store/sql.js';
-import { execSql, SqlStateStore } from '../../src/store/state.js';
+import { execSql, SqlStateStore, sqlExtras } from '../../src/store/state.js';
 
 interface DurableSql {
   exec(query: string, ...bindings: SqlValue[]): { toArray(): unknown[] };
@@ -15,7 +15,7 @@ interface DurableStorage {
 export function durableObjectStore(storage: DurableStorage): SqlStateStore {
   const exec = durableExec(storage);
   migrate(exec);
-  return new SqlStateStore(execSql(exec));
+  return new SqlStateStore(execSql(exec), sqlExtras(exec));
 }
 
 /**

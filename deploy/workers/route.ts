@@ -42,6 +42,10 @@ export function routeMessage(gateway: Gateway, principal: Principal, message: Me
   const upstream = gateway.pool.get(server);
   // A server with `isolation` has an instance per tenant or subject: its connection is state.
   if (upstream && upstream.config.isolation !== 'shared') return { to: 'tenant' };
+  // #52: a call that may wait in the approvals queue is served where the queue is, the server's object.
+  if (method === 'tools/call' && upstream && (upstream.config.approval.via ?? 'client') !== 'client') {
+    return { to: 'upstream', server };
+  }
   if (params.requestState !== undefined || params.inputResponses !== undefined)
     return { to: 'upstream', server };
   return upstream?.era === 'legacy' ? { to: 'upstream', server } : HERE;

@@ -3,6 +3,7 @@
  * the rest to the Durable Object that owns that state (route.ts, objects.ts). A modern client's
  * request to a modern upstream touches no Durable Object once the isolate has the snapshots.
  */
+
 import { createAuthenticator } from '../../src/auth/authenticate.js';
 import { type Authenticator, noAuth, type Principal } from '../../src/auth/principal.js';
 import { isObject } from '../../src/lib/json.js';
@@ -10,6 +11,7 @@ import { encodeHeaderValue } from '../../src/protocol/headers.js';
 import { errorMessage } from '../../src/protocol/jsonrpc.js';
 import { readBodyCapped } from '../../src/server/http/guards.js';
 import { toRpcError } from '../../src/server/mcp/errors.js';
+import { toApprovalsOwner } from './approvals.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
 import { callbackServer, oauthServers, observeAuth, plain, remoteAuths, SeenOrigin } from './oauth.js';
@@ -90,6 +92,13 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
     const oauth = await toOAuthObject(iso, env, request, path);
     if (oauth) return oauth;
   }
+  // #52: the approvals queue lives in each server's object.
+  const owned = await toApprovalsOwner(
+    { gateway: iso.gateway, authenticate: iso.authenticate, toUpstream: (s, r) => toUpstream(env, s, r) },
+    request,
+    path,
+  );
+  if (owned) return owned;
   const admin = ADMIN.exec(path);
   if (admin) {
     let server: string;

@@ -38,10 +38,19 @@ export function createAuthenticator(
     const hit = verified.get(token);
     if (hit && hit.until > now) return hit.principal;
     const payload = await verify(token);
-    const principal = principalFromClaims(payload, auth);
     const exp = typeof payload.exp === 'number' ? payload.exp * 1000 : now;
+    // #52: the id the admin API lists and revokes: the jti, or a digest of the token itself.
+    const tokenId =
+      typeof payload.jti === 'string' && payload.jti !== '' ? payload.jti : await tokenDigest(token);
+    const principal = { ...principalFromClaims(payload, auth), tokenId, tokenExpiresAt: exp };
     const until = Math.min(exp, now + VERIFIED_TTL_MS);
     if (until > now) verified.set(token, { principal, until });
     return principal;
   };
+}
+
+/** A token without a `jti`, named by the start of its SHA-256: enough to tell tokens apart, never the token. */
+async function tokenDigest(token: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(token)));
+  return `sha256:${[...digest.slice(0, 16)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
 }

@@ -33,6 +33,13 @@ export interface Principal {
    */
   profile?: string;
   servers?: ReadonlySet<string>;
+  /**
+   * The token's id (#52): its `jti`, or a digest of the token when it has none; what the admin API
+   * lists and revokes. Absent without auth.
+   */
+  tokenId?: string;
+  /** When the token expires (ms since the epoch). */
+  tokenExpiresAt?: number;
 }
 
 /** The key views are shared under: `shareKey`, or `viewKey` where there is none. */

@@ -137,7 +137,8 @@ export const AUTH_DEFAULTS: Readonly<
 
 // --- upstream OAuth (#19): a server's `auth`, and `gateway.oauth` ------------------------------
 
-export const AUTH_MODES = ['static', 'gateway', 'user'] as const;
+// #52: `user-key`, each caller's own key (not OAuth), given on a gateway page and kept sealed.
+export const AUTH_MODES = ['static', 'gateway', 'user', 'user-key'] as const;
 export const AUTH_GRANTS = ['authorization_code', 'client_credentials'] as const;
 export const TOKEN_AUTH_METHODS = ['client_secret_basic', 'client_secret_post', 'none'] as const;
 /** Re-authorizations for one scope challenge, at most. */

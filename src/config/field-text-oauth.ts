@@ -10,10 +10,19 @@ const AUTH_FIX =
 
 /** Keys of a server entry's `auth`, in the server table. */
 export const SERVER_AUTH_TEXT: Record<string, FieldText> = {
-  auth: { expected: '"static", "gateway", "user", or an object with "mode"', fix: AUTH_FIX },
+  auth: { expected: '"static", "gateway", "user", "user-key", or an object with "mode"', fix: AUTH_FIX },
   'auth.mode': {
-    expected: '"static", "gateway" or "user"',
-    fix: 'write "static" (the configured headers, the default), "gateway" (one identity for the deployment) or "user" (each caller\'s own)',
+    expected: '"static", "gateway", "user" or "user-key"',
+    fix: 'write "static" (the configured headers, the default), "gateway" (one identity for the deployment), "user" (each caller\'s own OAuth sign-in) or "user-key" (each caller\'s own key)',
+  },
+  // #52: mode user-key.
+  'auth.header': {
+    expected: 'a header name',
+    fix: 'write the header the server reads its key from, e.g. "Authorization" (the default) or "X-API-Key"',
+  },
+  'auth.format': {
+    expected: 'a string containing {key}',
+    fix: 'write how the key is sent, e.g. "Bearer {key}" (the default) or "{key}"',
   },
   'auth.grant': {
     expected: '"authorization_code" or "client_credentials"',

@@ -60,7 +60,7 @@ export const POLICY_SERVER_TEXT: Record<string, FieldText> = {
   },
   approval: {
     expected:
-      '"off", "standard", "strict", an array of tool globs or risk:<class>, or an object with preset, ask, deny, allow and timeoutSeconds',
+      '"off", "standard", "strict", an array of tool globs or risk:<class>, or an object with preset, ask, deny, allow, timeoutSeconds, via, queueTtlSeconds and notify',
     fix: 'write approval as "standard", as ["delete_*", "risk:destructive"], or as {"preset": "strict", "deny": ["drop_*"], "timeoutSeconds": 120}',
   },
   'approval[]': {
@@ -98,6 +98,19 @@ export const POLICY_SERVER_TEXT: Record<string, FieldText> = {
   'approval.timeoutSeconds': {
     expected: 'an integer from 1 to 3600 (seconds)',
     fix: 'write how long a person has to answer, e.g. 120 (the default)',
+  },
+  // #52: the approvals queue.
+  'approval.via': {
+    expected: '"client", "queue" or "client-then-queue"',
+    fix: 'write "client" (ask the calling client\'s user, the default), "queue" (an operator decides) or "client-then-queue" (the client when it can answer, else the queue)',
+  },
+  'approval.queueTtlSeconds': {
+    expected: 'an integer from 60 to 2592000 (seconds)',
+    fix: 'write how long a queued approval waits for an operator, e.g. 86400 (one day, the default)',
+  },
+  'approval.notify': {
+    expected: 'an absolute http(s) URL',
+    fix: 'write the webhook that receives each queued approval, e.g. "https://chat.example.com/hooks/approvals"',
   },
   retry: {
     expected: 'an integer from 0 to 5',

@@ -108,6 +108,15 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     expected: 'an http: or https: URL string',
     fix: 'write the origin the other instances reach this one at, e.g. "http://10.0.0.5:8787", or remove it',
   },
+  // #52: the admin API.
+  admin: {
+    expected: 'an object with "fileServers"',
+    fix: 'write admin as {"fileServers": "locked"}',
+  },
+  'admin.fileServers': {
+    expected: '"locked" or "editable"',
+    fix: 'write "locked" (the default: the file\'s servers are read-only through the admin API) or "editable"',
+  },
   drift: {
     expected: 'an object with "recheckSeconds"',
     fix: 'write drift as {"recheckSeconds": 300}',

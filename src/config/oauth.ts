@@ -111,7 +111,7 @@ export function checkServerAuth(
   gateway: GatewayRead,
 ): void {
   const at = [...base, 'auth'];
-  const delegated = auth.mode === 'gateway' || auth.mode === 'user';
+  const delegated = auth.mode === 'gateway' || auth.mode === 'user' || auth.mode === 'user-key';
   if (delegated && gateway.config.oauth?.secret === undefined && !gateway.invalid.has('oauth')) {
     error(
       f,
@@ -120,7 +120,8 @@ export function checkServerAuth(
       OAUTH_SECRET_FIX,
     );
   }
-  if (delegated) {
+  // #52: a user-key server's configured key header is the deployment's, which lists its tools.
+  if (delegated && auth.mode !== 'user-key') {
     for (const name of keysOf(server.headers)) {
       if (name.toLowerCase() !== 'authorization') continue;
       error(
@@ -159,7 +160,8 @@ export function checkServerAuth(
       error(f, [...at, 'issuer'], problem, FIELD_TEXT.server['auth.issuer']!.fix);
     }
   }
-  if (auth.mode === 'user') {
+  if (auth.mode === 'user-key') checkUserKey(f, at, auth);
+  if (auth.mode === 'user' || auth.mode === 'user-key') {
     if (isolationGiven && server.isolation !== 'per-subject') {
       error(
         f,
@@ -177,5 +179,20 @@ export function checkServerAuth(
         'configure gateway.auth (JWT verification), or use "auth": "gateway" for one identity shared by every caller',
       );
     }
+  }
+}
+
+/** #52, mode user-key: a header name the key can travel in, and a format that places the key. */
+function checkUserKey(f: Findings, at: PathSegment[], auth: ServerAuthConfig): void {
+  if (auth.header !== undefined && !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(auth.header)) {
+    error(f, [...at, 'header'], 'is not a valid header name', FIELD_TEXT.server['auth.header']!.fix);
+  }
+  if (auth.format !== undefined && (!auth.format.includes('{key}') || /[\r\n\0]/.test(auth.format))) {
+    error(
+      f,
+      [...at, 'format'],
+      'must contain {key} once, and no line break',
+      FIELD_TEXT.server['auth.format']!.fix,
+    );
   }
 }

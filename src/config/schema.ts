@@ -8,7 +8,7 @@
 // lazily, esbuild skipped the initialisation of the mini schemas behind `zod/mini`'s re-exports,
 // and the Worker failed to start ("Class2 is not a constructor").
 import * as z from 'zod/v4-mini';
-import { APPROVAL_PRESETS, RISK_CLASSES } from '../guards/risk.js';
+import { APPROVAL_PRESETS, APPROVAL_VIA, RISK_CLASSES } from '../guards/risk.js';
 import {
   AUTH_GRANTS,
   AUTH_MODES,
@@ -103,6 +103,9 @@ export const serverAuthSchema = z.object({
   issuer: text(),
   scopes: texts(),
   maxStepUps: int(0, MAX_STEP_UPS),
+  // #52, mode user-key: where the caller's key goes, and how (checked in oauth.ts).
+  header: text(),
+  format: text(),
 });
 
 export const gatewaySchema = z.object({
@@ -156,10 +159,14 @@ export const gatewaySchema = z.object({
   cursorSecret: z.string().check(z.minLength(32)),
   // Checked as a URL in gateway.ts (an http(s) origin, without credentials or a path).
   advertiseUrl: text(),
+  // #52: the admin API; whether the file's servers may be changed through it.
+  admin: z.partial(z.strictObject({ fileServers: z.enum(['locked', 'editable']) })),
 });
 
 /** The longest a person may be given to answer an approval (one hour). */
 export const MAX_APPROVAL_SECONDS = 3600;
+/** The longest a queued approval may wait for an operator (30 days). */
+export const MAX_QUEUE_TTL_SECONDS = 30 * 86_400;
 /** Resends of one call, at most. */
 export const MAX_RETRY = 5;
 
@@ -169,6 +176,21 @@ const glob = () => texts();
 export const PROTOCOL_SETTINGS = ['auto', '2026-07-28', '2025-11-25'] as const;
 
 export const toolsSchema = z.object({ allow: glob(), deny: glob() });
+
+/** `approval` written as an object; also checked alone, so each bad field is named (server-entry.ts). */
+export const approvalObjectSchema = z.partial(
+  z.strictObject({
+    preset: z.enum(APPROVAL_PRESETS),
+    ask: glob(),
+    deny: glob(),
+    allow: glob(),
+    timeoutSeconds: int(1, MAX_APPROVAL_SECONDS),
+    // #52: the approvals queue; `notify` is checked as a URL in server-checks.ts.
+    via: z.enum(APPROVAL_VIA),
+    queueTtlSeconds: int(60, MAX_QUEUE_TTL_SECONDS),
+    notify: text(),
+  }),
+);
 
 export const serverEntrySchema = z.object({
   type: z.enum(TRANSPORT_TYPES),
@@ -195,19 +217,7 @@ export const serverEntrySchema = z.object({
   ),
   risk: z.record(text(), z.enum(RISK_CLASSES)),
   trustAnnotations: z.boolean(),
-  approval: z.union([
-    z.enum(APPROVAL_PRESETS),
-    glob(),
-    z.partial(
-      z.strictObject({
-        preset: z.enum(APPROVAL_PRESETS),
-        ask: glob(),
-        deny: glob(),
-        allow: glob(),
-        timeoutSeconds: int(1, MAX_APPROVAL_SECONDS),
-      }),
-    ),
-  ]),
+  approval: z.union([z.enum(APPROVAL_PRESETS), glob(), approvalObjectSchema]),
   retry: int(0, MAX_RETRY),
   // The object's keys are read and checked in oauth.ts, so that each finding names its key.
   auth: z.union([z.enum(AUTH_MODES), z.record(z.string(), z.unknown())]),

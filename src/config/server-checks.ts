@@ -123,6 +123,8 @@ export function checkStdioStrings(f: Findings, picked: JsonObject, base: PathSeg
 
 /** The default time a person has to answer an approval. */
 export const DEFAULT_APPROVAL_SECONDS = 120;
+/** The default time a queued approval waits for an operator (#52): one day. */
+export const DEFAULT_QUEUE_TTL_SECONDS = 86_400;
 
 /** `risk`, already shape-checked: its globs in the order written. */
 export function readRisk(raw: unknown): { pattern: string; class: DeclaredRisk }[] {
@@ -138,6 +140,8 @@ export function readApproval(raw: unknown): ApprovalSettings {
     deny: [],
     allow: [],
     timeoutSeconds: DEFAULT_APPROVAL_SECONDS,
+    via: 'client',
+    queueTtlSeconds: DEFAULT_QUEUE_TTL_SECONDS,
   };
   if (typeof raw === 'string') settings.preset = raw as ApprovalPreset;
   else if (Array.isArray(raw)) settings.ask = raw as string[];
@@ -155,6 +159,8 @@ export function checkApproval(f: Findings, raw: unknown, base: PathSegment[]): v
     : isObject(raw)
       ? (['ask', 'deny', 'allow'] as const).map((k) => [[...base, k], raw[k]])
       : [];
+  // #52: the webhook of the approvals queue is an absolute http(s) URL without credentials.
+  if (isObject(raw) && typeof raw.notify === 'string') checkUrl(f, raw.notify, [...base, 'notify']);
   const classes = [...RISK_CLASSES, 'undeclared'];
   for (const [path, list] of lists) {
     if (!Array.isArray(list)) continue;

@@ -3,6 +3,7 @@
  * prefix it claims, and the per-server limits checked against the gateway's.
  */
 
+import * as z from 'zod/v4-mini';
 import { isObject, type JsonObject } from '../lib/json.js';
 import { FIELD_TEXT } from './field-text.js';
 import { error, type Findings, hasIssueUnder, interpolateField, isTainted } from './findings.js';
@@ -14,7 +15,14 @@ import { checkServerAuth, readServerAuth } from './oauth.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { checkPlaceholders } from './placeholders.js';
 import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
-import { HTTP_ONLY_KEYS, SERVER_KEYS, STDIO_ONLY_KEYS, serverSchema, TOOLS_KEYS } from './schema.js';
+import {
+  approvalObjectSchema,
+  HTTP_ONLY_KEYS,
+  SERVER_KEYS,
+  STDIO_ONLY_KEYS,
+  serverSchema,
+  TOOLS_KEYS,
+} from './schema.js';
 import {
   checkApproval,
   checkHeaders,
@@ -126,6 +134,26 @@ export function readServer(
     base,
     tainted: f.interpolator.tainted,
   });
+  // An `approval` object that fails the union is checked alone, so each bad field is named with its fix (#52).
+  if (isObject(picked.approval) && hasIssueUnder(issues, [...base, 'approval'])) {
+    const detail = validateShape(
+      z.object({ approval: approvalObjectSchema }),
+      { approval: picked.approval },
+      {
+        table: FIELD_TEXT.server,
+        base,
+        tainted: f.interpolator.tainted,
+      },
+    );
+    if (detail.length > 0)
+      issues.splice(
+        0,
+        issues.length,
+        ...issues.filter((i) => !i.path.startsWith(formatPath([...base, 'approval']))),
+        ...detail,
+      );
+    checkApproval(f, picked.approval, [...base, 'approval']);
+  }
   f.errors.push(...issues);
   const has = (key: string) => picked[key] !== undefined;
   const valid = (key: string) => has(key) && !hasIssueUnder(issues, [...base, key]);
@@ -300,7 +328,7 @@ export function readServer(
     valid('auth') && type !== 'stdio' ? readServerAuth(f, picked.auth, [...base, 'auth']) : undefined;
   const isolation: ServerConfig['isolation'] = valid('isolation')
     ? (picked.isolation as ServerConfig['isolation'])
-    : auth?.mode === 'user'
+    : auth?.mode === 'user' || auth?.mode === 'user-key'
       ? 'per-subject'
       : 'shared';
   if (auth) {

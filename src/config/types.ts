@@ -97,7 +97,11 @@ export interface ServerConfig {
 
 /** A server's `auth` (#19). */
 export interface ServerAuthConfig {
-  mode: 'static' | 'gateway' | 'user';
+  mode: 'static' | 'gateway' | 'user' | 'user-key';
+  /** Mode `user-key` (#52): the header the caller's key is sent in (default Authorization). */
+  header?: string;
+  /** Mode `user-key`: the header's value, `{key}` standing for the key (default "Bearer {key}"). */
+  format?: string;
   /** Default `authorization_code`; `client_credentials` needs clientId and clientSecret and mode `gateway`. */
   grant: 'authorization_code' | 'client_credentials';
   /** Pre-registered client credentials, bound to `issuer` when given. */
@@ -299,6 +303,11 @@ export interface GatewayConfig {
    * wildcard (then this instance takes no forwarded retries).
    */
   advertiseUrl?: string;
+  /**
+   * The admin API (#52). `fileServers`: whether servers from the config file may be changed or
+   * overridden through it (`editable`), or only read (`locked`, the default).
+   */
+  admin?: { fileServers?: 'locked' | 'editable' };
   /**
    * Durable state (drift baselines, catalog cache, claims, the trust epoch). `false`: in memory
    * only, so baselines last as long as the process. Default `{ path: "./.manifold/state.db" }` on

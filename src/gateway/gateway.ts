@@ -17,7 +17,10 @@ import { type Redactor, redactor } from '../lib/redact.js';
 import { PolicyMetrics } from '../observe/policy-metrics.js';
 import { Observers } from '../observe/record.js';
 import type { Platform } from '../platform.js';
+import { MemoryApprovalStore } from '../store/approvals.js';
 import { MemoryStateStore, type StateStore } from '../store/state.js';
+import { MemoryServerStore } from '../store/stored-servers.js';
+import { MemoryTokenStore } from '../store/tokens.js';
 import type { BackoffOptions } from '../upstream/backoff.js';
 import { IsolatedInstances } from '../upstream/isolation.js';
 import type { UpstreamAuth } from '../upstream/oauth/auth-fetch.js';
@@ -25,6 +28,7 @@ import { UpstreamPool } from '../upstream/pool.js';
 import type { SessionOpener } from '../upstream/session.js';
 import type { UpstreamStatus } from '../upstream/types.js';
 import type { Upstream } from '../upstream/upstream.js';
+import { ApprovalsQueue } from './approvals-queue.js';
 import { CallGuards } from './call-guards.js';
 import { nextCatalogs, reservedPrefixes } from './catalog-build.js';
 import { DriftGate } from './drift-gate.js';
@@ -37,8 +41,10 @@ import {
   reverifyWarm,
   withIsolation,
 } from './lifecycle.js';
+import { ManagedServers } from './managed-servers.js';
 import { policyOf, policyPrincipal } from './policy.js';
 import { Reloader } from './reload.js';
+import { TokenRegistry } from './token-registry.js';
 
 /** The lists a client can be told changed. */
 export type ChangeKind = 'tools' | 'prompts' | 'resources';
@@ -123,6 +129,12 @@ export class Gateway {
   private shutdownListeners: (() => void)[] = [];
   private updateListeners: ((server: string, uri: string) => void)[] = [];
   readonly store: StateStore;
+  /** The approvals queue (#52), in the store when it has one. */
+  readonly approvals: ApprovalsQueue;
+  /** Servers added through the admin API (#52), merged over the file's. */
+  readonly managed: ManagedServers;
+  /** Tokens seen and revoked (#52): every request's token is checked against it. */
+  readonly tokens: TokenRegistry;
   readonly drift: DriftGate;
   /** Verified listings from the store, served until each upstream answers (warm start). */
   private warm = new Map<string, VerifiedListing>();
@@ -185,6 +197,14 @@ export class Gateway {
     this.pages = new ListPages(this, this.tools, CursorSealer.create(secret));
     this.states = Sealer.create(secret, 'manifold/request-state');
     this.taskIds = Sealer.create(secret, 'manifold/task-id');
+    this.managed = new ManagedServers(this, this.store.storedServers ?? new MemoryServerStore());
+    this.tokens = new TokenRegistry(this.store.tokens ?? new MemoryTokenStore(), options.platform, this.log);
+    this.approvals = new ApprovalsQueue(
+      this.store.approvals ?? new MemoryApprovalStore(),
+      options.platform,
+      this.log,
+      Sealer.create(secret, 'manifold/approval-link'),
+    );
   }
 
   /** The stored catalog first (warm start), then every upstream connected in parallel, reconciled in the background. */
@@ -249,6 +269,9 @@ export class Gateway {
       this.timers.push(setInterval(() => void this.recheck(), recheck * 1000));
     }
     this.timers.push(setInterval(() => void this.pollTrust(), this.trustPollMs));
+    // #52: servers added through the admin API, by this instance or another sharing the store.
+    void this.managed.poll();
+    this.timers.push(setInterval(() => void this.managed.poll(), this.trustPollMs));
   }
 
   /** Re-lists every ready upstream; each listing is verified before it can change the catalog. */

@@ -61,7 +61,12 @@ export class Reloader {
    * interpolated values, redacted from now on. Rejects, changing nothing, once the gateway stops.
    */
   apply(next: Config, secrets: readonly string[] = []): Promise<ReloadOutcome> {
-    const run = this.queue.then(() => this.applyNow(next, secrets));
+    // #52: the servers added through the admin API are merged over every config the file gives.
+    const run = this.queue.then(() => {
+      this.gateway.managed.fileConfig = next;
+      const merged = this.gateway.managed.merge(next);
+      return this.applyNow(merged.config, [...secrets, ...merged.secrets]);
+    });
     this.queue = run.catch(() => {});
     return run;
   }

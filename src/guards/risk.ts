@@ -20,6 +20,12 @@ export type RiskClass = DeclaredRisk | 'undeclared';
 export type ApprovalDecision = 'allow' | 'ask' | 'deny';
 export const APPROVAL_PRESETS = ['off', 'standard', 'strict'] as const;
 export type ApprovalPreset = (typeof APPROVAL_PRESETS)[number];
+/**
+ * Who is asked (#52): the calling client's user (`client`, the default), an operator through the
+ * approvals queue (`queue`), or the client when it can answer and the queue when it cannot.
+ */
+export const APPROVAL_VIA = ['client', 'queue', 'client-then-queue'] as const;
+export type ApprovalVia = (typeof APPROVAL_VIA)[number];
 
 /** How an approval list names a class rather than a tool: `risk:destructive`. */
 export const RISK_PATTERN_PREFIX = 'risk:';
@@ -69,8 +75,14 @@ export interface ApprovalSettings {
   ask: readonly string[];
   deny: readonly string[];
   allow: readonly string[];
-  /** How long a person has to answer. */
+  /** How long a person has to answer (the client's user), or a queued call holds before it returns. */
   timeoutSeconds: number;
+  /** Who is asked (#52); the loader fills it, absent reads as `client`. */
+  via?: ApprovalVia;
+  /** How long a queued approval waits for an operator's decision (#52); the loader fills it (one day). */
+  queueTtlSeconds?: number;
+  /** A webhook that receives each queued approval request with signed links to decide it (#52). */
+  notify?: string;
 }
 
 export const isRiskClass = (v: string): v is DeclaredRisk => (RISK_CLASSES as readonly string[]).includes(v);

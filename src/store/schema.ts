@@ -59,6 +59,47 @@ export const MIGRATIONS: readonly string[] = [
     updated_at INTEGER NOT NULL,
     PRIMARY KEY (server, subject)
   )`,
+  // --- #52 the approvals queue (src/store/approvals.ts): a call staged for an operator, decided
+  // once, run once. `shown` is the arguments as the operator sees them (bounded, secrets redacted);
+  // `result` the one run's result for the caller that asks again.
+  `CREATE TABLE approvals (
+    id TEXT PRIMARY KEY NOT NULL,
+    principal TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    shown TEXT NOT NULL,
+    risk TEXT NOT NULL,
+    status TEXT NOT NULL,
+    decided_by TEXT,
+    decided_at INTEGER,
+    reason TEXT,
+    result TEXT,
+    delivered INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  )`,
+  'CREATE INDEX approvals_call ON approvals (principal, tool, digest)',
+  // Servers added through the admin API (src/store/stored-servers.ts), merged over the file's.
+  `CREATE TABLE stored_servers (
+    name TEXT PRIMARY KEY NOT NULL,
+    entry TEXT NOT NULL,
+    updated_by TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+  )`,
+  // Tokens seen, by id (jti or a digest), never the token; revoked ones refused until they expire.
+  `CREATE TABLE seen_tokens (
+    id TEXT PRIMARY KEY NOT NULL,
+    subject TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    first_seen INTEGER NOT NULL,
+    revoked_at INTEGER,
+    revoked_by TEXT
+  )`,
+  // --- end #52
 ];
 
 /** Holds `schema_version` and `trust_epoch`; created outside the migrations so it can version them. */

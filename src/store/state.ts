@@ -12,8 +12,11 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
+import { type ApprovalStore, MemoryApprovalStore, SqlApprovalStore } from './approvals.js';
 import { parseRow, type RawRow } from './rows.js';
 import type { SqlExec, SqlValue } from './sql.js';
+import { MemoryServerStore, type ServerStore, SqlServerStore } from './stored-servers.js';
+import { MemoryTokenStore, SqlTokenStore, type TokenStore } from './tokens.js';
 
 /** The annotations policy reads. Recorded so that a later loosening of a hint is drift too. */
 export interface ToolHints {
@@ -92,6 +95,12 @@ export interface StateStore {
    * (Postgres LISTEN/NOTIFY). Optional and only a speed-up: the trust epoch poll stays the rule.
    */
   watchTrust?(listener: () => void): void;
+  /** The approvals queue (#52), in the same store. Absent: the gateway keeps one in memory. */
+  readonly approvals?: ApprovalStore;
+  /** Servers added through the admin API (#52), in the same store. Absent: kept in memory. */
+  readonly storedServers?: ServerStore;
+  /** Tokens seen and revoked (#52), in the same store. Absent: kept in memory. */
+  readonly tokens?: TokenStore;
   close?(): void | Promise<void>;
 }
 
@@ -210,9 +219,19 @@ const SWEEP_EVERY = 64;
 export class SqlStateStore implements StateStore {
   private readonly q: ReturnType<typeof queries>;
   private claims = 0;
+  readonly approvals: ApprovalStore | undefined;
+  readonly storedServers: ServerStore | undefined;
+  readonly tokens: TokenStore | undefined;
 
-  constructor(private readonly sql: StateSql) {
+  /** `extra`: the stores of #52 over the same database (sqlExtras for SQLite and a Durable Object). */
+  constructor(
+    private readonly sql: StateSql,
+    extra: Pick<StateStore, 'approvals' | 'storedServers' | 'tokens'> = {},
+  ) {
     this.q = queries(sql.prefix ?? '');
+    this.approvals = extra.approvals;
+    this.storedServers = extra.storedServers;
+    this.tokens = extra.tokens;
   }
 
   async get(name: string): Promise<ServerRow | undefined> {
@@ -269,6 +288,9 @@ export class SqlStateStore implements StateStore {
  * both stores read through one parser.
  */
 export class MemoryStateStore implements StateStore {
+  readonly approvals: ApprovalStore = new MemoryApprovalStore();
+  readonly storedServers: ServerStore = new MemoryServerStore();
+  readonly tokens: TokenStore = new MemoryTokenStore();
   private readonly rows = new Map<string, RawRow>();
   private epoch = 0;
 
@@ -341,4 +363,13 @@ export class MemoryStateStore implements StateStore {
   private matches(row: RawRow, identity: ServerIdentity): boolean {
     return row.transport === identity.transport && row.target === identity.target;
   }
+}
+
+/** The stores of #52 over a SQLite file or a Durable Object, beside the state store on the same database. */
+export function sqlExtras(sql: SqlExec): Pick<StateStore, 'approvals' | 'storedServers' | 'tokens'> {
+  return {
+    approvals: new SqlApprovalStore(sql),
+    storedServers: new SqlServerStore(sql),
+    tokens: new SqlTokenStore(sql),
+  };
 }

@@ -29,7 +29,7 @@ export function withUpstreamAuth(
 
 /** Whose credentials an instance of this server uses: the caller's in mode `user`, else the deployment's. */
 export function authSubject(config: ServerConfig, principalKey: string): SubjectKey {
-  return config.auth?.mode === 'user' ? principalKey : '';
+  return config.auth?.mode === 'user' || config.auth?.mode === 'user-key' ? principalKey : '';
 }
 
 /**

@@ -53,11 +53,18 @@ function forIdentity(config: ServerConfig, principal: Principal): ServerConfig {
     s.replaceAll(TENANT_PLACEHOLDER, tenant).replaceAll(SUBJECT_PLACEHOLDER, subject);
   const map = (r: Record<string, string>) =>
     Object.fromEntries(Object.entries(r).map(([k, v]) => [k, fill(v)]));
+  // #52: a user-key server's configured key header is the deployment's (to list its tools); a
+  // caller's own instance never carries it: the caller's key, or nothing.
+  const own =
+    config.auth?.mode === 'user-key' ? (config.auth.header ?? 'Authorization').toLowerCase() : undefined;
+  const headers = own
+    ? Object.fromEntries(Object.entries(config.headers).filter(([k]) => k.toLowerCase() !== own))
+    : config.headers;
   return {
     ...config,
     args: config.args.map(fill),
     env: map(config.env),
-    headers: map(config.headers),
+    headers: map(headers),
     ...(config.cwd !== undefined ? { cwd: fill(config.cwd) } : {}),
     ...(config.url !== undefined ? { url: fill(config.url) } : {}),
   };
@@ -112,7 +119,7 @@ export class IsolatedInstances {
     const { upstream } = inst;
     if (upstream.state === 'connecting') await upstream.firstAttempt;
     // Only a `user` server's instance has credentials of its own to check: no await for the others.
-    if (config.auth?.mode === 'user') await this.authorizeInstance(config, upstream);
+    if (perCaller(config)) await this.authorizeInstance(config, upstream);
     if (upstream.state !== 'ready') {
       throw new ManifoldError(
         'ERR_UPSTREAM_UNAVAILABLE',
@@ -129,7 +136,7 @@ export class IsolatedInstances {
    */
   private async authorizeInstance(config: ServerConfig, upstream: Upstream): Promise<void> {
     const auth = this.deps.auths?.get(config.name);
-    if (!auth || config.auth?.mode !== 'user') return;
+    if (!auth || !perCaller(config)) return;
     const { subject } = upstream;
     const waiting = (s: string) => s === 'needs-login' || s === 'refused';
     if (upstream.state === 'ready' && !waiting(auth.state(subject).state)) return;
@@ -231,4 +238,9 @@ export class IsolatedInstances {
     this.instances.clear();
     await Promise.allSettled(all.map((i) => i.upstream.close()));
   }
+}
+
+/** A server whose instance carries each caller's own credentials: an OAuth sign-in, or a key (#52). */
+function perCaller(config: ServerConfig): boolean {
+  return config.auth?.mode === 'user' || config.auth?.mode === 'user-key';
 }

@@ -543,6 +543,43 @@ export function gatewayScenarios(runtime: 'node' | 'workers', start: StartGatewa
       }
     });
 
+    it('approvals queue (#52): queued, decided once through the admin API, run once, then asked afresh', async () => {
+      const gw = await boot({
+        config: open({
+          everything: { url: everything.url, approval: { ask: ['echo'], via: 'queue', timeoutSeconds: 1 } },
+        }),
+      });
+      try {
+        const origin = new URL(gw.url).origin;
+        const admin = async (method: string, path: string, body?: unknown) => {
+          const r = await fetch(`${origin}${path}`, {
+            method,
+            headers: { 'content-type': 'application/json' },
+            ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+          });
+          return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+        };
+        const call = { name: 'everything__echo', arguments: { message: `queued on ${runtime}` } };
+        const first = await modernRequest(gw.url, 'tools/call', call);
+        const meta = (first.body.result?._meta ?? {}) as Record<string, unknown>;
+        expect(meta['manifold/approval']).toBe('queued');
+        const id = String(meta['manifold/approvalId']);
+        const listed = await admin('GET', '/admin/approvals?status=pending');
+        expect((listed.body.approvals as { id: string }[]).map((a) => a.id)).toContain(id);
+        expect((await admin('POST', `/admin/approvals/${id}`, { decision: 'approve' })).status).toBe(200);
+        // A decision is final (G2), in the store that holds the approval (the server's object on Workers).
+        expect((await admin('POST', `/admin/approvals/${id}`, { decision: 'decline' })).status).toBe(409);
+        const ran = await modernRequest(gw.url, 'tools/call', call);
+        expect(text(ran.body.result)).toBe(`Echo: queued on ${runtime}`);
+        const again = await modernRequest(gw.url, 'tools/call', call);
+        const next = (again.body.result?._meta ?? {}) as Record<string, unknown>;
+        expect(next['manifold/approval']).toBe('queued');
+        expect(next['manifold/approvalId']).not.toBe(id);
+      } finally {
+        await gw.stop();
+      }
+    });
+
     it('profiles and tool search (#17): /mcp/<profile> serves its own catalog in search mode; unknown is 404', async () => {
       const gw = await boot({
         config: {

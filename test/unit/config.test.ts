@@ -104,7 +104,15 @@ describe('pasted client configs', () => {
       clientFeatures: { elicitation: true, sampling: false, roots: false },
       risk: [],
       trustAnnotations: false,
-      approval: { preset: 'off', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+      approval: {
+        preset: 'off',
+        ask: [],
+        deny: [],
+        allow: [],
+        timeoutSeconds: 120,
+        via: 'client',
+        queueTtlSeconds: 86_400,
+      },
       retry: 1,
     });
   });
@@ -499,7 +507,15 @@ describe('defaults and limits', () => {
       clientFeatures: { elicitation: true, sampling: false, roots: false },
       risk: [],
       trustAnnotations: false,
-      approval: { preset: 'off', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+      approval: {
+        preset: 'off',
+        ask: [],
+        deny: [],
+        allow: [],
+        timeoutSeconds: 120,
+        via: 'client',
+        queueTtlSeconds: 86_400,
+      },
       retry: 1,
     });
   });
@@ -555,7 +571,15 @@ describe('defaults and limits', () => {
         { pattern: 'get_*', class: 'read' },
         { pattern: '*', class: 'write' },
       ],
-      approval: { preset: 'strict', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
+      approval: {
+        preset: 'strict',
+        ask: [],
+        deny: [],
+        allow: [],
+        timeoutSeconds: 120,
+        via: 'client',
+        queueTtlSeconds: 86_400,
+      },
     });
   });
 

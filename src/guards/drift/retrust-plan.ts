@@ -2,7 +2,7 @@
  * What a re-trust would change (SECURITY C3: only an explicit re-trust rewrites a baseline): the
  * trusted baseline against what a server lists now, as diff lines for a person to read, and the
  * baseline that accepting them writes. Pure: `manifold retrust` and the gateway's admin endpoint
- * (src/server/http/admin.ts) show the same lines and write the same baseline.
+ * (src/server/http/admin/drift.ts) show the same lines and write the same baseline.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { canonicalJson, sha256Hex } from '../canonical-json.js';

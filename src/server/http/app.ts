@@ -6,6 +6,7 @@ import { describeError, ManifoldError } from '../../errors.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import { onAbort } from '../../lib/cancellation.js';
 import type { MetricsExporter } from '../../observe/metrics.js';
+import { UserKeyAuth } from '../../upstream/user-key.js';
 import type { Edge } from '../mcp/edge.js';
 import { announceChanged, createMcpHandlers } from '../mcp/endpoint.js';
 import { errorAnswer } from '../mcp/errors.js';
@@ -18,11 +19,13 @@ import { SessionTable } from '../mcp/sessions.js';
 import { type SessionStore, SharedSessions } from '../mcp/shared-sessions.js';
 import { TaskPumps } from '../mcp/task-pumps.js';
 import { Tracing } from '../mcp/tracing.js';
-import { mountAdmin } from './admin.js';
+import { mountAdmin } from './admin/routes.js';
+import { revocable } from './admin/tokens.js';
 import { hostAllowed, originCheck, originGuard, readBodyCapped } from './guards.js';
 import { mountMetrics } from './metrics.js';
 import { mountOAuth } from './oauth.js';
 import { mountStatusPage } from './status/page.js';
+import { mountUserKeyPage } from './user-key-page.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -87,8 +90,11 @@ export function createApp(gateway: Gateway, options: AppOptions = {}): Hono {
 export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   const g = gateway.config.gateway;
   const auth = g.auth || undefined;
-  const authenticate =
-    options.authenticate ?? (auth ? createAuthenticator(auth, gateway.platform.fetch) : noAuth);
+  // #52: every request's token is checked against the revocation list the admin API writes.
+  const authenticate = revocable(
+    options.authenticate ?? (auth ? createAuthenticator(auth, gateway.platform.fetch) : noAuth),
+    gateway.tokens,
+  );
   // RFC 9728 §5.1: a 401 points at the protected-resource metadata of this endpoint. Its URL is
   // the configured auth.resource; without one, the request's own origin only when its Host is one
   // the gateway serves (loopback or gateway.hostnames), never an arbitrary echoed Host (#13.14).
@@ -265,6 +271,10 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
   mountAdmin(app, gateway, { authenticate, guard: operatorGuard });
   // Upstream OAuth (#19): the callback, the client metadata document, login and logout for an admin.
   if (gateway.upstreamAuth.size > 0) mountOAuth(app, gateway, { authenticate, guard: operatorGuard });
+  // #52: where a caller gives their own key for a user-key server.
+  if ([...gateway.upstreamAuth.values()].some((a) => a instanceof UserKeyAuth)) {
+    mountUserKeyPage(app, gateway, operatorGuard);
+  }
 
   // `/mcp` and each profile's `/mcp/<profile>` (#17): the same endpoint over another catalog.
   for (const path of ['/mcp', '/mcp/:profile']) {

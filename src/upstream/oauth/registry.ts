@@ -8,6 +8,7 @@ import type { Config, GatewayOAuthConfig, ServerConfig } from '../../config/type
 import type { Platform } from '../../platform.js';
 import type { CredentialStore } from '../../store/credentials-types.js';
 import type { StateStore } from '../../store/state.js';
+import { UserKeyAuth } from '../user-key.js';
 import type { UpstreamAuth } from './auth-fetch.js';
 import { SecretBox } from './box.js';
 import { createUpstreamAuth, OAuthManager } from './manager.js';
@@ -63,7 +64,9 @@ export async function createUpstreamAuths(
   const oauth = { ...OAUTH_DEFAULTS, ...config.gateway.oauth };
   const readSecret = o.platform.readSecret ? (n: string) => o.platform.readSecret?.(n) : undefined;
   const log = o.platform.log;
-  const usesOAuth = servers.some((s) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user');
+  const usesOAuth = servers.some(
+    (s) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user' || s.auth?.mode === 'user-key',
+  );
   // The config check requires a secret whenever a server uses OAuth; static servers need no key.
   const box =
     usesOAuth && oauth.secret
@@ -87,6 +90,15 @@ export async function createUpstreamAuths(
           ...(readSecret ? { readSecret } : {}),
           ...(o.addSecret ? { addSecret: o.addSecret } : {}),
         }),
+      );
+      continue;
+    }
+    if (mode === 'user-key') {
+      // #52: each caller's own key, given on the gateway's page, sealed like a user's tokens.
+      const base = () => new URL(o.redirectUri()).origin;
+      out.set(
+        s.name,
+        new UserKeyAuth(s, { credentials: o.credentials, box, log, now: () => o.platform.now(), base }),
       );
       continue;
     }

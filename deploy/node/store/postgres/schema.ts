@@ -82,6 +82,43 @@ export const PG_MIGRATIONS: readonly string[] = [
     updated_at BIGINT NOT NULL,
     PRIMARY KEY (server, subject)
   )`,
+  // --- #52 the approvals queue (src/store/approvals.ts, approvals.ts here). See src/store/schema.ts.
+  `CREATE TABLE manifold_approvals (
+    id TEXT PRIMARY KEY NOT NULL,
+    principal TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    shown TEXT NOT NULL,
+    risk TEXT NOT NULL,
+    status TEXT NOT NULL,
+    decided_by TEXT,
+    decided_at BIGINT,
+    reason TEXT,
+    result TEXT,
+    delivered INTEGER NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+  )`,
+  'CREATE INDEX manifold_approvals_call ON manifold_approvals (principal, tool, digest)',
+  `CREATE TABLE manifold_stored_servers (
+    name TEXT PRIMARY KEY NOT NULL,
+    entry TEXT NOT NULL,
+    updated_by TEXT NOT NULL,
+    updated_at BIGINT NOT NULL
+  )`,
+  `CREATE TABLE manifold_seen_tokens (
+    id TEXT PRIMARY KEY NOT NULL,
+    subject TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    first_seen BIGINT NOT NULL,
+    revoked_at BIGINT,
+    revoked_by TEXT
+  )`,
+  // --- end #52
 ];
 
 /** One lock id for every Manifold migrating this database (an arbitrary constant: "mfld"). */

@@ -12,10 +12,13 @@ import { describeError, ManifoldError } from '../../../../src/errors.js';
 import type { Logger } from '../../../../src/lib/log.js';
 import { SqlCredentialStore } from '../../../../src/store/credentials.js';
 import { SqlStateStore, type StateSql } from '../../../../src/store/state.js';
+import { PostgresApprovalStore } from './approvals.js';
 import { PostgresInstances } from './instances.js';
 import { postgresRateLimiter } from './rate-limit.js';
 import { migratePostgres } from './schema.js';
 import { PostgresSessions } from './sessions.js';
+import { PostgresServerStore } from './stored-servers.js';
+import { PostgresTokenStore } from './tokens.js';
 import { listenForTrust, type TrustListener } from './trust-listener.js';
 
 /** The channel a re-trust notifies (payload: the new epoch). */
@@ -67,6 +70,9 @@ export class PostgresStateStore extends SqlStateStore {
   private sessions: PostgresSessions | undefined;
   /** Upstream OAuth credentials (#19), in the same database. */
   readonly credentials: SqlCredentialStore;
+  declare readonly approvals: PostgresApprovalStore;
+  declare readonly storedServers: PostgresServerStore;
+  declare readonly tokens: PostgresTokenStore;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
   constructor(
@@ -75,7 +81,11 @@ export class PostgresStateStore extends SqlStateStore {
     private readonly log?: Logger,
   ) {
     const sql = postgresSql(pool);
-    super(sql);
+    super(sql, {
+      approvals: new PostgresApprovalStore(pool),
+      storedServers: new PostgresServerStore(pool),
+      tokens: new PostgresTokenStore(pool),
+    });
     this.credentials = new SqlCredentialStore((query, values) => sql.query(query, values), {
       prefix: 'manifold_',
       bytewise: ' COLLATE "C"',

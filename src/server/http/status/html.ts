@@ -5,6 +5,7 @@
  * page with textContent only: upstream text never reaches innerHTML or an attribute that runs.
  * Controls, bidi and invisible characters are shown as <U+XXXX> here too, not only by the server.
  */
+import { CONSOLE_SECTIONS } from './console.js';
 
 /** The page for a status path (its JSON and assets sit under `base`, which config validated). */
 export function statusHtml(base: string): string {
@@ -17,6 +18,7 @@ export function statusHtml(base: string): string {
 <title>Manifold status</title>
 <link rel="stylesheet" href="${base}/status.css">
 <script src="${base}/status.js" defer></script>
+<script src="${base}/console.js" defer></script>
 </head>
 <body data-json="${base}/status.json">
 <header>
@@ -56,6 +58,7 @@ export function statusHtml(base: string): string {
     <h2>Diagnostics</h2>
     <ul id="diagnostics"></ul>
   </section>
+${CONSOLE_SECTIONS}
   <section id="config-section" hidden>
     <h2>Config in force</h2>
     <details><summary>Show the config, secrets masked</summary><pre id="config"></pre></details>
@@ -92,6 +95,10 @@ pre { overflow-x: auto; margin: .4rem 0; font: 12px/1.4 ui-monospace, monospace;
 .add { color: var(--ok); }
 .hunk { opacity: .7; }
 code { font-family: ui-monospace, monospace; }
+ul.tools, #approvals, #servers { list-style: none; padding: 0; }
+li.tool, li.approval, li.server { border-bottom: 1px solid var(--line); padding: .4rem 0; }
+textarea { font: 12px/1.4 ui-monospace, monospace; width: 100%; }
+.field-error { color: var(--bad); }
 `;
 
 // The script: no template literals or `${` inside, so it can live in a TS template string.

@@ -8,6 +8,7 @@ import type { Hono, MiddlewareHandler } from 'hono';
 import type { Authenticator } from '../../../auth/principal.js';
 import type { Gateway } from '../../../gateway/gateway.js';
 import { RecentCalls } from '../../../observe/recent-calls.js';
+import { mountConsole } from './console.js';
 import { statusView } from './data.js';
 import { STATUS_CSS, STATUS_JS, statusHtml } from './html.js';
 
@@ -88,6 +89,12 @@ export function mountStatusPage(app: Hono, gateway: Gateway, routes: StatusRoute
     app.use(`${base}/${name}`, routes.guard);
     app.get(`${base}/${name}`, asset(body, type));
   }
+  // #52: the console's script and the catalog it searches, under the same guard and headers.
+  mountConsole(app, gateway, base, {
+    authenticate: routes.authenticate,
+    guard: routes.guard,
+    headers: HARDENING,
+  });
   app.use(`${base}/status.json`, routes.guard);
   app.get(`${base}/status.json`, async (c) => {
     // A token bound to a profile sees that profile's catalog, as it would at /mcp.

@@ -3,6 +3,7 @@ import { DESCRIBE_MAX_NAMES } from '../../../aggregate/describe-tool.js';
 import { MAX_QUERY_LENGTH, searchHit } from '../../../aggregate/search.js';
 import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
+import { DEFAULT_QUEUE_TTL_SECONDS } from '../../../config/server-checks.js';
 import { ManifoldError } from '../../../errors.js';
 import type { Gateway } from '../../../gateway/gateway.js';
 import { type GuardedTarget, guardToolResult } from '../../../gateway/guardrails.js';
@@ -21,15 +22,19 @@ import {
   type ApprovalOutcome,
   approvalQuestion,
   refusalResult,
+  shownArguments,
 } from '../rounds/approval.js';
 import { loginReply, takeLoginState } from '../rounds/login.js';
+import { type QueueAudit, queuedCall, queues } from '../rounds/queued.js';
 import { planTask, taskCreated } from '../tasks.js';
 import { relayRequest } from './relay.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
 /** The approval fields of an audit line: the outcome, and for a yes, who gave it and when. */
-type ApprovalAudit = { approval: ApprovalOutcome | 'denied'; approvedBy?: string; approvedAt?: string };
+type ApprovalAudit =
+  | { approval: ApprovalOutcome | 'denied'; approvedBy?: string; approvedAt?: string }
+  | QueueAudit;
 
 /**
  * Relays one tools/call to the upstream that owns it, with one audit line per call. The answer
@@ -264,7 +269,23 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   const prepared = waits
     ? await prepare(edge, call, entry, sent, shared, timeoutSeconds, asks, askReason)
     : new Prepared(ex, shared);
-  return prepared instanceof Prepared ? send(edge, call, entry, sent, prepared) : prepared;
+  if (!(prepared instanceof Prepared)) return prepared;
+  // #52: an operator decides in the approvals queue, where the server says so or the client cannot be asked.
+  const approval = shared.config.approval;
+  if (prepared.gate && queues(approval, prepared.ex)) {
+    return queuedCall(edge, prepared.ex, {
+      entry,
+      args: sent,
+      digest: prepared.gate.digest,
+      shown: shownArguments(sent, gateway.redact),
+      upstream: prepared.upstream,
+      timeoutMs: timeoutSeconds * 1000,
+      ttlMs: (approval.queueTtlSeconds ?? DEFAULT_QUEUE_TTL_SECONDS) * 1000,
+      notify: approval.notify,
+      audit: (verdict, bytesOut, fields) => call.audit(verdict, bytesOut, fields),
+    });
+  }
+  return send(edge, call, entry, sent, prepared);
 }
 
 /** What must be waited for before the call is sent; a reply instead when the call ends here. */
@@ -301,7 +322,8 @@ async function prepare(
     };
   }
   // A `user` server (#19): a retry after the caller signed in carries the gateway's login state.
-  if (shared.config.auth?.mode === 'user') {
+  // #52: a `user-key` server's caller gives a key through the same round as a sign-in.
+  if (shared.config.auth?.mode === 'user' || shared.config.auth?.mode === 'user-key') {
     ({ ex, round: prepared.round } = await takeLoginState(edge, ex, entry.name));
     prepared.ex = ex;
   }

@@ -45,7 +45,10 @@ export type ApprovalOutcome =
   | 'timeout'
   | 'unsupported'
   | 'replayed'
-  | 'failed';
+  | 'failed'
+  // #52, the approvals queue: still waiting for an operator, or past its expiry undecided.
+  | 'queued'
+  | 'expired';
 
 /** What the relay needs to ask, built once per call that needs approval (tools-call.ts). */
 export interface ApprovalGate {
@@ -74,10 +77,7 @@ export async function approvalQuestion(
   reason?: string,
 ): Promise<{ params: Result; digest: string }> {
   const canonical = canonicalJson(args);
-  let shown = redact(stripUnsafe(JSON.stringify(args, null, 1) ?? '{}'));
-  if (shown.length > MAX_SHOWN_ARGUMENTS) {
-    shown = `${shown.slice(0, MAX_SHOWN_ARGUMENTS)}… (${shown.length - MAX_SHOWN_ARGUMENTS} more characters)`;
-  }
+  const shown = shownArguments(args, redact);
   const risk = entry.risk === 'undeclared' ? 'not classified' : `classified ${entry.risk}`;
   const message = [
     `Allow the tool ${entry.original} of server ${entry.server} (${entry.name}, ${risk}) to run?`,
@@ -104,6 +104,14 @@ export async function approvalQuestion(
       },
     },
   };
+}
+
+/** The arguments as a person sees them: bounded, invisible characters stripped, secrets redacted. */
+export function shownArguments(args: Record<string, unknown>, redact: Redactor): string {
+  const shown = redact(stripUnsafe(JSON.stringify(args, null, 1) ?? '{}'));
+  return shown.length > MAX_SHOWN_ARGUMENTS
+    ? `${shown.slice(0, MAX_SHOWN_ARGUMENTS)}… (${shown.length - MAX_SHOWN_ARGUMENTS} more characters)`
+    : shown;
 }
 
 /** An elicitation answer, read strictly: only `accept` with `approve: true` is a yes. */
@@ -157,6 +165,8 @@ export function refusalResult(
     unsupported: `${tool} needs the user's approval (${setting}), and this client cannot ask its user: it did not declare the elicitation capability${detail ? ` (${detail})` : ''}. It was not called. Use a client that supports elicitation, or ask the operator to change ${setting}.`,
     replayed: `This approval was already used: it was answered once, an answer is final, and ${tool} was not sent again. Call the tool again to ask for a new approval.`,
     failed: `The approval request for ${tool} could not be answered${detail ? `: ${detail}` : ''}. It was not called.`,
+    queued: `${tool} waits for an operator's approval${detail ? ` (approval id ${detail})` : ''}. It was not called yet: call it again with the same arguments once it is approved to get its result.`,
+    expired: `Nobody approved ${tool} before its approval request${detail ? ` ${detail}` : ''} expired. It was not called; call it again to ask again.`,
   }[outcome];
   return {
     content: [{ type: 'text', text }],

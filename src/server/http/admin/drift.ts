@@ -11,21 +11,15 @@
  *   otherwise), so an operator never accepts a change they were not shown, even one made between
  *   the review and the accept.
  *
- * Only a principal with `manifold:admin` may use either (the anonymous principal of a gateway
- * without auth is one, as on `/healthz`); the Origin and Host guard of `/healthz` applies.
+ * Only a principal with `manifold:admin` may use either (context.ts); every accept is an audit line
+ * naming who made it.
  */
-import type { Context, Hono, MiddlewareHandler } from 'hono';
-import type { Authenticator } from '../../auth/principal.js';
-import { ManifoldError } from '../../errors.js';
-import type { Gateway } from '../../gateway/gateway.js';
-import { identityLine, planRetrust, reviewDigest } from '../../guards/drift/retrust-plan.js';
-import type { Baseline } from '../../guards/drift/verdict.js';
-import { type ServerIdentity, sameIdentity } from '../../store/state.js';
-
-export interface AdminRoutes {
-  authenticate: Authenticator;
-  guard: MiddlewareHandler;
-}
+import type { Hono } from 'hono';
+import type { Gateway } from '../../../gateway/gateway.js';
+import { identityLine, planRetrust, reviewDigest } from '../../../guards/drift/retrust-plan.js';
+import type { Baseline } from '../../../guards/drift/verdict.js';
+import { type ServerIdentity, sameIdentity } from '../../../store/state.js';
+import { type AdminContext, readJson } from './context.js';
 
 interface Review {
   server: string;
@@ -36,30 +30,18 @@ interface Review {
   digest: string;
 }
 
-const PREFIX = '/admin/servers/';
-
-export function mountAdmin(app: Hono, gateway: Gateway, routes: AdminRoutes): void {
-  app.use(`${PREFIX}*`, routes.guard);
-  const admitted = async (c: Context) => {
-    const principal = await routes.authenticate(c.req.raw);
-    if (!principal.admin) {
-      throw new ManifoldError('ERR_FORBIDDEN', 're-trust needs a token with the manifold:admin scope');
-    }
-  };
-  app.get(`${PREFIX}:server/drift`, async (c) => {
-    await admitted(c);
+export function mountDrift(app: Hono, ctx: AdminContext): void {
+  const { gateway } = ctx;
+  app.get('/admin/servers/:server/drift', async (c) => {
+    await ctx.admin(c);
     const result = await review(gateway, c.req.param('server'), c.req.query('tool'));
     return 'status' in result ? c.json({ error: result.error }, result.status) : c.json(result.review);
   });
-  app.post(`${PREFIX}:server/retrust`, async (c) => {
-    await admitted(c);
-    let body: unknown;
-    try {
-      body = JSON.parse(await c.req.text());
-    } catch {
-      return c.json({ error: 'the body must be JSON: {"digest": "<from GET .../drift>"}' }, 400);
-    }
-    const { digest, tool } = (body ?? {}) as Record<string, unknown>;
+  app.post('/admin/servers/:server/retrust', async (c) => {
+    const principal = await ctx.admin(c);
+    const body = await readJson(c, '{"digest": "<from GET .../drift>"}');
+    if (!body.ok) return body.reply;
+    const { digest, tool } = body.value;
     if (typeof digest !== 'string' || (tool !== undefined && typeof tool !== 'string')) {
       return c.json({ error: 'write {"digest": "<from GET .../drift>", "tool": "<optional name>"}' }, 400);
     }
@@ -78,6 +60,11 @@ export function mountAdmin(app: Hono, gateway: Gateway, routes: AdminRoutes): vo
       ...(tool ? { tool } : {}),
       changes: result.review.changes,
       via: 'admin-endpoint',
+    });
+    ctx.audit(principal, 'drift.accept', {
+      server,
+      ...(tool ? { tool } : {}),
+      changes: result.review.changes,
     });
     // This instance re-verifies now; others on the same store see the epoch at their next poll.
     await gateway.pollTrust();

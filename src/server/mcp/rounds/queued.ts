@@ -1,0 +1,308 @@
+/**
+ * A call that waits in the approvals queue (#52): for an agent with nobody at the keyboard, an
+ * operator decides instead of the client's user (`approval.via` "queue", or "client-then-queue"
+ * for a client that cannot be asked).
+ *
+ * The call is staged in the store under its principal, tool and argument digest
+ * (gateway/approvals-queue.ts), then held for up to the server's `timeoutSeconds`: progress
+ * notifications name the approval id when the client asked for progress (spec 2025-11-25 and
+ * 2026-07-28: basic/utilities/progress), and a call still undecided at the deadline returns an
+ * `isError` result with the id. The same principal calling the same tool with the same arguments
+ * later finds the same approval: once approved, the first such call claims the run in the store and
+ * runs it, exactly once across instances, and the one run's result is what every such call gets
+ * until it has been delivered. A declined or expired approval is refused with its reason, once;
+ * the next call asks afresh.
+ *
+ * The run asks nobody anything: an upstream's own question (elicitation, sampling) is refused,
+ * since the operator approved the call, not what the upstream might ask of the absent user.
+ */
+import type { CatalogEntry } from '../../../aggregate/catalog.js';
+import { ManifoldError } from '../../../errors.js';
+import { publicBase } from '../../../gateway/approvals-queue.js';
+import type { ApprovalSettings } from '../../../guards/risk.js';
+import { onAbort } from '../../../lib/cancellation.js';
+import { errorMessage, resultMessage } from '../../../protocol/jsonrpc.js';
+import { type ApprovalRecord, effectiveStatus } from '../../../store/approvals.js';
+import type { Upstream } from '../../../upstream/upstream.js';
+import type { Edge } from '../edge.js';
+import { errorAnswer } from '../errors.js';
+import type { Exchange } from '../exchange.js';
+import type { Reply } from '../http-in.js';
+import type { Answer } from '../relay/answer.js';
+import { progressNote } from '../relay/relay.js';
+import { type ApprovalOutcome, canElicitForm, refusalResult } from './approval.js';
+
+type Result = Record<string, unknown>;
+
+/** How often a held call looks at its approval in the store. */
+const POLL_MS = 1000;
+
+/** The audit fields of a queued call's line. */
+export interface QueueAudit {
+  approval: ApprovalOutcome;
+  approvalId: string;
+  approvedBy?: string;
+  approvedAt?: string;
+  /** Who declined it. */
+  declinedBy?: string;
+}
+
+/** What tools-call.ts hands over for one queued call. */
+export interface QueueGate {
+  entry: CatalogEntry;
+  args: Record<string, unknown>;
+  digest: string;
+  /** The arguments as the operator sees them (approval.ts `shownArguments`). */
+  shown: string;
+  upstream: Upstream;
+  /** How long the call holds before it returns with the approval id. */
+  timeoutMs: number;
+  /** How long the approval waits for a decision. */
+  ttlMs: number;
+  notify?: string | undefined;
+  /** The request's audit line. */
+  audit(verdict: 'allowed' | 'denied' | 'error', bytesOut: number, approval: QueueAudit): void;
+}
+
+/**
+ * Whether this call's approval goes to the queue: the server says `queue`, or `client-then-queue`
+ * and this client cannot be asked (it declared no form elicitation, or a legacy request that cannot
+ * take a stream).
+ */
+export function queues(settings: ApprovalSettings, ex: Exchange): boolean {
+  if (settings.via === 'queue') return true;
+  if (settings.via !== 'client-then-queue') return false;
+  const askable = canElicitForm(ex.clientCapabilities) && (ex.era === 'modern' || (!!ex.ask && ex.canStream));
+  return !askable;
+}
+
+/** Holds a queued call and answers it: its result, or why it did not run (yet). */
+export function queuedCall(edge: Edge, ex: Exchange, q: QueueGate): Promise<Reply> {
+  const answer = ex.answer();
+  void new QueuedCall(edge, ex, q, answer).hold();
+  return answer.response;
+}
+
+class QueuedCall {
+  private readonly cancellation = new AbortController();
+  private progress = 0;
+
+  constructor(
+    private readonly edge: Edge,
+    private readonly ex: Exchange,
+    private readonly q: QueueGate,
+    private readonly answer: Answer,
+  ) {
+    // A modern client closing its request cancels it (2026-07-28: patterns/cancellation).
+    if (ex.era === 'modern') answer.abortOnClose = this.cancellation;
+  }
+
+  async hold(): Promise<void> {
+    const { edge, ex, q, cancellation } = this;
+    const { gateway } = edge;
+    const untrack = ex.track(ex.request.id, cancellation);
+    try {
+      let approval = await this.findOrStage();
+      if (!approval) return;
+      const deadline = gateway.platform.now() + q.timeoutMs;
+      for (;;) {
+        if (cancellation.signal.aborted) {
+          q.audit('error', 0, { approval: 'cancelled', approvalId: approval.id });
+          this.answer.abandon(errorMessage(ex.request.id, -32800, 'request cancelled'));
+          return;
+        }
+        const now = gateway.platform.now();
+        const status = effectiveStatus(approval, now);
+        if (status === 'approved' && (await gateway.approvals.store.claimRun(approval.id, now))) {
+          return await this.run(approval);
+        }
+        if (status === 'done') return await this.deliverStored(approval);
+        if (status === 'declined' || status === 'expired') return await this.refuse(approval, status);
+        if (now >= deadline) {
+          this.finishRefusal('queued', approval);
+          return;
+        }
+        if (status === 'pending') this.tell(approval);
+        await pause(Math.min(POLL_MS, deadline - now), cancellation.signal);
+        approval = (await gateway.approvals.store.get(approval.id)) ?? approval;
+      }
+    } catch (e) {
+      const f = errorAnswer(gateway, ex.request.id, e, ex.era);
+      q.audit('error', f.body.length, { approval: 'failed', approvalId: '' });
+      this.answer.finish(f.body, ex.era === 'modern' ? f.status : 200);
+    } finally {
+      untrack();
+    }
+  }
+
+  /** The approval these arguments already have, or a new one (its webhook told); undefined when refused. */
+  private async findOrStage(): Promise<ApprovalRecord | undefined> {
+    const { edge, ex, q } = this;
+    const { gateway } = edge;
+    const { principal } = ex;
+    const found = await gateway.approvals.store.find(principal.key, q.entry.name, q.digest);
+    if (found) return found;
+    const now = gateway.platform.now();
+    const staged = await gateway.approvals.stage({
+      // Named after its server, so a host that keeps each server's state apart (the Worker's objects
+      // by owner) can send a decision to the store that holds it.
+      id: `${q.entry.server}.${crypto.randomUUID()}`,
+      principal: principal.key,
+      tenant: principal.tenant,
+      subject: principal.subject,
+      server: q.entry.server,
+      tool: q.entry.name,
+      digest: q.digest,
+      shown: q.shown,
+      risk: q.entry.risk,
+      createdAt: now,
+      expiresAt: now + q.ttlMs,
+    });
+    if (!staged) {
+      const text = `Too many of your calls already wait for an operator's approval; ${q.entry.name} was not queued or called. Wait for those to be decided.`;
+      const body = resultMessage(
+        ex.request.id,
+        ex.dress({
+          content: [{ type: 'text', text }],
+          isError: true,
+          _meta: { 'manifold/approval': 'failed' },
+        }),
+      );
+      q.audit('denied', body.length, { approval: 'failed', approvalId: '' });
+      this.answer.finish(body);
+      return undefined;
+    }
+    if (q.notify) void gateway.approvals.notify(q.notify, publicBase(gateway.config), staged);
+    return staged;
+  }
+
+  /** Progress naming the approval id, where the client asked for progress. */
+  private tell(approval: ApprovalRecord): void {
+    const token = this.ex.meta.progressToken;
+    if (token === undefined) return;
+    const message = `Waiting for an operator to approve ${this.q.entry.name} (approval id ${approval.id})`;
+    this.answer.push(progressNote({ progress: ++this.progress, message }, token), true);
+  }
+
+  /** This call won the claim: it sends the approved call, once, and keeps the result for the others. */
+  private async run(approval: ApprovalRecord): Promise<void> {
+    const { edge, ex, q } = this;
+    const { gateway } = edge;
+    const token = ex.meta.progressToken;
+    let result: Result;
+    try {
+      gateway.enter();
+      try {
+        result = await q.upstream.request(
+          'tools/call',
+          { name: q.entry.original, arguments: q.args },
+          {
+            cancellation: this.cancellation.signal,
+            caller: ex.principal.key,
+            inputMode: 'ask',
+            onInput: async () => {
+              throw new ManifoldError(
+                'ERR_CLIENT_FEATURE',
+                'an approved call from the queue cannot answer questions of its server',
+              );
+            },
+            ...(token !== undefined
+              ? { onprogress: (p) => this.answer.push(progressNote(p, token), true) }
+              : {}),
+          },
+        );
+      } finally {
+        gateway.leave();
+      }
+    } catch (e) {
+      // At most once: the call may have reached its server, so it is not sent again; its outcome
+      // is the answer every later call of the same approval gets.
+      const why = e instanceof ManifoldError ? e.publicMessage : 'the call failed';
+      result = {
+        content: [
+          {
+            type: 'text',
+            text: `The approved call of ${q.entry.name} failed (${gateway.redact(why)}); its outcome is unknown and it was not sent again.`,
+          },
+        ],
+        isError: true,
+      };
+    }
+    await gateway.approvals.store.finish(approval.id, JSON.stringify(result));
+    await gateway.approvals.store.deliver(approval.id);
+    this.finishResult(approval, result);
+  }
+
+  /** Another call ran it: its result, as that call got it. */
+  private async deliverStored(approval: ApprovalRecord): Promise<void> {
+    await this.edge.gateway.approvals.store.deliver(approval.id);
+    let result: Result;
+    try {
+      result = JSON.parse(approval.result ?? '') as Result;
+    } catch {
+      throw new ManifoldError('ERR_STORE_UNAVAILABLE', `the result of approval ${approval.id} is unreadable`);
+    }
+    this.finishResult(approval, result);
+  }
+
+  private finishResult(approval: ApprovalRecord, result: Result): void {
+    const { edge, ex, q } = this;
+    const body = edge.gateway.guards.resultMessage(q.entry, ex.dress(result), ex.request.id);
+    q.audit('allowed', body.length, {
+      approval: 'accepted',
+      approvalId: approval.id,
+      ...(approval.decidedBy !== undefined ? { approvedBy: approval.decidedBy } : {}),
+      ...(approval.decidedAt !== undefined ? { approvedAt: new Date(approval.decidedAt).toISOString() } : {}),
+    });
+    this.answer.finish(body);
+  }
+
+  /** Declined or expired: refused with the reason, once; the next call asks afresh. */
+  private async refuse(approval: ApprovalRecord, status: 'declined' | 'expired'): Promise<void> {
+    await this.edge.gateway.approvals.store.deliver(approval.id);
+    this.finishRefusal(status, approval);
+  }
+
+  private finishRefusal(outcome: 'queued' | 'declined' | 'expired', approval: ApprovalRecord): void {
+    const { ex, q } = this;
+    const result =
+      outcome === 'declined'
+        ? {
+            content: [
+              {
+                type: 'text',
+                text: `An operator (${approval.decidedBy ?? 'unknown'}) declined to run ${q.entry.name}${approval.reason ? `: ${approval.reason}` : ''}. It was not called.`,
+              },
+            ],
+            isError: true,
+          }
+        : refusalResult(q.entry, outcome, q.timeoutMs / 1000, approval.id);
+    const meta = {
+      ...((result as { _meta?: Result })._meta ?? {}),
+      'manifold/approval': outcome,
+      'manifold/approvalId': approval.id,
+    };
+    const body = resultMessage(ex.request.id, ex.dress({ ...result, _meta: meta }));
+    q.audit('denied', body.length, {
+      approval: outcome,
+      approvalId: approval.id,
+      ...(outcome === 'declined' && approval.decidedBy !== undefined
+        ? { declinedBy: approval.decidedBy }
+        : {}),
+    });
+    this.answer.finish(body);
+  }
+}
+
+/** Waits `ms`, or less when the call is cancelled. */
+function pause(ms: number, cancellation: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, Math.max(0, ms));
+    const off = onAbort(cancellation, done);
+    function done() {
+      clearTimeout(timer);
+      off();
+      resolve();
+    }
+  });
+}
