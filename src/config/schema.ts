@@ -211,6 +211,10 @@ export const serverEntrySchema = z.object({
   retry: int(0, MAX_RETRY),
   // The object's keys are read and checked in oauth.ts, so that each finding names its key.
   auth: z.union([z.enum(AUTH_MODES), z.record(z.string(), z.unknown())]),
+  // #54: read key by key in overrides.ts, so that each finding names its path.
+  overrides: z.record(z.string(), z.unknown()),
+  promptOverrides: z.record(z.string(), z.unknown()),
+  trust: z.enum(['first-use', 'review']),
 });
 
 export const gatewayEntrySchema = z.partial(gatewaySchema);
