@@ -22,6 +22,9 @@ await build({
   // A native addon: loaded from node_modules as it is. pg-native is pg's optional native binding,
   // never installed or used (pg's pure-JS client is): left unresolved.
   external: ['better-sqlite3', 'pg-native'],
+  // jsonc-parser's main build is UMD, whose require('./impl/...') calls a bundle cannot follow:
+  // its ES module build instead (`manifold add` edits the config file with it).
+  alias: { 'jsonc-parser': 'jsonc-parser/lib/esm/main.js' },
   minify: true,
   // No keepNames: its __name() call runs each time a closure is created, a large share of a call's
   // CPU (B2, S2). Our errors set `name` themselves; the SDK's McpError is recognised by shape.

@@ -266,6 +266,9 @@ export const GATEWAY_KEYS = [
   'store',
   'tracing',
   'oauth',
+  // #54, read in front-door.ts.
+  'registry',
+  'localPrincipal',
 ] as (keyof GatewayConfig)[];
 export const AUTH_KEYS = Object.keys(authSchema.shape);
 export const TENANT_KEYS = Object.keys(tenantSchema.shape);

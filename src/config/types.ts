@@ -188,6 +188,10 @@ export interface AuthConfig {
 }
 
 export interface GatewayConfig {
+  /** #54: where servers are looked up by name (default the official registry). */
+  registry: RegistryConfig;
+  /** #54: who a stdio client is without `auth`; absent: anonymous. */
+  localPrincipal?: LocalPrincipalConfig;
   host: string;
   port: number;
   logLevel: LogLevel;
@@ -414,3 +418,24 @@ export interface PromptOverride {
  * server added from a registry starts (SECURITY J3).
  */
 export type TrustMode = 'first-use' | 'review';
+
+/** `gateway.registry` (#54): the MCP Registry `manifold add` and `manifold search-registry` read. */
+export interface RegistryConfig {
+  /** Default https://registry.modelcontextprotocol.io (the official registry). */
+  url: string;
+}
+
+/**
+ * `gateway.localPrincipal` (#54): who a `manifold stdio` client is when the gateway has no `auth`.
+ * Absent: the anonymous principal (every tool the config exposes), as over HTTP without auth.
+ */
+export interface LocalPrincipalConfig {
+  /** Default "local". */
+  subject: string;
+  /** Default "default". */
+  tenant: string;
+  /** Globs over exposed tool names. Default ["*"]. */
+  grants: string[];
+  /** Default false. */
+  admin: boolean;
+}
