@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectEra } from '../helpers/clients.js';
 import { runCli } from '../helpers/dist.js';
+import { testIssuer } from '../helpers/factories.js';
 import { eventually, ROOT, startTestGateway, stopChild, type TestGateway } from '../helpers/harness.js';
 
 /**
@@ -274,4 +275,97 @@ describe('a server added from the registry starts untrusted (J3)', () => {
       await h.close();
     }
   }, 180_000);
+});
+
+describe('GET /v0.1/servers on the gateway (#54)', () => {
+  let gw: TestGateway | undefined;
+  let mint: (claims: Record<string, unknown>) => Promise<string>;
+  const DRIFT_TOOLS = join(ROOT, 'test/fixtures/drift-server.mjs');
+  afterAll(async () => {
+    await gw?.stop();
+  });
+  beforeAll(async () => {
+    const tools = join(dir, 'gw-tools.json');
+    writeFileSync(
+      tools,
+      JSON.stringify([{ name: 'one', description: 'One.', inputSchema: { type: 'object' } }]),
+    );
+    const server = { command: process.execPath, args: [DRIFT_TOOLS], env: { DRIFT_TOOLS_FILE: tools } };
+    const issuer = await testIssuer('https://issuer.test', 'manifold');
+    mint = (claims) => issuer.mint(claims);
+    gw = await startTestGateway({
+      mcpServers: { github: server, slack: server, docs: server },
+      profiles: { coding: { servers: ['github'] } },
+      gateway: { auth: { ...issuer.auth, profileClaim: 'profile' } },
+    });
+  }, 60_000);
+
+  const list = async (token?: string, query = '') => {
+    const res = await fetch(`${gw!.url.replace(/\/mcp$/, '')}/v0.1/servers${query}`, {
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+    });
+    return { status: res.status, body: (await res.json()) as { servers: Obj[]; metadata: Obj } };
+  };
+  const names = (body: { servers: Obj[] }) => body.servers.map((s) => (s.server as Obj).name as string);
+
+  it('A13: lists only the servers whose tools the caller may see, in the registry format', async () => {
+    const r = await list(await mint({ scope: 'tools:github__* tools:docs__*' }));
+    expect(r.status).toBe(200);
+    expect(names(r.body)).toEqual(['local.manifold/docs', 'local.manifold/github']);
+    const github = r.body.servers.find((s) => (s.server as Obj).name === 'local.manifold/github')!;
+    expect(github.server).toMatchObject({
+      title: 'github',
+      version: 'test',
+      remotes: [{ type: 'streamable-http', url: gw!.url }],
+    });
+    expect((github._meta as Obj)['dev.manifold/gateway']).toEqual({
+      server: 'github',
+      tools: ['github__one'],
+    });
+    // The answer is a valid ServerList: what a registry client reads.
+    const { serverList, serverResponse } = await import('../../src/registry/server-json.js');
+    expect(serverList.safeParse(r.body).success).toBe(true);
+    for (const s of r.body.servers) expect(serverResponse.safeParse(s).success).toBe(true);
+    // A server it cannot see does not exist for it, listed or asked for by name.
+    const token = await mint({ scope: 'tools:github__*' });
+    const one = await fetch(
+      `${gw!.url.replace(/\/mcp$/, '')}/v0.1/servers/${encodeURIComponent('local.manifold/slack')}/versions/latest`,
+      {
+        headers: { authorization: `Bearer ${token}` },
+      },
+    );
+    expect(one.status).toBe(404);
+    const mine = await fetch(
+      `${gw!.url.replace(/\/mcp$/, '')}/v0.1/servers/${encodeURIComponent('local.manifold/github')}/versions/latest`,
+      {
+        headers: { authorization: `Bearer ${token}` },
+      },
+    );
+    expect(mine.status).toBe(200);
+  });
+
+  it("follows a token's profile: only its servers, reached at its endpoint", async () => {
+    const r = await list(await mint({ scope: 'tools:*', profile: 'coding' }));
+    expect(names(r.body)).toEqual(['local.manifold/github']);
+    expect((r.body.servers[0]!.server as Obj).remotes).toEqual([
+      { type: 'streamable-http', url: `${gw!.url}/coding` },
+    ]);
+  });
+
+  it('pages with a cursor and searches by name', async () => {
+    const token = await mint({ scope: 'tools:*' });
+    const first = await list(token, '?limit=2');
+    expect(names(first.body)).toEqual(['local.manifold/docs', 'local.manifold/github']);
+    expect(first.body.metadata.nextCursor).toBe('local.manifold/github');
+    const next = await list(token, `?limit=2&cursor=${encodeURIComponent('local.manifold/github')}`);
+    expect(names(next.body)).toEqual(['local.manifold/slack']);
+    expect(next.body.metadata.nextCursor).toBeUndefined();
+    expect(names((await list(token, '?search=sla')).body)).toEqual(['local.manifold/slack']);
+  });
+
+  it('A1: refuses a caller without a token, like /mcp', async () => {
+    const res = await fetch(`${gw!.url.replace(/\/mcp$/, '')}/v0.1/servers`);
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer resource_metadata=/);
+  });
 });
