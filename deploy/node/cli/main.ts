@@ -73,6 +73,7 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'search-registry')
     return (await import('./registry.js')).runSearchRegistry(argv.slice(1), io, nodeLogger('warn'));
   if (argv[0] === 'add') return (await import('./registry.js')).runAdd(argv.slice(1), io, nodeLogger('warn'));
+  if (argv[0] === 'stdio') return (await import('./stdio.js')).runStdio(argv.slice(1), io);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
