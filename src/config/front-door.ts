@@ -20,19 +20,22 @@ const localPrincipalSchema = z.object({
 export const REGISTRY_KEYS = Object.keys(registrySchema.shape);
 export const LOCAL_PRINCIPAL_KEYS = Object.keys(localPrincipalSchema.shape);
 
-const TEXT: Record<string, FieldText> = {
-  'registry.url': {
+const REGISTRY_TEXT: Record<string, FieldText> = {
+  url: {
     expected: 'an https URL (http only for a host in gateway.allowedHosts)',
     fix: `write "url": "${DEFAULT_REGISTRY_URL}"`,
   },
-  'localPrincipal.subject': { expected: 'a non-empty string', fix: 'write "subject": "me"' },
-  'localPrincipal.tenant': { expected: 'a non-empty string', fix: 'write "tenant": "default"' },
-  'localPrincipal.grants': {
+};
+
+const LOCAL_TEXT: Record<string, FieldText> = {
+  subject: { expected: 'a non-empty string', fix: 'write "subject": "me"' },
+  tenant: { expected: 'a non-empty string', fix: 'write "tenant": "default"' },
+  grants: {
     expected: 'an array of globs over exposed tool names',
     fix: 'write "grants": ["github__*", "docs__search"]',
   },
-  'localPrincipal.grants[]': { expected: 'a non-empty glob', fix: 'write an exposed tool name or a glob' },
-  'localPrincipal.admin': {
+  'grants[]': { expected: 'a non-empty glob', fix: 'write an exposed tool name or a glob' },
+  admin: {
     expected: 'true or false',
     fix: 'write true to let it see health detail, or false',
   },
@@ -42,7 +45,7 @@ export function readRegistry(f: Findings, raw: unknown, base: PathSegment[]): Re
   const picked = readSection(f, raw, base, {
     keys: REGISTRY_KEYS,
     schema: z.partial(registrySchema),
-    table: TEXT,
+    table: REGISTRY_TEXT,
     shape: { expected: 'an object with "url"', fix: `write registry as {"url": "${DEFAULT_REGISTRY_URL}"}` },
   });
   if (!picked) return undefined;
@@ -59,7 +62,7 @@ export function readRegistry(f: Findings, raw: unknown, base: PathSegment[]): Re
     parsed.username ||
     parsed.password
   ) {
-    error(f, [...base, 'url'], 'is not an http(s) URL without credentials', TEXT['registry.url']!.fix);
+    error(f, [...base, 'url'], 'is not an http(s) URL without credentials', REGISTRY_TEXT.url!.fix);
     return undefined;
   }
   return { url: url.replace(/\/+$/, '') };
@@ -73,7 +76,7 @@ export function readLocalPrincipal(
   const picked = readSection(f, raw, base, {
     keys: LOCAL_PRINCIPAL_KEYS,
     schema: z.partial(localPrincipalSchema),
-    table: TEXT,
+    table: LOCAL_TEXT,
     shape: {
       expected: 'an object with "subject", "tenant", "grants" and/or "admin"',
       fix: 'write localPrincipal as {"subject": "me", "grants": ["github__*"]}',
