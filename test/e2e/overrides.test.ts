@@ -3,7 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfigObject } from '../../src/config/load.js';
-import { type AnyHandle, connectEra, DRIFT, resultText } from '../helpers/clients.js';
+import {
+  type AnyHandle,
+  connectEra,
+  connectLegacy,
+  connectModern,
+  DRIFT,
+  resultText,
+} from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
 import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
 
 /**
@@ -231,6 +239,49 @@ describe('overrides (#54)', () => {
     await stop();
     await start();
   });
+});
+
+describe('grants see overridden names (#54)', () => {
+  it('A13: a token granted the overridden name sees and calls it; the upstream name grants nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'manifold-overrides-grants-'));
+    const toolsFile = join(dir, 'tools.json');
+    writeFileSync(toolsFile, JSON.stringify([searchIssues(), plain]));
+    const issuer = await testIssuer('https://issuer.test', 'manifold');
+    const gw = await startTestGateway({
+      mcpServers: {
+        gh: {
+          command: process.execPath,
+          args: [DRIFT],
+          env: { DRIFT_TOOLS_FILE: toolsFile, DRIFT_ECHO_ARGS: '1' },
+          overrides: {
+            search_issues: { name: 'find_issues', args: { repo: { fixed: 'a/b' }, token: { fixed: 't' } } },
+          },
+        },
+      },
+      gateway: { auth: issuer.auth },
+    });
+    try {
+      for (const [era, grant, seen] of [
+        ['v1', 'tools:gh__find_*', ['gh__find_issues']],
+        ['v2', 'tools:gh__search_*', []],
+      ] as const) {
+        const token = await issuer.mint({ scope: grant });
+        const h = era === 'v1' ? await connectLegacy(gw.url, token) : await connectModern(gw.url, token);
+        try {
+          expect(await listed(h)).toEqual(seen.map((name) => expect.objectContaining({ name })));
+          if (seen.length > 0) {
+            const r = await call(h, 'gh__find_issues', { query: 'x' });
+            expect(resultText(r)).toMatch(/^called search_issues/);
+          }
+        } finally {
+          await h.close();
+        }
+      }
+    } finally {
+      await gw.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe('override config errors (#54)', () => {
