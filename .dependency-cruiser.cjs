@@ -13,7 +13,7 @@ const LAYERS = [
   ['server-http', '^src/server/http/'],
   ['server-mcp', '^src/server/mcp/'],
   ['gateway', '^src/gateway/'],
-  ['middle', '^src/(aggregate|upstream|observe)/'],
+  ['middle', '^src/(aggregate|upstream|observe|registry)/'],
   ['auth-store', '^src/(auth|store)/'],
   ['config', '^src/config/'],
   ['guards', '^src/guards/'],

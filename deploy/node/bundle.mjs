@@ -22,8 +22,8 @@ await build({
   // A native addon: loaded from node_modules as it is. pg-native is pg's optional native binding,
   // never installed or used (pg's pure-JS client is): left unresolved.
   external: ['better-sqlite3', 'pg-native'],
-  // jsonc-parser's `main` is a UMD build whose require() calls a bundler cannot follow; its ES build
-  // is the one to bundle.
+  // jsonc-parser's main build is UMD, whose require('./impl/...') calls a bundle cannot follow:
+  // its ES module build instead (`manifold add` edits the config file with it).
   alias: { 'jsonc-parser': 'jsonc-parser/lib/esm/main.js' },
   minify: true,
   // No keepNames: its __name() call runs each time a closure is created, a large share of a call's

@@ -13,6 +13,7 @@ import {
   type NameRequest,
   squattedNamespace,
 } from './names.js';
+import { type ArgPlan, overrideTool } from './overrides.js';
 
 /**
  * One tool as the gateway exposes it. `tool` is what tools/list shows (possibly a disclosure
@@ -34,6 +35,8 @@ export interface CatalogEntry {
   risk: RiskClass;
   /** Whether a call runs, needs a person's yes first, or is refused by policy. */
   approval: ApprovalDecision;
+  /** Set when an override reshaped its arguments: how a call's arguments map back (overrides.ts). */
+  args?: ArgPlan;
 }
 
 export interface Diagnostic {
@@ -104,7 +107,13 @@ export function buildCatalog(
   const bound = toolBounds(options);
   const diagnostics: Diagnostic[] = [];
   const requests: NameRequest[] = [];
-  const pending: { server: ServerConfig; tool: Tool; quarantined: boolean }[] = [];
+  const pending: {
+    server: ServerConfig;
+    tool: Tool;
+    quarantined: boolean;
+    original: string;
+    plan?: ArgPlan | undefined;
+  }[] = [];
   const removed = new Map<string, string>();
   const reserved =
     options.reserved ?? new Set(inputs.flatMap((i) => (i.server.prefix ? [i.server.prefix] : [])));
@@ -127,23 +136,49 @@ export function buildCatalog(
     ]
       .filter((t) => visible(t.tool.name))
       .sort((a, b) => compare(a.tool.name, b.tool.name));
+    const overrides = server.overrides;
+    if (overrides) unmatchedOverrides(server, overrides, all, diagnostics);
     for (const item of all) {
+      const original = item.tool.name;
+      const override = overrides && Object.hasOwn(overrides, original) ? overrides[original] : undefined;
       if (item.quarantined) {
-        // The drifted text is never bounded, disclosed or shown: only the name is kept.
-        requests.push({ server: server.name, prefix: server.prefix, tool: item.tool.name });
-        pending.push({ server, tool: item.tool, quarantined: true });
+        // The drifted text is never bounded, disclosed or shown: only the name is kept (the
+        // overridden one, so a quarantined tool keeps the name its clients know).
+        const name = override?.name ?? original;
+        requests.push({ server: server.name, prefix: server.prefix, tool: name });
+        pending.push({ server, tool: { ...item.tool, name }, quarantined: true, original });
         continue;
       }
-      const { tool, findings } = bound(item.tool);
+      const { tool: bounded, findings } = bound(item.tool);
       for (const f of findings) {
         diagnostics.push({ rule: f.rule, server: server.name, tool: f.tool, message: findingMessage(f) });
       }
-      if (!tool) continue;
+      if (!bounded) continue;
+      // Overrides apply to the verified, bounded upstream text, before names are assigned (#54).
+      let tool = bounded;
+      let plan: ArgPlan | undefined;
+      if (override) {
+        const shaped = overrideTool(bounded, override);
+        tool = shaped.tool;
+        plan = shaped.plan;
+        for (const note of shaped.notes) {
+          diagnostics.push({
+            rule: 'override-not-applied',
+            server: server.name,
+            tool: original,
+            message: `tool ${original}: ${note}`,
+          });
+        }
+      }
       requests.push({ server: server.name, prefix: server.prefix, tool: tool.name });
-      pending.push({ server, tool, quarantined: false });
+      pending.push({ server, tool, quarantined: false, original, plan });
     }
-    for (const name of gone)
-      if (visible(name)) removed.set(candidateName(server.prefix, name).name, server.name);
+    for (const name of gone) {
+      if (!visible(name)) continue;
+      const shown =
+        server.overrides && Object.hasOwn(server.overrides, name) ? server.overrides[name]?.name : undefined;
+      removed.set(candidateName(server.prefix, shown ?? name).name, server.name);
+    }
   }
   const { names, collisions } = assignNames(requests);
   for (const c of collisions) {
@@ -158,7 +193,17 @@ export function buildCatalog(
   // Group by server (pending is already in server order) to apply each server's budget.
   const entries: CatalogEntry[] = [];
   let group:
-    | { server: ServerConfig; items: { name: string; tool: Tool; full: Tool; quarantined: boolean }[] }
+    | {
+        server: ServerConfig;
+        items: {
+          name: string;
+          tool: Tool;
+          full: Tool;
+          quarantined: boolean;
+          original: string;
+          plan?: ArgPlan | undefined;
+        }[];
+      }
     | undefined;
   const flush = () => {
     if (!group || group.items.length === 0) return;
@@ -186,7 +231,7 @@ export function buildCatalog(
         entries.push({
           name: item.name,
           server: server.name,
-          original: item.full.name,
+          original: item.original,
           tool: stub,
           full: stub,
           deferred: false,
@@ -196,17 +241,19 @@ export function buildCatalog(
         });
         continue;
       }
-      const risk = classify(item.full);
-      const approval = decide(item.full.name, risk);
+      // Risk globs and approval rules are written over the upstream's own names.
+      const risk = classify({ ...item.full, name: item.original });
+      const approval = decide(item.original, risk);
       entries.push({
         name: item.name,
         server: server.name,
-        original: item.full.name,
+        original: item.original,
         tool: withPolicyMeta(shown.get(item.name) ?? item.tool, risk, approval),
         full: { ...item.full, name: item.name },
         deferred: deferred.has(item.name),
         risk,
         approval,
+        ...(item.plan ? { args: item.plan } : {}),
       });
     }
   };
@@ -217,7 +264,14 @@ export function buildCatalog(
       group = { server: src.server, items: [] };
     }
     if (name === null) return;
-    group.items.push({ name, tool: { ...src.tool, name }, full: src.tool, quarantined: src.quarantined });
+    group.items.push({
+      name,
+      tool: { ...src.tool, name },
+      full: src.tool,
+      quarantined: src.quarantined,
+      original: src.original,
+      plan: src.plan,
+    });
   });
   flush();
 
@@ -310,6 +364,25 @@ function findingMessage(f: { rule: string; tool: string } & Record<string, unkno
       return `tool ${f.tool}: control, bidirectional or zero-width characters stripped from ${String(f.field)}`;
     default:
       return `tool ${f.tool}: ${f.rule}`;
+  }
+}
+
+/** An override naming a tool the server does not list: a warning once it has listed (#54). */
+function unmatchedOverrides(
+  server: ServerConfig,
+  overrides: Readonly<Record<string, unknown>>,
+  listed: readonly { tool: Tool }[],
+  diagnostics: Diagnostic[],
+): void {
+  const names = new Set(listed.map((t) => t.tool.name));
+  for (const name of Object.keys(overrides)) {
+    if (names.has(name)) continue;
+    diagnostics.push({
+      rule: 'override-unmatched',
+      server: server.name,
+      tool: name.slice(0, 128),
+      message: `mcpServers.${server.name}.overrides names tool ${name.slice(0, 128)}, which the server does not list (or its filters hide); check the upstream's tool name, or remove the override`,
+    });
   }
 }
 

@@ -4,8 +4,9 @@
  * merged order does not depend on which upstream answered first; per server: config filters,
  * then bounds on upstream text, then names (prompts) or URIs (resources, templates).
  */
+
 import type { Prompt, Resource, ResourceTemplate } from '@modelcontextprotocol/sdk/types.js';
-import type { ServerConfig } from '../config/types.js';
+import type { PromptOverride, ServerConfig } from '../config/types.js';
 import { quarantineDescription } from '../guards/drift/verdict.js';
 import { toolFilter } from '../guards/filters.js';
 import { boundPrompt, boundResource, boundTemplate, isFinding } from '../guards/item-bounds.js';
@@ -13,6 +14,7 @@ import { normalizeUri, normalizeUriPattern } from '../guards/uri-normal.js';
 import type { Diagnostic } from './catalog.js';
 import { digestOf } from './catalog.js';
 import { assignNames, type NameRequest, squattedNamespace } from './names.js';
+import { overridePrompt } from './overrides.js';
 import { rewriteUri, templateMatcher } from './uris.js';
 
 export interface PromptEntry {
@@ -128,7 +130,8 @@ export function buildSurface(
 
   // Prompts: names exactly as tools get them, in their own namespace.
   const requests: NameRequest[] = [];
-  const pending: { server: ServerConfig; prompt: Prompt; quarantined: boolean }[] = [];
+  const pending: { server: ServerConfig; prompt: Prompt; quarantined: boolean; override?: PromptOverride }[] =
+    [];
   const reserved =
     options.reserved ?? new Set(inputs.flatMap((i) => (i.server.prefix ? [i.server.prefix] : [])));
   for (const { server, prompts, quarantinedPrompts = [] } of inputs) {
@@ -143,8 +146,17 @@ export function buildSurface(
       .filter((p) => visible(p.prompt.name))
       .sort(byKey((p) => p.prompt.name));
     for (const item of all) {
-      requests.push({ server: server.name, prefix: server.prefix, tool: item.prompt.name });
-      pending.push({ server, ...item });
+      // A prompt override (#54) renames and redescribes it before names are assigned.
+      const o = server.promptOverrides;
+      const override = o && Object.hasOwn(o, item.prompt.name) ? o[item.prompt.name] : undefined;
+      const shown = override ? overridePrompt(item.prompt, override) : item.prompt;
+      requests.push({ server: server.name, prefix: server.prefix, tool: shown.name });
+      pending.push({
+        server,
+        prompt: item.prompt,
+        quarantined: item.quarantined,
+        ...(override ? { override } : {}),
+      });
     }
   }
   const { names, collisions } = assignNames(requests);
@@ -162,7 +174,9 @@ export function buildSurface(
     const prompt = src.quarantined
       ? // The drifted text is never shown: our stand-in names the server and nothing else.
         { name, description: quarantineDescription(src.server.name) }
-      : { ...boundPrompt(src.prompt, options), name };
+      : src.override
+        ? { ...overridePrompt(boundPrompt(src.prompt, options), src.override), name }
+        : { ...boundPrompt(src.prompt, options), name };
     promptEntries.push({
       name,
       server: src.server.name,

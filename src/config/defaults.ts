@@ -10,7 +10,11 @@ export const DEFAULT_STORE_PATH = './.manifold/state.db';
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const satisfies readonly LogLevel[];
 
+/** The official MCP Registry (#54): where `manifold add` looks servers up by default. */
+export const DEFAULT_REGISTRY_URL = 'https://registry.modelcontextprotocol.io';
+
 export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
+  registry: Object.freeze({ url: DEFAULT_REGISTRY_URL }),
   host: '127.0.0.1',
   port: 8787,
   logLevel: 'info',

@@ -351,6 +351,19 @@ const SERVER_TEXT: Record<string, FieldText> = {
   },
   ...POLICY_SERVER_TEXT,
   ...SERVER_AUTH_TEXT,
+  // #54: overrides and trust on first listing.
+  overrides: {
+    expected: "an object keyed by the upstream's tool names",
+    fix: 'write overrides as {"<upstream tool>": {"name": "...", "description": "...", "args": {"<param>": {"fixed": value}}}}',
+  },
+  promptOverrides: {
+    expected: "an object keyed by the upstream's prompt names",
+    fix: 'write promptOverrides as {"<upstream prompt>": {"name": "...", "description": "..."}}',
+  },
+  trust: {
+    expected: '"first-use" or "review"',
+    fix: 'write "review" to hold the first listing until manifold retrust accepts it, or "first-use" (the default)',
+  },
   maxInstances: positive('instances', 16),
   instanceIdleSeconds: positive('seconds', 300),
   protocol: {

@@ -16,6 +16,7 @@ import {
   readNested,
   readSection,
 } from './findings.js';
+import { readLocalPrincipal, readRegistry } from './front-door.js';
 import { checkAllowedHost, checkHostname, checkOrigin } from './hosts.js';
 import { describeKind, validateShape } from './issues.js';
 import { keysOf } from './json-parse.js';
@@ -145,6 +146,7 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     store: { path: DEFAULT_STORE_PATH },
     drift: { ...GATEWAY_DEFAULTS.drift },
     catalog: { ...GATEWAY_DEFAULTS.catalog, pin: [] },
+    registry: { ...GATEWAY_DEFAULTS.registry },
   };
   const invalid = new Set<string>();
   const nestedKeys = [
@@ -174,6 +176,7 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     }
     // `auth`, `store`, `tracing` and `oauth` have their own readers (below); the other keys go through one shape.
     if (key === 'auth' || key === 'store' || key === 'tracing' || key === 'oauth') continue;
+    if (key === 'registry' || key === 'localPrincipal') continue; // #54: front-door.ts
     picked[key] =
       key === 'disclosure'
         ? readNested(f, raw[key], [...base, key], DISCLOSURE_KEYS)
@@ -347,6 +350,17 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
   if (policy?.rules.length) config.policy = policy;
   const guardrails = readGuardrails(f, raw.guardrails, [...base, 'guardrails']);
   if (guardrails?.length) config.guardrails = guardrails;
+  // #54: the registry `manifold add` reads, and a stdio client's principal without auth.
+  if (Object.hasOwn(raw, 'registry')) {
+    const registry = readRegistry(f, raw.registry, [...base, 'registry']);
+    if (registry === undefined) invalid.add('registry');
+    else config.registry = registry;
+  }
+  if (Object.hasOwn(raw, 'localPrincipal')) {
+    const local = readLocalPrincipal(f, raw.localPrincipal, [...base, 'localPrincipal']);
+    if (local === undefined) invalid.add('localPrincipal');
+    else config.localPrincipal = local;
+  }
   return { config, invalid, alwaysLoad };
 }
 

@@ -97,3 +97,21 @@ export function formatIssues(issues: ConfigIssue[], source?: string): string {
     })
     .join('\n');
 }
+
+/**
+ * Only the `gateway` section of a config file's text (#54): what `manifold add` needs to reach a
+ * registry (its URL, the egress rules) before the file has any server, or while it has none.
+ */
+export function parseGatewayText(
+  text: string,
+  env: Record<string, string | undefined>,
+  source?: string,
+): { ok: true; gateway: Config['gateway'] } | { ok: false; errors: ConfigIssue[] } {
+  const read = readJson(text, source);
+  if (!read.ok) return { ok: false, errors: [read.error] };
+  const errors: ConfigIssue[] = [];
+  const f: Findings = { errors, warnings: [], interpolator: new Interpolator(env, errors) };
+  const raw = isObject(read.value) ? read.value.gateway : undefined;
+  const gateway = readGateway(f, raw);
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, gateway: gateway.config };
+}

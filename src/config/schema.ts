@@ -221,6 +221,10 @@ export const serverEntrySchema = z.object({
   retry: int(0, MAX_RETRY),
   // The object's keys are read and checked in oauth.ts, so that each finding names its key.
   auth: z.union([z.enum(AUTH_MODES), z.record(z.string(), z.unknown())]),
+  // #54: read key by key in overrides.ts, so that each finding names its path.
+  overrides: z.record(z.string(), z.unknown()),
+  promptOverrides: z.record(z.string(), z.unknown()),
+  trust: z.enum(['first-use', 'review']),
 });
 
 export const gatewayEntrySchema = z.partial(gatewaySchema);
@@ -272,6 +276,9 @@ export const GATEWAY_KEYS = [
   'store',
   'tracing',
   'oauth',
+  // #54, read in front-door.ts.
+  'registry',
+  'localPrincipal',
 ] as (keyof GatewayConfig)[];
 export const AUTH_KEYS = Object.keys(authSchema.shape);
 export const TENANT_KEYS = Object.keys(tenantSchema.shape);

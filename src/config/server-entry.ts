@@ -12,6 +12,7 @@ import { describeKind, validateShape } from './issues.js';
 import { keysOf } from './json-parse.js';
 import { nameProblems, suggestName } from './names.js';
 import { checkServerAuth, readServerAuth } from './oauth.js';
+import { readPromptOverrides, readToolOverrides } from './overrides.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { checkPlaceholders } from './placeholders.js';
 import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
@@ -121,8 +122,8 @@ export function readServer(
     picked[key] =
       key === 'tools' || key === 'prompts' || key === 'resources'
         ? readTools(f, raw[given], [...base, given])
-        : key === 'auth'
-          ? raw[given] // oauth.ts reads it key by key, interpolating once
+        : key === 'auth' || key === 'overrides' || key === 'promptOverrides'
+          ? raw[given] // oauth.ts and overrides.ts read them key by key, interpolating once
           : interpolateField(f, raw[given], [...base, given]);
   }
   // Cline writes "streamableHttp", others "streamable_http" or "streamableHTTP".
@@ -342,6 +343,13 @@ export function readServer(
   // Policy (#51): this server's rules and guardrails.
   const policy = readPolicy(f, raw.policy, [...base, 'policy']);
   const guardrails = readGuardrails(f, raw.guardrails, [...base, 'guardrails']);
+  // Overrides (#54): checked at load; whether each named tool exists is known only once listed.
+  const overrides = valid('overrides')
+    ? readToolOverrides(f, picked.overrides, [...base, 'overrides'], prefix)
+    : undefined;
+  const promptOverrides = valid('promptOverrides')
+    ? readPromptOverrides(f, picked.promptOverrides, [...base, 'promptOverrides'], prefix)
+    : undefined;
   if (f.errors.length > before || type === undefined) return undefined;
   const server: ServerConfig = {
     name,
@@ -374,6 +382,9 @@ export function readServer(
     retry: valid('retry') ? (picked.retry as number) : 1,
     ...(policy?.rules.length ? { policy } : {}),
     ...(guardrails?.length ? { guardrails } : {}),
+    ...(overrides && Object.keys(overrides).length > 0 ? { overrides } : {}),
+    ...(promptOverrides && Object.keys(promptOverrides).length > 0 ? { promptOverrides } : {}),
+    ...(valid('trust') && picked.trust === 'review' ? { trust: 'review' as const } : {}),
   };
   if (type === 'stdio') {
     server.command = picked.command as string;

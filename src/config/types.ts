@@ -93,6 +93,12 @@ export interface ServerConfig {
   policy?: PolicyConfig;
   /** Guardrails for this server's calls, after the gateway's and the profile's. Absent: none. */
   guardrails?: GuardrailConfig[];
+  /** Tools reshaped by the operator, by upstream name (#54); applied after drift, before names. */
+  overrides?: Record<string, ToolOverride>;
+  /** Prompts renamed or redescribed, by upstream name (#54). */
+  promptOverrides?: Record<string, PromptOverride>;
+  /** Whether the first listing is trusted on first use or held for review (#54). Default first-use. */
+  trust?: TrustMode;
 }
 
 /** A server's `auth` (#19). */
@@ -192,6 +198,10 @@ export interface AuthConfig {
 }
 
 export interface GatewayConfig {
+  /** #54: where servers are looked up by name (default the official registry). */
+  registry: RegistryConfig;
+  /** #54: who a stdio client is without `auth`; absent: anonymous. */
+  localPrincipal?: LocalPrincipalConfig;
   host: string;
   port: number;
   logLevel: LogLevel;
@@ -392,3 +402,63 @@ export interface TracingConfig {
 
 /** How the gateway authenticates at an authorization server's token endpoint (RFC 8414). */
 export type TokenAuthMethod = 'none' | 'client_secret_basic' | 'client_secret_post';
+
+// --- Overrides and trust on first listing (#54) -------------------------------------------------
+
+/**
+ * What happens to one argument of an overridden tool. `fixed` and `hidden` leave the schema the
+ * client sees and are set on every call (a hidden one without a value is never sent); `default`
+ * stays visible and is filled in when absent; `rename` is shown under its new name and mapped back.
+ */
+export type ArgOverride =
+  | { kind: 'fixed'; value: unknown }
+  | { kind: 'hidden'; value?: unknown }
+  | { kind: 'default'; value: unknown; description?: string }
+  | { kind: 'rename'; to: string; description?: string }
+  | { kind: 'describe'; description: string };
+
+/** A server's `overrides["<upstream tool>"]`: how the gateway shows that tool. */
+export interface ToolOverride {
+  /** The tool's new name before the server's prefix (so `<prefix>__<name>` is exposed). */
+  name?: string;
+  title?: string;
+  description?: string;
+  /** Shallow-merged over the upstream's annotations. */
+  annotations?: Record<string, unknown>;
+  args: Record<string, ArgOverride>;
+}
+
+/** A server's `promptOverrides["<upstream prompt>"]`: its name, title and description. */
+export interface PromptOverride {
+  name?: string;
+  title?: string;
+  description?: string;
+}
+
+/**
+ * A server's `trust`: `first-use` (the default) trusts its first listing as the baseline;
+ * `review` holds that first listing until an operator accepts it (`manifold retrust`), as a
+ * server added from a registry starts (SECURITY J3).
+ */
+export type TrustMode = 'first-use' | 'review';
+
+/** `gateway.registry` (#54): the MCP Registry `manifold add` and `manifold search-registry` read. */
+export interface RegistryConfig {
+  /** Default https://registry.modelcontextprotocol.io (the official registry). */
+  url: string;
+}
+
+/**
+ * `gateway.localPrincipal` (#54): who a `manifold stdio` client is when the gateway has no `auth`.
+ * Absent: the anonymous principal (every tool the config exposes), as over HTTP without auth.
+ */
+export interface LocalPrincipalConfig {
+  /** Default "local". */
+  subject: string;
+  /** Default "default". */
+  tenant: string;
+  /** Globs over exposed tool names. Default ["*"]. */
+  grants: string[];
+  /** Default false. */
+  admin: boolean;
+}

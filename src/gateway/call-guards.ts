@@ -1,4 +1,5 @@
 import type { Catalog, CatalogEntry } from '../aggregate/catalog.js';
+import { lockedArguments } from '../aggregate/overrides.js';
 import type { Config } from '../config/types.js';
 import {
   type ArgsCheck,
@@ -58,6 +59,17 @@ export class CallGuards {
    * the problems (with the schema, so a model can correct itself), or undefined when valid.
    */
   checkArguments(catalog: Catalog, entry: CatalogEntry, args: Record<string, unknown>): Result | undefined {
+    // Fixed and hidden arguments are the operator's (#54): a client that sends one is told so.
+    const locked = entry.args ? lockedArguments(entry.args, args) : [];
+    if (locked.length > 0) {
+      const text = [
+        `Invalid arguments for tool ${entry.name}; it was not called:`,
+        ...locked.map((name) => `- ${JSON.stringify(name)} is set by the gateway and must not be sent`),
+        '',
+        `Full input schema: ${JSON.stringify(entry.full.inputSchema)}`,
+      ].join('\n');
+      return { content: [{ type: 'text', text }], isError: true };
+    }
     let perCatalog = this.validators.get(catalog);
     if (!perCatalog) {
       perCatalog = new Map();

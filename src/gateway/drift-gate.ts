@@ -46,6 +46,24 @@ export class DriftGate {
       return { trusted: [], quarantined: [], removed: [], withheld: [], identityChanged: true };
     }
     if (options.save) await this.store.saveCatalog(identity, [...tools], this.now());
+    if (!row?.baseline && !row?.baselineUnreadable && server.trust === 'review') {
+      // A server that starts untrusted (#54, SECURITY J3; one added from a registry): its first
+      // listing is held, whole, until an operator accepts it with `manifold retrust`.
+      this.once(`${server.name}\0review`, server.name, 'withheld', () =>
+        log.warn('drift.held_for_review', {
+          rule: 'held-for-review',
+          tools: tools.length,
+          message: `${server.name} starts untrusted (trust: "review"): its ${tools.length} tools are withheld until an operator reviews them with manifold drift ${server.name} and accepts them with manifold retrust ${server.name}`,
+        }),
+      );
+      return {
+        trusted: [],
+        quarantined: [],
+        removed: [],
+        withheld: tools.map((t) => t.name),
+        identityChanged: false,
+      };
+    }
     if (!row?.baseline) {
       // Trust on first use, keyed by the configured identity, never by the server's own name (C2).
       if (await this.store.createBaseline(identity, await baselineFrom(tools), this.now())) {

@@ -431,6 +431,7 @@ describe('defaults and limits', () => {
   it('fills every gateway default', () => {
     const result = ok(parseConfigObject(cfg({ a: stdio }), {}));
     expect(result.config.gateway).toEqual({
+      registry: { url: 'https://registry.modelcontextprotocol.io' },
       host: '127.0.0.1',
       port: 8787,
       logLevel: 'info',
@@ -2633,5 +2634,37 @@ describe('isolation placeholders: {{tenant}} and {{subject}} must mean the calle
         {},
       ),
     );
+  });
+});
+
+describe('gateway.registry and gateway.localPrincipal (#54)', () => {
+  it('reads both, with their defaults, and names the path and the fix of a bad one', () => {
+    const good = ok(
+      parseConfigObject(
+        {
+          ...cfg({ a: stdio }),
+          gateway: { registry: { url: 'https://reg.example/' }, localPrincipal: { grants: ['a__*'] } },
+        },
+        {},
+      ),
+    );
+    expect(good.config.gateway.registry).toEqual({ url: 'https://reg.example' });
+    expect(good.config.gateway.localPrincipal).toEqual({
+      subject: 'local',
+      tenant: 'default',
+      grants: ['a__*'],
+      admin: false,
+    });
+    const bad = parseConfigObject(
+      { ...cfg({ a: stdio }), gateway: { registry: { url: 'ftp://x' }, localPrincipal: { grants: 'all' } } },
+      {},
+    );
+    expect(bad.ok).toBe(false);
+    if (bad.ok) return;
+    expect(bad.errors.map((e) => e.path).sort()).toEqual([
+      'gateway.localPrincipal.grants',
+      'gateway.registry.url',
+    ]);
+    for (const e of bad.errors) expect(e.fix ?? '').not.toBe('');
   });
 });

@@ -24,6 +24,10 @@ Usage:
   manifold retrust SERVER [--tool NAME] [--yes] [--config manifold.json]
   manifold login SERVER [--config manifold.json] [--no-open] [--subject KEY]
   manifold logout SERVER [--config manifold.json] [--subject KEY | --all]
+  manifold search-registry WORDS... [--registry URL] [--config manifold.json]
+  manifold add NAME [--version V] [--env K=V]... [--as KEY] [--remote] [--registry URL]
+               [--config manifold.json]
+  manifold stdio [--config manifold.json] [--profile P] [--token-file F] [--log-file F]
   manifold keys --out DIR [--alg ES256] [--force]
   manifold token --key DIR/signing-key.json --iss ISSUER --aud AUDIENCE --sub TENANT
                  --grant PATTERN [--grant PATTERN ...] [--ttl 1h] [--tenant T] [--admin]
@@ -65,6 +69,11 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'logout')
     return (await import('./login.js')).runLogout(argv.slice(1), io, nodeLogger('warn'));
   if (argv[0] === 'drift') return runDrift(argv.slice(1), io, nodeLogger('warn'), packageVersion());
+  // #54: the registry commands, and the stdio front door.
+  if (argv[0] === 'search-registry')
+    return (await import('./registry.js')).runSearchRegistry(argv.slice(1), io, nodeLogger('warn'));
+  if (argv[0] === 'add') return (await import('./registry.js')).runAdd(argv.slice(1), io, nodeLogger('warn'));
+  if (argv[0] === 'stdio') return (await import('./stdio.js')).runStdio(argv.slice(1), io);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

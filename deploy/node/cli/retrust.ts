@@ -169,7 +169,17 @@ export async function runDrift(argv: string[], io: CliIO, log: Logger, version: 
         pending++;
         continue;
       }
-      if (!(await store.get(name))) {
+      const row = await store.get(name);
+      if (!row?.baseline && config.servers.find((s) => s.name === name)?.trust === 'review') {
+        // Held for review (#54): nothing is trusted until the operator accepts this listing.
+        pending++;
+        io.out(
+          `${name}: held for review: ${report.changes} new item(s), none trusted yet; \`manifold retrust ${name}\` to accept\n`,
+        );
+        for (const line of report.lines) io.out(`${line}\n`);
+        continue;
+      }
+      if (!row) {
         io.out(`${name}: no baseline yet (a gateway records it on first contact)\n`);
         continue;
       }

@@ -52,8 +52,20 @@ function lazyPromExporter(): MetricsExporter {
   };
 }
 
-/** Starts the gateway on Node: the HTTP listener first, then upstream discovery in parallel. */
-export async function startGateway(options: StartOptions): Promise<RunningGateway> {
+/** The gateway a Node host serves, with the store it opened (closed by the gateway's close). */
+export interface NodeGateway {
+  gateway: Gateway;
+  store: Awaited<ReturnType<typeof openConfiguredStore>>;
+}
+
+/**
+ * The gateway on Node, not yet serving: its store opened (and migrated), its platform, upstream
+ * OAuth. `bound` tells the OAuth redirect where the listener is (none for `manifold stdio`).
+ */
+export async function createNodeGateway(
+  options: StartOptions,
+  bound: () => { host: string; port: number } | undefined = () => undefined,
+): Promise<NodeGateway> {
   const { config, log } = options;
   // Drift baselines and the catalog cache: opened (and migrated) before anything is served.
   const store = await openConfiguredStore(config.gateway.store, log);
@@ -62,14 +74,13 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
     : nodePlatform(log, config.gateway);
   // Protected upstreams (#19): their credentials live beside the rest of the state.
   const state = store ?? new MemoryStateStore();
-  let bound: { host: string; port: number } | undefined;
   // The caller's list is the one its logger redacts (cli/main.ts): a re-read secret joins it.
   const secrets = (options.secrets ?? []) as string[];
   const upstreamAuth = await createUpstreamAuths(config, {
     platform,
     credentials: store?.credentials ?? memoryCredentials(config, log),
     claims: state,
-    redirectUri: () => defaultRedirectUri(config, bound),
+    redirectUri: () => defaultRedirectUri(config, bound()),
     addSecret: (v) => {
       if (!secrets.includes(v) && Object.isExtensible(secrets)) secrets.push(v);
     },
@@ -91,6 +102,14 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   });
   // A store that can push a re-trust (Postgres) makes it seen at once; the poll stays the backstop.
   store?.watchTrust?.(() => void gateway.pollTrust());
+  return { gateway, store };
+}
+
+/** Starts the gateway on Node: the HTTP listener first, then upstream discovery in parallel. */
+export async function startGateway(options: StartOptions): Promise<RunningGateway> {
+  const { config, log } = options;
+  let bound: { host: string; port: number } | undefined;
+  const { gateway, store } = await createNodeGateway(options, () => bound);
   // On Postgres a legacy session works on any instance (#15); elsewhere it stays where it was opened.
   const sessions = store?.sessionStore?.(config.gateway.sessionIdleSeconds * 1000);
   // On Postgres each instance registers where it is reached: a held MRTR retry is forwarded there.

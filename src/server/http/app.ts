@@ -24,6 +24,7 @@ import { revocable } from './admin/tokens.js';
 import { hostAllowed, originCheck, originGuard, readBodyCapped } from './guards.js';
 import { mountMetrics } from './metrics.js';
 import { mountOAuth } from './oauth.js';
+import { mountRegistry } from './registry.js';
 import { mountStatusPage } from './status/page.js';
 import { mountUserKeyPage } from './user-key-page.js';
 
@@ -267,6 +268,12 @@ export function createHttp(gateway: Gateway, options: AppOptions = {}): Http {
 
   // The status page (#16) and its JSON view, behind the same guard as /healthz and the same auth as /mcp.
   mountStatusPage(app, gateway, { authenticate, guard: operatorGuard });
+  // The Registry API's read side over the gateway's own catalog (#54): what this caller may see.
+  mountRegistry(app, gateway, {
+    authenticate,
+    guard: operatorGuard,
+    endpoint: (c) => resource(honoIn(c)),
+  });
   // Re-trust over HTTP (#15), for an admin token: the diff first, then the rewrite of exactly that.
   mountAdmin(app, gateway, { authenticate, guard: operatorGuard });
   // Upstream OAuth (#19): the callback, the client metadata document, login and logout for an admin.

@@ -1,5 +1,6 @@
 import type { CatalogEntry } from '../../../aggregate/catalog.js';
 import { DESCRIBE_MAX_NAMES } from '../../../aggregate/describe-tool.js';
+import { upstreamArguments } from '../../../aggregate/overrides.js';
 import { MAX_QUERY_LENGTH, searchHit } from '../../../aggregate/search.js';
 import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
@@ -361,7 +362,9 @@ function send(
           approvedBy: prepared.approvedBy ?? ex.principal.subject,
           approvedAt: new Date(prepared.approvedAt).toISOString(),
         };
-  const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: argsObject };
+  // An override's fixed, hidden, defaulted and renamed arguments, mapped back for the upstream (#54).
+  const upstreamArgs = entry.args ? upstreamArguments(entry.args, argsObject) : argsObject;
+  const upstreamParams: Record<string, unknown> = { name: entry.original, arguments: upstreamArgs };
   // A task, where both sides run them (or an error that says why not: never a silent sync call).
   let plan: ReturnType<typeof planTask>;
   try {

@@ -1,0 +1,136 @@
+/**
+ * `manifold stdio` (#54): the gateway for one client that starts it as a stdio server (Claude
+ * Desktop's config, IDE plugins), without a bridge. The same gateway as `serve`: the config's
+ * catalog, policy, drift, approval (asked of this client) and audit; only the transport differs
+ * (deploy/node/stdio/front.ts). stdout carries protocol messages only: logs go to stderr, or to
+ * `--log-file`.
+ *
+ * Who the client is: a token (`--token-file`, or `MANIFOLD_TOKEN`) verified like any other when
+ * the config has `gateway.auth`; without it, `gateway.localPrincipal` (default: the anonymous
+ * principal, every tool the config exposes, as over HTTP without auth).
+ */
+import { createWriteStream, readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { type Authenticator, anonymousPrincipal, type Principal } from '../../../src/auth/principal.js';
+import type { LocalPrincipalConfig } from '../../../src/config/types.js';
+import { createJsonLogger, type Logger, type LogLevel } from '../../../src/lib/log.js';
+import { createHttp } from '../../../src/server/http/app.js';
+import { createNodeGateway } from '../http/serve.js';
+import { batchedLines, nodeLogger } from '../runtime/log.js';
+import { StdioFront } from '../stdio/front.js';
+import { packageVersion } from './load.js';
+import { type CliIO, loadOrReport } from './run.js';
+
+const USAGE =
+  'usage: manifold stdio [--config manifold.json] [--profile P] [--token-file F] [--log-file F] [--log-level info]';
+
+/** The principal of a gateway without auth, from `gateway.localPrincipal`. */
+export function localPrincipal(local: LocalPrincipalConfig | undefined): Principal {
+  if (!local) return anonymousPrincipal;
+  const { subject, tenant, admin } = local;
+  const grants = local.grants.includes('*') ? '*' : [...new Set(local.grants)].sort();
+  const key = JSON.stringify([tenant, subject]);
+  return {
+    subject,
+    tenant,
+    grants,
+    admin,
+    key,
+    viewKey: JSON.stringify([tenant, subject, grants, null, admin]),
+    shareKey: JSON.stringify([tenant, grants, null, admin]),
+  };
+}
+
+export async function runStdio(argv: string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string', short: 'c', default: 'manifold.json' },
+      profile: { type: 'string' },
+      'token-file': { type: 'string' },
+      'log-file': { type: 'string' },
+      'log-level': { type: 'string' },
+    },
+  });
+  const loaded = loadOrReport(values.config, io);
+  if (!loaded) return 2;
+  const { config, secrets } = loaded;
+  let token: string | undefined;
+  if (values['token-file'] !== undefined) {
+    try {
+      token = readFileSync(values['token-file'], 'utf8').trim();
+    } catch (e) {
+      io.err(`manifold stdio: cannot read --token-file: ${(e as NodeJS.ErrnoException).code ?? 'error'}\n`);
+      return 2;
+    }
+  } else if (process.env.MANIFOLD_TOKEN) token = process.env.MANIFOLD_TOKEN.trim();
+  if (config.gateway.auth && !token) {
+    io.err(
+      `manifold stdio: the config has gateway.auth, so a token is needed: pass --token-file F or set MANIFOLD_TOKEN\n\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  if (token) secrets.push(token);
+  const level = (values['log-level'] as LogLevel | undefined) ?? config.gateway.logLevel;
+  const log = values['log-file']
+    ? fileLogger(values['log-file'], level, secrets)
+    : nodeLogger(level, secrets, 'json');
+  if (!config.gateway.auth && token) {
+    log.warn('stdio.token_ignored', { message: 'the config has no gateway.auth: the token is not checked' });
+  }
+  const { gateway } = await createNodeGateway({ config, log, version: packageVersion(), secrets });
+  const local = localPrincipal(config.gateway.localPrincipal);
+  const authenticate: Authenticator | undefined = config.gateway.auth ? undefined : async () => local;
+  // No socket, so no Host or Origin to check: the client is whoever started this process.
+  const { app } = createHttp(gateway, { checkHost: false, ...(authenticate ? { authenticate } : {}) });
+  const path = values.profile ? `/mcp/${encodeURIComponent(values.profile)}` : '/mcp';
+  const front = new StdioFront({
+    fetch: (request) => app.fetch(request),
+    path,
+    ...(token ? { token } : {}),
+    write: (line) => process.stdout.write(`${line}\n`),
+    log,
+  });
+  log.info('stdio.serving', {
+    servers: config.servers.length,
+    profile: values.profile ?? null,
+    auth: Boolean(config.gateway.auth),
+  });
+  void gateway.start();
+  const input = createInterface({ input: process.stdin, crlfDelay: Number.POSITIVE_INFINITY });
+  input.on('line', (line) => front.receive(line));
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = (why: string) => {
+      if (stopping) {
+        // A second signal while stopping: the client or its host wants this process gone now.
+        if (why !== 'stdin closed') process.exit(130);
+        return;
+      }
+      stopping = true;
+      // Whatever is still draining past the grace period does not keep a client's child alive.
+      setTimeout(() => process.exit(0), config.gateway.shutdownGraceMs + 2000).unref();
+      log.info('stdio.closing', { why });
+      input.close();
+      void front
+        .close()
+        .then(() => log.info('stdio.client_closed'))
+        .then(() => gateway.close())
+        .then(() => log.info('stdio.stopped'))
+        .then(resolve, resolve);
+    };
+    input.once('close', () => stop('stdin closed'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  return 0;
+}
+
+/** Log lines appended to a file instead of stderr. */
+function fileLogger(path: string, level: LogLevel, redact: readonly string[]): Logger {
+  const file = createWriteStream(path, { flags: 'a' });
+  const batched = batchedLines((chunk) => file.write(chunk));
+  process.once('exit', batched.flush);
+  return createJsonLogger({ level, redact, write: batched.write });
+}
