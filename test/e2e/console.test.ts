@@ -178,10 +178,16 @@ describe('the console in Chromium (#52)', () => {
     await page.locator('#server-save').click();
     await page.locator('#servers li[data-server="mem"]').waitFor();
     await page.locator('#servers li[data-server="mem"]').getByRole('button', { name: 'Edit' }).click();
+    // The loaded config is pretty-printed; what the test typed before was not.
     await eventually(
-      async () => ((await page.locator('#server-config').inputValue()) ?? '').includes('"command"'),
+      async () => ((await page.locator('#server-config').inputValue()) ?? '').includes('\n "command"'),
       'the config loads',
     );
+    // As written through the API, not the gateway's normalized form, so it saves back unchanged.
+    expect(JSON.parse(await page.locator('#server-config').inputValue())).toEqual({
+      command: process.execPath,
+      args: [MEMORY],
+    });
     await page
       .locator('#server-config')
       .fill(JSON.stringify({ command: process.execPath, args: [MEMORY], retry: 2 }));

@@ -50,6 +50,22 @@ export function configView(gateway: Gateway, server: ServerConfig): Record<strin
   };
 }
 
+/** A stored entry as written, with any header or env value that is not a `${VAR}` reference hidden. */
+function entryView(entry: Record<string, unknown>): Record<string, unknown> {
+  const reference = /^\$\{[A-Za-z_][A-Za-z0-9_]*\}$/;
+  const hide = (o: unknown) =>
+    isObject(o)
+      ? Object.fromEntries(
+          Object.entries(o).map(([k, v]) => [k, typeof v === 'string' && reference.test(v) ? v : HIDDEN]),
+        )
+      : o;
+  return {
+    ...entry,
+    ...(entry.headers !== undefined ? { headers: hide(entry.headers) } : {}),
+    ...(entry.env !== undefined ? { env: hide(entry.env) } : {}),
+  };
+}
+
 export function mountServers(app: Hono, ctx: AdminContext): void {
   const { gateway } = ctx;
   const managed = gateway.managed;
@@ -72,7 +88,8 @@ export function mountServers(app: Hono, ctx: AdminContext): void {
     const stored = managed.source(name) === 'api' ? managed.storedEntry(name) : undefined;
     return c.json({
       ...view,
-      config: configView(gateway, running),
+      // A server added through the API is shown as it was written, so an edit round-trips.
+      config: stored ? entryView(stored.entry) : configView(gateway, running),
       ...(stored ? { updatedBy: stored.updatedBy, updatedAt: new Date(stored.updatedAt).toISOString() } : {}),
     });
   });
