@@ -28,6 +28,8 @@ const DEBIAN = [
   { name: 'postgresql', present: () => postgresBin() !== undefined },
   { name: 'chromium', present: () => existsSync('/usr/bin/chromium') },
   { name: 'bubblewrap', present: () => existsSync('/usr/bin/bwrap') },
+  // prlimit sets a sandboxed server's rlimits (#53); Debian ships it in util-linux.
+  { name: 'util-linux', present: () => existsSync('/usr/bin/prlimit') },
 ];
 
 function postgresBin() {

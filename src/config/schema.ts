@@ -156,6 +156,9 @@ export const gatewaySchema = z.object({
   cursorSecret: z.string().check(z.minLength(32)),
   // Checked as a URL in gateway.ts (an http(s) origin, without credentials or a path).
   advertiseUrl: text(),
+  // Local servers (#53); `sandbox` has its own reader (sandbox.ts), like `store`.
+  serverDataDir: text(),
+  maxRunningServers: int(0),
 });
 
 /** The longest a person may be given to answer an approval (one hour). */
@@ -211,6 +214,10 @@ export const serverEntrySchema = z.object({
   retry: int(0, MAX_RETRY),
   // The object's keys are read and checked in oauth.ts, so that each finding names its key.
   auth: z.union([z.enum(AUTH_MODES), z.record(z.string(), z.unknown())]),
+  // Local servers (#53): the object's keys are read and checked in sandbox.ts.
+  sandbox: z.union([z.boolean(), z.record(z.string(), z.unknown())]),
+  start: z.enum(['eager', 'lazy']),
+  idleStopSeconds: int(0, 30 * 86_400),
 });
 
 export const gatewayEntrySchema = z.partial(gatewaySchema);
@@ -262,6 +269,7 @@ export const GATEWAY_KEYS = [
   'store',
   'tracing',
   'oauth',
+  'sandbox',
 ] as (keyof GatewayConfig)[];
 export const AUTH_KEYS = Object.keys(authSchema.shape);
 export const TENANT_KEYS = Object.keys(tenantSchema.shape);
@@ -273,5 +281,5 @@ export const STORE_KEYS = Object.keys(storeSchema.shape);
 export const TRACING_KEYS = Object.keys(tracingSchema.shape);
 export const OAUTH_KEYS = Object.keys(oauthSchema.shape);
 export const SERVER_AUTH_KEYS = Object.keys(serverAuthSchema.shape);
-export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd'] as const;
+export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd', 'sandbox'] as const;
 export const HTTP_ONLY_KEYS = ['url', 'headers', 'auth'] as const;

@@ -13,6 +13,7 @@ import { nameProblems, suggestName } from './names.js';
 import { checkServerAuth, readServerAuth } from './oauth.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { checkPlaceholders } from './placeholders.js';
+import { LAZY_IDLE_STOP_SECONDS, readSandbox, type StartMode } from './sandbox.js';
 import { HTTP_ONLY_KEYS, SERVER_KEYS, STDIO_ONLY_KEYS, serverSchema, TOOLS_KEYS } from './schema.js';
 import {
   checkApproval,
@@ -110,8 +111,8 @@ export function readServer(
     picked[key] =
       key === 'tools' || key === 'prompts' || key === 'resources'
         ? readTools(f, raw[given], [...base, given])
-        : key === 'auth'
-          ? raw[given] // oauth.ts reads it key by key, interpolating once
+        : key === 'auth' || key === 'sandbox'
+          ? raw[given] // oauth.ts and sandbox.ts read them key by key, interpolating once
           : interpolateField(f, raw[given], [...base, given]);
   }
   // Cline writes "streamableHttp", others "streamable_http" or "streamableHTTP".
@@ -308,7 +309,23 @@ export function readServer(
   if (valid('isolation') || !has('isolation')) {
     checkPlaceholders(f, picked, base, { valid, isolation, isolationGiven: valid('isolation') });
   }
-  if (f.errors.length > before || type === undefined) return undefined;
+  // Local servers (#53): the sandbox (stdio only; the gateway's default unless the entry says), start, idle stop.
+  const sandbox =
+    type !== 'stdio'
+      ? false
+      : has('sandbox')
+        ? valid('sandbox')
+          ? readSandbox(f, picked.sandbox, [...base, 'sandbox'], gateway.config.sandbox)
+          : undefined
+        : gateway.config.sandbox;
+  if (sandbox && !sandbox.filesystem.write) sandbox.dataDir = `${gateway.config.serverDataDir}/${name}`;
+  const start: StartMode = valid('start') ? (picked.start as StartMode) : 'eager';
+  const idleStopSeconds = valid('idleStopSeconds')
+    ? (picked.idleStopSeconds as number)
+    : start === 'lazy'
+      ? LAZY_IDLE_STOP_SECONDS
+      : 0;
+  if (f.errors.length > before || type === undefined || sandbox === undefined) return undefined;
   const server: ServerConfig = {
     name,
     type,
@@ -338,6 +355,9 @@ export function readServer(
     trustAnnotations: valid('trustAnnotations') ? (picked.trustAnnotations as boolean) : false,
     approval: readApproval(valid('approval') ? picked.approval : undefined),
     retry: valid('retry') ? (picked.retry as number) : 1,
+    sandbox,
+    start,
+    idleStopSeconds,
   };
   if (type === 'stdio') {
     server.command = picked.command as string;

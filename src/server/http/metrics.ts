@@ -58,6 +58,7 @@ const STATES: readonly UpstreamState[] = [
   'failed',
   'disabled',
   'unsupported',
+  'idle',
   'closed',
 ];
 
