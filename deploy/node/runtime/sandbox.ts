@@ -35,15 +35,14 @@ export const PROXY_SOCKET_IN_SANDBOX = '/run/manifold/egress.sock';
 /** The loopback port the in-sandbox forwarder listens on (the sandbox's loopback is its own). */
 export const PROXY_PORT_IN_SANDBOX = 3128;
 
-const INSTALL_HINT =
-  'install it (Debian and Ubuntu: `apt-get install bubblewrap util-linux`; Fedora: `dnf install bubblewrap util-linux`), or set "sandbox": false on the server to run it uncontained';
+/** Kept short: a server's state shows the first 200 characters of its error (docs/deploy-node.md has the rest). */
+const INSTALL_HINT = 'install them (apt-get install bubblewrap util-linux), or set "sandbox": false';
 
+/** A sandbox that cannot be built: the server is not started, and the message says why and what to do. */
 function unavailable(server: string, what: string, fix: string): ManifoldError {
-  return new ManifoldError(
-    'ERR_UPSTREAM_UNAVAILABLE',
-    `server ${server} asks for a sandbox, but ${what}; it is not started without one: ${fix}`,
-    { data: { rule: 'sandbox-unavailable' } },
-  );
+  return new ManifoldError('ERR_UPSTREAM_UNAVAILABLE', `no sandbox, so not started: ${what}; ${fix}`, {
+    data: { rule: 'sandbox-unavailable', server },
+  });
 }
 
 /** The first executable named `name` on `PATH`. */
@@ -96,8 +95,8 @@ export async function sandboxTools(server: string, path = process.env.PATH ?? ''
 async function findTools(path: string): Promise<SandboxTools | Missing> {
   if (process.platform !== 'linux') {
     return {
-      what: `sandboxes are built with Linux namespaces and this is ${process.platform}`,
-      fix: 'run the gateway on Linux, or set "sandbox": false on the server to run it uncontained',
+      what: `sandboxes need Linux, and this is ${process.platform}`,
+      fix: 'run the gateway on Linux, or set "sandbox": false',
     };
   }
   const bwrap = onPath('bwrap', path);
@@ -141,8 +140,8 @@ async function findTools(path: string): Promise<SandboxTools | Missing> {
   });
   if (failed !== undefined) {
     return {
-      what: `bubblewrap cannot create a user namespace here (${failed})`,
-      fix: 'allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04 also `sysctl kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor profile for bwrap; in a container, allow user namespaces), or set "sandbox": false on the server',
+      what: 'bubblewrap cannot create a user namespace here',
+      fix: `allow unprivileged user namespaces (docs/deploy-node.md, Sandboxes), or set "sandbox": false (bwrap said: ${failed})`,
     };
   }
   return { bwrap, prlimit };
