@@ -5,8 +5,8 @@ import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 import type { BackoffOptions } from './backoff.js';
-import type { RunningServers } from './running.js';
 import type { UpstreamAuth } from './oauth/auth-fetch.js';
+import type { RunningServers } from './running.js';
 import type { SessionCallOptions, SessionOpener } from './session.js';
 
 /** Consecutive failures after which a server is reported `failed` (it is still probed at the cap). */
