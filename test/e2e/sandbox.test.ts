@@ -13,7 +13,14 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnyHandle, connectEra, resultText } from '../helpers/clients.js';
-import { EVERYTHING, MEMORY, ROOT, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import {
+  EVERYTHING,
+  eventually,
+  MEMORY,
+  ROOT,
+  startTestGateway,
+  type TestGateway,
+} from '../helpers/harness.js';
 
 // SECURITY J1: a sandboxed stdio server sees only its declared paths, environment and network.
 // The hostile fixture tries each escape twice: once contained (it must fail) and once from an
@@ -26,6 +33,8 @@ let work: string;
 let outside: string;
 let listener: Server;
 let port: number;
+/** Connections the loopback listener accepted. */
+let accepted = 0;
 
 async function call(h: AnyHandle, name: string, args: Record<string, unknown>): Promise<string> {
   const r = await h.client.callTool({ name, arguments: args });
@@ -38,7 +47,10 @@ beforeAll(async () => {
   chmodSync(work, 0o711);
   outside = mkdtempSync(join(tmpdir(), 'manifold-sandbox-outside-'));
   writeFileSync(join(outside, 'secret.txt'), 'the operator keeps this');
-  listener = createServer((s) => s.end());
+  listener = createServer((s) => {
+    accepted++;
+    s.end();
+  });
   await new Promise<void>((r) => listener.listen(0, '127.0.0.1', () => r()));
   port = (listener.address() as { port: number }).port;
   const hostile = { command: process.execPath, args: [HOSTILE], env: { GIVEN: 'by its config' } };
@@ -49,6 +61,7 @@ beforeAll(async () => {
         sandbox: { network: false, limits: { processes: 24 } },
       },
       control: { ...hostile, sandbox: false },
+      egress: { ...hostile, sandbox: { network: 'egress', allowHosts: [`127.0.0.1:${port}`] } },
       everything: { command: process.execPath, args: [EVERYTHING, 'stdio'], sandbox: { network: false } },
       memory: {
         command: process.execPath,
@@ -120,6 +133,30 @@ describe.each(['v1', 'v2'] as const)('a sandboxed stdio server, through a %s cli
     expect(await call(h, 'contained__read_env', { name: 'GIVEN' })).toBe('ok: by its config');
   });
 
+  it('J1: with network "egress", reaches only the listed hosts, and only through the proxy', async () => {
+    const before = accepted;
+    expect(await call(h, 'egress__proxy_connect', { target: `127.0.0.1:${port}` })).toBe(
+      'ok: HTTP/1.1 200 Connection Established',
+    );
+    await eventually(() => accepted === before + 1, 'the listed host to see the tunnelled connection');
+    expect(await call(h, 'egress__proxy_connect', { target: `127.0.0.1:${port + 1}` })).toBe(
+      'failed: HTTP/1.1 403 Forbidden',
+    );
+    expect(await call(h, 'egress__proxy_connect', { target: `localhost:${port}` })).toBe(
+      'failed: HTTP/1.1 403 Forbidden',
+    );
+    expect(await call(h, 'egress__proxy_connect', { target: '169.254.169.254:80' })).toBe(
+      'failed: HTTP/1.1 403 Forbidden',
+    );
+    // Ignoring the proxy variables reaches nothing: it has no network of its own.
+    expect(await call(h, 'egress__tcp_connect', { host: '127.0.0.1', port })).toMatch(/^failed: /);
+    expect(accepted).toBe(before + 1);
+    // The network-off sandbox has no proxy at all.
+    expect(await call(h, 'contained__proxy_connect', { target: `127.0.0.1:${port}` })).toBe(
+      'failed: no HTTPS_PROXY',
+    );
+  });
+
   it('J1: cannot fork past its process limit (the control can)', async () => {
     expect(await call(h, 'control__fork_many', { count: 48 })).toBe('ok: started 48');
     expect(await call(h, 'contained__fork_many', { count: 48 })).toMatch(/^failed: started \d+ of 48/);
@@ -161,11 +198,14 @@ describe('the sandbox of a server', () => {
     });
     const contained = hostile.filter((pid) => own(pid, 'pid') !== own(process.pid, 'pid'));
     const control = hostile.filter((pid) => own(pid, 'pid') === own(process.pid, 'pid'));
-    expect(contained).toHaveLength(1);
+    // contained and egress (the latter under its forwarder); one control.
+    expect(contained.length).toBeGreaterThanOrEqual(2);
     expect(control).toHaveLength(1);
     for (const ns of ['user', 'net', 'ipc', 'uts', 'mnt']) {
-      expect(own(contained[0]!, ns)).not.toBe(own(process.pid, ns));
+      for (const pid of contained) expect(own(pid, ns)).not.toBe(own(process.pid, ns));
       expect(own(control[0]!, ns)).toBe(own(process.pid, ns));
     }
+    // Two sandboxes never share one: each has its own pid namespace.
+    expect(new Set(contained.map((pid) => own(pid, 'pid'))).size).toBeGreaterThanOrEqual(2);
   });
 });

@@ -239,13 +239,17 @@ function dataDirectory(dir: string, uid: number | undefined): string {
 function checkReachable(server: string, sources: readonly string[]): void {
   for (const source of sources) {
     for (let dir = dirname(source); ; dir = dirname(dir)) {
-      let mode = 0o755;
+      let open = true;
       try {
-        mode = statSync(dir).mode;
+        const st = statSync(dir);
+        open =
+          (st.mode & 0o001) !== 0 ||
+          (st.uid === NOBODY && (st.mode & 0o100) !== 0) ||
+          (st.gid === NOBODY && (st.mode & 0o010) !== 0);
       } catch {
         // missing: bwrap reports it
       }
-      if ((mode & 0o001) === 0) {
+      if (!open) {
         throw new ManifoldError(
           'ERR_UPSTREAM_UNAVAILABLE',
           `server ${server}: the gateway runs as root, so its sandbox runs as the unprivileged user nobody (${NOBODY}), which cannot reach ${source} because ${dir} is closed to others: let others traverse it (chmod o+x ${dir}), move the files, or run the gateway as an ordinary user`,

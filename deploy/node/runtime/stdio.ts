@@ -155,9 +155,15 @@ export class ChildStdioTransport implements Transport {
         await this.egress?.close();
         throw new Error('stdio upstream closed while it was starting');
       }
-      const contained = sandboxCommand(this.spec, sandbox, tools, {
-        ...(this.egress ? { proxySocket: this.egress.socket, forwarder: this.egress.forwarder } : {}),
-      });
+      let contained: ReturnType<typeof sandboxCommand>;
+      try {
+        contained = sandboxCommand(this.spec, sandbox, tools, {
+          ...(this.egress ? { proxySocket: this.egress.socket, forwarder: this.egress.forwarder } : {}),
+        });
+      } catch (e) {
+        await this.egress?.close();
+        throw e;
+      }
       ({ command, args, env } = contained);
       cwd = undefined;
       if (contained.uid !== undefined) ids = { uid: contained.uid, gid: contained.gid! };
