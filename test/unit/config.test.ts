@@ -106,6 +106,9 @@ describe('pasted client configs', () => {
       trustAnnotations: false,
       approval: { preset: 'off', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
       retry: 1,
+      sandbox: false,
+      start: 'eager',
+      idleStopSeconds: 0,
     });
   });
 
@@ -467,6 +470,9 @@ describe('defaults and limits', () => {
       tracing: false,
       drift: { recheckSeconds: 300 },
       catalog: { mode: 'full', maxTools: 128, pin: [], searchLimit: 10 },
+      sandbox: false,
+      serverDataDir: './.manifold/servers',
+      maxRunningServers: 0,
     });
     expect(result.config.gateway).toEqual(GATEWAY_DEFAULTS);
     expect(result.warnings).toEqual([]);
@@ -501,6 +507,9 @@ describe('defaults and limits', () => {
       trustAnnotations: false,
       approval: { preset: 'off', ask: [], deny: [], allow: [], timeoutSeconds: 120 },
       retry: 1,
+      sandbox: false,
+      start: 'eager',
+      idleStopSeconds: 0,
     });
   });
 
@@ -536,6 +545,9 @@ describe('defaults and limits', () => {
       trustAnnotations: true,
       approval: 'strict',
       retry: 2,
+      sandbox: false,
+      start: 'lazy',
+      idleStopSeconds: 30,
     };
     const result = ok(parseConfigObject(cfg({ s: server }, { gateway }), {}));
     expect(result.config.gateway).toMatchObject({
