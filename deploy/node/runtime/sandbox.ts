@@ -332,10 +332,11 @@ export function sandboxCommand(
     args.push('--bind', dataDirectory(sandbox.dataDir, uid), DATA_IN_SANDBOX);
     home = DATA_IN_SANDBOX;
   }
-  // Its working directory: given and visible, or its data directory.
-  const workdir = spec.cwd !== undefined ? cwd : home;
+  // Its working directory is where it would run uncontained, so relative paths in its args name
+  // the same files; a configured `cwd` is visible read-only, the gateway's own only where its
+  // files are bound (an empty directory otherwise).
   if (spec.cwd !== undefined) bindings(cwd, false, args, seen);
-  args.push('--chdir', workdir);
+  args.push('--dir', cwd, '--chdir', cwd);
   // Nothing of the gateway's environment: a fixed PATH, its HOME and TMPDIR, then its own `env`.
   const runtimeBin = (() => {
     const c = onPath(spec.command, path);
