@@ -18,6 +18,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { bigResultBench, bigResultTargets } from './big-result.mjs';
 import { ACCEPT, legacyInitialize, modernCall, modernMeta } from './calls.mjs';
+import { localBench } from './local.mjs';
 import { cpuMs, loadAverage, memoryMb, start, stop, stopAll } from './processes.mjs';
 import { scaleNodeBench, scaleRows, scaleWorkersBench } from './scale.mjs';
 import { startupBench } from './startup.mjs';
@@ -39,6 +40,8 @@ const SECTIONS = {
   cold: 'discovery of 10 and 30 stdio upstreams against the same children started without the gateway',
   startup: 'process start to listening',
   big: 'a 20 MiB result, caps raised and default',
+  local:
+    'servers on demand: the cold first call of a lazy server, and 20 configured with 1 running against 20 running',
 };
 
 const args = process.argv.slice(2);
@@ -903,6 +906,7 @@ const RUN = {
   cold: coldSection,
   startup: startupSection,
   big: bigSection,
+  local: () => localBench({ manifold, upstream: UPSTREAM, tmp, smoke }),
 };
 
 /** A Markdown table. */

@@ -32,6 +32,7 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
       'cold',
       'startup',
       'big',
+      'local',
     ]);
 
     // Every path answered, without errors, in every phase; the paired groups ran every path.
@@ -80,6 +81,9 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
     expect(s.startup.data.configs.auth.medianMs).toBeGreaterThan(s.startup.data.floorMs);
     expect(s.big.data.stdio.gatewayMs).toBeGreaterThan(0);
     expect(['refused', 'truncated']).toContain(s.big.data.defaultCaps.http.outcome);
+    // Servers on demand (#53): a cold first call with and without a sandbox; one running of five.
+    expect(s.local.data.cold.map((c: Obj) => c.firstMs > 0)).toEqual([true, true]);
+    expect(s.local.data.memory.oneRunning.rssMb).toBeLessThan(s.local.data.memory.allRunning.rssMb);
 
     // #48's targets, each printed (a smoke run judges none).
     const ids = Object.values(s).flatMap((x) => ((x as Obj).targets ?? []).map((t: Obj) => t.id));
