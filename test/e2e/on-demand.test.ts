@@ -3,12 +3,14 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AnyHandle, connectEra, resultText } from '../helpers/clients.js';
+import { type AnyHandle, connectEra, connectLegacy, connectModern, resultText } from '../helpers/clients.js';
 import { CLI, ensureDist, runCli } from '../helpers/dist.js';
+import { testIssuer } from '../helpers/factories.js';
 import {
   eventually,
   FIXTURE,
   freePort,
+  MEMORY,
   ROOT,
   startTestGateway,
   type TestGateway,
@@ -203,6 +205,91 @@ describe('gateway.maxRunningServers', () => {
     expect(resultText(ok)).toContain('calls');
     expect(runningServers(marker)).toEqual(['0']);
     await h.close();
+  });
+});
+
+describe('per-tenant instances of a lazy, sandboxed server', () => {
+  const marker = `tenants-${process.pid}-${Date.now()}`;
+  let gw: TestGateway;
+  let dir: string;
+  let mint: (tenant: string) => Promise<string>;
+  const open: AnyHandle[] = [];
+  const as = async (era: 'legacy' | 'modern', tenant: string) => {
+    const token = await mint(tenant);
+    const h = era === 'legacy' ? await connectLegacy(gw.url, token) : await connectModern(gw.url, token);
+    open.push(h);
+    return h;
+  };
+  const graph = async (h: AnyHandle) =>
+    resultText(await h.client.callTool({ name: 'mem__read_graph', arguments: {} }));
+  const write = (h: AnyHandle, entity: string) =>
+    h.client.callTool({
+      name: 'mem__create_entities',
+      arguments: { entities: [{ name: entity, entityType: 'note', observations: ['kept'] }] },
+    });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'manifold-tenants-lazy-'));
+    chmodSync(dir, 0o711);
+    const issuer = await testIssuer('https://issuer.lazy', 'manifold-lazy');
+    mint = (tenant) => issuer.mint({ tid: tenant, scope: 'tools:*' }, `${tenant}-user`);
+    gw = await startTestGateway({
+      mcpServers: {
+        mem: {
+          command: process.execPath,
+          args: [MEMORY, `--marker=${marker}`, '--n=mem'],
+          env: { MEMORY_FILE_PATH: '/data/memory.jsonl' },
+          isolation: 'per-tenant',
+          start: 'lazy',
+          idleStopSeconds: 2,
+          sandbox: { network: false },
+        },
+      },
+      gateway: {
+        auth: { ...issuer.auth, tenantClaim: 'tid' },
+        maxRunningServers: 2,
+        serverDataDir: join(dir, 'servers'),
+      },
+    });
+    await eventually(
+      () => runningServers(marker).length === 0,
+      () => `running: ${runningServers(marker)}`,
+    );
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const h of open) await h.close().catch(() => {});
+    await gw?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('J1: each tenant gets its own sandboxed instance and data directory, within maxRunningServers, stopped when idle', async () => {
+    const acme = await as('legacy', 'acme');
+    const globex = await as('modern', 'globex');
+    await write(acme, 'acme-note');
+    await write(globex, 'globex-note');
+    expect(runningServers(marker)).toEqual(['mem', 'mem']);
+    const file = (tenant: string) =>
+      readFileSync(join(dir, 'servers', 'mem', tenant, 'memory.jsonl'), 'utf8');
+    expect(file('acme')).toContain('acme-note');
+    expect(file('acme')).not.toContain('globex-note');
+    expect(file('globex')).toContain('globex-note');
+    expect(await graph(globex)).not.toContain('acme-note');
+
+    // A third tenant: the bound is two, so the least recently used idle instance (acme's) stops.
+    const initech = await as('modern', 'initech');
+    expect(await graph(initech)).not.toContain('note');
+    expect(runningServers(marker)).toHaveLength(2);
+    expect(gw.logs.some((l) => l.event === 'upstream.stopped' && l.reason === 'make-room')).toBe(true);
+
+    // Idle past idleStopSeconds: every instance stops; the next call starts acme's again, its data kept.
+    await eventually(
+      () => runningServers(marker).length === 0,
+      () => `running: ${runningServers(marker)}`,
+      15_000,
+    );
+    expect(await graph(acme)).toContain('acme-note');
+    expect(runningServers(marker)).toEqual(['mem']);
   });
 });
 
