@@ -12,6 +12,7 @@
  */
 import { execFile } from 'node:child_process';
 import { chownSync, existsSync, lstatSync, mkdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { delimiter, dirname, join, resolve, sep } from 'node:path';
 import { ManifoldError } from '../../../src/errors.js';
 import type { SandboxSpec, StdioSpec } from '../../../src/platform.js';
@@ -164,6 +165,9 @@ const ETC_FILES = [
   '/etc/nsswitch.conf',
 ];
 
+/** Directories never bound whole because a server's file sits in them (ownFiles). */
+const BROAD = new Set(['/', homedir(), '/tmp', '/root', '/home']);
+
 /** `args` for one read-only bind of `path` (and its real location, when it is reached through a symlink). */
 function bindings(path: string, writable: boolean, out: string[], seen: Set<string>): void {
   if (!existsSync(path)) return;
@@ -202,7 +206,11 @@ function ownFiles(spec: StdioSpec, cwd: string, path: string): string[] {
     }
     if (!isFile) continue;
     for (const name of [file, realpathSync(file)]) {
-      out.push(dirname(name));
+      // The file's directory holds its siblings (a package's other modules), unless it is a
+      // directory that holds far more than one server: the home directory, the gateway's own
+      // working directory, or the root. Then only the file itself.
+      const dir = dirname(name);
+      out.push(BROAD.has(dir) || dir === cwd ? name : dir);
       let manifest = false;
       for (let dir = dirname(name); ; dir = dirname(dir)) {
         if (!manifest) {
