@@ -366,7 +366,7 @@ describe('the built gateway and its sandboxed children', () => {
     60_000,
   );
 
-  it('J1: without bubblewrap, a server that asks for a sandbox does not start, and check says how to install it', async () => {
+  it('J1: without bubblewrap, a server that asks for a sandbox does not start; check says how to install it, and how a lazy server is listed', async () => {
     const empty = mkdtempSync(join(tmpdir(), 'manifold-nopath-'));
     writeFileSync(
       join(dir, 'nobwrap.json'),
@@ -378,6 +378,7 @@ describe('the built gateway and its sandboxed children', () => {
             sandbox: {},
           },
           open: { command: process.execPath, args: [FIXTURE], sandbox: false },
+          later: { command: process.execPath, args: [FIXTURE], start: 'lazy' },
         },
         gateway: { store: false, serverDataDir: join(dir, 'servers') },
       }),
@@ -399,5 +400,10 @@ describe('the built gateway and its sandboxed children', () => {
       /^contained: sandbox: no network; data .*servers\/contained; 2048 MiB, 256 procs, 1024 files$/m,
     );
     expect(processes().filter((p) => p.argv.includes('--n=x'))).toEqual([]);
+    // A lazy server is started by check, and check says how a gateway lists it.
+    expect(r.stdout).toMatch(/^later\s+stdio\s+ready\s/m);
+    expect(r.stdout).toMatch(
+      /^later: lazy \(stops after 600 s idle\); no stored catalog yet: a gateway on this store starts it once when it starts/m,
+    );
   }, 60_000);
 });

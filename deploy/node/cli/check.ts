@@ -106,16 +106,16 @@ export async function runCheck(
     ...(store ? { store } : {}),
   });
   try {
-    await gateway.start();
-    await gateway.settled();
-    // Which lazy servers a gateway on this store lists from a stored catalog (#53), before the
-    // check starts them all to see that they work.
+    // Which lazy servers a gateway on this store would list from a stored catalog (#53), read
+    // before this check lists any; then every lazy server is started, to see that it works.
     const lazy = gateway.pool.upstreams.filter((u) => u.config.start === 'lazy');
     const stored = new Set(
       (
         await Promise.all(lazy.map(async (u) => ((await gateway.drift.cachedTools(u.config)) ? u.name : '')))
       ).filter(Boolean),
     );
+    await gateway.start();
+    await gateway.settled();
     await Promise.allSettled(lazy.map((u) => u.wake()));
     const rows = gateway.health().upstreams;
     const w = Math.max(6, ...rows.map((r) => r.name.length)) + 2;
