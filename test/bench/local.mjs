@@ -2,7 +2,7 @@
 // server (its process start, handshake, listing and drift check, then the call), without and with
 // a sandbox, against the next call; and the resident memory of twenty configured servers with one
 // running against all twenty running, the gateway and every process under it summed from /proc.
-import { chmodSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { legacyInitialize } from './calls.mjs';
 import { memoryMb, stop } from './processes.mjs';
@@ -88,9 +88,6 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 export async function localBench({ manifold, upstream, tmp, smoke }) {
   const dir = join(tmp, 'local');
   mkdirSync(dir, { recursive: true });
-  // A root gateway's sandboxes run as nobody, which must reach their data directories.
-  chmodSync(tmp, 0o711);
-  chmodSync(dir, 0o711);
   const server = (n, extra = {}) => ({
     command: process.execPath,
     args: [upstream, '--stdio'],

@@ -1,5 +1,4 @@
 import {
-  chmodSync,
   existsSync,
   mkdtempSync,
   readdirSync,
@@ -43,8 +42,6 @@ async function call(h: AnyHandle, name: string, args: Record<string, unknown>): 
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'manifold-sandbox-gw-'));
-  // As root, the sandbox runs as nobody, which must be able to traverse to its data directory.
-  chmodSync(work, 0o711);
   outside = mkdtempSync(join(tmpdir(), 'manifold-sandbox-outside-'));
   writeFileSync(join(outside, 'secret.txt'), 'the operator keeps this');
   listener = createServer((s) => {
@@ -176,7 +173,7 @@ describe.each(['v1', 'v2'] as const)('a sandboxed stdio server, through a %s cli
 });
 
 describe('the sandbox of a server', () => {
-  it("J1: the contained child runs in its own pid, user and net namespaces; the control in the gateway's", async () => {
+  it('J1: the contained child runs in its own namespaces, as its own user without capabilities; the control as the gateway', async () => {
     const own = (pid: number | string, ns: string) => readlinkSync(`/proc/${pid}/ns/${ns}`);
     const running = (needle: string) =>
       readdirSync('/proc')
@@ -201,10 +198,24 @@ describe('the sandbox of a server', () => {
     // contained and egress (the latter under its forwarder); one control.
     expect(contained.length).toBeGreaterThanOrEqual(2);
     expect(control).toHaveLength(1);
-    for (const ns of ['user', 'net', 'ipc', 'uts', 'mnt']) {
+    for (const ns of ['pid', 'net', 'ipc', 'uts', 'mnt']) {
       for (const pid of contained) expect(own(pid, ns)).not.toBe(own(process.pid, ns));
       expect(own(control[0]!, ns)).toBe(own(process.pid, ns));
     }
+    // Its user: as root, a user of its own with no capability at all (root, even in a user
+    // namespace, would escape the process limit); otherwise a user namespace of its own.
+    const status = (pid: string) => readFileSync(`/proc/${pid}/status`, 'utf8');
+    const field = (pid: string, name: string) =>
+      new RegExp(`^${name}:\\s+(\\S+)`, 'm').exec(status(pid))![1]!;
+    for (const pid of contained) {
+      if (process.getuid?.() === 0) {
+        expect(Number(field(pid, 'Uid'))).toBeGreaterThanOrEqual(200_000);
+        expect(field(pid, 'CapEff')).toBe('0000000000000000');
+        expect(field(pid, 'CapBnd')).toBe('0000000000000000');
+        expect(field(pid, 'NoNewPrivs')).toBe('1');
+      } else expect(own(pid, 'user')).not.toBe(own(process.pid, 'user'));
+    }
+    expect(field(control[0]!, 'Uid')).toBe(String(process.getuid?.()));
     // Two sandboxes never share one: each has its own pid namespace.
     expect(new Set(contained.map((pid) => own(pid, 'pid'))).size).toBeGreaterThanOrEqual(2);
   });

@@ -7,7 +7,7 @@
  * way the gateway's own egress does (private, loopback and metadata ranges refused unless listed,
  * SECURITY D3). A server that ignores the proxy variables reaches nothing: the safe failure.
  */
-import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -49,9 +49,6 @@ export interface EgressProxy {
   forwarder: string;
   close(): Promise<void>;
 }
-
-/** The unprivileged user a root gateway's sandboxes run as (sandbox.ts): it must reach the socket. */
-const NOBODY = 65534;
 
 export async function openEgressProxy(allowHosts: readonly string[], log: Logger): Promise<EgressProxy> {
   const dir = mkdtempSync(join(tmpdir(), 'manifold-egress-'));
@@ -110,9 +107,9 @@ export async function openEgressProxy(allowHosts: readonly string[], log: Logger
     server.once('error', reject);
     server.listen(socket, () => resolve());
   });
-  // The sandbox's user must reach the socket; nobody else can, the directory being theirs only.
+  // The sandbox's user must connect to the socket; nobody else can reach it, the directory being
+  // the gateway's only (bwrap binds the socket alone into the sandbox).
   chmodSync(socket, 0o666);
-  if (process.getuid?.() === 0) chownSync(dir, NOBODY, NOBODY);
   chmodSync(dir, 0o700);
   return {
     socket,

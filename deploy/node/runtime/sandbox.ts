@@ -22,13 +22,10 @@ export interface SandboxedCommand {
   command: string;
   args: string[];
   env: Record<string, string>;
-  /** Set when the gateway runs as root: the child then runs as this unprivileged user and group. */
-  uid?: number;
-  gid?: number;
+  /** Set when the gateway runs as root: the server inside runs as this user and group of its own. */
+  runsAs?: number;
 }
 
-/** The unprivileged user a root gateway's sandboxed servers run as (`nobody` on Debian). */
-const NOBODY = 65534;
 /** Inside the sandbox, where its private data directory is (its HOME and working directory). */
 export const DATA_IN_SANDBOX = '/data';
 /** Inside the sandbox, where the egress proxy's socket is bound. */
@@ -65,6 +62,8 @@ export function onPath(name: string, path = process.env.PATH ?? ''): string | un
 export interface SandboxTools {
   bwrap: string;
   prlimit: string;
+  /** util-linux `setpriv`: a root gateway's sandbox drops to the server's own user with it. */
+  setpriv?: string;
 }
 
 /** Why a sandbox cannot be built here, and how to fix it. */
@@ -100,22 +99,35 @@ async function findTools(path: string): Promise<SandboxTools | Missing> {
       fix: 'run the gateway on Linux, or set "sandbox": false',
     };
   }
+  const root = process.getuid?.() === 0;
   const bwrap = onPath('bwrap', path);
   const prlimit = onPath('prlimit', path);
-  if (!bwrap || !prlimit) {
-    const missing = [!bwrap ? 'bubblewrap (bwrap)' : '', !prlimit ? 'prlimit (util-linux)' : ''].filter(
-      Boolean,
-    );
-    return {
-      what: `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} not installed`,
-      fix: INSTALL_HINT,
-    };
+  const setpriv = root ? onPath('setpriv', path) : undefined;
+  if (!bwrap || !prlimit || (root && !setpriv)) {
+    const util = [!prlimit ? 'prlimit' : '', root && !setpriv ? 'setpriv' : ''].filter(Boolean);
+    const missing = [
+      !bwrap ? 'bubblewrap (bwrap)' : '',
+      util.length > 0 ? `${util.join(' and ')} (util-linux)` : '',
+    ].filter(Boolean);
+    const many = missing.length > 1 || util.length > 1;
+    return { what: `${missing.join(' and ')} ${many ? 'are' : 'is'} not installed`, fix: INSTALL_HINT };
   }
-  const failed = await new Promise<string | undefined>((done) => {
-    const root = process.getuid?.() === 0;
-    execFile(
-      bwrap,
-      [
+  // As root, bwrap builds the sandbox with its own privileges and no user namespace (see
+  // sandboxCommand); otherwise it needs an unprivileged user namespace.
+  const probe = root
+    ? [
+        '--unshare-pid',
+        '--unshare-net',
+        '--die-with-parent',
+        '--ro-bind',
+        '/',
+        '/',
+        '--proc',
+        '/proc',
+        '--',
+        'true',
+      ]
+    : [
         '--unshare-user',
         '--unshare-pid',
         '--unshare-net',
@@ -127,25 +139,27 @@ async function findTools(path: string): Promise<SandboxTools | Missing> {
         '/proc',
         '--',
         'true',
-      ],
-      { timeout: 10_000, ...(root ? { uid: NOBODY, gid: NOBODY } : {}) },
-      (err, _out, stderr) =>
-        done(
-          err
-            ? String(stderr || err.message)
-                .trim()
-                .slice(0, 300)
-            : undefined,
-        ),
+      ];
+  const failed = await new Promise<string | undefined>((done) => {
+    execFile(bwrap, probe, { timeout: 10_000 }, (err, _out, stderr) =>
+      done(
+        err
+          ? String(stderr || err.message)
+              .trim()
+              .slice(0, 300)
+          : undefined,
+      ),
     );
   });
   if (failed !== undefined) {
     return {
-      what: 'bubblewrap cannot create a user namespace here',
-      fix: `allow unprivileged user namespaces (docs/deploy-node.md, Sandboxes), or set "sandbox": false (bwrap said: ${failed})`,
+      what: root
+        ? 'bubblewrap cannot create namespaces here'
+        : 'bubblewrap cannot create a user namespace here',
+      fix: `allow ${root ? 'namespaces' : 'unprivileged user namespaces'} (docs/deploy-node.md, Sandboxes), or set "sandbox": false (bwrap said: ${failed})`,
     };
   }
-  return { bwrap, prlimit };
+  return { bwrap, prlimit, ...(setpriv ? { setpriv } : {}) };
 }
 
 /** The top directories of the system: bound read-only, or recreated as the symlinks they are (merged /usr). */
@@ -240,34 +254,17 @@ function dataDirectory(dir: string, uid: number | undefined): string {
 }
 
 /**
- * A root gateway's sandbox is set up by bwrap running as `nobody`, which must reach every path it
- * binds: a directory on the way that others may not traverse fails the start here, by name, rather
- * than as a bwrap message on stderr.
+ * The user a root gateway's sandbox runs as: its own, stable across restarts (its data directory
+ * stays its own), derived from the server (and instance) so that two servers share neither files
+ * nor a process count. Never 0, never a system account.
  */
-function checkReachable(server: string, sources: readonly string[]): void {
-  for (const source of sources) {
-    for (let dir = dirname(source); ; dir = dirname(dir)) {
-      let open = true;
-      try {
-        const st = statSync(dir);
-        open =
-          (st.mode & 0o001) !== 0 ||
-          (st.uid === NOBODY && (st.mode & 0o100) !== 0) ||
-          (st.gid === NOBODY && (st.mode & 0o010) !== 0);
-      } catch {
-        // missing: bwrap reports it
-      }
-      if (!open) {
-        throw new ManifoldError(
-          'ERR_UPSTREAM_UNAVAILABLE',
-          `server ${server}: the gateway runs as root, so its sandbox runs as the unprivileged user nobody (${NOBODY}), which cannot reach ${source} because ${dir} is closed to others: let others traverse it (chmod o+x ${dir}), move the files, or run the gateway as an ordinary user`,
-          { data: { rule: 'sandbox-path-unreachable' } },
-        );
-      }
-      if (dirname(dir) === dir) break;
-    }
-  }
+export function sandboxUid(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193) >>> 0;
+  return SANDBOX_UID_BASE + (h % SANDBOX_UID_SPAN);
 }
+const SANDBOX_UID_BASE = 200_000;
+const SANDBOX_UID_SPAN = 1 << 16;
 
 /**
  * The bwrap command line for `spec` (its command wrapped in prlimit, and for "egress" in the
@@ -280,11 +277,14 @@ export function sandboxCommand(
   options: { proxySocket?: string; forwarder?: string; path?: string } = {},
 ): SandboxedCommand {
   const path = options.path ?? process.env.PATH ?? '';
-  const root = process.getuid?.() === 0;
-  const uid = root ? NOBODY : undefined;
+  // As root, bwrap sets the sandbox up with root's own reach (any path can be bound) and no user
+  // namespace, and the server runs as a user of its own with no capabilities (setpriv): the
+  // kernel exempts root, even root in a user namespace, from the process limit.
+  const root = process.getuid?.() === 0 && tools.setpriv !== undefined;
+  const uid = root ? sandboxUid(sandbox.dataDir ?? spec.server) : undefined;
   const cwd = resolve(spec.cwd ?? process.cwd());
   const args = [
-    '--unshare-user',
+    ...(root ? [] : ['--unshare-user']),
     '--unshare-pid',
     '--unshare-ipc',
     '--unshare-uts',
@@ -296,6 +296,8 @@ export function sandboxCommand(
     '--new-session',
     '--cap-drop',
     'ALL',
+    // Kept only for setpriv, which drops them (and every other capability) before the server runs.
+    ...(root ? ['--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--cap-add', 'CAP_SETPCAP'] : []),
     '--hostname',
     'sandbox',
     '--proc',
@@ -344,7 +346,7 @@ export function sandboxCommand(
   // the same files; a configured `cwd` is visible read-only, the gateway's own only where its
   // files are bound (an empty directory otherwise).
   if (spec.cwd !== undefined) bindings(cwd, false, args, seen);
-  args.push('--dir', cwd, '--chdir', cwd);
+  args.push('--perms', '0755', '--dir', cwd, '--chdir', cwd);
   // Nothing of the gateway's environment: a fixed PATH, its HOME and TMPDIR, then its own `env`.
   const runtimeBin = (() => {
     const c = onPath(spec.command, path);
@@ -388,18 +390,53 @@ export function sandboxCommand(
     `--nofile=${limits.openFiles}`,
     ...(limits.cpuSeconds > 0 ? [`--cpu=${limits.cpuSeconds}`] : []),
   ];
-  args.push('--', tools.prlimit, ...rlimits, '--', ...inner);
-  if (uid !== undefined) {
-    const sources = args.flatMap((a, i) => (a === '--bind' || a === '--ro-bind' ? [args[i + 1]!] : []));
-    checkReachable(spec.server, sources);
-  }
+  const drop =
+    uid !== undefined
+      ? [
+          tools.setpriv!,
+          `--reuid=${uid}`,
+          `--regid=${uid}`,
+          '--clear-groups',
+          '--inh-caps=-all',
+          '--bounding-set=-all',
+          '--no-new-privs',
+          '--',
+        ]
+      : [];
+  args.push('--', ...drop, tools.prlimit, ...rlimits, '--', ...inner);
   return {
     command: tools.bwrap,
-    args,
+    args: uid !== undefined ? openParents(args) : args,
     // bwrap's own environment: only what it needs to run (the child's is set with --setenv).
     env: { PATH: path },
-    ...(uid !== undefined ? { uid, gid: uid } : {}),
+    ...(uid !== undefined ? { runsAs: uid } : {}),
   };
+}
+
+/**
+ * Without a user namespace, the directories bwrap creates on the way to a bind are closed to
+ * others; the server's own user must pass through them. Each is created open to traversal first,
+ * after the private /tmp and before the first bind that needs it.
+ */
+function openParents(args: string[]): string[] {
+  const binds = new Set(['--bind', '--ro-bind']);
+  const parents = new Set<string>();
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--') break;
+    const dest = binds.has(args[i]!)
+      ? args[i + 2]
+      : args[i] === '--chdir' || args[i] === '--dir'
+        ? args[i + 1]
+        : undefined;
+    if (!dest) continue;
+    for (let dir = dirname(dest); dir !== '/' && !parents.has(dir); dir = dirname(dir)) parents.add(dir);
+  }
+  const system = (d: string) => SYSTEM_DIRS.some((s) => d === s || d.startsWith(`${s}/`));
+  const dirs = [...parents]
+    .filter((d) => !system(d))
+    .sort((a, b) => a.split('/').length - b.split('/').length);
+  const at = args.indexOf('/tmp', args.indexOf('--tmpfs')) + 1;
+  return [...args.slice(0, at), ...dirs.flatMap((d) => ['--perms', '0755', '--dir', d]), ...args.slice(at)];
 }
 
 /** One line for `manifold check`: what the server's sandbox holds. */

@@ -145,7 +145,6 @@ export class ChildStdioTransport implements Transport {
     let args = this.spec.args;
     let env: Record<string, string> = { ...inheritedEnvironment(), ...this.spec.env };
     let cwd = this.spec.cwd;
-    let ids: { uid?: number; gid?: number } = {};
     const { sandbox } = this.spec;
     if (sandbox) {
       // Contained, or not started at all (SECURITY J1): a missing part rejects with its fix.
@@ -166,9 +165,8 @@ export class ChildStdioTransport implements Transport {
       }
       ({ command, args, env } = contained);
       cwd = undefined;
-      if (contained.uid !== undefined) ids = { uid: contained.uid, gid: contained.gid! };
     }
-    return this.spawnChild(command, args, env, cwd, ids);
+    return this.spawnChild(command, args, env, cwd);
   }
 
   private spawnChild(
@@ -176,13 +174,11 @@ export class ChildStdioTransport implements Transport {
     args: string[],
     env: Record<string, string>,
     cwd: string | undefined,
-    ids: { uid?: number; gid?: number },
   ): Promise<void> {
     return new Promise((resolve, reject) => {
       const child = spawn(command, args, {
         env,
         ...(cwd !== undefined ? { cwd } : {}),
-        ...ids,
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true,
         windowsHide: true,
