@@ -207,7 +207,9 @@ function ownFiles(spec: StdioSpec, cwd: string, path: string): string[] {
   if (command) {
     const real = realpathSync(command);
     const dir = dirname(real);
-    out.push(command, dir.endsWith(`${sep}bin`) ? dirname(dir) : dir);
+    const prefix = dir.endsWith(`${sep}bin`) ? dirname(dir) : dir;
+    // A command in a broad directory (`./server` in the gateway's own) brings only itself.
+    out.push(command, BROAD.has(prefix) || prefix === cwd || BROAD.has(dir) || dir === cwd ? real : prefix);
   }
   for (const arg of spec.args) {
     if (arg.startsWith('-') || arg.includes('\0')) continue;
@@ -223,8 +225,8 @@ function ownFiles(spec: StdioSpec, cwd: string, path: string): string[] {
       // The file's directory holds its siblings (a package's other modules), unless it is a
       // directory that holds far more than one server: the home directory, the gateway's own
       // working directory, or the root. Then only the file itself.
-      const dir = dirname(name);
-      out.push(BROAD.has(dir) || dir === cwd ? name : dir);
+      const folder = dirname(name);
+      out.push(BROAD.has(folder) || folder === cwd ? name : folder);
       let manifest = false;
       for (let dir = dirname(name); ; dir = dirname(dir)) {
         if (!manifest) {
