@@ -400,7 +400,9 @@ export class Upstream implements RunningServer {
     this.listing = emptyListing();
     this.verified = undefined;
     this.lastError = publicReason(e);
-    this.stored = e instanceof NotServing ? e.stored : undefined;
+    // A stopped server that fails to start again (#53) keeps its last verified catalog listed, as a
+    // warm start does until its upstream answers: one failed start does not make its tools vanish.
+    this.stored = e instanceof NotServing ? e.stored : this.stored;
     const detail = logReason(e);
     const rule = e instanceof ManifoldError ? (e.data?.rule as string | undefined) : undefined;
     // Neither heals by retrying: the runtime has no stdio, or cannot build the sandbox asked for (#53).

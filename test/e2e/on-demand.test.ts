@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -152,13 +152,69 @@ describe('twenty lazy servers, one used', () => {
   });
 });
 
+describe('a stopped server that fails to start again', () => {
+  const marker = `failing-${process.pid}-${Date.now()}`;
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'manifold-ondemand-fail-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it.each(['v1', 'v2'] as const)(
+    'keeps its verified tools listed, and the call says it was not sent (%s client)',
+    async (era) => {
+      // A path its sandbox must bind: present for its first start, gone before the next.
+      const needed = join(dir, `needed-${era}`);
+      mkdirSync(needed);
+      const gw = await startTestGateway({
+        mcpServers: {
+          flaky: {
+            command: process.execPath,
+            args: [FIXTURE, `--marker=${marker}`, `--n=${era}`],
+            start: 'lazy',
+            sandbox: { network: false, filesystem: { read: [needed] } },
+          },
+        },
+        gateway: { serverDataDir: join(dir, 'servers') },
+      });
+      try {
+        // Listed once at start (no stored catalog), then stopped.
+        await eventually(async () => (await health(gw)).flaky === 'idle', 'the first listing');
+        rmSync(needed, { recursive: true });
+        const h = await connectEra(gw.url, era);
+        const names = async () => (await h.client.listTools()).tools.map((t) => t.name);
+        expect(await names()).toContain('flaky__sleep');
+        let message = '';
+        try {
+          message = resultText(await h.client.callTool({ name: 'flaky__stats', arguments: {} }));
+        } catch (e) {
+          message = (e as Error).message;
+        }
+        expect(message).toMatch(
+          /server flaky is not connected right now \((backoff|failed)\); the call was not sent/,
+        );
+        expect(
+          gw.logs.some((l) => l.event === 'upstream.unavailable' && l.rule === 'sandbox-path-missing'),
+        ).toBe(true);
+        // One failed start does not make its tools vanish.
+        expect(await names()).toContain('flaky__sleep');
+        await h.close();
+      } finally {
+        await gw.stop();
+      }
+    },
+    30_000,
+  );
+});
+
 describe('gateway.maxRunningServers', () => {
   const marker = `bound-${process.pid}-${Date.now()}`;
   let gw: TestGateway;
   beforeAll(async () => {
     gw = await startTestGateway({
       mcpServers: lazyServers(marker, 3, { idleStopSeconds: 0 }),
-      gateway: { maxRunningServers: 1, connectTimeoutMs: 1500 },
+      // The start waits for room min(5 s, connectTimeoutMs): 3 s here, less than the busy call below.
+      gateway: { maxRunningServers: 1, connectTimeoutMs: 3000 },
     });
     await eventually(
       () => runningServers(marker).length === 0,
@@ -185,7 +241,7 @@ describe('gateway.maxRunningServers', () => {
   it('when none is idle, a start waits briefly, then fails with a clear error', async () => {
     const h = await connectEra(gw.url, 'v1');
     await h.client.callTool({ name: 's2__stats', arguments: {} });
-    const busy = h.client.callTool({ name: 's2__sleep', arguments: { ms: 4000 } });
+    const busy = h.client.callTool({ name: 's2__sleep', arguments: { ms: 8000 } });
     await eventually(
       () => gw.logs.some((l) => l.event === 'upstream.stopped' && l.server === 's1'),
       'the previous server to stop',
