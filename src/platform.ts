@@ -13,6 +13,40 @@ export function unrefTimer(timer: unknown): boolean {
   return true;
 }
 
+/**
+ * The sandbox a stdio child runs in (#53; config/sandbox.ts reads it, deploy/node/runtime/sandbox.ts
+ * builds it). Declared here, at the seam, because the host is what must honour it.
+ */
+export interface SandboxSpec {
+  /** `false`: no network at all. `egress`: only `allowHosts`, through the gateway's proxy. */
+  network: false | 'egress';
+  /** Host names (optionally `:port`) an `egress` server may reach; empty otherwise. */
+  allowHosts: string[];
+  filesystem: {
+    /** Extra paths visible read-only (the server's own package and runtime are added by the host). */
+    read: string[];
+    /** Paths visible writable. Absent: the private data directory `dataDir`. */
+    write?: string[];
+  };
+  limits: SandboxLimits;
+  /**
+   * The private data directory (writable, the server's HOME) when `write` is not given: filled by
+   * the loader from `gateway.serverDataDir` and the server's name, and per instance when isolated.
+   */
+  dataDir?: string;
+}
+
+export interface SandboxLimits {
+  /** Address space, in MiB (RLIMIT_AS). Node reserves about 1 GiB before it runs any code. */
+  memoryMb: number;
+  /** CPU time, in seconds (RLIMIT_CPU); 0: none. The server is stopped past it, and restarted when needed. */
+  cpuSeconds: number;
+  /** Processes and threads (RLIMIT_NPROC, counted in the sandbox's own user namespace). */
+  processes: number;
+  /** Open file descriptors (RLIMIT_NOFILE). */
+  openFiles: number;
+}
+
 /** What a stdio upstream needs to start. Only Node can honour it. */
 export interface StdioSpec {
   server: string;
@@ -20,6 +54,8 @@ export interface StdioSpec {
   args: string[];
   env: Record<string, string>;
   cwd?: string;
+  /** Run it contained (#53): the host refuses to start it when it cannot build this sandbox. */
+  sandbox?: SandboxSpec;
 }
 
 /**

@@ -28,6 +28,8 @@ const DEBIAN = [
   { name: 'postgresql', present: () => postgresBin() !== undefined },
   { name: 'chromium', present: () => existsSync('/usr/bin/chromium') },
   { name: 'bubblewrap', present: () => existsSync('/usr/bin/bwrap') },
+  // prlimit sets a sandboxed server's rlimits and setpriv its user (#53): util-linux, on Debian.
+  { name: 'util-linux', present: () => existsSync('/usr/bin/prlimit') && existsSync('/usr/bin/setpriv') },
 ];
 
 function postgresBin() {

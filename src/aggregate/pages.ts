@@ -159,7 +159,8 @@ export class ListPages {
     const enabled = this.g.pool.upstreams.filter(
       (u) => u.state !== 'disabled' && mayNameServer(principal, u.config.prefix),
     );
-    if (enabled.length === 0 || enabled.some((u) => u.state === 'ready')) return;
+    // An idle server (#53) is stopped while unused, not down: its verified catalog is served.
+    if (enabled.length === 0 || enabled.some((u) => u.state === 'ready' || u.state === 'idle')) return;
     const upstreams = enabled.map((u) => ({ name: u.name, state: u.state, error: u.lastError ?? u.state }));
     throw new ManifoldError(
       'ERR_ALL_UPSTREAMS_FAILED',

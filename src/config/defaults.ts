@@ -67,6 +67,10 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
     pin: Object.freeze([]) as unknown as string[],
     searchLimit: 10,
   }),
+  // Local servers (#53).
+  sandbox: false,
+  serverDataDir: './.manifold/servers',
+  maxRunningServers: 0,
 });
 
 /** setTimeout fires at once for anything above this, so millisecond settings stop here. */

@@ -85,6 +85,15 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   maxSchemaBytes: positive('bytes', 20480),
   maxDescriptionBytes: positive('bytes', 4096),
   maxToolsPerServer: positive('tools', 1000),
+  // Local servers (#53).
+  serverDataDir: {
+    expected: 'a non-empty path',
+    fix: 'write the directory that holds sandboxed servers\' private data, e.g. "./.manifold/servers"',
+  },
+  maxRunningServers: {
+    expected: 'an integer, 0 or more',
+    fix: 'write how many servers may run at once, e.g. 8, or 0 for no bound (the default)',
+  },
   disclosure: {
     expected: 'an object with "budgetTokens" and/or "alwaysLoad"',
     fix: 'write disclosure as {"budgetTokens": 20000, "alwaysLoad": ["github"]}',
@@ -366,6 +375,19 @@ const SERVER_TEXT: Record<string, FieldText> = {
   },
   maxInstances: positive('instances', 16),
   instanceIdleSeconds: positive('seconds', 300),
+  // Local servers (#53); the sandbox object's own keys are worded in sandbox.ts.
+  sandbox: {
+    expected: 'false, or an object with "network", "allowHosts", "filesystem" and/or "limits"',
+    fix: 'write sandbox as false, or as {"network": false} to run the server with no network and a private data directory',
+  },
+  start: {
+    expected: '"eager" or "lazy"',
+    fix: 'write "eager" to start the server with the gateway (the default), or "lazy" to start it on the first request that needs it',
+  },
+  idleStopSeconds: {
+    expected: 'an integer from 0 to 2592000 (seconds)',
+    fix: 'write how long the server may sit idle before it stops, e.g. 600, or 0 to keep it running',
+  },
   protocol: {
     expected: '"auto", "2026-07-28" or "2025-11-25"',
     fix: 'write "auto" (the default: probe with server/discover, then fall back to initialize), "2026-07-28" to require the stateless revision, or "2025-11-25" to skip the probe and use the initialize handshake',

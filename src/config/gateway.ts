@@ -23,6 +23,7 @@ import { keysOf } from './json-parse.js';
 import { readGatewayOAuth } from './oauth.js';
 import type { PathSegment } from './paths.js';
 import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
+import { readSandbox } from './sandbox.js';
 import {
   CATALOG_KEYS,
   DISCLOSURE_KEYS,
@@ -175,7 +176,8 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       continue;
     }
     // `auth`, `store`, `tracing` and `oauth` have their own readers (below); the other keys go through one shape.
-    if (key === 'auth' || key === 'store' || key === 'tracing' || key === 'oauth') continue;
+    if (key === 'auth' || key === 'store' || key === 'tracing' || key === 'oauth' || key === 'sandbox')
+      continue;
     if (key === 'registry' || key === 'localPrincipal') continue; // #54: front-door.ts
     picked[key] =
       key === 'disclosure'
@@ -339,6 +341,12 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     const tracing = readTracing(f, raw.tracing, [...base, 'tracing']);
     if (tracing === undefined) invalid.add('tracing');
     else config.tracing = tracing;
+  }
+  if (Object.hasOwn(raw, 'sandbox')) {
+    // Local servers (#53): the default sandbox of stdio servers.
+    const sandbox = readSandbox(f, raw.sandbox, [...base, 'sandbox']);
+    if (sandbox === undefined) invalid.add('sandbox');
+    else config.sandbox = sandbox;
   }
   if (Object.hasOwn(raw, 'oauth')) {
     const oauth = readGatewayOAuth(f, raw.oauth, [...base, 'oauth'], config.advertiseUrl);

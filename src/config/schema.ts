@@ -161,6 +161,9 @@ export const gatewaySchema = z.object({
   advertiseUrl: text(),
   // #52: the admin API; whether the file's servers may be changed through it.
   admin: z.partial(z.strictObject({ fileServers: z.enum(['locked', 'editable']) })),
+  // Local servers (#53); `sandbox` has its own reader (sandbox.ts), like `store`.
+  serverDataDir: text(),
+  maxRunningServers: int(0),
 });
 
 /** The longest a person may be given to answer an approval (one hour). */
@@ -225,6 +228,10 @@ export const serverEntrySchema = z.object({
   overrides: z.record(z.string(), z.unknown()),
   promptOverrides: z.record(z.string(), z.unknown()),
   trust: z.enum(['first-use', 'review']),
+  // Local servers (#53): the object's keys are read and checked in sandbox.ts.
+  sandbox: z.union([z.boolean(), z.record(z.string(), z.unknown())]),
+  start: z.enum(['eager', 'lazy']),
+  idleStopSeconds: int(0, 30 * 86_400),
 });
 
 export const gatewayEntrySchema = z.partial(gatewaySchema);
@@ -279,6 +286,7 @@ export const GATEWAY_KEYS = [
   // #54, read in front-door.ts.
   'registry',
   'localPrincipal',
+  'sandbox',
 ] as (keyof GatewayConfig)[];
 export const AUTH_KEYS = Object.keys(authSchema.shape);
 export const TENANT_KEYS = Object.keys(tenantSchema.shape);
@@ -290,5 +298,5 @@ export const STORE_KEYS = Object.keys(storeSchema.shape);
 export const TRACING_KEYS = Object.keys(tracingSchema.shape);
 export const OAUTH_KEYS = Object.keys(oauthSchema.shape);
 export const SERVER_AUTH_KEYS = Object.keys(serverAuthSchema.shape);
-export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd'] as const;
+export const STDIO_ONLY_KEYS = ['command', 'args', 'env', 'cwd', 'sandbox'] as const;
 export const HTTP_ONLY_KEYS = ['url', 'headers', 'auth'] as const;

@@ -16,6 +16,7 @@ import { readPromptOverrides, readToolOverrides } from './overrides.js';
 import { formatPath, type PathSegment } from './paths.js';
 import { checkPlaceholders } from './placeholders.js';
 import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
+import { LAZY_IDLE_STOP_SECONDS, readSandbox, type StartMode } from './sandbox.js';
 import {
   approvalObjectSchema,
   HTTP_ONLY_KEYS,
@@ -122,8 +123,8 @@ export function readServer(
     picked[key] =
       key === 'tools' || key === 'prompts' || key === 'resources'
         ? readTools(f, raw[given], [...base, given])
-        : key === 'auth' || key === 'overrides' || key === 'promptOverrides'
-          ? raw[given] // oauth.ts and overrides.ts read them key by key, interpolating once
+        : key === 'auth' || key === 'overrides' || key === 'promptOverrides' || key === 'sandbox'
+          ? raw[given] // oauth.ts, overrides.ts and sandbox.ts read them key by key, interpolating once
           : interpolateField(f, raw[given], [...base, given]);
   }
   // Cline writes "streamableHttp", others "streamable_http" or "streamableHTTP".
@@ -350,7 +351,23 @@ export function readServer(
   const promptOverrides = valid('promptOverrides')
     ? readPromptOverrides(f, picked.promptOverrides, [...base, 'promptOverrides'], prefix)
     : undefined;
-  if (f.errors.length > before || type === undefined) return undefined;
+  // Local servers (#53): the sandbox (stdio only; the gateway's default unless the entry says), start, idle stop.
+  const sandbox =
+    type !== 'stdio'
+      ? false
+      : has('sandbox')
+        ? valid('sandbox')
+          ? readSandbox(f, picked.sandbox, [...base, 'sandbox'], gateway.config.sandbox)
+          : undefined
+        : gateway.config.sandbox;
+  if (sandbox && !sandbox.filesystem.write) sandbox.dataDir = `${gateway.config.serverDataDir}/${name}`;
+  const start: StartMode = valid('start') ? (picked.start as StartMode) : 'eager';
+  const idleStopSeconds = valid('idleStopSeconds')
+    ? (picked.idleStopSeconds as number)
+    : start === 'lazy'
+      ? LAZY_IDLE_STOP_SECONDS
+      : 0;
+  if (f.errors.length > before || type === undefined || sandbox === undefined) return undefined;
   const server: ServerConfig = {
     name,
     type,
@@ -385,6 +402,9 @@ export function readServer(
     ...(overrides && Object.keys(overrides).length > 0 ? { overrides } : {}),
     ...(promptOverrides && Object.keys(promptOverrides).length > 0 ? { promptOverrides } : {}),
     ...(valid('trust') && picked.trust === 'review' ? { trust: 'review' as const } : {}),
+    sandbox,
+    start,
+    idleStopSeconds,
   };
   if (type === 'stdio') {
     server.command = picked.command as string;

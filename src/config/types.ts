@@ -1,6 +1,7 @@
 import type { GuardrailConfig, PolicyConfig } from '../guards/policy/types.js';
 import type { ApprovalSettings, DeclaredRisk } from '../guards/risk.js';
 import type { LogLevel } from '../lib/log.js';
+import type { SandboxConfig, StartMode } from './sandbox.js';
 
 export type TransportKind = 'stdio' | 'streamable-http' | 'sse';
 
@@ -78,6 +79,18 @@ export interface ServerConfig {
    * that is safe (a `read` tool, or a session the server said it did not know). Default 1.
    */
   retry: number;
+  // --- local servers, contained and on demand (#53) ---
+  /**
+   * stdio only: the sandbox the child runs in (deploy/node/runtime/sandbox.ts), or `false` (none).
+   * Default: `gateway.sandbox` (itself `false` by default), so existing configs run as before. The
+   * loader fills these three keys; a config built by hand may leave them out (none, eager, never).
+   */
+  sandbox?: SandboxConfig | false;
+  /** `eager` (default): started with the gateway. `lazy`: listed from its stored catalog, started on first need. */
+  start?: StartMode;
+  /** Stops after this long with nothing in flight and no subscription; 0: never. Default 600 lazy, 0 eager. */
+  idleStopSeconds?: number;
+  // --- end #53 ---
   /**
    * Whose identity reaches this HTTP server (#19). Absent: `static` (the configured headers).
    * Filled with its defaults by the loader for `gateway` and `user`.
@@ -341,6 +354,14 @@ export interface GatewayConfig {
   policy?: PolicyConfig;
   /** Guardrails run first, for every server. Absent: none. */
   guardrails?: GuardrailConfig[];
+  // --- local servers, contained and on demand (#53) ---
+  /** The sandbox of every stdio server whose entry does not say (default `false`: none). */
+  sandbox: SandboxConfig | false;
+  /** Where sandboxed servers get their private data directories (default "./.manifold/servers"). */
+  serverDataDir: string;
+  /** Servers running at once; past it the least recently used idle one stops. 0 (default): no bound. */
+  maxRunningServers: number;
+  // --- end #53 ---
 }
 
 export interface CatalogSettings {

@@ -59,8 +59,9 @@ export function nextCatalogs(s: CatalogState): NextCatalogs {
       server: u.config,
       prompts: trusted.prompts,
       quarantinedPrompts: quarantined.prompts,
-      // Resources are data, not instructions: not drift-checked, and only served while live.
-      resources: u.state === 'ready' ? u.resources : [],
+      // Resources are data, not instructions: not drift-checked, and only served while live (or
+      // stopped while unused, #53: the last live listing, read by starting it again).
+      resources: u.state === 'ready' || u.state === 'idle' ? u.resources : [],
       templates: trusted.templates,
       quarantinedTemplates: quarantined.templates,
     });

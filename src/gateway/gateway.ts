@@ -25,6 +25,7 @@ import type { BackoffOptions } from '../upstream/backoff.js';
 import { IsolatedInstances } from '../upstream/isolation.js';
 import type { UpstreamAuth } from '../upstream/oauth/auth-fetch.js';
 import { UpstreamPool } from '../upstream/pool.js';
+import { RunningServers } from '../upstream/running.js';
 import type { SessionOpener } from '../upstream/session.js';
 import type { UpstreamStatus } from '../upstream/types.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -146,6 +147,11 @@ export class Gateway {
   private coldDiscovery = false;
   /** Applies a new config without a restart (reload.ts). */
   readonly reloader: Reloader;
+  /** Which servers run now: idle stop and gateway.maxRunningServers (#53). */
+  readonly running = new RunningServers(
+    () => this.config.gateway,
+    () => this.platform.now(),
+  );
 
   constructor(options: GatewayOptions) {
     this.config = options.config;
@@ -161,6 +167,7 @@ export class Gateway {
       clientVersion: options.version,
       ...(options.backoff ? { backoff: options.backoff } : {}),
       ...(options.upstreamAuth ? { auths: options.upstreamAuth } : {}),
+      running: this.running,
     };
     this.isolated = new IsolatedInstances({ ...shared, gateway: options.config.gateway });
     this.pool = new UpstreamPool(options.config, {
@@ -217,7 +224,8 @@ export class Gateway {
         this.coldDiscovery = count === 0;
         // Stopped while the stored listings were read: nothing is started.
         if (this.stopping) return;
-        return this.pool.start();
+        // A lazy server with a stored catalog is listed from it and not started (#53).
+        return this.pool.start((u) => this.warm.has(u.name));
       })
       .finally(() => this.endColdDiscovery(false));
     this.live = live;
@@ -398,7 +406,11 @@ export class Gateway {
   /** The upstream for this principal: the shared one, or its own instance of a server with `isolation`. */
   async callee(server: string, principal: Principal): Promise<Upstream> {
     const owner = await this.owner(server);
-    if (owner.config.isolation === 'shared') return owner;
+    if (owner.config.isolation === 'shared') {
+      // Stopped while unused (#53): started for this request, within connectTimeoutMs.
+      if (owner.state === 'idle') await owner.wake();
+      return owner;
+    }
     return this.isolated.instance(owner.config, principal);
   }
 
@@ -447,6 +459,7 @@ export class Gateway {
       });
     }
     for (const l of this.shutdownListeners) l();
+    this.running.close();
     await Promise.allSettled([this.pool.close(), this.isolated.close(), this.reloader.close()]);
     await this.store.close?.();
   }

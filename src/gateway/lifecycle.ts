@@ -85,7 +85,7 @@ export interface Health {
 }
 
 /**
- * ok when every enabled upstream is ready, down when none is, starting while none is ready and
+ * ok when every enabled upstream is ready (or idle), down when none is, starting while none is ready and
  * some are still connecting, degraded otherwise; stopping once shutdown began.
  */
 export function gatewayHealth(
@@ -95,7 +95,8 @@ export function gatewayHealth(
   diagnostics: readonly Diagnostic[],
 ): Health {
   const enabled = upstreams.filter((u) => u.state !== 'disabled');
-  const ready = enabled.filter((u) => u.state === 'ready').length;
+  // An idle server (#53) serves its stored catalog and starts on demand: as good as ready.
+  const ready = enabled.filter((u) => u.state === 'ready' || u.state === 'idle').length;
   let status: Health['status'];
   if (stopping) status = 'stopping';
   else if (enabled.some((u) => u.state === 'connecting') && ready === 0) status = 'starting';

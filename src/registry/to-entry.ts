@@ -6,6 +6,7 @@
  * make npx or uvx run something else) are refused. Secrets are never written: each becomes a
  * `${VAR}` the gateway reads from its environment.
  */
+import { REGISTRY_SERVER_DEFAULTS } from '../config/sandbox.js';
 import type { Argument, KeyValueInput, Package, ServerDetail, Transport } from './server-json.js';
 
 /** One value the entry needs that the registry gives no value or default for. */
@@ -34,12 +35,15 @@ export type Planned =
   | { ok: false; problem: string; fix: string };
 
 /**
- * The defaults every server added from a registry gets. It starts untrusted: its first listing is
- * held for review (`trust: "review"`). The stdio sandbox and lazy start of #53 belong here too,
- * once they exist: this is the one place `manifold add` adds them.
+ * The defaults every server added from a registry gets, the one place `manifold add` adds them. It
+ * starts untrusted: its first listing is held for review (`trust: "review"`). A package it runs
+ * here (npx, uvx) also gets a sandbox with network off and starts on the first request that needs
+ * it (REGISTRY_SERVER_DEFAULTS); a remote has no process to contain.
  */
-export function registryServerDefaults(): Record<string, unknown> {
-  return { trust: 'review' };
+export function registryServerDefaults(entry: Record<string, unknown>): Record<string, unknown> {
+  if (entry.command === undefined) return { trust: 'review' };
+  const { sandbox, start } = REGISTRY_SERVER_DEFAULTS;
+  return { sandbox: { ...sandbox }, start, trust: 'review' };
 }
 
 const NPM_NAME = /^(@[a-z0-9][a-z0-9._~-]*\/)?[a-z0-9][a-z0-9._~-]*$/;
@@ -271,7 +275,7 @@ export function planEntry(detail: ServerDetail, given: GivenInputs, prefer?: 'pa
     return undefined;
   };
   const planned = prefer === 'remote' ? (fromRemotes() ?? fromPackages()) : (fromPackages() ?? fromRemotes());
-  if (planned?.ok) planned.entry = { ...planned.entry, ...registryServerDefaults() };
+  if (planned?.ok) planned.entry = { ...planned.entry, ...registryServerDefaults(planned.entry) };
   if (planned) return planned;
   const kinds = [
     ...(detail.packages ?? []).map((p) => `${p.registryType} package`),

@@ -24,6 +24,8 @@ interface Instance {
   lastUsed: number;
   /** Whose instance it is (a reload that retunes the server fills its config in again). */
   principal: Principal;
+  /** Its first start, once there was room for it (#53). */
+  started?: Promise<void>;
 }
 
 /**
@@ -67,6 +69,26 @@ function forIdentity(config: ServerConfig, principal: Principal): ServerConfig {
     headers: map(headers),
     ...(config.cwd !== undefined ? { cwd: fill(config.cwd) } : {}),
     ...(config.url !== undefined ? { url: fill(config.url) } : {}),
+    ...(config.sandbox ? { sandbox: sandboxFor(config, config.sandbox, tenant, subject, fill) } : {}),
+  };
+}
+
+/** An instance's sandbox (#53): placeholders filled in its paths, and a private data directory of its own. */
+function sandboxFor(
+  config: ServerConfig,
+  sandbox: NonNullable<ServerConfig['sandbox']> & object,
+  tenant: string,
+  subject: string,
+  fill: (s: string) => string,
+): NonNullable<ServerConfig['sandbox']> {
+  const own = config.isolation === 'per-subject' ? `${tenant}/${subject}` : tenant;
+  return {
+    ...sandbox,
+    filesystem: {
+      read: sandbox.filesystem.read.map(fill),
+      ...(sandbox.filesystem.write ? { write: sandbox.filesystem.write.map(fill) } : {}),
+    },
+    ...(sandbox.dataDir !== undefined ? { dataDir: `${sandbox.dataDir}/${own}` } : {}),
   };
 }
 
@@ -111,13 +133,24 @@ export class IsolatedInstances {
         lastUsed: now,
         principal,
       };
-      void inst.upstream.start();
+      // Within gateway.maxRunningServers, like any server (#53).
+      const fresh = inst.upstream;
+      inst.started = this.deps.running?.admit(fresh, () => fresh.start()) ?? fresh.start();
       this.startReaper();
     }
     inst.lastUsed = now;
     this.instances.set(key, inst);
     const { upstream } = inst;
+    try {
+      await inst.started;
+    } catch (e) {
+      // No room under gateway.maxRunningServers: the instance never started, and goes.
+      if (this.instances.get(key) === inst) this.drop(key);
+      throw e;
+    }
     if (upstream.state === 'connecting') await upstream.firstAttempt;
+    // Stopped while unused (#53): started again for this caller.
+    if (upstream.state === 'idle') await upstream.wake();
     // Only a `user` server's instance has credentials of its own to check: no await for the others.
     if (perCaller(config)) await this.authorizeInstance(config, upstream);
     if (upstream.state !== 'ready') {

@@ -3,6 +3,7 @@ import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import type { BackoffOptions } from './backoff.js';
 import type { UpstreamAuth } from './oauth/auth-fetch.js';
+import type { RunningServers } from './running.js';
 import type { SessionOpener } from './session.js';
 import type { UpstreamDeps, UpstreamStatus } from './types.js';
 import { Upstream } from './upstream.js';
@@ -15,6 +16,8 @@ export interface PoolDeps {
   openSession?: SessionOpener;
   /** Protected servers' credentials (#19). */
   auths?: ReadonlyMap<string, UpstreamAuth>;
+  /** Which servers run now (#53). */
+  running?: RunningServers;
 }
 
 /**
@@ -39,6 +42,7 @@ export class UpstreamPool {
       ...(deps.backoff ? { backoff: deps.backoff } : {}),
       ...(deps.openSession ? { openSession: deps.openSession } : {}),
       ...(deps.auths ? { auths: deps.auths } : {}),
+      ...(deps.running ? { running: deps.running } : {}),
     };
     // A login (or logout) of the deployment's identity: the shared upstream connects again with it.
     for (const [name, auth] of deps.auths ?? []) {
@@ -81,17 +85,32 @@ export class UpstreamPool {
 
   /** Starts an upstream a reload adds, unless the pool's own start is still to come (it starts them all). */
   startAdded(u: Upstream): Promise<void> {
-    return this.started ? u.start() : Promise.resolve();
+    return this.started ? this.startOne(u) : Promise.resolve();
   }
 
-  async start(): Promise<void> {
+  /**
+   * `listed`: whether a server's verified catalog is known (stored, #53). A `lazy` server with one
+   * is not started; one without is started once, listed and verified (its catalog stored), then
+   * stopped. Everything else starts now.
+   */
+  async start(listed: (u: Upstream) => boolean = () => false): Promise<void> {
+    this.listed = listed;
     this.started = true;
     const all = this.list;
     const wave = this.fanout ?? all.length;
     // In waves where the runtime caps concurrent subrequests; all at once elsewhere.
     for (let i = 0; i < all.length; i += Math.max(1, wave)) {
-      await Promise.allSettled(all.slice(i, i + Math.max(1, wave)).map((u) => u.start()));
+      await Promise.allSettled(all.slice(i, i + Math.max(1, wave)).map((u) => this.startOne(u)));
     }
+  }
+
+  private listed: (u: Upstream) => boolean = () => false;
+
+  private async startOne(u: Upstream): Promise<void> {
+    if (u.config.start !== 'lazy') return u.start();
+    if (this.listed(u)) return u.park();
+    await u.start();
+    await u.stop('listed');
   }
 
   get(name: string): Upstream | undefined {

@@ -6,6 +6,7 @@ import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
 import type { BackoffOptions } from './backoff.js';
 import type { UpstreamAuth } from './oauth/auth-fetch.js';
+import type { RunningServers } from './running.js';
 import type { SessionCallOptions, SessionOpener } from './session.js';
 
 /** Consecutive failures after which a server is reported `failed` (it is still probed at the cap). */
@@ -22,6 +23,8 @@ export type UpstreamState =
   | 'failed'
   | 'disabled'
   | 'unsupported'
+  /** Stopped while unused (#53): its verified catalog stays listed; the next request that needs it starts it. */
+  | 'idle'
   | 'closed';
 
 export interface UpstreamStatus {
@@ -57,6 +60,8 @@ export interface UpstreamDeps {
   openSession?: SessionOpener;
   /** Each protected server's credentials (#19), by server name; an instance's fetch is wrapped with them. */
   auths?: ReadonlyMap<string, UpstreamAuth>;
+  /** Which servers run now, idle stop and `maxRunningServers` (#53); absent: every server runs until closed. */
+  running?: RunningServers;
 }
 
 /** What a caller may attach to a relayed request; the deadlines are the server's own. */

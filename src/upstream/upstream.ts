@@ -13,6 +13,7 @@ import { reachedOverSse } from './legacy/transports.js';
 import { ALL_KINDS, emptyListing, type Listing, listUpstream } from './listing.js';
 import type { SubjectKey } from './oauth/types.js';
 import { Recovery } from './recovery.js';
+import type { RunningServer } from './running.js';
 import { type ListKind, NotServing, type UpstreamSession } from './session.js';
 import type { CallOptions, UpstreamDeps, UpstreamState, UpstreamStatus } from './types.js';
 import { FAILED_AFTER, MIN_TTL_RELIST_MS, STABLE_MS, trustEverything } from './types.js';
@@ -30,7 +31,7 @@ interface Attempt {
  * tool listing, and the reconnect loop. It never throws into its siblings: every failure becomes
  * state + lastError.
  */
-export class Upstream {
+export class Upstream implements RunningServer {
   config: ServerConfig; // replaced by a reload that changed only the gateway's view of it (reload-plan.ts)
   state: UpstreamState = 'connecting';
   /** The last complete listing of every kind (tools, prompts, resources, templates). */
@@ -76,6 +77,10 @@ export class Upstream {
   private readonly recovery: Recovery;
 
   private readonly deps: UpstreamDeps;
+  /** When a request last began or ended (#53: idle stop, least recently used first). */
+  lastUsed = 0;
+  /** A start on demand under way (`wake`). */
+  private waking: Promise<void> | undefined;
 
   /** `subject`: whose upstream credentials it uses (#19); '' is the deployment's identity. */
   constructor(
@@ -117,6 +122,8 @@ export class Upstream {
       },
       hurry: () => this.hurry(),
     });
+    this.lastUsed = deps.platform.now();
+    if (!config.disabled) deps.running?.add(this);
   }
 
   get name(): string {
@@ -137,6 +144,8 @@ export class Upstream {
 
   async subscribe(uri: string): Promise<void> {
     this.watched.add(uri);
+    // An open subscription keeps a server running (#53): a stopped one starts to send its updates.
+    if (this.state === 'idle') await this.wake();
     if (this.state === 'ready') await this.session?.subscribe(uri);
   }
 
@@ -183,6 +192,72 @@ export class Upstream {
     if (this.state === 'disabled' || this.state === 'closed') return Promise.resolve();
     this.firstAttempt = this.connect();
     return this.firstAttempt;
+  }
+
+  /**
+   * A `lazy` server whose verified catalog is known (#53): not started; it stays `idle`, listed from
+   * that catalog, until a request needs it (`wake`).
+   */
+  park(): void {
+    if (this.state !== 'connecting' || this.attempted) return;
+    this.state = 'idle';
+  }
+
+  /** Whether its process or session is up, or coming up (counted by `gateway.maxRunningServers`). */
+  get running(): boolean {
+    return this.state === 'ready' || (this.state === 'connecting' && this.attempted);
+  }
+
+  /** Nothing in flight, no open subscription, no start under way: it may be stopped. */
+  get idle(): boolean {
+    return this.inflight === 0 && this.watched.size === 0 && this.waking === undefined;
+  }
+
+  get idleStopSeconds(): number {
+    return this.config.idleStopSeconds ?? 0;
+  }
+
+  /**
+   * Starts an `idle` server for a request that needs it, within `gateway.maxRunningServers`; drift
+   * is checked as on any connection (the listing is verified before it is published). Resolves
+   * when the attempt has settled, either way: the caller reads `state`.
+   */
+  wake(): Promise<void> {
+    if (this.state !== 'idle') return this.state === 'connecting' ? this.firstAttempt : Promise.resolve();
+    if (this.waking) return this.waking;
+    const started = this.deps.platform.now();
+    const admit = (start: () => Promise<void>) => this.deps.running?.admit(this, start) ?? start();
+    this.waking = admit(() => {
+      this.lastUsed = this.deps.platform.now();
+      this.firstAttempt = this.connect();
+      return this.firstAttempt;
+    })
+      .then(() => {
+        if (this.state === 'ready')
+          this.log.info('upstream.started_on_demand', { ms: this.deps.platform.now() - started });
+      })
+      .finally(() => {
+        this.waking = undefined;
+        this.deps.running?.released();
+      });
+    return this.waking;
+  }
+
+  /**
+   * Stops a running server nothing uses (#53): idle past its `idleStopSeconds`, or making room
+   * under `gateway.maxRunningServers`. Its last verified listing stays published, so clients see
+   * no change; the next request that needs it starts it again.
+   */
+  async stop(reason: 'idle' | 'make-room' | 'listed'): Promise<void> {
+    if (this.state !== 'ready' || !this.idle) return;
+    this.stored = this.verified;
+    this.state = 'idle';
+    this.generation++;
+    this.retry.cancel();
+    this.log.info('upstream.stopped', { reason });
+    await this.dropSession();
+    this.deps.running?.released();
+    this.onChange();
   }
 
   /** What /healthz and `manifold check` show of this upstream. */
@@ -325,10 +400,13 @@ export class Upstream {
     this.listing = emptyListing();
     this.verified = undefined;
     this.lastError = publicReason(e);
-    this.stored = e instanceof NotServing ? e.stored : undefined;
+    // A stopped server that fails to start again (#53) keeps its last verified catalog listed, as a
+    // warm start does until its upstream answers: one failed start does not make its tools vanish.
+    this.stored = e instanceof NotServing ? e.stored : this.stored;
     const detail = logReason(e);
     const rule = e instanceof ManifoldError ? (e.data?.rule as string | undefined) : undefined;
-    if (rule === 'unsupported-transport') {
+    // Neither heals by retrying: the runtime has no stdio, or cannot build the sandbox asked for (#53).
+    if (rule === 'unsupported-transport' || rule === 'sandbox-unavailable') {
       this.state = 'unsupported';
       this.rule = rule;
       this.log.warn('upstream.unsupported', { rule, error: detail });
@@ -409,11 +487,13 @@ export class Upstream {
   /** Checks the current listing again (after a re-trust) without asking the upstream. */
   async reverify(): Promise<void> {
     if (this.deps.openSession) return this.reopen();
-    if (this.state !== 'ready') return;
+    // An idle server (#53) keeps its last listing: checked again too, without starting it.
+    if (this.state !== 'ready' && !(this.state === 'idle' && this.stored)) return;
     const gen = this.generation;
     const verified = await this.verify(this.driftRecords());
     if (gen !== this.generation) return;
-    this.verified = verified;
+    if (this.state === 'idle') this.stored = verified;
+    else this.verified = verified;
     this.onChange();
   }
 
@@ -432,7 +512,15 @@ export class Upstream {
     params: Record<string, unknown>,
     options: CallOptions = {},
   ): Promise<Record<string, unknown>> {
-    const sent = this.recovery.request(method, params, options);
+    // Stopped while unused (#53): started for this request, which waits for it.
+    if (this.state === 'idle' || this.waking) {
+      return this.wake().then(() => this.request(method, params, options));
+    }
+    this.lastUsed = this.deps.platform.now();
+    const sent = this.recovery.request(method, params, options).finally(() => {
+      this.lastUsed = this.deps.platform.now();
+      if (this.inflight === 0) this.deps.running?.released();
+    });
     if (!this.deps.auths?.has(this.name)) return sent;
     return sent.catch((e) => {
       throw authAware(e, this.deps, this.config, this.subject);
@@ -440,6 +528,7 @@ export class Upstream {
   }
 
   async close(): Promise<void> {
+    this.deps.running?.delete(this);
     this.state = 'closed';
     this.generation++;
     this.retry.cancel();

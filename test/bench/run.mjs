@@ -18,6 +18,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { bigResultBench, bigResultTargets } from './big-result.mjs';
 import { ACCEPT, legacyInitialize, modernCall, modernMeta } from './calls.mjs';
+import { localBench } from './local.mjs';
 import { cpuMs, loadAverage, memoryMb, start, stop, stopAll } from './processes.mjs';
 import { scaleNodeBench, scaleRows, scaleWorkersBench } from './scale.mjs';
 import { startupBench } from './startup.mjs';
@@ -41,6 +42,8 @@ const SECTIONS = {
   big: 'a 20 MiB result, caps raised and default',
   policy:
     'tools/call with 20 policy rules and the secrets and pii guardrails on both phases, paired with none',
+  local:
+    'servers on demand: the cold first call of a lazy server, and 20 configured with 1 running against 20 running',
 };
 
 const args = process.argv.slice(2);
@@ -906,6 +909,7 @@ const RUN = {
   startup: startupSection,
   big: bigSection,
   policy: policySection,
+  local: () => localBench({ manifold, upstream: UPSTREAM, tmp, smoke }),
 };
 
 /**

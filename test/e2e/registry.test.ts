@@ -103,6 +103,8 @@ describe('manifold add (#54)', () => {
       command: 'npx',
       args: ['-y', '@modelcontextprotocol/server-brave-search@1.0.1'],
       env: { BRAVE_API_KEY: '${BRAVE_API_KEY}' },
+      sandbox: { network: false },
+      start: 'lazy',
       trust: 'review',
     });
     const after = readFileSync(config, 'utf8');
@@ -159,6 +161,8 @@ describe('manifold add (#54)', () => {
       command: 'uvx',
       args: ['weather-mcp-server==0.5.0'],
       env: { WEATHER_API_KEY: '${WEATHER_API_KEY}', WEATHER_UNITS: 'celsius' },
+      sandbox: { network: false },
+      start: 'lazy',
       trust: 'review',
     });
   });

@@ -114,6 +114,9 @@ describe('pasted client configs', () => {
         queueTtlSeconds: 86_400,
       },
       retry: 1,
+      sandbox: false,
+      start: 'eager',
+      idleStopSeconds: 0,
     });
   });
 
@@ -476,6 +479,9 @@ describe('defaults and limits', () => {
       tracing: false,
       drift: { recheckSeconds: 300 },
       catalog: { mode: 'full', maxTools: 128, pin: [], searchLimit: 10 },
+      sandbox: false,
+      serverDataDir: './.manifold/servers',
+      maxRunningServers: 0,
     });
     expect(result.config.gateway).toEqual(GATEWAY_DEFAULTS);
     expect(result.warnings).toEqual([]);
@@ -518,6 +524,9 @@ describe('defaults and limits', () => {
         queueTtlSeconds: 86_400,
       },
       retry: 1,
+      sandbox: false,
+      start: 'eager',
+      idleStopSeconds: 0,
     });
   });
 
@@ -553,6 +562,9 @@ describe('defaults and limits', () => {
       trustAnnotations: true,
       approval: 'strict',
       retry: 2,
+      sandbox: false,
+      start: 'lazy',
+      idleStopSeconds: 30,
     };
     const result = ok(parseConfigObject(cfg({ s: server }, { gateway }), {}));
     expect(result.config.gateway).toMatchObject({

@@ -3,6 +3,7 @@ import { Gateway } from '../../../src/gateway/gateway.js';
 import type { LogFields, Logger } from '../../../src/lib/log.js';
 import { redactor } from '../../../src/lib/redact.js';
 import { nodePlatform } from '../runtime/platform.js';
+import { describeSandbox } from '../runtime/sandbox.js';
 import { type OpenedStore, openConfiguredStore } from '../store/open.js';
 
 /**
@@ -101,19 +102,44 @@ export async function runCheck(
     ...(store ? { store } : {}),
   });
   try {
+    // Which lazy servers a gateway on this store would list from a stored catalog (#53), read
+    // before this check lists any; then every lazy server is started, to see that it works.
+    const lazy = gateway.pool.upstreams.filter((u) => u.config.start === 'lazy');
+    const stored = new Set(
+      (
+        await Promise.all(lazy.map(async (u) => ((await gateway.drift.cachedTools(u.config)) ? u.name : '')))
+      ).filter(Boolean),
+    );
     await gateway.start();
     await gateway.settled();
+    await Promise.allSettled(lazy.map((u) => u.wake()));
     const rows = gateway.health().upstreams;
     const w = Math.max(6, ...rows.map((r) => r.name.length)) + 2;
     out(
-      `${'SERVER'.padEnd(w)}${'TRANSPORT'.padEnd(17)}${'STATUS'.padEnd(13)}${'TOOLS'.padEnd(7)}${'PROTOCOL'.padEnd(19)}ERROR`,
+      `${'SERVER'.padEnd(w)}${'TRANSPORT'.padEnd(17)}${'STATUS'.padEnd(13)}${'TOOLS'.padEnd(7)}${'PROTOCOL'.padEnd(19)}${'SANDBOX'.padEnd(9)}ERROR`,
     );
+    const configOf = (name: string) => gateway.pool.get(name)?.config;
     for (const r of rows) {
       // The era each server was found to speak, and the revision in use.
       const protocol = r.era ? `${r.era} ${r.protocolVersion ?? ''}` : '-';
+      const sandbox = configOf(r.name)?.sandbox;
+      const contained = !sandbox ? 'none' : sandbox.network === false ? 'no-net' : 'egress';
       out(
-        `${r.name.padEnd(w)}${r.transport.padEnd(17)}${r.state.padEnd(13)}${String(r.tools).padEnd(7)}${protocol.padEnd(19)}${r.lastError ?? ''}`,
+        `${r.name.padEnd(w)}${r.transport.padEnd(17)}${r.state.padEnd(13)}${String(r.tools).padEnd(7)}${protocol.padEnd(19)}${contained.padEnd(9)}${r.lastError ?? ''}`,
       );
+    }
+    // What each sandbox holds, and how each lazy server is listed (#53).
+    for (const r of rows) {
+      const config = configOf(r.name);
+      if (config?.sandbox) out(`${r.name}: sandbox: ${describeSandbox(config.sandbox)}`);
+      if (config?.start === 'lazy') {
+        const idle = config.idleStopSeconds ? `stops after ${config.idleStopSeconds} s idle` : 'never stops';
+        out(
+          stored.has(r.name)
+            ? `${r.name}: lazy (starts on the first request that needs it, ${idle}); listed from its stored catalog`
+            : `${r.name}: lazy (${idle}); no stored catalog yet: a gateway on this store starts it once when it starts, lists and verifies it, stores the catalog and stops it`,
+        );
+      }
     }
     // A server that did not start says why on stderr far more often than over MCP.
     const redact = redactor(secrets);

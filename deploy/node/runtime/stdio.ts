@@ -7,6 +7,8 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { StdioSpec } from '../../../src/platform.js';
+import { type EgressProxy, openEgressProxy } from './egress-proxy.js';
+import { sandboxCommand, sandboxTools } from './sandbox.js';
 
 /**
  * What a stdio upstream inherits from the gateway's environment when its config does not say:
@@ -128,6 +130,8 @@ export class ChildStdioTransport implements Transport {
   /** Reading past the bound: the line's first and latest characters, to find its id at the end. */
   private over: { head: string; tail: string; length: number } | undefined;
   private closed = false;
+  /** The egress proxy of a sandbox with network "egress", while its child runs. */
+  private egress: EgressProxy | undefined;
 
   constructor(
     private readonly spec: StdioSpec,
@@ -136,11 +140,45 @@ export class ChildStdioTransport implements Transport {
     private readonly maxLine = 8 * 1024 * 1024,
   ) {}
 
-  start(): Promise<void> {
+  async start(): Promise<void> {
+    let command = this.spec.command;
+    let args = this.spec.args;
+    let env: Record<string, string> = { ...inheritedEnvironment(), ...this.spec.env };
+    let cwd = this.spec.cwd;
+    const { sandbox } = this.spec;
+    if (sandbox) {
+      // Contained, or not started at all (SECURITY J1): a missing part rejects with its fix.
+      const tools = await sandboxTools(this.spec.server);
+      if (sandbox.network === 'egress') this.egress = await openEgressProxy(sandbox.allowHosts, this.log);
+      if (this.closed) {
+        await this.egress?.close();
+        throw new Error('stdio upstream closed while it was starting');
+      }
+      let contained: ReturnType<typeof sandboxCommand>;
+      try {
+        contained = sandboxCommand(this.spec, sandbox, tools, {
+          ...(this.egress ? { proxySocket: this.egress.socket, forwarder: this.egress.forwarder } : {}),
+        });
+      } catch (e) {
+        await this.egress?.close();
+        throw e;
+      }
+      ({ command, args, env } = contained);
+      cwd = undefined;
+    }
+    return this.spawnChild(command, args, env, cwd);
+  }
+
+  private spawnChild(
+    command: string,
+    args: string[],
+    env: Record<string, string>,
+    cwd: string | undefined,
+  ): Promise<void> {
     return new Promise((resolve, reject) => {
-      const child = spawn(this.spec.command, this.spec.args, {
-        env: { ...inheritedEnvironment(), ...this.spec.env },
-        cwd: this.spec.cwd,
+      const child = spawn(command, args, {
+        env,
+        ...(cwd !== undefined ? { cwd } : {}),
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true,
         windowsHide: true,
@@ -152,18 +190,22 @@ export class ChildStdioTransport implements Transport {
         started = true;
         // detached: the child leads its own process group, whose id is its pid.
         if (child.pid !== undefined) tellReaper(String(child.pid));
-        this.log.info('upstream.spawned', { pid: child.pid });
+        this.log.info('upstream.spawned', {
+          pid: child.pid,
+          ...(this.spec.sandbox ? { sandboxed: true } : {}),
+        });
         resolve();
       });
       child.once('error', (err) => {
         const e = new Error(
-          `could not start ${this.spec.command}: ${(err as NodeJS.ErrnoException).code ?? err.message}`,
+          `could not start ${this.spec.sandbox ? 'the sandbox (bwrap) for ' : ''}${this.spec.command}: ${(err as NodeJS.ErrnoException).code ?? err.message}`,
         );
         if (!started) reject(e);
         else this.onerror?.(e);
       });
       child.once('close', (code, signal) => {
         live.delete(child);
+        void this.egress?.close();
         if (child.pid !== undefined) tellReaper(`-${child.pid}`);
         if (started && !this.closed) this.log.warn('upstream.exited', { code, signal });
         this.finish();
@@ -285,6 +327,7 @@ export class ChildStdioTransport implements Transport {
     const child = this.child;
     this.closed = true;
     if (!child || child.exitCode !== null || child.signalCode !== null) {
+      await this.egress?.close();
       this.finish();
       return;
     }

@@ -59,6 +59,7 @@ const STATES: readonly UpstreamState[] = [
   'failed',
   'disabled',
   'unsupported',
+  'idle',
   'closed',
 ];
 

@@ -33,6 +33,7 @@ export function createTransport(server: ServerConfig, platform: Platform, log: L
           args: server.args,
           env: server.env,
           ...(server.cwd ? { cwd: server.cwd } : {}),
+          ...(server.sandbox ? { sandbox: server.sandbox } : {}),
         },
         log,
       );

@@ -82,7 +82,7 @@ th, td { text-align: left; padding: .3rem .6rem; border-bottom: 1px solid var(--
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { opacity: .7; }
 .badge { display: inline-block; padding: 0 .5rem; border-radius: .6rem; font-weight: 600; border: 1px solid currentColor; }
-.ok, .ready { color: var(--ok); }
+.ok, .ready, .idle { color: var(--ok); }
 .degraded, .starting, .connecting, .backoff { color: var(--warn); }
 .down, .failed, .unsupported, .stopping, .closed, .quarantined { color: var(--bad); }
 .problem { border: 1px solid var(--bad); color: var(--bad); padding: .5rem .8rem; margin: .8rem 0; border-radius: .3rem; }
