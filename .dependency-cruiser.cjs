@@ -2,7 +2,7 @@
  * The dependency direction of docs/architecture.md, checked by `npm test`
  * (test/unit/dependencies.test.ts runs dependency-cruiser from test/tools, on its Node 24):
  *
- *   server/http -> server/mcp -> gateway -> {aggregate, upstream, observe} -> {auth, store}
+ *   server/http -> server/mcp -> gateway -> {aggregate, upstream, observe} -> code -> {auth, store}
  *     -> config -> guards -> protocol -> lib (and the root: platform.ts, errors.ts)
  *
  * deploy/* -> src/, never the reverse; nothing in src/ imports node:*, cloudflare:* or a package
@@ -14,6 +14,7 @@ const LAYERS = [
   ['server-mcp', '^src/server/mcp/'],
   ['gateway', '^src/gateway/'],
   ['middle', '^src/(aggregate|upstream|observe)/'],
+  ['code', '^src/code/'],
   ['auth-store', '^src/(auth|store)/'],
   ['config', '^src/config/'],
   ['guards', '^src/guards/'],
@@ -39,6 +40,7 @@ const upward = LAYERS.flatMap(([name, path], i) =>
  */
 const NEUTRAL_PACKAGES = [
   '@cfworker/json-schema',
+  '@jitl/quickjs-wasmfile-release-sync',
   '@modelcontextprotocol/sdk',
   '@opentelemetry/api',
   'eventsource-parser',
@@ -46,6 +48,8 @@ const NEUTRAL_PACKAGES = [
   'jose',
   'lru-cache',
   'minisearch',
+  'quickjs-emscripten-core',
+  'sucrase',
   'zod',
 ];
 const literal = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');

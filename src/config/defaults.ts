@@ -63,6 +63,13 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
     pin: Object.freeze([]) as unknown as string[],
     searchLimit: 10,
   }),
+  code: Object.freeze({
+    timeoutMs: 30_000,
+    cpuMs: 5000,
+    memoryBytes: 67_108_864,
+    maxCalls: 50,
+    maxLogBytes: 16_384,
+  }),
 });
 
 /** setTimeout fires at once for anything above this, so millisecond settings stop here. */

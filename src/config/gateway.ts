@@ -23,6 +23,7 @@ import { readGatewayOAuth } from './oauth.js';
 import type { PathSegment } from './paths.js';
 import {
   CATALOG_KEYS,
+  CODE_KEYS,
   DISCLOSURE_KEYS,
   DRIFT_KEYS,
   GATEWAY_KEYS,
@@ -144,12 +145,14 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     store: { path: DEFAULT_STORE_PATH },
     drift: { ...GATEWAY_DEFAULTS.drift },
     catalog: { ...GATEWAY_DEFAULTS.catalog, pin: [] },
+    code: { ...GATEWAY_DEFAULTS.code },
   };
   const invalid = new Set<string>();
   const nestedKeys = [
     ...DISCLOSURE_KEYS.map((k) => `disclosure.${k}`),
     ...DRIFT_KEYS.map((k) => `drift.${k}`),
     ...CATALOG_KEYS.map((k) => `catalog.${k}`),
+    ...CODE_KEYS.map((k) => `code.${k}`),
   ];
   let alwaysLoad: string[] = [];
   if (raw === undefined) return { config, invalid, alwaysLoad };
@@ -178,7 +181,9 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
           ? readNested(f, raw[key], [...base, key], DRIFT_KEYS)
           : key === 'catalog'
             ? readNested(f, raw[key], [...base, key], CATALOG_KEYS)
-            : interpolateField(f, raw[key], [...base, key]);
+            : key === 'code'
+              ? readNested(f, raw[key], [...base, key], CODE_KEYS)
+              : interpolateField(f, raw[key], [...base, key]);
   }
   const issues = validateShape(gatewayEntrySchema, picked, {
     table: FIELD_TEXT.gateway,
@@ -193,6 +198,7 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       key === 'disclosure' ||
       key === 'drift' ||
       key === 'catalog' ||
+      key === 'code' ||
       key === 'auth'
     )
       continue;
@@ -200,7 +206,10 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     else target[key] = picked[key];
   }
   /** Copies the valid keys of `disclosure` or `drift` over their defaults; false if it was not an object. */
-  const applyNested = (name: 'disclosure' | 'drift' | 'catalog', known: readonly string[]): boolean => {
+  const applyNested = (
+    name: 'disclosure' | 'drift' | 'catalog' | 'code',
+    known: readonly string[],
+  ): boolean => {
     const given = picked[name];
     if (given === undefined) return true;
     if (!isObject(given)) {
@@ -222,6 +231,7 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
   }
   applyNested('drift', DRIFT_KEYS);
   applyNested('catalog', CATALOG_KEYS);
+  applyNested('code', CODE_KEYS);
 
   // Each list entry checked (and normalised) on its own; the valid ones kept once each.
   const lists = [

@@ -311,6 +311,22 @@ export interface GatewayConfig {
   };
   /** How tools/list presents the catalog (#17); a profile may override it. */
   catalog: CatalogSettings;
+  /** The limits of one code-mode run (#50: `manifold__run_code`). */
+  code: CodeLimits;
+}
+
+/** The limits of one code-mode run; each ends the run with an isError result naming it. */
+export interface CodeLimits {
+  /** Wall clock, calls included (default 30000). */
+  timeoutMs: number;
+  /** CPU time of the program itself, enforced by an interrupt (default 5000). */
+  cpuMs: number;
+  /** The sandbox's heap (default 64 MiB). */
+  memoryBytes: number;
+  /** Tool calls per run (default 50). */
+  maxCalls: number;
+  /** Bytes of console output kept (default 16384); the rest is dropped with a marker. */
+  maxLogBytes: number;
 }
 
 export interface CatalogSettings {
@@ -318,7 +334,7 @@ export interface CatalogSettings {
    * `full` (default): tools/list lists every visible tool. `search`: only the gateway's
    * meta-tools (search, call, describe) and the pinned tools; the rest are found by search.
    */
-  mode: 'full' | 'search';
+  mode: 'full' | 'search' | 'code';
   /** A full view with more tools than this is served in search mode instead (default 128). */
   maxTools: number;
   /** Globs over exposed names listed in search mode too (default []). */

@@ -88,6 +88,13 @@ export interface StateStore {
    */
   claim(key: string, expiresAt: number, now: number): Promise<boolean>;
   /**
+   * Code mode (#50): the journal of a run paused for input (src/code/journal.ts), kept until
+   * `expiresAt` under a key made of the principal's key and the run's sealed id.
+   */
+  saveRun(key: string, journal: string, expiresAt: number, now: number): Promise<void>;
+  /** A run's journal, or undefined when there is none (or it expired). */
+  loadRun(key: string, now: number): Promise<string | undefined>;
+  /**
    * Calls `listener` whenever another process may have re-trusted, where the store can push that
    * (Postgres LISTEN/NOTIFY). Optional and only a speed-up: the trust epoch poll stays the rule.
    */
@@ -164,6 +171,11 @@ const SWEEP_CLAIMS = 'DELETE FROM claims WHERE expires_at < ?';
 /** Sweep expired claims once per this many claims (a sweep is one indexed DELETE). */
 const SWEEP_EVERY = 64;
 
+const SAVE_RUN = `INSERT INTO code_runs (key, journal, expires_at) VALUES (?, ?, ?)
+  ON CONFLICT (key) DO UPDATE SET journal = excluded.journal, expires_at = excluded.expires_at`;
+const LOAD_RUN = 'SELECT journal FROM code_runs WHERE key = ? AND expires_at >= ?';
+const SWEEP_RUNS = 'DELETE FROM code_runs WHERE expires_at < ?';
+
 /** The store over any `SqlExec`: a SQLite file on Node, a Durable Object on Workers. */
 export class SqlStateStore implements StateStore {
   constructor(private readonly sql: SqlExec) {
@@ -204,6 +216,18 @@ export class SqlStateStore implements StateStore {
     if (this.claims++ % SWEEP_EVERY === 0) this.sql.exec(SWEEP_CLAIMS, now);
     // A key still on file after its expiry counts as used: a claim is never granted twice.
     return this.write(CLAIM, key, expiresAt);
+  }
+
+  private runs = 0;
+
+  async saveRun(key: string, journal: string, expiresAt: number, now: number): Promise<void> {
+    if (this.runs++ % SWEEP_EVERY === 0) this.sql.exec(SWEEP_RUNS, now);
+    this.sql.exec(SAVE_RUN, key, journal, expiresAt);
+  }
+
+  async loadRun(key: string, now: number): Promise<string | undefined> {
+    const row = this.sql.exec<{ journal: unknown }>(LOAD_RUN, key, now)[0];
+    return typeof row?.journal === 'string' ? row.journal : undefined;
   }
 
   close(): void {
@@ -271,6 +295,20 @@ export class MemoryStateStore implements StateStore {
     if (this.claimed.has(key)) return false;
     this.claimed.set(key, expiresAt);
     return true;
+  }
+
+  private readonly runs = new Map<string, { journal: string; expiresAt: number }>();
+
+  async saveRun(key: string, journal: string, expiresAt: number, now: number): Promise<void> {
+    if (this.runs.size >= 1024) {
+      for (const [k, r] of this.runs) if (r.expiresAt < now) this.runs.delete(k);
+    }
+    this.runs.set(key, { journal, expiresAt });
+  }
+
+  async loadRun(key: string, now: number): Promise<string | undefined> {
+    const run = this.runs.get(key);
+    return run && run.expiresAt >= now ? run.journal : undefined;
   }
 
   close(): void {}

@@ -65,6 +65,10 @@ const CLAIM =
 const SWEEP_CLAIMS = 'DELETE FROM manifold_claims WHERE expires_at < $1';
 /** Sweep expired claims once per this many claims (one indexed DELETE). */
 const SWEEP_EVERY = 64;
+const SAVE_RUN = `INSERT INTO manifold_code_runs (key, journal, expires_at) VALUES ($1, $2, $3)
+  ON CONFLICT (key) DO UPDATE SET journal = excluded.journal, expires_at = excluded.expires_at`;
+const LOAD_RUN = 'SELECT journal FROM manifold_code_runs WHERE key = $1 AND expires_at >= $2';
+const SWEEP_RUNS = 'DELETE FROM manifold_code_runs WHERE expires_at < $1';
 
 export class PostgresStateStore implements StateStore {
   private claims = 0;
@@ -133,6 +137,19 @@ export class PostgresStateStore implements StateStore {
     if (this.claims++ % SWEEP_EVERY === 0) await this.pool.query(SWEEP_CLAIMS, [now]);
     // A key still on file after its expiry counts as used: a claim is never granted twice.
     return this.write(CLAIM, [key, expiresAt]);
+  }
+
+  private runs = 0;
+
+  async saveRun(key: string, journal: string, expiresAt: number, now: number): Promise<void> {
+    if (this.runs++ % SWEEP_EVERY === 0) await this.pool.query(SWEEP_RUNS, [now]);
+    await this.pool.query(SAVE_RUN, [key, journal, expiresAt]);
+  }
+
+  async loadRun(key: string, now: number): Promise<string | undefined> {
+    const { rows } = await this.pool.query<{ journal: unknown }>(LOAD_RUN, [key, now]);
+    const journal = rows[0]?.journal;
+    return typeof journal === 'string' ? journal : undefined;
   }
 
   watchTrust(listener: () => void): void {
