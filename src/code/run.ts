@@ -7,7 +7,14 @@
  */
 import { transform } from 'sucrase';
 import type { CodeLimits } from '../config/types.js';
-import { type HostCall, type LogLine, loadEngine, type RunStop, runInSandbox } from './sandbox.js';
+import {
+  type HostCall,
+  type LogLine,
+  loadEngine,
+  type RunStop,
+  runInSandbox,
+  type ToolNames,
+} from './sandbox.js';
 
 type Result = Record<string, unknown>;
 
@@ -33,7 +40,7 @@ export function compileProgram(code: string): { source: string } | { error: stri
 export async function runProgram(
   code: string,
   options: {
-    names: readonly string[];
+    names: ToolNames;
     call: HostCall;
     limits: CodeLimits;
     now: number;

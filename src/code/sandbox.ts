@@ -3,7 +3,7 @@
  * engine runs on Node and on Workers. One fresh runtime and context per run, never shared; the
  * WebAssembly module itself is code, loaded once per process or isolate (`loadEngine`).
  *
- * What a program holds: the language, `tools` (one async function per name it was given),
+ * What a program holds: the language, `tools` (one async function per tool the caller may see),
  * `console` (captured), a fixed clock and a seeded `Math.random`. No host object ever enters the
  * context: a call crosses as JSON text both ways, so nothing the program builds reaches the host
  * but a string, and nothing the host answers is more than a fresh value parsed inside.
@@ -105,24 +105,46 @@ function variantOf(loaded: unknown): QuickJSSyncVariant {
  * the global object, builds `tools` and `console` over them, fixes the clock and seeds the
  * random numbers. Its inputs are JSON the host made (names, time, seed), never the program's text.
  */
-function prelude(names: readonly string[], now: number, seed: number): string {
-  return `(function (call, log, names, now, seed) {
+function prelude(now: number, seed: number): string {
+  return `(function (call, log, has, list, now, seed) {
   'use strict';
   delete globalThis.__manifoldCall;
   delete globalThis.__manifoldLog;
+  delete globalThis.__manifoldHas;
+  delete globalThis.__manifoldList;
   const parse = JSON.parse, stringify = JSON.stringify, freeze = Object.freeze;
-  const tools = Object.create(null);
-  for (const name of names) {
-    const fn = async function (args) {
-      const text = stringify(args === undefined ? {} : args);
-      if (typeof text !== 'string') throw new TypeError('tool arguments must be a JSON object');
-      const answer = parse(await call(name, text));
-      if (answer.e !== undefined) throw new Error(answer.e);
-      return answer.v;
-    };
-    Object.defineProperty(tools, name, { value: freeze(fn), enumerable: true });
-  }
-  Object.defineProperty(globalThis, 'tools', { value: freeze(tools), enumerable: false });
+  const made = new Map();
+  const tool = (name) => {
+    if (typeof name !== 'string' || !has(name)) return undefined;
+    let fn = made.get(name);
+    if (!fn) {
+      fn = freeze(async function (args) {
+        const text = stringify(args === undefined ? {} : args);
+        if (typeof text !== 'string') throw new TypeError('tool arguments must be a JSON object');
+        const answer = parse(await call(name, text));
+        if (answer.e !== undefined) throw new Error(answer.e);
+        return answer.v;
+      });
+      made.set(name, fn);
+    }
+    return fn;
+  };
+  // Only the tools the caller may see exist, asked of the host by name: a catalog of thousands
+  // costs nothing until a program names one.
+  const tools = new Proxy(Object.create(null), {
+    get: (_, name) => tool(name),
+    has: (_, name) => typeof name === 'string' && has(name),
+    ownKeys: () => parse(list()),
+    getOwnPropertyDescriptor: (_, name) => {
+      const fn = tool(name);
+      return fn && { value: fn, writable: false, enumerable: true, configurable: true };
+    },
+    set: () => false,
+    defineProperty: () => false,
+    deleteProperty: () => false,
+    setPrototypeOf: () => false,
+  });
+  Object.defineProperty(globalThis, 'tools', { value: tools, enumerable: false });
   const show = (v) => {
     if (typeof v === 'string') return v;
     try { const s = stringify(v); return s === undefined ? String(v) : s; } catch { return String(v); }
@@ -146,7 +168,13 @@ function prelude(names: readonly string[], now: number, seed: number): string {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-})(globalThis.__manifoldCall, globalThis.__manifoldLog, ${JSON.stringify(names)}, ${JSON.stringify(now)}, ${JSON.stringify(seed)});`;
+})(globalThis.__manifoldCall, globalThis.__manifoldLog, globalThis.__manifoldHas, globalThis.__manifoldList, ${JSON.stringify(now)}, ${JSON.stringify(seed)});`;
+}
+
+/** The tools a program may name: asked by name, listed only when it enumerates `tools`. */
+export interface ToolNames {
+  has(name: string): boolean;
+  list(): readonly string[];
 }
 
 /** One run of a program (an expression that evaluates to a promise) in a fresh context. */
@@ -154,7 +182,7 @@ export async function runInSandbox(
   module: QuickJSWASMModule,
   program: string,
   options: {
-    names: readonly string[];
+    names: ToolNames;
     call: HostCall;
     limits: SandboxLimits;
     /** The program's fixed clock (ms since the epoch) and its random seed. */
@@ -236,8 +264,16 @@ class Run {
     }
   }
 
-  async start(names: readonly string[], program: string, now: number, seed: number): Promise<SandboxOutcome> {
+  async start(names: ToolNames, program: string, now: number, seed: number): Promise<SandboxOutcome> {
     const { context } = this;
+    const hasFn = context.newFunction('has', (nameHandle) =>
+      names.has(context.getString(nameHandle)) ? context.true : context.false,
+    );
+    const listFn = context.newFunction('list', () => context.newString(JSON.stringify(names.list())));
+    context.setProp(context.global, '__manifoldHas', hasFn);
+    context.setProp(context.global, '__manifoldList', listFn);
+    hasFn.dispose();
+    listFn.dispose();
     const callFn = context.newFunction('call', (nameHandle, argsHandle) =>
       this.hostCall(nameHandle, argsHandle),
     );
@@ -248,7 +284,7 @@ class Run {
     context.setProp(context.global, '__manifoldLog', logFn);
     callFn.dispose();
     logFn.dispose();
-    const set = this.slice(() => context.evalCode(prelude(names, now, seed), 'prelude.js'));
+    const set = this.slice(() => context.evalCode(prelude(now, seed), 'prelude.js'));
     if (set.error) {
       set.error.dispose();
       return this.failed('the sandbox could not be prepared');

@@ -8,12 +8,13 @@ const LIMITS: SandboxLimits = {
   maxLogBytes: 1024,
 };
 
+const NAMES = ['memory__read_graph', 'weird-name'];
 const echo: HostCall = async (name, args) => ({ value: { name, args: JSON.parse(args) } });
 
 async function run(program: string, call: HostCall = echo, limits: Partial<SandboxLimits> = {}) {
   const engine = await loadEngine();
   return runInSandbox(engine, `(async function () {\n${program}\n})()`, {
-    names: ['memory__read_graph', 'weird-name'],
+    names: { has: (n) => NAMES.includes(n), list: () => NAMES },
     call,
     limits: { ...LIMITS, ...limits },
     now: 1_700_000_000_000,
@@ -38,6 +39,17 @@ describe('the code-mode sandbox', () => {
         keys: ['memory__read_graph', 'weird-name'],
       },
       logs: [{ level: 'log', text: 'got memory__read_graph {"n":1}' }],
+    });
+  });
+
+  it('H2: a name the caller cannot see does not exist in tools', async () => {
+    const out = await run(`
+      return [typeof tools.secret__tool, 'secret__tool' in tools, 'weird-name' in tools,
+        typeof tools.constructor, typeof tools.__proto__, Object.getPrototypeOf(tools)];
+    `);
+    expect(out).toMatchObject({
+      ok: true,
+      value: ['undefined', false, true, 'undefined', 'undefined', null],
     });
   });
 

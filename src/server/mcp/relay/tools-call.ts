@@ -3,6 +3,7 @@ import { DESCRIBE_MAX_NAMES } from '../../../aggregate/describe-tool.js';
 import { MAX_QUERY_LENGTH, searchHit } from '../../../aggregate/search.js';
 import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
+import { toolDeclaration } from '../../../code/declarations.js';
 import { ManifoldError } from '../../../errors.js';
 import type { Gateway } from '../../../gateway/gateway.js';
 import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
@@ -23,6 +24,7 @@ import {
 import { loginReply, takeLoginState } from '../rounds/login.js';
 import { planTask, taskCreated } from '../tasks.js';
 import { relayRequest } from './relay.js';
+import { runCode } from './run-code.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
@@ -42,6 +44,9 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
     // catalog like tools/list does. The tool is looked up here, once, for the whole call.
     await gateway.ready;
     call.entry = gateway.resolve(outer.principal, call.params.name);
+    // A program calls upstream tools only (#50): never a meta-tool, never itself.
+    if (outer.code && call.entry.meta)
+      throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${call.entry.name}`);
   } catch (e) {
     return call.denied(e);
   }
@@ -115,6 +120,7 @@ class ToolCall {
       bytesOut,
       ...(inputRequired ? { resultType: 'input_required' } : {}),
       ...approval,
+      ...(outer.code ? { via: 'code', run: outer.code.run } : {}),
     });
     const { observers } = gateway;
     observers.report('tools/call', principal, server, tool, verdict, durationMs, bytesIn, bytesOut, reason);
@@ -211,6 +217,11 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   }
   if (entry.meta === 'search_tools')
     return respond('allowed', local(searchTools(gateway, principal, argsObject)));
+  if (entry.meta === 'run_code') {
+    const audit = (verdict: Verdict, bytes: number, inputRequired?: boolean) =>
+      call.audit(verdict, bytes, undefined, undefined, inputRequired);
+    return runCode(edge, ex, entry, argsObject, audit, toolsCall);
+  }
   const refusal = gateway.guards.refuse(entry);
   if (refusal) return respond('quarantined', local(refusal));
   // Arguments are checked against the full schema before anything is sent.
@@ -420,7 +431,12 @@ export function searchTools(gateway: Gateway, principal: Principal, args: Record
   if (limit !== undefined && (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1)) {
     return errorResult('limit must be a positive integer.');
   }
-  const found = gateway.searchTools(principal, query, limit as number | undefined).map(searchHit);
+  const hits = gateway.searchTools(principal, query, limit as number | undefined);
+  // Code mode (#50): each hit carries its TypeScript declaration, bounded like the hit itself.
+  const code = gateway.codeMode(principal);
+  const found = hits.map((e) =>
+    code ? { ...searchHit(e), declaration: toolDeclaration(e.tool) } : searchHit(e),
+  );
   const text =
     found.length === 0
       ? `No tool matches ${JSON.stringify(query)}. Try other words.`
