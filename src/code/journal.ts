@@ -27,7 +27,7 @@ export function callDigest(name: string, args: unknown): Promise<string> {
 
 /** The store key of a run's journal: the principal's and the run's, never a client's words. */
 export function journalKey(principalKey: string, run: string): string {
-  return `code:${principalKey}\u0000${run}`;
+  return `code:${JSON.stringify([principalKey, run])}`;
 }
 
 export class Journal {

@@ -192,6 +192,10 @@ export async function runCode(
       }
     } catch (e) {
       verdict = 'error';
+      gateway.log.warn('code.run_failed', {
+        run,
+        error: e instanceof ManifoldError ? e.code : e instanceof Error ? e.name : 'unknown',
+      });
       const message = e instanceof ManifoldError ? e.publicMessage : 'the run failed inside the gateway';
       body = local(runFailure(message, undefined, calls, []));
     } finally {
