@@ -86,12 +86,17 @@ export async function runCode(
     return json(body);
   }
   const now = gateway.platform.now();
-  const digest = await sha256Hex(code);
+  // The program's digest binds a paused run's state to it: taken only for a state, made or read.
+  let digested: Promise<string> | undefined;
+  const digest = () => {
+    digested ??= sha256Hex(code);
+    return digested;
+  };
   const params = request.params ?? {};
   let state: CodeState | undefined;
   let journal = new Journal();
   if (ex.era === 'modern' && params.requestState !== undefined) {
-    state = await openCodeState(edge, params.requestState, principal.key, entry.name, digest, now);
+    state = await openCodeState(edge, params.requestState, principal.key, entry.name, await digest(), now);
     const loaded = await Journal.load(gateway.store, journalKey(principal.key, state.r), now);
     if (!loaded) throw invalidState();
     journal = loaded;
@@ -116,16 +121,19 @@ export async function runCode(
     if (!gateway.callable(principal, name)) return { error: `Unknown tool: ${name.slice(0, 128)}` };
     const callArgs: unknown = JSON.parse(argsJson);
     if (!isObject(callArgs)) return { error: `the arguments of ${name} must be a JSON object` };
-    const d = await callDigest(name, callArgs);
     calls.push(name);
-    const replayed = journal.replay(k, d);
-    if (replayed === 'diverged') {
-      return stop(
-        'diverged',
-        `the program took another path than before the question: call ${k + 1} (${name}) differs from the journal, and nothing was sent`,
-      );
+    // A replay compares each call with the journal; a first run only records it (journal.ts).
+    const d = state ? await callDigest(name, callArgs) : { name, args: callArgs };
+    if (typeof d === 'string') {
+      const replayed = journal.replay(k, d);
+      if (replayed === 'diverged') {
+        return stop(
+          'diverged',
+          `the program took another path than before the question: call ${k + 1} (${name}) differs from the journal, and nothing was sent`,
+        );
+      }
+      if (replayed) return replayed;
     }
-    if (replayed) return replayed;
     const retry =
       state && k === state.i
         ? {
@@ -172,7 +180,7 @@ export async function runCode(
       // Calls still running when the run ended are awaited: each is recorded before a pause is kept.
       while (inflight.size > 0) await Promise.allSettled([...inflight]);
       if (pause && outcome.ok === false && outcome.stop?.kind === 'paused') {
-        body = await paused(edge, ex, entry, pause, journal, { run, clock, digest });
+        body = await paused(edge, ex, entry, pause, journal, { run, clock, digest: await digest() });
         asked = true;
       } else if (outcome.ok && state && calls.length <= state.i) {
         verdict = 'error';
