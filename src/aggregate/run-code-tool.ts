@@ -6,7 +6,7 @@
  * answers each hit's declaration.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { toolsDeclaration } from '../code/declarations.js';
+import { toolDeclaration, toolsDeclaration } from '../code/declarations.js';
 import { DESCRIBE_TOOL_NAME } from '../guards/disclosure.js';
 import type { CatalogEntry } from './catalog.js';
 import { SEARCH_TOOL_NAME, searchMetaEntries } from './search.js';
@@ -66,4 +66,18 @@ export function codeMetaEntries(
     approval: 'allow',
   };
   return [run, ...others];
+}
+
+/**
+ * What a code-mode search answers for one tool: its name and declaration (whose doc comment is
+ * its description), and the flags a search hit carries; the input schema is in the declaration.
+ */
+export function codeHit(e: CatalogEntry): Record<string, unknown> {
+  return {
+    name: e.name,
+    ...(e.tool.title !== undefined ? { title: e.tool.title } : {}),
+    declaration: toolDeclaration(e.tool),
+    ...(e.deferred ? { schemaShortened: true } : {}),
+    ...(e.quarantined ? { quarantined: true } : {}),
+  };
 }

@@ -59,6 +59,7 @@ await build({
 });
 const mf = new Miniflare({
   modules: true,
+  modulesRoot: dir,
   scriptPath: join(dir, 'worker.js'),
   modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
   compatibilityDate: '2026-04-01',

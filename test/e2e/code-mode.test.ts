@@ -475,3 +475,66 @@ describe('code mode: drift quarantine and the rate limit (#50)', () => {
     }
   }, 30_000);
 });
+
+describe('code mode past maxTools, and in a profile (#50)', () => {
+  let gw: TestGateway;
+  let mint: (scope: string) => Promise<string>;
+  const dir = mkdtempSync(join(tmpdir(), 'mf-code-big-'));
+
+  beforeAll(async () => {
+    const issuer = await testIssuer('https://issuer.code-big', 'manifold-code-big');
+    mint = (scope) => issuer.mint({ scope });
+    gw = await startTestGateway({
+      mcpServers: {
+        mem: { command: process.execPath, args: [MEMORY], env: { MEMORY_FILE_PATH: join(dir, 'm.jsonl') } },
+      },
+      gateway: { catalog: { mode: 'full', maxTools: 3 }, auth: { ...issuer.auth } },
+      profiles: { coder: { catalog: { mode: 'code' } } },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await gw?.stop();
+  });
+
+  for (const era of ['legacy', 'modern'] as const) {
+    it(`${era} client: past maxTools the run tool points at search, whose hits are declarations`, async () => {
+      const u = await user(era, `${gw.url}/coder`, await mint('tools:*'));
+      try {
+        const tools = await u.list();
+        expect(tools.map((t) => t.name).sort()).toEqual([
+          'manifold__describe_tool',
+          'manifold__run_code',
+          'manifold__search_tools',
+        ]);
+        const run = tools.find((t) => t.name === 'manifold__run_code')!;
+        expect(run.description).not.toContain('declare const tools');
+        expect(run.description).toContain('manifold__search_tools');
+        const found = await u.call('manifold__search_tools', {
+          query: 'create entities in the knowledge graph',
+        });
+        const hit = ((found.structured?.tools ?? []) as Obj[]).find((t) => t.name === 'mem__create_entities');
+        expect(hit?.declaration).toMatch(
+          /^\/\*\* .+ \*\/\nmem__create_entities\(args: \{ entities: Array<\{/,
+        );
+        expect(hit).not.toHaveProperty('inputSchema');
+        const out = await u.run(`return (await tools.mem__read_graph()).entities.length;`);
+        expect(out.structured?.result).toBe(0);
+      } finally {
+        await u.close();
+      }
+    });
+
+    it(`${era} client: the same gateway outside the profile is not in code mode`, async () => {
+      const u = await user(era, gw.url, await mint('tools:*'));
+      try {
+        const names = (await u.list()).map((t) => t.name);
+        expect(names).toContain('manifold__call_tool');
+        expect(names).not.toContain('manifold__run_code');
+        await expect(u.run('return 1')).rejects.toThrow(/Unknown tool/);
+      } finally {
+        await u.close();
+      }
+    });
+  }
+});

@@ -1,9 +1,9 @@
 import type { CatalogEntry } from '../../../aggregate/catalog.js';
 import { DESCRIBE_MAX_NAMES } from '../../../aggregate/describe-tool.js';
+import { codeHit } from '../../../aggregate/run-code-tool.js';
 import { MAX_QUERY_LENGTH, searchHit } from '../../../aggregate/search.js';
 import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
-import { toolDeclaration } from '../../../code/declarations.js';
 import { ManifoldError } from '../../../errors.js';
 import type { Gateway } from '../../../gateway/gateway.js';
 import { deeperThan, MAX_ARGUMENT_DEPTH } from '../../../guards/depth.js';
@@ -432,11 +432,10 @@ export function searchTools(gateway: Gateway, principal: Principal, args: Record
     return errorResult('limit must be a positive integer.');
   }
   const hits = gateway.searchTools(principal, query, limit as number | undefined);
-  // Code mode (#50): each hit carries its TypeScript declaration, bounded like the hit itself.
+  // Code mode (#50): each hit is its TypeScript declaration (made from the schemas tools/list
+  // would show, so bounded by the disclosure budget), which says what its input schema says.
   const code = gateway.codeMode(principal);
-  const found = hits.map((e) =>
-    code ? { ...searchHit(e), declaration: toolDeclaration(e.tool) } : searchHit(e),
-  );
+  const found = hits.map((e) => (code ? codeHit(e) : searchHit(e)));
   const text =
     found.length === 0
       ? `No tool matches ${JSON.stringify(query)}. Try other words.`
