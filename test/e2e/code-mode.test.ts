@@ -227,6 +227,31 @@ describe('code mode (#50)', () => {
         }
       });
 
+      it("an upstream's own question mid-run reaches the client, and the run goes on with the answer", async () => {
+        const answer: Reply = (params) =>
+          String(params.message).startsWith('Who')
+            ? { action: 'accept', content: { username: `ada-${era}`, email: 'ada@example.com' } }
+            : { action: 'decline' };
+        const u = await user(era, gw.url, await mint('tools:*'), answer);
+        const before = { sum: sent(ev, 'get-sum'), ask: refSent('test_elicitation') };
+        try {
+          const out = await u.run(`
+            const s = await tools['ev__get-sum']({ a: 20, b: 22 });
+            const r = await tools.ref__test_elicitation({ message: 'Who are you?' });
+            return [s.content[0].text, r.content[0].text];
+          `);
+          expect(out.isError, out.text).toBe(false);
+          const [sum, said] = out.structured?.result as string[];
+          expect(sum).toContain('42');
+          expect(said).toContain(`ada-${era}`);
+          expect(u.asked.map((a) => a.message)).toEqual(['Who are you?']);
+          // The call before the question went upstream once, whatever the era's way of asking.
+          expect(sent(ev, 'get-sum') - before.sum).toBe(1);
+        } finally {
+          await u.close();
+        }
+      });
+
       it('approval declined: the call is never sent, and the program sees an Error it can catch', async () => {
         const u = await user(era, gw.url, await mint('tools:*'), NO);
         const before = sent(ev, 'echo');
