@@ -28,6 +28,7 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
       'list',
       'context',
       'search',
+      'code',
       'everything',
       'cold',
       'startup',
@@ -74,6 +75,9 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
     expect(s.list.data.fiveThousand.tools).toBe(5000);
     expect(s.context.data.withBudget.bytes).toBeLessThan(s.context.data.withoutBudget.bytes);
     expect(s.search.data[0]).toMatchObject({ tools: 1005, fullListed: 1005, searchListed: 3 });
+    expect(s.code.data.perCall.direct).toBeGreaterThan(0);
+    for (const c of s.code.data.context as Obj[]) expect(c.code).toBeGreaterThan(0);
+    expect((s.code.data.context as Obj[])[1]!.full).toBeGreaterThan((s.code.data.context as Obj[])[1]!.code);
     expect(s.everything.data.throughput.non2xx).toBe(0);
     expect(s.everything.data.directSdkClientP50Us).toBeGreaterThan(0);
     expect(s.cold.data.map((c: Obj) => c.upstreams)).toEqual([1, 10]);
@@ -92,6 +96,7 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
       'idle-sessions',
       'tools-list',
       'tools-list-5k',
+      'code-10-calls',
       'cold-start-10',
       'startup',
       'big-result-stdio',
