@@ -74,6 +74,20 @@ describe('the code-mode sandbox', () => {
     expect(out).toMatchObject({ ok: false, limit: 'cpuMs' });
   });
 
+  it('H3: a call that never answers ends the run at timeoutMs', async () => {
+    const t = performance.now();
+    const out = await run('await tools.memory__read_graph({}); return 1;', () => new Promise(() => {}), {
+      timeoutMs: 300,
+    });
+    expect(out).toMatchObject({ ok: false, limit: 'timeoutMs' });
+    expect(performance.now() - t).toBeLessThan(5000);
+  });
+
+  it('H3: a program awaiting what never comes ends cleanly', async () => {
+    const out = await run('await new Promise(() => {}); return 1;');
+    expect(out).toMatchObject({ ok: false, error: expect.stringContaining('never happen') });
+  });
+
   it('H3: a memory bomb ends at memoryBytes', async () => {
     const out = await run('const a = []; for (;;) a.push(new Uint8Array(1 << 20));', echo, {
       cpuMs: 5000,

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectModern, startHttpTap, startReferenceHttp } from '../helpers/clients.js';
+import { connectLegacy, connectModern, startHttpTap, startReferenceHttp } from '../helpers/clients.js';
 import { startWorker } from '../helpers/workerd.js';
 
 type Obj = Record<string, unknown>;
@@ -74,6 +74,22 @@ describe('workers: code mode (#50)', () => {
     expect(out.isError, out.text).toBe(false);
     expect(out.structured).toEqual({ result: [true, true], logs: [] });
     expect(sent('test_simple_text') - before).toBe(2);
+  });
+
+  it('a legacy (2025-11-25 session) client runs a program on the Worker too', async () => {
+    const legacy = await connectLegacy(worker.url, undefined, 'code-workers-legacy');
+    try {
+      const before = sent('test_simple_text');
+      const r = (await legacy.client.callTool({
+        name: 'manifold__run_code',
+        arguments: { code: 'const a = await tools.ref__test_simple_text({}); return a.content.length;' },
+      })) as { isError?: boolean; structuredContent?: Obj };
+      expect(r.isError).toBeUndefined();
+      expect(r.structuredContent).toEqual({ result: 1, logs: [] });
+      expect(sent('test_simple_text') - before).toBe(1);
+    } finally {
+      await legacy.close();
+    }
   });
 
   const abuse: [string, string, RegExp][] = [

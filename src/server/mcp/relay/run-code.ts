@@ -177,9 +177,11 @@ export async function runCode(
         clock: () => gateway.platform.now(),
         wasmModule: gateway.platform.codeEngine,
       });
-      // Calls still running when the run ended are awaited: each is recorded before a pause is kept.
-      while (inflight.size > 0) await Promise.allSettled([...inflight]);
-      if (pause && outcome.ok === false && outcome.stop?.kind === 'paused') {
+      const pausing = pause !== undefined && outcome.ok === false && outcome.stop?.kind === 'paused';
+      // A pause keeps the journal, so the calls still running are awaited and recorded first; any
+      // other end answers now (its calls finish on their own, each with its audit line).
+      while (pausing && inflight.size > 0) await Promise.allSettled([...inflight]);
+      if (pause && pausing) {
         body = await paused(edge, ex, entry, pause, journal, { run, clock, digest: await digest() });
         asked = true;
       } else if (outcome.ok && state && calls.length <= state.i) {
