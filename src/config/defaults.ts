@@ -69,6 +69,8 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
     memoryBytes: 67_108_864,
     maxCalls: 50,
     maxLogBytes: 16_384,
+    approval: 'allow' as const,
+    approvalTimeoutSeconds: 120,
   }),
 });
 

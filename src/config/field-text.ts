@@ -123,7 +123,8 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   },
   ...catalogText('catalog'),
   code: {
-    expected: 'an object with "timeoutMs", "cpuMs", "memoryBytes", "maxCalls" and/or "maxLogBytes"',
+    expected:
+      'an object with "timeoutMs", "cpuMs", "memoryBytes", "maxCalls", "maxLogBytes", "approval" and/or "approvalTimeoutSeconds"',
     fix: 'write code as {"timeoutMs": 30000, "cpuMs": 5000, "memoryBytes": 67108864, "maxCalls": 50, "maxLogBytes": 16384}',
   },
   'code.timeoutMs': {
@@ -145,6 +146,14 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
   'code.maxLogBytes': {
     expected: 'an integer from 0 to 16777216 (bytes)',
     fix: 'write how much console output one run keeps, e.g. 16384 (the default)',
+  },
+  'code.approval': {
+    expected: '"allow" or "ask"',
+    fix: 'write "ask" to have the user approve each program before it runs, or "allow" (the default)',
+  },
+  'code.approvalTimeoutSeconds': {
+    expected: `an integer from 1 to ${MAX_TIMER_SECONDS} (seconds)`,
+    fix: 'write how long the question waits for an answer, e.g. 120 (the default)',
   },
 };
 

@@ -68,6 +68,8 @@ export const codeSchema = z.object({
   memoryBytes: int(1_048_576, 1_073_741_824),
   maxCalls: int(1, 10_000),
   maxLogBytes: int(0, 16_777_216),
+  approval: z.enum(['allow', 'ask']),
+  approvalTimeoutSeconds: int(1, MAX_TIMER_SECONDS),
 });
 
 /** One entry of the top-level `profiles` map (profiles.ts reads it). */

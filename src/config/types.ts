@@ -327,6 +327,10 @@ export interface CodeLimits {
   maxCalls: number;
   /** Bytes of console output kept (default 16384); the rest is dropped with a marker. */
   maxLogBytes: number;
+  /** `ask`: the caller's user approves each program, shown its code, before it runs (default `allow`). */
+  approval: 'allow' | 'ask';
+  /** How long that question waits for an answer (default 120). */
+  approvalTimeoutSeconds: number;
 }
 
 export interface CatalogSettings {

@@ -563,3 +563,66 @@ describe('code mode past maxTools, and in a profile (#50)', () => {
     });
   }
 });
+
+describe('manifold__run_code under approval (gateway.code.approval "ask") (#50)', () => {
+  let gw: TestGateway;
+  let mint: (scope: string) => Promise<string>;
+  const ev = tapStdio('code-ev-ask', process.execPath, [EVERYTHING, 'stdio']);
+  const sent = (tool: string) =>
+    ev
+      .lines()
+      .filter((l) => l.dir === 'in' && l.msg.method === 'tools/call' && (l.msg.params as Obj)?.name === tool)
+      .length;
+
+  beforeAll(async () => {
+    const issuer = await testIssuer('https://issuer.code-ask', 'manifold-code-ask');
+    mint = (scope) => issuer.mint({ scope });
+    gw = await startTestGateway({
+      mcpServers: { ev: { command: ev.command, args: ev.args } },
+      gateway: {
+        catalog: { mode: 'code' },
+        code: { approval: 'ask', approvalTimeoutSeconds: 5 },
+        auth: { ...issuer.auth },
+      },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await gw?.stop();
+  });
+
+  const PROGRAM = "return (await tools['ev__get-sum']({ a: 40, b: 2 })).content[0].text;";
+  for (const era of ['legacy', 'modern'] as const) {
+    it(`${era} client: the user sees the program and approves it, and it runs once`, async () => {
+      const u = await user(era, gw.url, await mint('tools:*'));
+      const before = sent('get-sum');
+      try {
+        const out = await u.run(PROGRAM);
+        expect(out.isError, out.text).toBe(false);
+        expect(out.structured?.result).toContain('42');
+        expect(u.asked).toHaveLength(1);
+        expect(String(u.asked[0]?.message)).toContain("tools['ev__get-sum']");
+        expect(sent('get-sum') - before).toBe(1);
+      } finally {
+        await u.close();
+      }
+    });
+
+    it(`${era} client: a declined program never runs`, async () => {
+      const u = await user(era, gw.url, await mint('tools:*'), NO);
+      const before = sent('get-sum');
+      try {
+        const out = await u.run(PROGRAM);
+        expect(out.isError).toBe(true);
+        expect(out.text).toMatch(/declined to run the program/);
+        expect(sent('get-sum')).toBe(before);
+        const line = gw.logs
+          .filter((l) => l.event === 'audit.tools_call' && l.tool === 'manifold__run_code')
+          .at(-1);
+        expect(line).toMatchObject({ verdict: 'denied' });
+      } finally {
+        await u.close();
+      }
+    });
+  }
+});

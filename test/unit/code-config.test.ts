@@ -10,7 +10,15 @@ describe('code mode config (#50)', () => {
         mcpServers: { a: stdio },
         gateway: {
           catalog: { mode: 'code' },
-          code: { timeoutMs: 1000, cpuMs: 200, memoryBytes: 8_388_608, maxCalls: 5, maxLogBytes: 0 },
+          code: {
+            timeoutMs: 1000,
+            cpuMs: 200,
+            memoryBytes: 8_388_608,
+            maxCalls: 5,
+            maxLogBytes: 0,
+            approval: 'ask',
+            approvalTimeoutSeconds: 30,
+          },
         },
         profiles: { coder: { catalog: { mode: 'code' } } },
       },
@@ -25,6 +33,8 @@ describe('code mode config (#50)', () => {
       memoryBytes: 8_388_608,
       maxCalls: 5,
       maxLogBytes: 0,
+      approval: 'ask',
+      approvalTimeoutSeconds: 30,
     });
     expect(r.config.profiles?.[0]?.catalog.mode).toBe('code');
   });
@@ -33,7 +43,9 @@ describe('code mode config (#50)', () => {
     const r = parseConfigObject(
       {
         mcpServers: { a: stdio },
-        gateway: { code: { timeoutMs: 0, cpuMs: 'fast', memoryBytes: 10, maxCalls: 1e9, nope: 1 } },
+        gateway: {
+          code: { timeoutMs: 0, cpuMs: 'fast', memoryBytes: 10, maxCalls: 1e9, approval: 'maybe', nope: 1 },
+        },
       },
       {},
     );
@@ -41,6 +53,7 @@ describe('code mode config (#50)', () => {
     if (r.ok) return;
     const paths = r.errors.map((e) => e.path).sort();
     expect(paths).toEqual([
+      'gateway.code.approval',
       'gateway.code.cpuMs',
       'gateway.code.maxCalls',
       'gateway.code.memoryBytes',

@@ -467,7 +467,15 @@ describe('defaults and limits', () => {
       tracing: false,
       drift: { recheckSeconds: 300 },
       catalog: { mode: 'full', maxTools: 128, pin: [], searchLimit: 10 },
-      code: { timeoutMs: 30000, cpuMs: 5000, memoryBytes: 67108864, maxCalls: 50, maxLogBytes: 16384 },
+      code: {
+        timeoutMs: 30000,
+        cpuMs: 5000,
+        memoryBytes: 67108864,
+        maxCalls: 50,
+        maxLogBytes: 16384,
+        approval: 'allow',
+        approvalTimeoutSeconds: 120,
+      },
     });
     expect(result.config.gateway).toEqual(GATEWAY_DEFAULTS);
     expect(result.warnings).toEqual([]);

@@ -29,8 +29,16 @@ import type { InputRequests } from '../../../upstream/session.js';
 import type { Edge } from '../edge.js';
 import type { Exchange } from '../exchange.js';
 import { json, type Reply, replyText } from '../http-in.js';
-import { CLAIM_GRACE_MS } from '../rounds/approval.js';
-import { inputRequiredResult, invalidState } from '../rounds/mrtr.js';
+import {
+  type ApprovalGate,
+  type ApprovalOutcome,
+  approvalQuestion,
+  approvalVerdict,
+  askApprovalLegacy,
+  askApprovalModern,
+  CLAIM_GRACE_MS,
+} from '../rounds/approval.js';
+import { inputRequiredResult, invalidState, openState } from '../rounds/mrtr.js';
 import { Answer } from './answer.js';
 
 type Result = Record<string, unknown>;
@@ -58,7 +66,11 @@ interface CodeState {
 }
 
 export type ToolsCall = (edge: Edge, ex: Exchange) => Promise<Reply>;
-type Audit = (verdict: 'allowed' | 'invalid' | 'error', bytesOut: number, inputRequired?: boolean) => void;
+type Audit = (
+  verdict: 'allowed' | 'invalid' | 'error' | 'denied',
+  bytesOut: number,
+  inputRequired?: boolean,
+) => void;
 
 /** A call that asked the client for input: the run pauses on it. */
 interface Pause {
@@ -93,20 +105,44 @@ export async function runCode(
     return digested;
   };
   const params = request.params ?? {};
+  const limits = gateway.config.gateway.code;
+  // `gateway.code.approval: "ask"`: the user approves the program, shown its code, before it runs.
+  const gate = limits.approval === 'ask' ? await runGate(edge, ex, entry, code, audit) : undefined;
   let state: CodeState | undefined;
   let journal = new Journal();
+  let askFirst = false;
   if (ex.era === 'modern' && params.requestState !== undefined) {
-    state = await openCodeState(edge, params.requestState, principal.key, entry.name, await digest(), now);
-    const loaded = await Journal.load(gateway.store, journalKey(principal.key, state.r), now);
-    if (!loaded) throw invalidState();
-    journal = loaded;
+    const sealer = await gateway.states;
+    const kind = ((await sealer.open(params.requestState)) as { k?: unknown } | undefined)?.k;
+    if (gate && kind === 'approve') {
+      // The answer to the run's own question: the state's rules, then the user's (approval.ts).
+      const body = await openState(sealer, params.requestState, {
+        principal: principal.key,
+        method: 'tools/call',
+        target: entry.name,
+        now,
+      });
+      const answers = isObject(params.inputResponses) ? params.inputResponses : {};
+      const outcome = await approvalVerdict(edge, gate, body, answers, now);
+      if (outcome !== 'accepted') return json(gate.refuse(outcome, request.id));
+    } else {
+      state = await openCodeState(edge, params.requestState, principal.key, entry.name, await digest(), now);
+      const loaded = await Journal.load(gateway.store, journalKey(principal.key, state.r), now);
+      if (!loaded) throw invalidState();
+      journal = loaded;
+    }
+  } else if (gate) {
+    if (ex.era === 'modern') {
+      const sealer = await gateway.states;
+      return askApprovalModern(edge, ex, { method: 'tools/call', target: entry.name }, gate, sealer);
+    }
+    askFirst = true;
   }
   const run = state?.r ?? crypto.randomUUID();
   const clock = state?.t ?? now;
   const answer = ex.answer();
   const cancelled = new Cancellation();
   const untrack = ex.track(request.id, cancelled);
-  const limits = gateway.config.gateway.code;
   const calls: string[] = [];
   const inflight = new Set<Promise<unknown>>();
   let pause: Pause | undefined;
@@ -161,6 +197,15 @@ export async function runCode(
   };
 
   void (async () => {
+    if (askFirst && gate) {
+      // A legacy client's user is asked on the run's own stream, before anything runs.
+      const { outcome, detail } = await askApprovalLegacy(ex, answer, gate, cancelled);
+      if (outcome !== 'accepted') {
+        untrack();
+        answer.finish(gate.refuse(outcome, request.id, detail));
+        return;
+      }
+    }
     let body: string;
     let verdict: 'allowed' | 'error' = 'allowed';
     let asked = false;
@@ -215,6 +260,44 @@ export async function runCode(
     answer.finish(body);
   })();
   return answer.response;
+}
+
+/** The question before a program runs, and the refusal when it does not (audited here). */
+async function runGate(
+  edge: Edge,
+  ex: Exchange,
+  entry: CatalogEntry,
+  code: string,
+  audit: Audit,
+): Promise<ApprovalGate> {
+  const seconds = edge.gateway.config.gateway.code.approvalTimeoutSeconds;
+  const question = await approvalQuestion(entry, { code }, edge.gateway.redact);
+  return {
+    method: 'elicitation/create',
+    params: question.params,
+    digest: question.digest,
+    timeoutMs: seconds * 1000,
+    approved: () => {},
+    refuse: (outcome, id, detail) => {
+      const body = resultMessage(id, ex.dress(runRefusal(outcome, seconds, detail)));
+      audit('denied', body.length);
+      return body;
+    },
+  };
+}
+
+function runRefusal(outcome: Exclude<ApprovalOutcome, 'accepted'>, seconds: number, detail?: string): Result {
+  const text = {
+    declined: 'The user declined to run the program. It did not run.',
+    cancelled:
+      'The user dismissed the approval request for the program without approving it. It did not run.',
+    timeout: `Nobody approved the program within ${seconds} s. It did not run; call manifold__run_code again to ask again.`,
+    unsupported: `This gateway asks the user before running a program (gateway.code.approval), and this client cannot ask its user${detail ? ` (${detail})` : ': it did not declare the elicitation capability'}. The program did not run.`,
+    replayed:
+      'This approval was already used: an answer is final, and the program did not run again. Call manifold__run_code again to ask for a new approval.',
+    failed: `The approval request for the program could not be answered${detail ? `: ${detail}` : ''}. It did not run.`,
+  }[outcome];
+  return { content: [{ type: 'text', text }], isError: true, _meta: { 'manifold/approval': outcome } };
 }
 
 function stop(kind: RunStop['kind'], message: string, limit?: RunStop['limit']): HostAnswer {
