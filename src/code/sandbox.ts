@@ -309,7 +309,6 @@ class Run {
     const evaluated = this.slice(() => context.evalCode(program, 'program.js'));
     if (evaluated.error) return this.failed(this.errorText(evaluated.error));
     const promise = evaluated.value;
-    let settled: 'pending' | 'fulfilled' | 'rejected' = 'pending';
     const timer = setTimeout(
       () => this.stop({ error: `the run took longer than ${this.limits.timeoutMs} ms`, limit: 'timeoutMs' }),
       Math.max(0, this.limits.timeoutMs),
@@ -320,7 +319,6 @@ class Run {
         if (this.stopped) break;
         const state = context.getPromiseState(promise);
         if (state.type !== 'pending') {
-          settled = state.type;
           if (state.type === 'fulfilled') {
             const value = this.exportValue(state.value);
             state.value.dispose();
@@ -341,8 +339,7 @@ class Run {
       }
     } finally {
       clearTimeout(timer);
-      if (settled === 'pending') promise.dispose();
-      else promise.dispose();
+      promise.dispose();
     }
     const why = this.stopped!;
     return { ok: false, ...why, logs: this.logs };
@@ -356,7 +353,7 @@ class Run {
       // A job that threw outside the program's own promise chain (or an interrupt).
       const text = this.errorText(result.error);
       if (!this.stopped) this.stop({ error: text, ...this.engineLimit(text) });
-    } else result.value;
+    }
   }
 
   private hostCall(nameHandle: QuickJSHandle, argsHandle: QuickJSHandle): QuickJSHandle {

@@ -155,7 +155,12 @@ export async function runCode(
     }
     if (cancelled.aborted) return stop('refused', 'the client cancelled the run');
     if (!gateway.callable(principal, name)) return { error: `Unknown tool: ${name.slice(0, 128)}` };
-    const callArgs: unknown = JSON.parse(argsJson);
+    let callArgs: unknown;
+    try {
+      callArgs = JSON.parse(argsJson);
+    } catch {
+      callArgs = undefined;
+    }
     if (!isObject(callArgs)) return { error: `the arguments of ${name} must be a JSON object` };
     calls.push(name);
     // A replay compares each call with the journal; a first run only records it (journal.ts).
@@ -226,7 +231,7 @@ export async function runCode(
       // A pause keeps the journal, so the calls still running are awaited and recorded first; any
       // other end answers now (its calls finish on their own, each with its audit line).
       while (pausing && inflight.size > 0) await Promise.allSettled([...inflight]);
-      if (pause && pausing) {
+      if (pausing && pause) {
         body = await paused(edge, ex, entry, pause, journal, { run, clock, digest: await digest() });
         asked = true;
       } else if (outcome.ok && state && calls.length <= state.i) {
