@@ -1,8 +1,3 @@
-/// <reference path="./wasm.d.ts" />
-
-// Code mode's engine (#50): imported as a compiled module, since a Worker cannot compile
-// WebAssembly from bytes at run time (the bundle copies the file beside worker.js).
-import quickjsWasm from '@jitl/quickjs-wasmfile-release-sync/wasm';
 import type { GatewayConfig } from '../../src/config/types.js';
 import { egressPolicy } from '../../src/guards/egress/policy.js';
 import { createJsonLogger, type Logger } from '../../src/lib/log.js';
@@ -37,7 +32,7 @@ export function workersPlatform(
     now: () => Date.now(),
     log,
     maxConcurrentConnects: WORKERS_FANOUT,
-    codeEngine: () => Promise.resolve(quickjsWasm),
+    codeEngine: () => import('./code-engine.js').then((m) => m.default),
     // A `${VAR}` again, for a static server's 401 (#19): the binding as this isolate sees it, which
     // `wrangler secret put` (a new deployment) updates.
     ...(env ? { readSecret: (name: string) => bindingText(env, name) } : {}),

@@ -227,8 +227,10 @@ describe('SQLite: a database of the previous schema', () => {
     const path = freshFile();
     const db = new Database(path);
     db.exec('CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)');
-    for (const statement of MIGRATIONS.slice(0, -2)) db.exec(statement);
-    db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?)").run(MIGRATIONS.length - 2);
+    // The schema just before the credentials tables (later migrations may follow them).
+    const before = MIGRATIONS.findIndex((m) => m.includes('CREATE TABLE oauth_clients'));
+    for (const statement of MIGRATIONS.slice(0, before)) db.exec(statement);
+    db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?)").run(before);
     db.prepare(
       "INSERT INTO servers (name, transport, target, catalog, catalog_at, created_at) VALUES ('github', ?, ?, ?, 1, 1)",
     ).run(ID.transport, ID.target, JSON.stringify(TOOLS));
@@ -246,7 +248,7 @@ describe('SQLite: a database of the previous schema', () => {
       MIGRATIONS.length,
     );
     check.close();
-    expect(MIGRATIONS.slice(-2).join()).toMatch(/oauth_clients[\s\S]*oauth_tokens/);
+    expect(MIGRATIONS.slice(before, before + 2).join()).toMatch(/oauth_clients[\s\S]*oauth_tokens/);
   });
 });
 
@@ -290,12 +292,12 @@ describe('Postgres', () => {
   it('a database of the previous schema gains the credentials tables on open and keeps its rows', async () => {
     const url = await freshUrl();
     const pool = new pg.Pool({ connectionString: url });
+    // The schema just before the credentials tables (later migrations may follow them).
+    const before = PG_MIGRATIONS.findIndex((m) => m.includes('CREATE TABLE manifold_oauth_clients'));
     try {
       await pool.query('CREATE TABLE manifold_meta (key TEXT PRIMARY KEY NOT NULL, value BIGINT NOT NULL)');
-      for (const statement of PG_MIGRATIONS.slice(0, -2)) await pool.query(statement);
-      await pool.query("INSERT INTO manifold_meta (key, value) VALUES ('schema_version', $1)", [
-        PG_MIGRATIONS.length - 2,
-      ]);
+      for (const statement of PG_MIGRATIONS.slice(0, before)) await pool.query(statement);
+      await pool.query("INSERT INTO manifold_meta (key, value) VALUES ('schema_version', $1)", [before]);
       await pool.query(
         "INSERT INTO manifold_servers (name, transport, target, catalog, catalog_at, created_at) VALUES ('github', $1, $2, $3, 1, 1)",
         [ID.transport, ID.target, JSON.stringify(TOOLS)],
@@ -312,7 +314,9 @@ describe('Postgres', () => {
         "SELECT value FROM manifold_meta WHERE key = 'schema_version'",
       );
       expect(rows[0].value).toBe(PG_MIGRATIONS.length);
-      expect(PG_MIGRATIONS.slice(-2).join()).toMatch(/manifold_oauth_clients[\s\S]*manifold_oauth_tokens/);
+      expect(PG_MIGRATIONS.slice(before, before + 2).join()).toMatch(
+        /manifold_oauth_clients[\s\S]*manifold_oauth_tokens/,
+      );
     } finally {
       await opened.close();
     }
