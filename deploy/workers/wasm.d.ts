@@ -3,7 +3,3 @@ declare module '*.wasm' {
   const module: WebAssembly.Module;
   export default module;
 }
-declare module '@jitl/quickjs-wasmfile-release-sync/wasm' {
-  const module: WebAssembly.Module;
-  export default module;
-}

@@ -10,7 +10,7 @@ import type { CodeLimits } from '../config/types.js';
 import {
   type HostCall,
   type LogLine,
-  loadEngine,
+  newEngine,
   type RunStop,
   runInSandbox,
   type ToolNames,
@@ -51,7 +51,7 @@ export async function runProgram(
 ): Promise<ProgramOutcome> {
   const compiled = compileProgram(code);
   if ('error' in compiled) return { ok: false, error: compiled.error, logs: [] };
-  const engine = await loadEngine(options.wasmModule);
+  const engine = await newEngine(options.limits.memoryBytes, options.wasmModule);
   return runInSandbox(engine, compiled.source, options);
 }
 

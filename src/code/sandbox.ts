@@ -1,7 +1,8 @@
 /**
  * The code-mode sandbox (#50): QuickJS compiled to WebAssembly (quickjs-emscripten), so the same
- * engine runs on Node and on Workers. One fresh runtime and context per run, never shared; the
- * WebAssembly module itself is code, loaded once per process or isolate (`loadEngine`).
+ * engine runs on Node and on Workers. Each run gets its own engine instance (`newEngine`): its own
+ * WebAssembly memory, bounded, and one fresh runtime and context in it; nothing is shared between
+ * runs but the compiled WebAssembly module, which is code (`Platform.codeEngine`).
  *
  * What a program holds: the language, `tools` (one async function per tool the caller may see),
  * `console` (captured), a fixed clock and a seeded `Math.random`. No host object ever enters the
@@ -68,24 +69,41 @@ const MAX_STACK_BYTES = 256 * 1024;
 /** The bound on interrupt polls per millisecond of `cpuMs` when the host's clock stands still. */
 const STILL_POLLS_PER_MS = 8;
 
-/** The engine's WebAssembly module: loaded once per process or isolate, shared by no run's state. */
-let engine: Promise<QuickJSWASMModule> | undefined;
+/** The engine's build, imported once: its JavaScript glue, not any run's state. */
+let variant: Promise<QuickJSSyncVariant> | undefined;
 
 /**
- * Loads QuickJS once. `wasmModule`: a compiled module the host already has (Workers import the
- * .wasm as a module and cannot compile bytes at run time); absent, the variant loads its own file.
+ * Pages of WebAssembly memory the engine's build starts with (its INITIAL_MEMORY, 16 MiB); a
+ * memory given to it must start with at least these.
  */
-export function loadEngine(wasmModule?: () => Promise<WebAssembly.Module>): Promise<QuickJSWASMModule> {
-  engine ??= import('@jitl/quickjs-wasmfile-release-sync')
-    .then((loaded: unknown) => {
-      const base = variantOf(loaded);
-      return newQuickJSWASMModuleFromVariant(wasmModule ? newVariant(base, { wasmModule }) : base);
-    })
-    .catch((e: unknown) => {
-      engine = undefined;
-      throw e;
-    });
-  return engine;
+const ENGINE_PAGES = 256;
+/** Room for the runtime's own structures beside the program's heap. */
+const HEADROOM_PAGES = 64;
+const PAGE = 65_536;
+
+/**
+ * A fresh engine for one run, in its own WebAssembly memory that cannot grow past the run's heap
+ * limit. The engine's own limit counts single allocations only (its build cannot read a block's
+ * real size), so this bound is what keeps a program's total within `memoryBytes`, and the memory
+ * goes away with the run. `wasmModule`: the compiled module the host has (Workers import the
+ * .wasm as a module and cannot compile bytes at run time); absent, the build loads its own file.
+ */
+export async function newEngine(
+  memoryBytes: number,
+  wasmModule?: () => Promise<WebAssembly.Module>,
+): Promise<QuickJSWASMModule> {
+  variant ??= import('@jitl/quickjs-wasmfile-release-sync').then(variantOf).catch((e: unknown) => {
+    variant = undefined;
+    throw e;
+  });
+  const base = await variant;
+  const wasmMemory = new WebAssembly.Memory({
+    initial: ENGINE_PAGES,
+    maximum: ENGINE_PAGES + HEADROOM_PAGES + Math.ceil(memoryBytes / PAGE),
+  });
+  return newQuickJSWASMModuleFromVariant(
+    newVariant(base, { wasmMemory, ...(wasmModule ? { wasmModule } : {}) }),
+  );
 }
 
 /**
@@ -204,8 +222,7 @@ export async function runInSandbox(
   try {
     return await run.start(options.names, program, options.now, options.seed);
   } catch {
-    // The engine itself failed (the host's stack, an abort): this instance is not used again.
-    engine = undefined;
+    // The engine itself failed (the host's stack, an abort): the run ends, and its instance with it.
     return { ok: false, error: 'the sandbox failed while running the program', logs: [] };
   } finally {
     run.dispose();
@@ -477,9 +494,8 @@ class Run {
       this.context.dispose();
       this.runtime.dispose();
     } catch {
-      // The engine could not free this run's runtime cleanly: its instance is dropped, and the
-      // next run loads a fresh one, so no run ever meets what this one left behind.
-      engine = undefined;
+      // The engine could not free this run's runtime cleanly: the instance is this run's alone,
+      // and goes with it.
     }
   }
 }

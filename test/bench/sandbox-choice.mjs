@@ -19,7 +19,7 @@ const dir = mkdtempSync(join(tmpdir(), 'manifold-sandbox-choice-'));
 const entry = join(dir, 'entry.ts');
 writeFileSync(
   entry,
-  `import { loadEngine, runInSandbox } from '${ROOT}/src/code/sandbox.ts';
+  `import { newEngine, runInSandbox } from '${ROOT}/src/code/sandbox.ts';
 import wasm from './quickjs.wasm';
 const names = { has: () => false, list: () => [] };
 const limits = { timeoutMs: 5000, cpuMs: 1000, memoryBytes: 16 << 20, maxLogBytes: 1024 };
@@ -29,7 +29,7 @@ export default {
     const way = new URL(request.url).pathname;
     if (way === '/none') return Response.json(42);
     if (way === '/quickjs') {
-      const engine = await loadEngine(() => Promise.resolve(wasm));
+      const engine = await newEngine(limits.memoryBytes, () => Promise.resolve(wasm));
       const out = await runInSandbox(engine, PROGRAM, { names, call: async () => ({ value: null }), limits, now: 0, seed: 1, clock: () => Date.now() });
       return Response.json(out.ok ? out.value : out.error);
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { type HostCall, loadEngine, runInSandbox, type SandboxLimits } from '../../src/code/sandbox.js';
+import { nodeCodeEngine } from '../../deploy/node/runtime/code-engine.js';
+import { type HostCall, newEngine, runInSandbox, type SandboxLimits } from '../../src/code/sandbox.js';
 
 const LIMITS: SandboxLimits = {
   timeoutMs: 5000,
@@ -12,11 +13,12 @@ const NAMES = ['memory__read_graph', 'weird-name'];
 const echo: HostCall = async (name, args) => ({ value: { name, args: JSON.parse(args) } });
 
 async function run(program: string, call: HostCall = echo, limits: Partial<SandboxLimits> = {}) {
-  const engine = await loadEngine();
+  const all = { ...LIMITS, ...limits };
+  const engine = await newEngine(all.memoryBytes, nodeCodeEngine);
   return runInSandbox(engine, `(async function () {\n${program}\n})()`, {
     names: { has: (n) => NAMES.includes(n), list: () => NAMES },
     call,
-    limits: { ...LIMITS, ...limits },
+    limits: all,
     now: 1_700_000_000_000,
     seed: 42,
     clock: () => performance.now(),
@@ -94,6 +96,16 @@ describe('the code-mode sandbox', () => {
       memoryBytes: 8 * 1024 * 1024,
     });
     expect(out).toMatchObject({ ok: false, limit: 'memoryBytes' });
+  });
+
+  it('H3: many small allocations end at memoryBytes too: the run cannot grow its memory past it', async () => {
+    const t = performance.now();
+    const out = await run('const a = []; for (;;) a.push("ab".repeat(1 << 12) + a.length);', echo, {
+      cpuMs: 20_000,
+      memoryBytes: 8 * 1024 * 1024,
+    });
+    expect(out).toMatchObject({ ok: false, limit: 'memoryBytes' });
+    expect(performance.now() - t).toBeLessThan(15_000);
   });
 
   it('H3: deep recursion ends cleanly', async () => {
