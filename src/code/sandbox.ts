@@ -81,29 +81,56 @@ const ENGINE_PAGES = 256;
 const HEADROOM_PAGES = 64;
 const PAGE = 65_536;
 
+/** Zeroed memories waiting for a run, by their maximum in pages; at most this many of each. */
+const IDLE_MEMORIES = 8;
+/** A memory that grew past this many pages is not kept: idle memory stays small. */
+const KEPT_PAGES = 2 * ENGINE_PAGES;
+// Why a pool: a WebAssembly.Memory made per run is freed only by a full collection of the whole
+// gateway heap, which cost far more than the run itself (bench row `code-10-calls`); a memory
+// handed back is wiped to zeros first, so what waits here holds nothing of any run.
+const idle = new Map<number, WebAssembly.Memory[]>();
+
+/** A run's engine and the memory it lives in; `release` wipes the memory for the next run. */
+export interface Engine {
+  module: QuickJSWASMModule;
+  release(): void;
+}
+
 /**
  * A fresh engine for one run, in its own WebAssembly memory that cannot grow past the run's heap
  * limit. The engine's own limit counts single allocations only (its build cannot read a block's
- * real size), so this bound is what keeps a program's total within `memoryBytes`, and the memory
- * goes away with the run. `wasmModule`: the compiled module the host has (Workers import the
- * .wasm as a module and cannot compile bytes at run time); absent, the build loads its own file.
+ * real size), so this bound is what keeps a program's total within `memoryBytes`. `wasmModule`:
+ * the compiled module the host has (Workers import the .wasm as a module and cannot compile bytes
+ * at run time); absent, the build loads its own file.
  */
 export async function newEngine(
   memoryBytes: number,
   wasmModule?: () => Promise<WebAssembly.Module>,
-): Promise<QuickJSWASMModule> {
+): Promise<Engine> {
   variant ??= import('@jitl/quickjs-wasmfile-release-sync').then(variantOf).catch((e: unknown) => {
     variant = undefined;
     throw e;
   });
   const base = await variant;
-  const wasmMemory = new WebAssembly.Memory({
-    initial: ENGINE_PAGES,
-    maximum: ENGINE_PAGES + HEADROOM_PAGES + Math.ceil(memoryBytes / PAGE),
-  });
-  return newQuickJSWASMModuleFromVariant(
+  const maximum = ENGINE_PAGES + HEADROOM_PAGES + Math.ceil(memoryBytes / PAGE);
+  const wasmMemory = idle.get(maximum)?.pop() ?? new WebAssembly.Memory({ initial: ENGINE_PAGES, maximum });
+  const module = await newQuickJSWASMModuleFromVariant(
     newVariant(base, { wasmMemory, ...(wasmModule ? { wasmModule } : {}) }),
   );
+  let released = false;
+  return {
+    module,
+    release: () => {
+      if (released) return;
+      released = true;
+      const pages = wasmMemory.buffer.byteLength / PAGE;
+      const kept = idle.get(maximum) ?? [];
+      if (pages > KEPT_PAGES || kept.length >= IDLE_MEMORIES) return;
+      new Uint8Array(wasmMemory.buffer).fill(0);
+      kept.push(wasmMemory);
+      idle.set(maximum, kept);
+    },
+  };
 }
 
 /**
@@ -200,7 +227,7 @@ export interface ToolNames {
 
 /** One run of a program (an expression that evaluates to a promise) in a fresh context. */
 export async function runInSandbox(
-  module: QuickJSWASMModule,
+  engine: Engine,
   program: string,
   options: {
     names: ToolNames;
@@ -214,18 +241,21 @@ export async function runInSandbox(
   },
 ): Promise<SandboxOutcome> {
   const { limits, clock } = options;
-  const runtime = module.newRuntime();
+  const runtime = engine.module.newRuntime();
   runtime.setMemoryLimit(limits.memoryBytes);
   runtime.setMaxStackSize(MAX_STACK_BYTES);
   const context = runtime.newContext();
   const run = new Run(runtime, context, options.call, limits, clock);
+  let healthy = true;
   try {
     return await run.start(options.names, program, options.now, options.seed);
   } catch {
-    // The engine itself failed (the host's stack, an abort): the run ends, and its instance with it.
+    // The engine itself failed (the host's stack, an abort): the run ends, and its instance and
+    // memory with it.
+    healthy = false;
     return { ok: false, error: 'the sandbox failed while running the program', logs: [] };
   } finally {
-    run.dispose();
+    if (run.dispose() && healthy) engine.release();
   }
 }
 
@@ -486,16 +516,18 @@ class Run {
     return { ok: false, error: named, ...limit, logs: this.logs };
   }
 
-  dispose(): void {
+  /** Frees the run's runtime and context; false when the engine could not free them cleanly. */
+  dispose(): boolean {
     this.disposed = true;
     for (const d of this.pending) d.dispose();
     this.pending.clear();
     try {
       this.context.dispose();
       this.runtime.dispose();
+      return true;
     } catch {
-      // The engine could not free this run's runtime cleanly: the instance is this run's alone,
-      // and goes with it.
+      // The instance and its memory were this run's alone, and go with it.
+      return false;
     }
   }
 }
