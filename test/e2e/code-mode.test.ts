@@ -241,7 +241,7 @@ describe('code mode (#50)', () => {
             return [s.content[0].text, r.content[0].text];
           `);
           expect(out.isError, out.text).toBe(false);
-          const [sum, said] = out.structured?.result as string[];
+          const [sum, said] = (out.structured?.result ?? []) as string[];
           expect(sum).toContain('42');
           expect(said).toContain(`ada-${era}`);
           expect(u.asked.map((a) => a.message)).toEqual(['Who are you?']);
