@@ -2,7 +2,7 @@
  * The dependency direction of docs/architecture.md, checked by `npm test`
  * (test/unit/dependencies.test.ts runs dependency-cruiser from test/tools, on its Node 24):
  *
- *   server/http -> server/mcp -> gateway -> {aggregate, upstream, observe} -> {auth, store}
+ *   server/http -> server/mcp -> gateway -> {aggregate, upstream, observe} -> code -> {auth, store}
  *     -> config -> guards -> protocol -> lib (and the root: platform.ts, errors.ts)
  *
  * deploy/* -> src/, never the reverse; nothing in src/ imports node:*, cloudflare:* or a package
@@ -14,6 +14,7 @@ const LAYERS = [
   ['server-mcp', '^src/server/mcp/'],
   ['gateway', '^src/gateway/'],
   ['middle', '^src/(aggregate|upstream|observe|registry)/'],
+  ['code', '^src/code/'],
   ['auth-store', '^src/(auth|store)/'],
   ['config', '^src/config/'],
   ['guards', '^src/guards/'],
@@ -41,6 +42,7 @@ const NEUTRAL_PACKAGES = [
   // Its planner builds closures, never code from strings (test/workers/bundle.test.ts runs it in workerd).
   '@bufbuild/cel',
   '@cfworker/json-schema',
+  '@jitl/quickjs-wasmfile-release-sync',
   '@modelcontextprotocol/sdk',
   '@opentelemetry/api',
   'diff',
@@ -50,6 +52,8 @@ const NEUTRAL_PACKAGES = [
   'jsonc-parser',
   'lru-cache',
   'minisearch',
+  'quickjs-emscripten-core',
+  'sucrase',
   'zod',
 ];
 const literal = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');

@@ -123,4 +123,9 @@ export interface Platform {
    * file named by `NAME_FILE` read afresh each time; Workers: the binding. Absent: not re-readable.
    */
   readSecret?(name: string): string | undefined;
+  /**
+   * Code mode's engine (#50), compiled by the host: Workers import the .wasm as a module and
+   * cannot compile bytes at run time. Absent: the engine's package loads its own file (Node).
+   */
+  codeEngine?: () => Promise<WebAssembly.Module>;
 }

@@ -32,6 +32,7 @@ export function workersPlatform(
     now: () => Date.now(),
     log,
     maxConcurrentConnects: WORKERS_FANOUT,
+    codeEngine: () => import('./code-engine.js').then((m) => m.default),
     // A `${VAR}` again, for a static server's 401 (#19): the binding as this isolate sees it, which
     // `wrangler secret put` (a new deployment) updates.
     ...(env ? { readSecret: (name: string) => bindingText(env, name) } : {}),

@@ -30,7 +30,7 @@ export interface CatalogEntry {
   /** Changed after it was trusted: listed as a stub, and every call is refused (drift). */
   quarantined?: boolean;
   /** Set for the gateway's own meta-tools, which no upstream serves. */
-  meta?: 'describe_tool' | 'search_tools' | 'call_tool';
+  meta?: 'describe_tool' | 'search_tools' | 'call_tool' | 'run_code';
   /** Its risk class (guards/risk.ts): declared, from trusted annotations, or `undeclared`. */
   risk: RiskClass;
   /** Whether a call runs, needs a person's yes first, or is refused by policy. */

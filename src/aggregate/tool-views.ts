@@ -13,6 +13,7 @@ import { callerViewInput, toolInput } from '../guards/policy/input.js';
 import { NO_RULING, PolicyRules, type Ruling } from '../guards/policy/rules.js';
 import { type Catalog, type CatalogEntry, digestOf } from './catalog.js';
 import type { ProfileSet } from './profiles.js';
+import { codeMetaEntries, RUN_CODE_NAME } from './run-code-tool.js';
 import { indexOf, searchMetaEntries, ToolIndex } from './search.js';
 
 interface View {
@@ -26,7 +27,7 @@ interface View {
   /** The catalog it was cut from (the gateway's, or its profile's). */
   catalog: Catalog;
   /** Search mode: tools are found with manifold__search_tools; its meta entries by name. */
-  search?: { metas: ReadonlyMap<string, CatalogEntry>; limit: number };
+  search?: { metas: ReadonlyMap<string, CatalogEntry>; limit: number; code?: boolean };
   digest?: string;
   /** What the policy rules decided per visible tool (absent: no rule applies to any). */
   rulings?: Map<string, Ruling>;
@@ -147,6 +148,24 @@ export class ToolViews {
     return this.view(principal).names.has(name);
   }
 
+  /** Code mode (#50): whether the principal's view is in it. */
+  codeMode(principal: Principal): boolean {
+    return this.view(principal).search?.code === true;
+  }
+
+  /** Code mode: whether a program of the principal may call `name` (a visible upstream tool). */
+  callable(principal: Principal, name: string): boolean {
+    const view = this.view(principal);
+    const entry = view.names.has(name) ? view.catalog.byName.get(name) : undefined;
+    return entry !== undefined && entry.meta === undefined;
+  }
+
+  /** Code mode: every name a program of the principal may call. */
+  callableNames(principal: Principal): string[] {
+    const view = this.view(principal);
+    return view.catalog.entries.filter((e) => !e.meta && view.names.has(e.name)).map((e) => e.name);
+  }
+
   /** An exposed name for this principal; invisible and unknown fail identically (A13). */
   resolve(principal: Principal, name: unknown): CatalogEntry {
     const view = this.view(principal);
@@ -222,15 +241,29 @@ export class ToolViews {
       ...(rulings && rulings.size > 0 ? { rulings } : {}),
     };
     const settings = this.profiles.settingsOf(principal);
-    if (count > 0 && (settings.mode === 'search' || count > settings.maxTools)) {
+    const code = settings.mode === 'code';
+    if (count > 0 && (code || settings.mode === 'search' || count > settings.maxTools)) {
       if (settings.mode === 'full')
         this.profiles.logSearchSwitch(principal, catalog, count, settings.maxTools);
       // Search mode: list the meta-tools and the pinned tools; everything visible stays callable.
-      const metas = searchMetaEntries(settings.searchLimit);
+      // Code mode (#50): the run tool (if granted), search and describe; declarations in the run
+      // tool's description while the view fits maxTools.
+      const metas = code
+        ? codeMetaEntries(
+            settings.searchLimit,
+            (principal.grants === '*' && !principal.cap) ||
+              grantsMatcher(principal)(RUN_CODE_NAME, 'undeclared'),
+            count <= settings.maxTools ? entries.filter((e) => !e.meta) : undefined,
+          )
+        : searchMetaEntries(settings.searchLimit);
       const pinned = compileGlobs(settings.pin);
       view.entries = [...metas, ...entries.filter((e) => !e.meta && pinned(e.name))];
       for (const m of metas) names.add(m.name);
-      view.search = { metas: new Map(metas.map((m) => [m.name, m])), limit: settings.searchLimit };
+      view.search = {
+        metas: new Map(metas.map((m) => [m.name, m])),
+        limit: settings.searchLimit,
+        ...(code ? { code } : {}),
+      };
     }
     const old = this.cache.get(key);
     if (old) this.cachedNames -= old.names.size;

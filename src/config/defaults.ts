@@ -71,6 +71,15 @@ export const GATEWAY_DEFAULTS: Readonly<GatewayConfig> = Object.freeze({
   sandbox: false,
   serverDataDir: './.manifold/servers',
   maxRunningServers: 0,
+  code: Object.freeze({
+    timeoutMs: 30_000,
+    cpuMs: 5000,
+    memoryBytes: 67_108_864,
+    maxCalls: 50,
+    maxLogBytes: 16_384,
+    approval: 'allow' as const,
+    approvalTimeoutSeconds: 120,
+  }),
 });
 
 /** setTimeout fires at once for anything above this, so millisecond settings stop here. */

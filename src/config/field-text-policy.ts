@@ -27,8 +27,8 @@ export function catalogText(base: string): Record<string, FieldText> {
       fix: 'write catalog as {"mode": "search", "pin": ["github__get_me"]}',
     },
     [`${base}.mode`]: {
-      expected: '"full" or "search"',
-      fix: 'write "full" (list every tool, the default) or "search" (list the search, call and describe meta-tools and the pinned tools)',
+      expected: '"full", "search" or "code"',
+      fix: 'write "full" (list every tool, the default), "search" (list the search, call and describe meta-tools and the pinned tools) or "code" (list manifold__run_code, search, describe and the pinned tools)',
     },
     [`${base}.maxTools`]: positive('tools', 128),
     [`${base}.pin`]: {

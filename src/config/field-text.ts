@@ -1,7 +1,12 @@
 /**
  * Wording for each field: what was expected, and how to fix it. Nothing here ever echoes a value.
  */
-import { MAX_CLOCK_TOLERANCE_SECONDS, MAX_JWKS_TIMEOUT_MS, MAX_TIMER_SECONDS } from './defaults.js';
+import {
+  MAX_CLOCK_TOLERANCE_SECONDS,
+  MAX_JWKS_TIMEOUT_MS,
+  MAX_TIMER_MS,
+  MAX_TIMER_SECONDS,
+} from './defaults.js';
 import { OAUTH_TEXT, SERVER_AUTH_TEXT } from './field-text-oauth.js';
 import {
   BUDGET_TEXT,
@@ -135,6 +140,39 @@ const GATEWAY_TEXT: Record<string, FieldText> = {
     fix: 'write a whole number of seconds without quotes, e.g. 300, or 0 to turn the periodic recheck off',
   },
   ...catalogText('catalog'),
+  code: {
+    expected:
+      'an object with "timeoutMs", "cpuMs", "memoryBytes", "maxCalls", "maxLogBytes", "approval" and/or "approvalTimeoutSeconds"',
+    fix: 'write code as {"timeoutMs": 30000, "cpuMs": 5000, "memoryBytes": 67108864, "maxCalls": 50, "maxLogBytes": 16384}',
+  },
+  'code.timeoutMs': {
+    expected: `an integer from 1 to ${MAX_TIMER_MS} (milliseconds)`,
+    fix: 'write the wall-clock limit of one run in milliseconds, e.g. 30000 (the default)',
+  },
+  'code.cpuMs': {
+    expected: `an integer from 1 to ${MAX_TIMER_MS} (milliseconds)`,
+    fix: 'write the CPU limit of one run in milliseconds, e.g. 5000 (the default)',
+  },
+  'code.memoryBytes': {
+    expected: 'an integer from 1048576 to 1073741824 (bytes)',
+    fix: 'write the heap limit of one run in bytes, e.g. 67108864 (64 MiB, the default)',
+  },
+  'code.maxCalls': {
+    expected: 'an integer from 1 to 10000',
+    fix: 'write how many tool calls one run may make, e.g. 50 (the default)',
+  },
+  'code.maxLogBytes': {
+    expected: 'an integer from 0 to 16777216 (bytes)',
+    fix: 'write how much console output one run keeps, e.g. 16384 (the default)',
+  },
+  'code.approval': {
+    expected: '"allow" or "ask"',
+    fix: 'write "ask" to have the user approve each program before it runs, or "allow" (the default)',
+  },
+  'code.approvalTimeoutSeconds': {
+    expected: `an integer from 1 to ${MAX_TIMER_SECONDS} (seconds)`,
+    fix: 'write how long the question waits for an answer, e.g. 120 (the default)',
+  },
 };
 
 const STORE_FIX =

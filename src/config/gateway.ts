@@ -26,6 +26,7 @@ import { POLICY_KEYS, readGuardrails, readPolicy } from './policy.js';
 import { readSandbox } from './sandbox.js';
 import {
   CATALOG_KEYS,
+  CODE_KEYS,
   DISCLOSURE_KEYS,
   DRIFT_KEYS,
   GATEWAY_KEYS,
@@ -148,12 +149,14 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     drift: { ...GATEWAY_DEFAULTS.drift },
     catalog: { ...GATEWAY_DEFAULTS.catalog, pin: [] },
     registry: { ...GATEWAY_DEFAULTS.registry },
+    code: { ...GATEWAY_DEFAULTS.code },
   };
   const invalid = new Set<string>();
   const nestedKeys = [
     ...DISCLOSURE_KEYS.map((k) => `disclosure.${k}`),
     ...DRIFT_KEYS.map((k) => `drift.${k}`),
     ...CATALOG_KEYS.map((k) => `catalog.${k}`),
+    ...CODE_KEYS.map((k) => `code.${k}`),
   ];
   let alwaysLoad: string[] = [];
   if (raw === undefined) return { config, invalid, alwaysLoad };
@@ -186,7 +189,9 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
           ? readNested(f, raw[key], [...base, key], DRIFT_KEYS)
           : key === 'catalog'
             ? readNested(f, raw[key], [...base, key], CATALOG_KEYS)
-            : interpolateField(f, raw[key], [...base, key]);
+            : key === 'code'
+              ? readNested(f, raw[key], [...base, key], CODE_KEYS)
+              : interpolateField(f, raw[key], [...base, key]);
   }
   const issues = validateShape(gatewayEntrySchema, picked, {
     table: FIELD_TEXT.gateway,
@@ -201,6 +206,7 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       key === 'disclosure' ||
       key === 'drift' ||
       key === 'catalog' ||
+      key === 'code' ||
       key === 'auth'
     )
       continue;
@@ -208,7 +214,10 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     else target[key] = picked[key];
   }
   /** Copies the valid keys of `disclosure` or `drift` over their defaults; false if it was not an object. */
-  const applyNested = (name: 'disclosure' | 'drift' | 'catalog', known: readonly string[]): boolean => {
+  const applyNested = (
+    name: 'disclosure' | 'drift' | 'catalog' | 'code',
+    known: readonly string[],
+  ): boolean => {
     const given = picked[name];
     if (given === undefined) return true;
     if (!isObject(given)) {
@@ -230,6 +239,7 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
   }
   applyNested('drift', DRIFT_KEYS);
   applyNested('catalog', CATALOG_KEYS);
+  applyNested('code', CODE_KEYS);
 
   // Each list entry checked (and normalised) on its own; the valid ones kept once each.
   const lists = [

@@ -54,12 +54,23 @@ export const driftSchema = z.object({
 export const MAX_SEARCH_LIMIT = 50;
 
 const catalogShape = {
-  mode: z.enum(['full', 'search']),
+  mode: z.enum(['full', 'search', 'code']),
   maxTools: count(),
   pin: texts(),
   searchLimit: int(1, MAX_SEARCH_LIMIT),
 };
 export const catalogSchema = z.object(catalogShape);
+
+/** `gateway.code` (#50): the limits of one code-mode run. */
+export const codeSchema = z.object({
+  timeoutMs: int(1, MAX_TIMER_MS),
+  cpuMs: int(1, MAX_TIMER_MS),
+  memoryBytes: int(1_048_576, 1_073_741_824),
+  maxCalls: int(1, 10_000),
+  maxLogBytes: int(0, 16_777_216),
+  approval: z.enum(['allow', 'ask']),
+  approvalTimeoutSeconds: int(1, MAX_TIMER_SECONDS),
+});
 
 /** One entry of the top-level `profiles` map (profiles.ts reads it). */
 export const profileSchema = z.object({
@@ -155,6 +166,7 @@ export const gatewaySchema = z.object({
   callsPerMinute: count(),
   drift: z.partial(driftSchema),
   catalog: z.partial(catalogSchema),
+  code: z.partial(codeSchema),
   // Values never appear in messages (field-text.ts words them without the value).
   cursorSecret: z.string().check(z.minLength(32)),
   // Checked as a URL in gateway.ts (an http(s) origin, without credentials or a path).
@@ -294,6 +306,7 @@ export const SERVER_KEYS = Object.keys(serverEntrySchema.shape);
 export const TOOLS_KEYS = Object.keys(toolsSchema.shape);
 export const DISCLOSURE_KEYS = Object.keys(disclosureSchema.shape);
 export const DRIFT_KEYS = Object.keys(driftSchema.shape);
+export const CODE_KEYS = Object.keys(codeSchema.shape);
 export const STORE_KEYS = Object.keys(storeSchema.shape);
 export const TRACING_KEYS = Object.keys(tracingSchema.shape);
 export const OAUTH_KEYS = Object.keys(oauthSchema.shape);

@@ -362,6 +362,26 @@ export interface GatewayConfig {
   /** Servers running at once; past it the least recently used idle one stops. 0 (default): no bound. */
   maxRunningServers: number;
   // --- end #53 ---
+  /** The limits of one code-mode run (#50: `manifold__run_code`). */
+  code: CodeLimits;
+}
+
+/** The limits of one code-mode run; each ends the run with an isError result naming it. */
+export interface CodeLimits {
+  /** Wall clock, calls included (default 30000). */
+  timeoutMs: number;
+  /** CPU time of the program itself, enforced by an interrupt (default 5000). */
+  cpuMs: number;
+  /** The sandbox's heap (default 64 MiB). */
+  memoryBytes: number;
+  /** Tool calls per run (default 50). */
+  maxCalls: number;
+  /** Bytes of console output kept (default 16384); the rest is dropped with a marker. */
+  maxLogBytes: number;
+  /** `ask`: the caller's user approves each program, shown its code, before it runs (default `allow`). */
+  approval: 'allow' | 'ask';
+  /** How long that question waits for an answer (default 120). */
+  approvalTimeoutSeconds: number;
 }
 
 export interface CatalogSettings {
@@ -369,7 +389,7 @@ export interface CatalogSettings {
    * `full` (default): tools/list lists every visible tool. `search`: only the gateway's
    * meta-tools (search, call, describe) and the pinned tools; the rest are found by search.
    */
-  mode: 'full' | 'search';
+  mode: 'full' | 'search' | 'code';
   /** A full view with more tools than this is served in search mode instead (default 128). */
   maxTools: number;
   /** Globs over exposed names listed in search mode too (default []). */

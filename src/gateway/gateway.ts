@@ -395,6 +395,19 @@ export class Gateway {
     return this.tools.resolve(principal, name);
   }
 
+  /** Code mode (#50): the principal's view is in it; its programs may call these names. */
+  codeMode(principal: Principal): boolean {
+    return this.tools.codeMode(principal);
+  }
+
+  callable(principal: Principal, name: string): boolean {
+    return this.tools.callable(principal, name);
+  }
+
+  callableNames(principal: Principal): string[] {
+    return this.tools.callableNames(principal);
+  }
+
   /** The upstream that owns a server name, connected or waiting for its first attempt. */
   async owner(server: string): Promise<Upstream> {
     const owner = this.pool.get(server);

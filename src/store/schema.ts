@@ -100,6 +100,13 @@ export const MIGRATIONS: readonly string[] = [
     revoked_by TEXT
   )`,
   // --- end #52
+  // #50: the journal of a code-mode run paused for input, keyed by principal and run id,
+  // so a retry on any instance answers the calls it completed without sending them again.
+  `CREATE TABLE code_runs (
+    key TEXT PRIMARY KEY NOT NULL,
+    journal TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+  )`,
 ];
 
 /** Holds `schema_version` and `trust_epoch`; created outside the migrations so it can version them. */

@@ -91,6 +91,13 @@ export interface StateStore {
    */
   claim(key: string, expiresAt: number, now: number): Promise<boolean>;
   /**
+   * Code mode (#50): the journal of a run paused for input (src/code/journal.ts), kept until
+   * `expiresAt` under a key made of the principal's key and the run's sealed id.
+   */
+  saveRun(key: string, journal: string, expiresAt: number, now: number): Promise<void>;
+  /** A run's journal, or undefined when there is none (or it expired). */
+  loadRun(key: string, now: number): Promise<string | undefined>;
+  /**
    * Calls `listener` whenever another process may have re-trusted, where the store can push that
    * (Postgres LISTEN/NOTIFY). Optional and only a speed-up: the trust epoch poll stays the rule.
    */
@@ -205,6 +212,11 @@ function queries(p: string) {
     // A claim is an INSERT that does nothing on conflict: granted once, whichever process asks.
     claim: `INSERT INTO ${p}claims (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
     sweepClaims: `DELETE FROM ${p}claims WHERE expires_at < ?`,
+    // The journal of a paused code-mode run (#50), keyed by principal and run id.
+    saveRun: `INSERT INTO ${p}code_runs (key, journal, expires_at) VALUES (?, ?, ?)
+  ON CONFLICT (key) DO UPDATE SET journal = excluded.journal, expires_at = excluded.expires_at`,
+    loadRun: `SELECT journal FROM ${p}code_runs WHERE key = ? AND expires_at >= ?`,
+    sweepRuns: `DELETE FROM ${p}code_runs WHERE expires_at < ?`,
   };
 }
 
@@ -271,6 +283,18 @@ export class SqlStateStore implements StateStore {
     if (this.claims++ % SWEEP_EVERY === 0) await this.sql.query(this.q.sweepClaims, [now]);
     // A key still on file after its expiry counts as used: a claim is never granted twice.
     return this.write(this.q.claim, [key, expiresAt]);
+  }
+
+  private runs = 0;
+
+  async saveRun(key: string, journal: string, expiresAt: number, now: number): Promise<void> {
+    if (this.runs++ % SWEEP_EVERY === 0) await this.sql.query(this.q.sweepRuns, [now]);
+    await this.sql.query(this.q.saveRun, [key, journal, expiresAt]);
+  }
+
+  async loadRun(key: string, now: number): Promise<string | undefined> {
+    const row = (await this.sql.query(this.q.loadRun, [key, now]))[0];
+    return typeof row?.journal === 'string' ? row.journal : undefined;
   }
 
   async close(): Promise<void> {
@@ -341,6 +365,20 @@ export class MemoryStateStore implements StateStore {
     if (this.claimed.has(key)) return false;
     this.claimed.set(key, expiresAt);
     return true;
+  }
+
+  private readonly runs = new Map<string, { journal: string; expiresAt: number }>();
+
+  async saveRun(key: string, journal: string, expiresAt: number, now: number): Promise<void> {
+    if (this.runs.size >= 1024) {
+      for (const [k, r] of this.runs) if (r.expiresAt < now) this.runs.delete(k);
+    }
+    this.runs.set(key, { journal, expiresAt });
+  }
+
+  async loadRun(key: string, now: number): Promise<string | undefined> {
+    const run = this.runs.get(key);
+    return run && run.expiresAt >= now ? run.journal : undefined;
   }
 
   close(): void {}

@@ -36,6 +36,7 @@ const SECTIONS = {
   list: 'cached tools/list of 1,000 tools, and of 5,000 with auth on (the first per principal, then cached)',
   context: 'the bytes of a 900-tool listing with and without the disclosure budget',
   search: 'search mode: manifold__search_tools over 1,000 and 10,000 tools',
+  code: 'code mode: sandbox start, a 10-call program against 10 direct calls, context bytes by mode',
   everything: 'server-everything over stdio, through the gateway and from an SDK client directly',
   cold: 'discovery of 10 and 30 stdio upstreams against the same children started without the gateway',
   startup: 'process start to listening',
@@ -746,6 +747,214 @@ async function searchSection() {
   };
 }
 
+/**
+ * Code mode (#50): what a run costs to start (a program that returns at once, against one direct
+ * call), the gateway CPU of a program making 10 calls against 10 direct calls from the same client
+ * (target: at most 1.2× once the start is taken off), and the bytes a model reads to finish a
+ * three-step task in each catalog mode.
+ */
+async function codeSection() {
+  const up = await upstream();
+  const g = await manifold({
+    mcpServers: { fast: { url: up.url } },
+    gateway: { allowedHosts: [up.host], store: false, catalog: { mode: 'code' }, ...extra },
+  });
+  const h = await openSession(g.url);
+  let id = 1000;
+  const call = async (name, args) => {
+    const r = await rpc(
+      g.url,
+      { jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name, arguments: args } },
+      h,
+    );
+    if (r.status !== 200 || r.text.includes('"isError":true'))
+      throw new Error(`${name}: ${r.text.slice(0, 300)}`);
+    return r.text;
+  };
+  const run = (code) => call('manifold__run_code', { code });
+  const TEN = 'for (let i = 0; i < 10; i++) await tools.fast__echo({ message: "hello" }); return 1;';
+  for (let i = 0; i < (smoke ? 5 : 50); i++) {
+    await run(TEN);
+    await call('fast__echo', { message: 'hello' });
+  }
+  // Latency of a run that returns at once, against one direct call: the difference is the start.
+  const times = { start: [], direct: [] };
+  for (let i = 0; i < (smoke ? 20 : 500); i++) {
+    let t = performance.now();
+    await run('return 1;');
+    times.start.push((performance.now() - t) * 1000);
+    t = performance.now();
+    await call('fast__echo', { message: 'hello' });
+    times.direct.push((performance.now() - t) * 1000);
+  }
+  const q = (xs, p) =>
+    Math.round([...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]);
+  // Gateway CPU, in alternating rounds: programs of 10 calls, 10 times as many direct calls, and as
+  // many programs that return at once (the start, taken off the programs).
+  const ROUNDS_CODE = smoke ? 1 : 6;
+  const PROGRAMS = smoke ? 5 : 200;
+  const cpu = { program: 0, direct: 0, start: 0 };
+  const phase = async (key, work) => {
+    const before = cpuMs(g.child.pid);
+    for (let i = 0; i < PROGRAMS; i++) await work();
+    cpu[key] += cpuMs(g.child.pid) - before;
+  };
+  for (let r = 0; r < ROUNDS_CODE; r++) {
+    await phase('program', () => run(TEN));
+    await phase('direct', async () => {
+      for (let i = 0; i < 10; i++) await call('fast__echo', { message: 'hello' });
+    });
+    await phase('start', () => run('return 1;'));
+  }
+  await stop(g.child);
+  await stop(up.child);
+  const programs = ROUNDS_CODE * PROGRAMS;
+  const perCall = {
+    direct: (cpu.direct * 1000) / (programs * 10),
+    program: (cpu.program * 1000) / (programs * 10),
+    start: (cpu.start * 1000) / programs,
+  };
+  const ratio = (cpu.program - cpu.start) / cpu.direct;
+  const context = await codeContext();
+  return {
+    data: {
+      times: {
+        startP50Us: q(times.start, 0.5),
+        startP99Us: q(times.start, 0.99),
+        directP50Us: q(times.direct, 0.5),
+      },
+      cpu,
+      perCall,
+      ratio,
+      context,
+    },
+    tables: [
+      {
+        title:
+          'Code mode: a run that returns at once against one direct call (2025-11-25 session, HTTP upstream)',
+        head: ['', 'p50 (µs)', 'p99 (µs)'],
+        rows: [
+          ['manifold__run_code "return 1"', q(times.start, 0.5), q(times.start, 0.99)],
+          ['tools/call fast__echo', q(times.direct, 0.5), q(times.direct, 0.99)],
+        ],
+      },
+      {
+        title: 'Code mode: gateway CPU, a program making 10 calls against 10 direct calls',
+        head: ['', 'gateway CPU per call (µs)'],
+        rows: [
+          ['direct tools/call', perCall.direct.toFixed(0)],
+          ['a call from a program (start included)', perCall.program.toFixed(0)],
+          ['the start of one run', perCall.start.toFixed(0)],
+        ],
+      },
+      {
+        title: 'Context: bytes a model reads to finish a three-step task (listing, searches, results)',
+        head: ['Catalog', 'full', 'search', 'code'],
+        rows: context.map((c) => [c.catalog, c.full, c.search, c.code]),
+      },
+    ],
+    targets: [
+      {
+        id: 'code-10-calls',
+        rule: 'code mode: 10 calls from one program cost at most 1.2× the gateway CPU of 10 direct calls, plus the start',
+        measured: `${ratio.toFixed(2)}×`,
+        pass: ratio <= 1.2,
+      },
+    ],
+  };
+}
+
+/**
+ * The context bytes of one three-step task (list the open pull requests, merge the first, tell a
+ * Slack channel) in full, search and code mode, over the five realistic servers of the search
+ * fixture, and over the same five among 10,000 generated tools. Counted as a model reads them: the
+ * tools/list result, each search answer, each tool result (in code mode, the run's one result).
+ */
+async function codeContext() {
+  const SEARCH = join(ROOT, 'test/fixtures/search-catalog.mjs');
+  const five = {};
+  for (const set of ['github', 'fs', 'slack', 'calendar', 'db'])
+    five[set] = { command: process.execPath, args: [SEARCH], env: { SEARCH_SET: set } };
+  const big = { ...five };
+  for (const prefix of ['bill', 'inv', 'crm', 'ops'])
+    big[prefix] = {
+      command: process.execPath,
+      args: [SEARCH],
+      env: { FILLER: '2500', FILLER_PREFIX: prefix },
+    };
+  const steps = [
+    ['github__list_pull_requests', { owner: 'acme', repo: 'web', state: 'open' }, 'list open pull requests'],
+    ['github__merge_pull_request', { owner: 'acme', repo: 'web', pullNumber: 42 }, 'merge a pull request'],
+    ['slack__post_message', { channel: 'releases', text: 'Merged #42' }, 'send a message to a slack channel'],
+  ];
+  const program = `
+    const prs = await tools.github__list_pull_requests({ owner: 'acme', repo: 'web', state: 'open' });
+    await tools.github__merge_pull_request({ owner: 'acme', repo: 'web', pullNumber: 42 });
+    await tools.slack__post_message({ channel: 'releases', text: 'Merged #42' });
+    return { merged: 42, seen: prs.content.length };`;
+  const rows = [];
+  // A smoke run proves the measurement with the small catalog only: the big one takes a minute.
+  const catalogs = [['five servers', five]];
+  if (!smoke) catalogs.push(['five servers among 10,000 generated tools', big]);
+  for (const [label, servers] of catalogs) {
+    const row = { catalog: '' };
+    for (const mode of ['full', 'search', 'code']) {
+      const g = await manifold({
+        mcpServers: servers,
+        gateway: {
+          store: false,
+          pageSize: 10_000,
+          maxToolsPerServer: 10_000,
+          catalog: { mode, maxTools: mode === 'full' ? 1_000_000 : 128 },
+        },
+      });
+      const h = await openSession(g.url);
+      // Every page of the listing, as a client reads it.
+      const tools = [];
+      let bytes = 0;
+      let cursor;
+      do {
+        const page = JSON.parse(
+          (
+            await rpc(
+              g.url,
+              { jsonrpc: '2.0', id: 8, method: 'tools/list', params: cursor ? { cursor } : {} },
+              h,
+            )
+          ).text,
+        ).result;
+        bytes += Buffer.byteLength(JSON.stringify(page));
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor);
+      let n = 1;
+      const ask = async (name, args) => {
+        const r = await rpc(
+          g.url,
+          { jsonrpc: '2.0', id: n++, method: 'tools/call', params: { name, arguments: args } },
+          h,
+        );
+        return Buffer.byteLength(JSON.stringify(JSON.parse(r.text).result));
+      };
+      // A model that has every declaration in the run tool's description needs no search.
+      const declared =
+        mode === 'code' &&
+        tools.some(
+          (t) => t.name === 'manifold__run_code' && t.description.includes('github__merge_pull_request'),
+        );
+      if (mode !== 'full' && !declared)
+        for (const [, , query] of steps) bytes += await ask('manifold__search_tools', { query, limit: 3 });
+      if (mode === 'code') bytes += await ask('manifold__run_code', { code: program });
+      else for (const [name, args] of steps) bytes += await ask(name, args);
+      row.catalog = `${label} (${servers === five ? 17 : 10_017} tools)`;
+      row[mode] = bytes;
+      await stop(g.child);
+    }
+    rows.push(row);
+  }
+  return rows;
+}
+
 /** server-everything's echo over stdio, through the gateway and from its own SDK client (reported). */
 async function everythingSection() {
   const ev = await manifold({
@@ -904,6 +1113,7 @@ const RUN = {
   list: listSection,
   context: contextSection,
   search: searchSection,
+  code: codeSection,
   everything: everythingSection,
   cold: coldSection,
   startup: startupSection,

@@ -9,6 +9,7 @@ export function workerOptions(wranglerPath: string): {
   vars: Record<string, string>;
   compatibilityDate: string;
   compatibilityFlags: string[];
+  modulesRules: { type: 'CompiledWasm'; include: string[] }[];
 };
 
 /** Bundles the Worker as `npm run build:workers` does, renamed into place; skipped when younger than `maxAgeMs`. */

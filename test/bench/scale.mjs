@@ -58,6 +58,9 @@ export function workerOptions(wranglerPath) {
     vars: w.vars ?? {},
     compatibilityDate: w.compatibility_date,
     compatibilityFlags: w.compatibility_flags ?? [],
+    // What wrangler does by default: the bundle's .wasm beside worker.js (code mode's engine, #50)
+    // is imported as a compiled module.
+    modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
   };
 }
 

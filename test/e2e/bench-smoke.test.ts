@@ -29,6 +29,7 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
       'list',
       'context',
       'search',
+      'code',
       'everything',
       'cold',
       'startup',
@@ -77,6 +78,15 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
     expect(s.list.data.fiveThousand.tools).toBe(5000);
     expect(s.context.data.withBudget.bytes).toBeLessThan(s.context.data.withoutBudget.bytes);
     expect(s.search.data[0]).toMatchObject({ tools: 1005, fullListed: 1005, searchListed: 3 });
+    expect(s.code.data.perCall.direct).toBeGreaterThan(0);
+    expect(s.code.data.context).toEqual([
+      {
+        catalog: 'five servers (17 tools)',
+        full: expect.any(Number),
+        search: expect.any(Number),
+        code: expect.any(Number),
+      },
+    ]);
     expect(s.everything.data.throughput.non2xx).toBe(0);
     expect(s.everything.data.directSdkClientP50Us).toBeGreaterThan(0);
     expect(s.cold.data.map((c: Obj) => c.upstreams)).toEqual([1, 10]);
@@ -101,6 +111,7 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
       'idle-sessions',
       'tools-list',
       'tools-list-5k',
+      'code-10-calls',
       'cold-start-10',
       'startup',
       'big-result-stdio',

@@ -61,6 +61,7 @@ export async function startWorker(options: {
     compatibilityDate: DEPLOYED.compatibilityDate,
     compatibilityFlags: DEPLOYED.compatibilityFlags,
     durableObjects: DEPLOYED.durableObjects,
+    modulesRules: DEPLOYED.modulesRules,
     bindings: { MANIFOLD_CONFIG: JSON.stringify(options.config), ...options.vars },
   };
   const front = options.front && {

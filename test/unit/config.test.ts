@@ -482,6 +482,15 @@ describe('defaults and limits', () => {
       sandbox: false,
       serverDataDir: './.manifold/servers',
       maxRunningServers: 0,
+      code: {
+        timeoutMs: 30000,
+        cpuMs: 5000,
+        memoryBytes: 67108864,
+        maxCalls: 50,
+        maxLogBytes: 16384,
+        approval: 'allow',
+        approvalTimeoutSeconds: 120,
+      },
     });
     expect(result.config.gateway).toEqual(GATEWAY_DEFAULTS);
     expect(result.warnings).toEqual([]);

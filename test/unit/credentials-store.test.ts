@@ -291,12 +291,13 @@ describe('Postgres', () => {
 
   it('a database of the previous schema gains the credentials tables on open and keeps its rows', async () => {
     const url = await freshUrl();
-    const pgBefore = PG_MIGRATIONS.findIndex((m) => m.includes('CREATE TABLE manifold_oauth_clients'));
     const pool = new pg.Pool({ connectionString: url });
+    // The schema just before the credentials tables (later migrations may follow them).
+    const before = PG_MIGRATIONS.findIndex((m) => m.includes('CREATE TABLE manifold_oauth_clients'));
     try {
       await pool.query('CREATE TABLE manifold_meta (key TEXT PRIMARY KEY NOT NULL, value BIGINT NOT NULL)');
-      for (const statement of PG_MIGRATIONS.slice(0, pgBefore)) await pool.query(statement);
-      await pool.query("INSERT INTO manifold_meta (key, value) VALUES ('schema_version', $1)", [pgBefore]);
+      for (const statement of PG_MIGRATIONS.slice(0, before)) await pool.query(statement);
+      await pool.query("INSERT INTO manifold_meta (key, value) VALUES ('schema_version', $1)", [before]);
       await pool.query(
         "INSERT INTO manifold_servers (name, transport, target, catalog, catalog_at, created_at) VALUES ('github', $1, $2, $3, 1, 1)",
         [ID.transport, ID.target, JSON.stringify(TOOLS)],
@@ -313,7 +314,7 @@ describe('Postgres', () => {
         "SELECT value FROM manifold_meta WHERE key = 'schema_version'",
       );
       expect(rows[0].value).toBe(PG_MIGRATIONS.length);
-      expect(PG_MIGRATIONS.slice(pgBefore, pgBefore + 2).join()).toMatch(
+      expect(PG_MIGRATIONS.slice(before, before + 2).join()).toMatch(
         /manifold_oauth_clients[\s\S]*manifold_oauth_tokens/,
       );
     } finally {

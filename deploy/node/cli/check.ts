@@ -21,6 +21,8 @@ function readOnly(store: OpenedStore, firstContact: Set<string>): OpenedStore {
     retrust: () => Promise.reject(new Error('manifold check never re-trusts')),
     trustEpoch: () => store.trustEpoch(),
     claim: async () => false,
+    saveRun: async () => {},
+    loadRun: async () => undefined,
     close: () => store.close(),
     // A check connects the way `serve` would, so it reads the stored upstream credentials.
     credentials: store.credentials,

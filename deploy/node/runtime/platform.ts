@@ -2,6 +2,7 @@ import { GATEWAY_DEFAULTS } from '../../../src/config/defaults.js';
 import type { GatewayConfig } from '../../../src/config/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { Platform } from '../../../src/platform.js';
+import { nodeCodeEngine } from './code-engine.js';
 import { nodeEgress } from './egress.js';
 import { readNodeSecret } from './secrets.js';
 import { connectStdio } from './stdio.js';
@@ -27,5 +28,6 @@ export function nodePlatform(log: Logger, gateway: GatewayConfig): Platform {
     log,
     // A `${VAR}` again, for a static server's 401 (#19): `NAME_FILE` is read afresh each time.
     readSecret: (name) => readNodeSecret(name),
+    codeEngine: nodeCodeEngine,
   };
 }

@@ -60,6 +60,8 @@ export interface Exchange {
   answer(): Answer;
   /** Close a still-running call's stream after this long, for the client to poll (2025-11-25). */
   pollMs?: number | undefined;
+  /** A call a code-mode program made (#50): its audit line says so, with the run's id. */
+  code?: { run: string };
   /** Makes `cancellation` reachable by the client's way of cancelling; returns its remover. */
   track(id: JsonRpcId, cancellation: AbortController): () => void;
 }

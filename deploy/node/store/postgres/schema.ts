@@ -119,6 +119,13 @@ export const PG_MIGRATIONS: readonly string[] = [
     revoked_by TEXT
   )`,
   // --- end #52
+  // #50: the journal of a code-mode run paused for input (src/code/journal.ts); see
+  // src/store/schema.ts.
+  `CREATE TABLE manifold_code_runs (
+    key TEXT PRIMARY KEY NOT NULL,
+    journal TEXT NOT NULL,
+    expires_at BIGINT NOT NULL
+  )`,
 ];
 
 /** One lock id for every Manifold migrating this database (an arbitrary constant: "mfld"). */

@@ -1,6 +1,7 @@
 import type { CatalogEntry } from '../../../aggregate/catalog.js';
 import { DESCRIBE_MAX_NAMES } from '../../../aggregate/describe-tool.js';
 import { upstreamArguments } from '../../../aggregate/overrides.js';
+import { codeHit } from '../../../aggregate/run-code-tool.js';
 import { MAX_QUERY_LENGTH, searchHit } from '../../../aggregate/search.js';
 import type { Principal } from '../../../auth/principal.js';
 import { rateLimited } from '../../../auth/shared-limit.js';
@@ -29,6 +30,7 @@ import { loginReply, takeLoginState } from '../rounds/login.js';
 import { type QueueAudit, queuedCall, queues } from '../rounds/queued.js';
 import { planTask, taskCreated } from '../tasks.js';
 import { relayRequest } from './relay.js';
+import { runCode } from './run-code.js';
 
 type Result = Record<string, unknown>;
 export type Verdict = 'allowed' | 'denied' | 'quarantined' | 'invalid' | 'error';
@@ -50,6 +52,9 @@ export async function toolsCall(edge: Edge, outer: Exchange): Promise<Reply> {
     // catalog like tools/list does. The tool is looked up here, once, for the whole call.
     await gateway.ready;
     call.entry = gateway.resolve(outer.principal, call.params.name);
+    // A program calls upstream tools only (#50): never a meta-tool, never itself.
+    if (outer.code && call.entry.meta)
+      throw new ManifoldError('ERR_TOOL_UNKNOWN', `Unknown tool: ${call.entry.name}`);
   } catch (e) {
     return call.denied(e);
   }
@@ -126,6 +131,7 @@ class ToolCall {
       ...(inputRequired ? { resultType: 'input_required' } : {}),
       ...approval,
       ...this.policy,
+      ...(outer.code ? { via: 'code', run: outer.code.run } : {}),
     });
     const { observers } = gateway;
     observers.report('tools/call', principal, server, tool, verdict, durationMs, bytesIn, bytesOut, reason);
@@ -232,6 +238,11 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   }
   if (entry.meta === 'search_tools')
     return respond('allowed', local(searchTools(gateway, principal, argsObject)));
+  if (entry.meta === 'run_code') {
+    const audit = (verdict: Verdict, bytes: number, inputRequired?: boolean) =>
+      call.audit(verdict, bytes, undefined, undefined, inputRequired);
+    return runCode(edge, ex, entry, argsObject, audit, toolsCall);
+  }
   const refusal = gateway.guards.refuse(entry);
   if (refusal) return respond('quarantined', local(refusal));
   // Policy rules (#51): what a rule that reads no arguments denies is already out of the view.
@@ -487,7 +498,11 @@ export function searchTools(gateway: Gateway, principal: Principal, args: Record
   if (limit !== undefined && (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1)) {
     return errorResult('limit must be a positive integer.');
   }
-  const found = gateway.searchTools(principal, query, limit as number | undefined).map(searchHit);
+  const hits = gateway.searchTools(principal, query, limit as number | undefined);
+  // Code mode (#50): each hit is its TypeScript declaration (made from the schemas tools/list
+  // would show, so bounded by the disclosure budget), which says what its input schema says.
+  const code = gateway.codeMode(principal);
+  const found = hits.map((e) => (code ? codeHit(e) : searchHit(e)));
   const text =
     found.length === 0
       ? `No tool matches ${JSON.stringify(query)}. Try other words.`
