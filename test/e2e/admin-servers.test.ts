@@ -114,7 +114,8 @@ describe('servers through the admin API (#52)', () => {
       source: 'api',
       editable: true,
       updatedBy: 'anonymous',
-      config: { env: { MEMORY_NOTE: '[hidden]' } },
+      // As written: the reference, never the value it stands for.
+      config: { env: { MEMORY_NOTE: '${MEM_TOKEN}' } },
     });
     expect(JSON.stringify(read.body)).not.toContain('memory-secret-value-123');
     expect((await api(gw, 'POST', '/admin/servers', { name: 'mem', config: MEM })).status).toBe(409);

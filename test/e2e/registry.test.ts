@@ -246,7 +246,13 @@ describe('a server added from the registry starts untrusted (J3)', () => {
     expect(add.stdout).toContain(`runs npx -y @modelcontextprotocol/server-memory@${MEMORY_VERSION}`);
     expect(add.status).toBe(0);
     const raw = JSON.parse(readFileSync(config, 'utf8')) as Parameters<typeof startTestGateway>[0];
+    const entry = (raw.mcpServers as Record<string, Obj>).memory!;
+    expect(entry).toMatchObject({ sandbox: { network: false }, start: 'lazy', trust: 'review' });
+    // npx fetches the package over the network, which a network-off sandbox does not have
+    // (docs/deploy-node.md, Sandboxes); this test is about the review, so the server runs unsandboxed.
+    entry.sandbox = false;
     (raw.gateway as Obj).drift = { recheckSeconds: 0 };
+    writeFileSync(config, JSON.stringify(raw, null, 2));
     gw = await startTestGateway(raw, { trustPollMs: 100 });
     await eventually(
       () => gw!.logs.some((l) => l.event === 'drift.held_for_review' && l.server === 'memory'),

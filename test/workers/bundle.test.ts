@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { build, type Metafile } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/harness.js';
@@ -111,9 +112,11 @@ describe('the Worker bundle', () => {
     );
   });
 
-  it(`is under ${MAX_BYTES} bytes`, () => {
+  // Cloudflare limits a Worker by its compressed size (3 MB on the free plan, 10 MB on paid ones).
+  it(`is under ${MAX_BYTES} bytes gzipped`, () => {
     const bytes = statSync(outfile).size;
-    console.log(`worker bundle: ${bytes} bytes (${(bytes / 1024 / 1024).toFixed(2)} MiB)`);
-    expect(bytes).toBeLessThan(MAX_BYTES);
+    const gzipped = gzipSync(readFileSync(outfile)).length;
+    console.log(`worker bundle: ${bytes} bytes, ${gzipped} gzipped`);
+    expect(gzipped).toBeLessThan(MAX_BYTES);
   });
 });
