@@ -1,6 +1,6 @@
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
-import { onAbort } from '../lib/cancellation.js';
+import type { Cancellation } from '../lib/cancellation.js';
 import type { Logger } from '../lib/log.js';
 import {
   brief,
@@ -279,7 +279,7 @@ export class Recovery {
     failed: UpstreamSession,
     expired: boolean,
     waitMs: number,
-    cancellation: AbortSignal | undefined,
+    cancellation: Cancellation | undefined,
   ): Promise<UpstreamSession | undefined> {
     const up = this.up;
     const { platform } = up.deps;
@@ -311,7 +311,7 @@ export class Recovery {
   }
 
   /** Resolves at the next change, after `ms`, or when the request is cancelled, whichever is first. */
-  private nextChange(ms: number, cancellation: AbortSignal | undefined): Promise<void> {
+  private nextChange(ms: number, cancellation: Cancellation | undefined): Promise<void> {
     if (!this.wake) {
       let resolve!: () => void;
       const promise = new Promise<void>((r) => {
@@ -327,7 +327,7 @@ export class Recovery {
         resolve();
       };
       const timer = setTimeout(done, ms);
-      const off = cancellation && onAbort(cancellation, done);
+      const off = cancellation?.onAbort(done);
       void changed.then(done);
     });
   }

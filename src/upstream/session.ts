@@ -2,6 +2,7 @@ import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprot
 import type { GatewayConfig, ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import type { VerifiedListing } from '../guards/drift/verdict.js';
+import type { Cancellation } from '../lib/cancellation.js';
 import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import type { Era } from '../protocol/versions.js';
@@ -54,7 +55,7 @@ export interface LogMessage {
 }
 
 export interface SessionCallOptions {
-  cancellation?: AbortSignal | undefined;
+  cancellation?: Cancellation | undefined;
   onprogress?: ((p: { progress: number; total?: number; message?: string }) => void) | undefined;
   /**
    * Whose request it is (the principal's key). A message that names no request (a log line or a

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Cancellation } from '../../src/lib/cancellation.js';
 import { silentLogger } from '../../src/lib/log.js';
 import type { JsonAnswer, JsonPost, PostJson } from '../../src/platform.js';
 import { DirectCaller } from '../../src/upstream/wire/direct-call.js';
@@ -47,7 +48,7 @@ function caller(options: { hang?: (body: { params: { name: string } }) => boolea
     });
   };
   const { direct, cancelled } = directCaller(post);
-  const call = (name = 'echo', cancellation?: AbortSignal) =>
+  const call = (name = 'echo', cancellation?: Cancellation) =>
     direct.request(
       'tools/call',
       { name, arguments: {} },
@@ -67,8 +68,8 @@ describe('direct calls: request signals', () => {
 
   it('a cancelled call aborts its own request only', async () => {
     const { call, signals, cancelled } = caller({ hang: (m) => m.params.name === 'hang' });
-    const c = new AbortController();
-    const hung = call('hang', c.signal);
+    const c = new Cancellation();
+    const hung = call('hang', c);
     const other = call();
     c.abort(new Error('cancelled by the client'));
     await expect(hung).rejects.toThrow('cancelled by the client');

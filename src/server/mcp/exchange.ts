@@ -1,4 +1,5 @@
 import type { Principal } from '../../auth/principal.js';
+import type { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { RequestMeta } from '../../protocol/era.js';
 import type { JsonRpcId, JsonRpcRequest } from '../../protocol/jsonrpc.js';
@@ -54,7 +55,7 @@ export interface Exchange {
     answer: Answer,
     method: string,
     params: Record<string, unknown>,
-    cancellation: AbortSignal,
+    cancellation: Cancellation,
   ) => Promise<Record<string, unknown>>;
   /** A new answer for this request: resumable streams for 2025-11-25 sessions (sse.ts). */
   answer(): Answer;
@@ -63,7 +64,7 @@ export interface Exchange {
   /** A call a code-mode program made (#50): its audit line says so, with the run's id. */
   code?: { run: string };
   /** Makes `cancellation` reachable by the client's way of cancelling; returns its remover. */
-  track(id: JsonRpcId, cancellation: AbortController): () => void;
+  track(id: JsonRpcId, cancellation: Cancellation): () => void;
 }
 
 /** `ttlMs` and `cacheScope` of a cacheable result (spec 2026-07-28: server/utilities/caching). */

@@ -6,7 +6,7 @@
 import type { Principal } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
 import { stripUnsafe } from '../../guards/text.js';
-import { onAbort } from '../../lib/cancellation.js';
+import type { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import { unrefTimer } from '../../platform.js';
 import type { RequestMeta } from '../../protocol/era.js';
@@ -261,7 +261,7 @@ export function askClient(
   answer: Answer,
   method: string,
   params: Record<string, unknown>,
-  cancellation: AbortSignal,
+  cancellation: Cancellation,
 ): Promise<Record<string, unknown>> {
   if (session.replies.size >= MAX_ASKS) {
     return Promise.reject(
@@ -280,7 +280,7 @@ export function askClient(
       reject(new ManifoldError('ERR_CLIENT_FEATURE', `the client did not answer ${method} in time`));
     }, ASK_TIMEOUT_MS);
     unrefTimer(timer);
-    const off = onAbort(cancellation, (reason) => {
+    const off = cancellation.onAbort((reason) => {
       settle();
       reject(reason);
     });

@@ -5,6 +5,7 @@
  */
 import type { Principal } from '../../auth/principal.js';
 import { ManifoldError } from '../../errors.js';
+import type { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { ModernMeta } from '../../protocol/era.js';
 import { decodeHeaderValue, nameField } from '../../protocol/headers.js';
@@ -85,7 +86,7 @@ export function modernExchange(
     answer: () => new Answer(canStream),
     pollMs: undefined,
     // Closing the response is the cancellation on streamable HTTP (patterns/cancellation).
-    track: (_id, cancellation: AbortController) =>
+    track: (_id, cancellation: Cancellation) =>
       c.onDisconnect(() => cancellation.abort(new Error('the client closed the request'))),
   };
 }

@@ -9,6 +9,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, type JSONRPCMessage, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { ManifoldError } from '../../errors.js';
 import { admitMessage } from '../../guards/depth.js';
+import { Cancellation } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { ParamHeader } from '../../protocol/headers.js';
 import { META } from '../../protocol/versions.js';
@@ -197,11 +198,18 @@ export class ModernSession implements UpstreamSession {
     signal: AbortSignal,
   ): Promise<Result> {
     const timeout = this.deps.gateway.listTimeoutMs;
-    return await this.caller.request(method, cursor ? { cursor } : {}, {
-      cancellation: signal,
-      timeoutMs: timeout,
-      maxTotalMs: timeout,
-    });
+    const cancellation = new Cancellation();
+    const onAbort = () => cancellation.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await this.caller.request(method, cursor ? { cursor } : {}, {
+        cancellation,
+        timeoutMs: timeout,
+        maxTotalMs: timeout,
+      });
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   noteTools(tools: readonly Tool[]): void {

@@ -20,7 +20,6 @@ import {
   type MessageExtraInfo,
 } from '@modelcontextprotocol/sdk/types.js';
 import { admitMessage } from '../../guards/depth.js';
-import { onAbort } from '../../lib/cancellation.js';
 import { isObject } from '../../lib/json.js';
 import type { Logger } from '../../lib/log.js';
 import { IdTable } from '../../lib/tables.js';
@@ -197,7 +196,7 @@ export class DirectCaller implements CallHost {
     // Abandoned calls are cancelled upstream too (spec: utilities/cancellation), and their
     // request is aborted so its connection is freed.
     if (cancellation)
-      call.off = onAbort(cancellation, (reason) => call.abandon(reason, 'cancelled by the client'));
+      call.off = cancellation.onAbort((reason) => call.abandon(reason, 'cancelled by the client'));
     this.pending.set(n, call);
     call.arm();
     if (!http || !controller) {

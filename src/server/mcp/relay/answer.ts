@@ -1,3 +1,4 @@
+import type { Cancellation } from '../../../lib/cancellation.js';
 import type { Reply } from '../http-in.js';
 import { json } from '../http-in.js';
 import { SseStream, sseHeaders } from '../sse.js';
@@ -33,7 +34,7 @@ export class Answer {
    * cancellation, until it is held for a retry). A field rather than an `onClose` closure, which
    * would keep the whole call reachable from the answer.
    */
-  abortOnClose: AbortController | undefined;
+  abortOnClose: Cancellation | undefined;
 
   constructor(
     private readonly canStream: boolean,

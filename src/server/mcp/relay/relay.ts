@@ -17,7 +17,7 @@ import {
   upstreamResponses,
 } from '../../../guards/client-features.js';
 import { stripStrings, stripUnsafe } from '../../../guards/text.js';
-import { onAbort } from '../../../lib/cancellation.js';
+import { Cancellation } from '../../../lib/cancellation.js';
 import { isObject } from '../../../lib/json.js';
 import { errorMessage, resultMessage } from '../../../protocol/jsonrpc.js';
 import { LOG_LEVELS, TASKS_EXTENSION } from '../../../protocol/versions.js';
@@ -157,8 +157,8 @@ function resumeHeld(
   if (!held || held.round !== round || !held.resume) throw invalidState();
   const answer = ex.answer();
   // The retry is the request now: closing it, streamed or not yet, cancels the call (patterns/cancellation).
-  const closed = new AbortController();
-  onAbort(closed.signal, () => edge.held.end(held.token, new Error('the client closed the request')));
+  const closed = new Cancellation();
+  closed.onAbort(() => edge.held.end(held.token, new Error('the client closed the request')));
   answer.abortOnClose = closed;
   ex.track(ex.request.id, closed);
   held.waiting = { answer, id: ex.request.id };
@@ -174,7 +174,7 @@ class RelayedCall {
   private readonly first: Answer;
   /** Where the call's outcome goes while no held call has taken it over. */
   private readonly waiting: Waiting;
-  private readonly cancellation = new AbortController();
+  private readonly cancellation = new Cancellation();
   /** Removes the cancellation from the client's reach (Exchange `track`). */
   private readonly untrack: () => void;
   /** With tracing on, the request's span ends with the call, not with its first reply. */
@@ -215,7 +215,7 @@ class RelayedCall {
 
   private async askFirst(gate: ApprovalGate, params: Result): Promise<void> {
     const { ex, first, cancellation } = this;
-    const { outcome, detail } = await askApprovalLegacy(ex, first, gate, cancellation.signal);
+    const { outcome, detail } = await askApprovalLegacy(ex, first, gate, cancellation);
     if (outcome === 'accepted') {
       const at = this.edge.gateway.platform.now();
       this.approved = { digest: gate.digest, by: ex.principal.subject, at };
@@ -224,7 +224,7 @@ class RelayedCall {
       return;
     }
     this.untrack();
-    if (cancellation.signal.aborted && outcome === 'cancelled' && cancellation.signal.reason !== gate) {
+    if (cancellation.aborted && outcome === 'cancelled' && cancellation.reason !== gate) {
       this.t.audit('error', 0);
       first.abandon(errorMessage(ex.request.id, -32800, 'request cancelled'));
     } else first.finish(gate.refuse(outcome, ex.request.id, detail));
@@ -257,7 +257,7 @@ class RelayedCall {
     const { ex, t } = this;
     const server = t.upstream.config;
     const options: CallOptions = {
-      cancellation: this.cancellation.signal,
+      cancellation: this.cancellation,
       caller: ex.principal.key,
       onInput: (requests, guessed) => this.onInput(requests, guessed),
       inputMode: ex.era === 'modern' ? 'relay' : 'ask',
@@ -318,7 +318,7 @@ class RelayedCall {
     for (const [key, r] of Object.entries(ok)) {
       if (!w || !ex.ask)
         throw new ManifoldError('ERR_CLIENT_FEATURE', 'no request is waiting to carry the question');
-      answers[key] = await ex.ask(w.answer, r.method, r.params ?? {}, this.cancellation.signal);
+      answers[key] = await ex.ask(w.answer, r.method, r.params ?? {}, this.cancellation);
     }
     return upstreamResponses(answers);
   }
@@ -425,7 +425,7 @@ class RelayedCall {
     try {
       if (this.refused) {
         if (w) this.finishError(w, this.refused);
-      } else if (this.cancellation.signal.aborted) {
+      } else if (this.cancellation.aborted) {
         this.t.audit('error', 0);
         w?.answer.abandon(errorMessage(w.id, -32800, 'request cancelled'));
       } else if (w) {

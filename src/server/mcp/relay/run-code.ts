@@ -22,7 +22,7 @@ import { runFailure, runProgram, runResult, seedOf } from '../../../code/run.js'
 import type { HostAnswer, RunStop } from '../../../code/sandbox.js';
 import { ManifoldError } from '../../../errors.js';
 import { sha256Hex } from '../../../guards/canonical-json.js';
-import { onAbort } from '../../../lib/cancellation.js';
+import { Cancellation } from '../../../lib/cancellation.js';
 import { isObject } from '../../../lib/json.js';
 import { resultMessage } from '../../../protocol/jsonrpc.js';
 import type { InputRequests } from '../../../upstream/session.js';
@@ -141,7 +141,7 @@ export async function runCode(
   const run = state?.r ?? crypto.randomUUID();
   const clock = state?.t ?? now;
   const answer = ex.answer();
-  const cancelled = new AbortController();
+  const cancelled = new Cancellation();
   const untrack = ex.track(request.id, cancelled);
   const calls: string[] = [];
   const inflight = new Set<Promise<unknown>>();
@@ -153,7 +153,7 @@ export async function runCode(
     if (k >= limits.maxCalls) {
       return stop('limit', `the program made more than ${limits.maxCalls} tool calls`, 'maxCalls');
     }
-    if (cancelled.signal.aborted) return stop('refused', 'the client cancelled the run');
+    if (cancelled.aborted) return stop('refused', 'the client cancelled the run');
     if (!gateway.callable(principal, name)) return { error: `Unknown tool: ${name.slice(0, 128)}` };
     let callArgs: unknown;
     try {
@@ -182,7 +182,7 @@ export async function runCode(
             inputResponses: isObject(params.inputResponses) ? params.inputResponses : {},
           }
         : undefined;
-    const work = innerCall(edge, ex, answer, cancelled.signal, run, k, name, callArgs, retry, toolsCall).then(
+    const work = innerCall(edge, ex, answer, cancelled, run, k, name, callArgs, retry, toolsCall).then(
       (r) => {
         if ('pause' in r) {
           journal.record(k, d);
@@ -204,7 +204,7 @@ export async function runCode(
   void (async () => {
     if (askFirst && gate) {
       // A legacy client's user is asked on the run's own stream, before anything runs.
-      const { outcome, detail } = await askApprovalLegacy(ex, answer, gate, cancelled.signal);
+      const { outcome, detail } = await askApprovalLegacy(ex, answer, gate, cancelled);
       if (outcome !== 'accepted') {
         untrack();
         answer.finish(gate.refuse(outcome, request.id, detail));
@@ -387,7 +387,7 @@ async function innerCall(
   edge: Edge,
   outer: Exchange,
   runAnswer: Answer,
-  cancelled: AbortSignal,
+  cancelled: Cancellation,
   run: string,
   index: number,
   name: string,
@@ -406,7 +406,7 @@ async function innerCall(
     },
     meta: {},
     answer: () => new Answer(false),
-    track: (_id, c) => onAbort(cancelled, (reason) => c.abort(reason)),
+    track: (_id, c) => cancelled.onAbort((reason) => c.abort(reason)),
     ...(ask ? { ask: (_first, method, p, c) => ask(runAnswer, method, p, c) } : {}),
     code: { run },
   };

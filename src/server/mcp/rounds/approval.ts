@@ -18,6 +18,7 @@ import type { Sealer } from '../../../auth/seal.js';
 import { ManifoldError } from '../../../errors.js';
 import { canonicalJson, sha256Hex } from '../../../guards/canonical-json.js';
 import { stripUnsafe } from '../../../guards/text.js';
+import { Cancellation } from '../../../lib/cancellation.js';
 import { isObject } from '../../../lib/json.js';
 import type { Redactor } from '../../../lib/redact.js';
 import { rawResultMessage } from '../../../protocol/jsonrpc.js';
@@ -234,7 +235,7 @@ export async function askApprovalLegacy(
   ex: Exchange,
   first: Answer,
   g: ApprovalGate,
-  cancellation: AbortSignal,
+  cancellation: Cancellation,
 ): Promise<{ outcome: Exclude<ApprovalOutcome, 'replayed'>; detail?: string }> {
   if (!canElicitForm(ex.clientCapabilities)) return { outcome: 'unsupported' };
   if (!ex.ask || !ex.canStream) {
@@ -245,17 +246,20 @@ export async function askApprovalLegacy(
     };
   }
   // The deadline is the gate's own; the client cancelling the call ends the question too.
-  const deadline = AbortSignal.timeout(g.timeoutMs);
-  const asking = AbortSignal.any([cancellation, deadline]);
+  const asking = new Cancellation();
+  const timer = setTimeout(() => asking.abort(g), g.timeoutMs);
+  const off = cancellation.onAbort((reason) => asking.abort(reason));
   try {
     return { outcome: outcomeOf(await ex.ask(first, g.method, g.params, asking)) };
   } catch (e) {
-    // Whichever ended the question first: the gate's deadline or the client's cancel.
-    if (deadline.aborted && asking.reason === deadline.reason) return { outcome: 'timeout' };
+    if (asking.reason === g) return { outcome: 'timeout' };
     if (cancellation.aborted) return { outcome: 'cancelled' };
     return {
       outcome: 'failed',
       detail: e instanceof ManifoldError ? e.publicMessage : 'the client did not answer',
     };
+  } finally {
+    clearTimeout(timer);
+    off();
   }
 }

@@ -20,7 +20,7 @@ import type { CatalogEntry } from '../../../aggregate/catalog.js';
 import { ManifoldError } from '../../../errors.js';
 import { publicBase } from '../../../gateway/approvals-queue.js';
 import type { ApprovalSettings } from '../../../guards/risk.js';
-import { onAbort } from '../../../lib/cancellation.js';
+import { Cancellation } from '../../../lib/cancellation.js';
 import { errorMessage, resultMessage } from '../../../protocol/jsonrpc.js';
 import { type ApprovalRecord, effectiveStatus } from '../../../store/approvals.js';
 import type { Upstream } from '../../../upstream/upstream.js';
@@ -84,7 +84,7 @@ export function queuedCall(edge: Edge, ex: Exchange, q: QueueGate): Promise<Repl
 }
 
 class QueuedCall {
-  private readonly cancellation = new AbortController();
+  private readonly cancellation = new Cancellation();
   private progress = 0;
 
   constructor(
@@ -106,7 +106,7 @@ class QueuedCall {
       if (!approval) return;
       const deadline = gateway.platform.now() + q.timeoutMs;
       for (;;) {
-        if (cancellation.signal.aborted) {
+        if (cancellation.aborted) {
           q.audit('error', 0, { approval: 'cancelled', approvalId: approval.id });
           this.answer.abandon(errorMessage(ex.request.id, -32800, 'request cancelled'));
           return;
@@ -123,7 +123,7 @@ class QueuedCall {
           return;
         }
         if (status === 'pending') this.tell(approval);
-        await pause(Math.min(POLL_MS, deadline - now), cancellation.signal);
+        await pause(Math.min(POLL_MS, deadline - now), cancellation);
         approval = (await gateway.approvals.store.get(approval.id)) ?? approval;
       }
     } catch (e) {
@@ -197,7 +197,7 @@ class QueuedCall {
           'tools/call',
           { name: q.entry.original, arguments: q.args },
           {
-            cancellation: this.cancellation.signal,
+            cancellation: this.cancellation,
             caller: ex.principal.key,
             inputMode: 'ask',
             onInput: async () => {
@@ -295,10 +295,10 @@ class QueuedCall {
 }
 
 /** Waits `ms`, or less when the call is cancelled. */
-function pause(ms: number, cancellation: AbortSignal): Promise<void> {
+function pause(ms: number, cancellation: Cancellation): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(done, Math.max(0, ms));
-    const off = onAbort(cancellation, done);
+    const off = cancellation.onAbort(done);
     function done() {
       clearTimeout(timer);
       off();
