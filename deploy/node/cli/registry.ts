@@ -5,7 +5,6 @@
  * (`trust: "review"`): its first listing waits for `manifold retrust`.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import {
   applyEdits,
   type Edit,
@@ -21,7 +20,7 @@ import type { Logger } from '../../../src/lib/log.js';
 import { RegistryError, registryClient } from '../../../src/registry/client.js';
 import { type NeededInput, planEntry, serverKey } from '../../../src/registry/to-entry.js';
 import { nodePlatform } from '../runtime/platform.js';
-import { type CliIO, CommandError, runCommand, UsageError } from './run.js';
+import { type CliIO, CommandError, parseFlags, runCommand, UsageError } from './run.js';
 
 const SEARCH_USAGE = 'usage: manifold search-registry WORDS... [--registry URL] [--config manifold.json]';
 const ADD_USAGE =
@@ -56,7 +55,7 @@ async function registryFor(
 /** `manifold search-registry WORDS...`: the latest version of each server whose name matches. */
 export function runSearchRegistry(argv: string[], io: CliIO, log: Logger): Promise<number> {
   return runCommand('search-registry', SEARCH_USAGE, io, async () => {
-    const { values, positionals } = parseArgs({
+    const { values, positionals } = parseFlags({
       args: argv,
       allowPositionals: true,
       options: {
@@ -80,7 +79,7 @@ export function runSearchRegistry(argv: string[], io: CliIO, log: Logger): Promi
 /** `manifold add NAME`: resolve, pin, ask for what is missing, and write the entry. */
 export function runAdd(argv: string[], io: CliIO, log: Logger): Promise<number> {
   return runCommand('add', ADD_USAGE, io, async () => {
-    const { values, positionals } = parseArgs({
+    const { values, positionals } = parseFlags({
       args: argv,
       allowPositionals: true,
       options: {

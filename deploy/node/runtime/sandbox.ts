@@ -114,32 +114,11 @@ async function findTools(path: string): Promise<SandboxTools | Missing> {
   }
   // As root, bwrap builds the sandbox with its own privileges and no user namespace (see
   // sandboxCommand); otherwise it needs an unprivileged user namespace.
-  const probe = root
-    ? [
-        '--unshare-pid',
-        '--unshare-net',
-        '--die-with-parent',
-        '--ro-bind',
-        '/',
-        '/',
-        '--proc',
-        '/proc',
-        '--',
-        'true',
-      ]
-    : [
-        '--unshare-user',
-        '--unshare-pid',
-        '--unshare-net',
-        '--die-with-parent',
-        '--ro-bind',
-        '/',
-        '/',
-        '--proc',
-        '/proc',
-        '--',
-        'true',
-      ];
+  const probe = [
+    ...(root ? [] : ['--unshare-user']),
+    ...['--unshare-pid', '--unshare-net', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc'],
+    ...['--', 'true'],
+  ];
   const failed = await new Promise<string | undefined>((done) => {
     execFile(bwrap, probe, { timeout: 10_000 }, (err, _out, stderr) =>
       done(
