@@ -4,19 +4,24 @@
  * server's `approval.notify` webhook). The rules live in the store (src/store/approvals.ts): one
  * decision counts, one run happens, whichever instance gets there first. Here: staging with the
  * per-caller bounds, the decision with its audit line naming who decided and when, the webhook,
- * and the signed links it carries.
+ * and the signed links it carries; and, for a call that waits as a task, its arguments kept
+ * sealed until it may run.
  */
 import type { Sealer } from '../auth/seal.js';
 import type { Config } from '../config/types.js';
+import { isObject } from '../lib/json.js';
 import type { Logger } from '../lib/log.js';
 import type { Platform } from '../platform.js';
 import {
+  APPROVAL_RETAIN_MS,
   type ApprovalQuery,
   type ApprovalRecord,
   type ApprovalStore,
   effectiveStatus,
   type StagedApproval,
 } from '../store/approvals.js';
+import type { StateStore } from '../store/state.js';
+import { MAX_SEALED, type SecretBox } from '../upstream/oauth/box.js';
 
 /**
  * Where the gateway's own pages are reached, for the links it sends: `gateway.advertiseUrl`'s
@@ -40,6 +45,23 @@ const MAX_REASON = 500;
 
 export type Decision = 'approve' | 'decline';
 
+/**
+ * A call that waits in the queue as a task (server/mcp/rounds/queued-task.ts): its caller does not
+ * call again, so the arguments it will run with are kept, sealed, until its approval expires.
+ */
+export interface KeptCall {
+  /** Absent once withdrawn, or when they no longer open (another deployment secret). */
+  args?: Record<string, unknown>;
+  /** Its caller withdrew it (tasks/cancel). */
+  withdrawn: boolean;
+}
+
+/** Where kept calls live: the store's keyed records with an expiry, and the key that seals them. */
+export interface CallKeeping {
+  store: Pick<StateStore, 'saveRun' | 'loadRun'>;
+  box: Promise<SecretBox>;
+}
+
 export type DecideResult =
   | { ok: true; approval: ApprovalRecord }
   | { ok: false; status: 404 | 409; error: string; approval?: ApprovalRecord };
@@ -57,7 +79,11 @@ export class ApprovalsQueue {
     private readonly platform: Platform,
     private readonly log: Logger,
     private readonly links: Promise<Sealer>,
-  ) {}
+    private readonly calls: CallKeeping,
+  ) {
+    // Awaited where a call is kept; a secret the box refuses must not also surface as unhandled.
+    calls.box.catch(() => {});
+  }
 
   /** Stages a call; undefined when its principal or tenant has too many waiting already. */
   async stage(a: StagedApproval): Promise<ApprovalRecord | undefined> {
@@ -120,6 +146,47 @@ export class ApprovalsQueue {
     };
   }
 
+  /**
+   * Keeps the arguments of a call that waits as a task until its approval expires: sealed with
+   * AES-GCM under a key derived from the deployment's secret, bound to the principal and the
+   * approval, so the store never holds them in the clear and any instance can run the call once
+   * approved. False when they are too large to keep.
+   */
+  async keepCall(approval: ApprovalRecord, args: Record<string, unknown>): Promise<boolean> {
+    const key = keptKey(approval);
+    const sealed = await (await this.calls.box).seal(args, key);
+    if (sealed.length > MAX_SEALED) return false;
+    const now = this.platform.now();
+    await this.calls.store.saveRun(key, JSON.stringify({ a: sealed }), approval.expiresAt, now);
+    return true;
+  }
+
+  /** The kept call of an approval; undefined when none was kept (or it expired with the approval). */
+  async keptCall(approval: ApprovalRecord): Promise<KeptCall | undefined> {
+    const key = keptKey(approval);
+    const text = await this.calls.store.loadRun(key, this.platform.now());
+    if (text === undefined) return undefined;
+    let record: unknown;
+    try {
+      record = JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+    if (!isObject(record)) return undefined;
+    const args = typeof record.a === 'string' ? await (await this.calls.box).open(record.a, key) : undefined;
+    return { withdrawn: record.w === 1, ...(isObject(args) ? { args } : {}) };
+  }
+
+  /**
+   * Its caller withdrew the call: the arguments are dropped, and the mark is kept as long as the
+   * approval's row, so its task reads as cancelled whatever the queue does after.
+   */
+  async withdrawCall(approval: ApprovalRecord): Promise<void> {
+    const now = this.platform.now();
+    const until = approval.expiresAt + APPROVAL_RETAIN_MS;
+    await this.calls.store.saveRun(keptKey(approval), JSON.stringify({ w: 1 }), until, now);
+  }
+
   /** A link that opens the decision page for one approval, valid until the approval expires. */
   async link(base: string, approval: ApprovalRecord): Promise<string> {
     const sealer = await this.links;
@@ -177,4 +244,9 @@ export class ApprovalsQueue {
       });
     }
   }
+}
+
+/** The store key of a kept call: the principal's and the approval's, never a client's words. */
+function keptKey(approval: ApprovalRecord): string {
+  return `queue:${JSON.stringify([approval.principal, approval.id])}`;
 }

@@ -24,6 +24,7 @@ import { MemoryTokenStore } from '../store/tokens.js';
 import type { BackoffOptions } from '../upstream/backoff.js';
 import { IsolatedInstances } from '../upstream/isolation.js';
 import type { UpstreamAuth } from '../upstream/oauth/auth-fetch.js';
+import { SecretBox } from '../upstream/oauth/box.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { RunningServers } from '../upstream/running.js';
 import type { SessionOpener } from '../upstream/session.js';
@@ -211,6 +212,7 @@ export class Gateway {
       options.platform,
       this.log,
       Sealer.create(secret, 'manifold/approval-link'),
+      { store: this.store, box: SecretBox.create(secret, 'manifold/queued-call/v1') },
     );
   }
 

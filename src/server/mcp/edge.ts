@@ -52,16 +52,19 @@ export const SERVER_CAPABILITIES = {
 
 /**
  * The capabilities for a client of `era`: the server features, plus tasks where an upstream runs
- * them for that client (2025 clients: 2025 servers' tasks; 2026 clients: any server's, tasks.ts).
+ * them for that client (2025 clients: 2025 servers' tasks; 2026 clients: any server's, tasks.ts),
+ * or where a server's calls may wait in the approvals queue (#52: such a call is a task for a
+ * client that takes them, rounds/queued-task.ts).
  */
 export function serverCapabilities(gateway: Gateway, era: Era): Record<string, unknown> {
   const upstreams = gateway.pool.all().filter((u) => u.state === 'ready' && u.runsTasks);
+  const queues = gateway.pool.all().some((u) => (u.config.approval.via ?? 'client') !== 'client');
   if (era === 'legacy') {
-    return upstreams.some((u) => u.era === 'legacy')
+    return queues || upstreams.some((u) => u.era === 'legacy')
       ? { ...SERVER_CAPABILITIES, tasks: { cancel: {}, requests: { tools: { call: {} } } } }
       : SERVER_CAPABILITIES;
   }
-  return upstreams.length > 0
+  return queues || upstreams.length > 0
     ? { ...SERVER_CAPABILITIES, extensions: { [TASKS_EXTENSION]: {} } }
     : SERVER_CAPABILITIES;
 }

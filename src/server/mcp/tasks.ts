@@ -33,33 +33,30 @@ import type { Exchange } from './exchange.js';
 import { json, type Reply } from './http-in.js';
 import { relayRequest, withTasks } from './relay/relay.js';
 import { admitRequest, type RequestAudit } from './relay/requests.js';
+import { queueTaskMethod } from './rounds/queued-task.js';
 import { errorObject } from './task-pumps.js';
+import {
+  declaresTasks,
+  legacyTask,
+  sealTaskId,
+  type TaskRef,
+  taskFields,
+  unknownTask,
+} from './task-shape.js';
 
 type Result = Record<string, unknown>;
 
-/** A task a request names: its sealed id, what the id carries, its tool and its upstream. */
-interface OpenTask {
+/** A task a request names: its sealed id, what the id carries, and its tool. */
+interface NamedTask {
   ref: TaskRef;
   entry: CatalogEntry;
-  upstream: Upstream;
   taskId: string;
 }
 
-/** What a gateway task id carries (sealed; integrity only, nothing in it is secret). */
-interface TaskRef {
-  v: 1;
-  /** Principal key. */
-  p: string;
-  /** Server, the upstream's task id, the exposed tool. */
-  s: string;
-  t: string;
-  n: string;
-  /** A legacy server's task lives with its session, on this instance: tasks/* elsewhere forward here. */
-  i?: string;
+/** A task an upstream runs: the named task and its upstream. */
+interface OpenTask extends NamedTask {
+  upstream: Upstream;
 }
-
-const unknownTask = () =>
-  new ManifoldError('ERR_INVALID_PARAMS', 'Unknown task: no task with this taskId is yours');
 
 const missingExtension = () =>
   new ManifoldError(
@@ -73,12 +70,6 @@ const missingExtension = () =>
 /** Refuses, as the extension requires, a request for task notifications without the extension. */
 export function requireTasksExtension(ex: Exchange): void {
   if (!declaresTasks(ex)) throw missingExtension();
-}
-
-/** Whether a modern client declared the tasks extension on this request. */
-export function declaresTasks(ex: Exchange): boolean {
-  const extensions = ex.clientCapabilities.extensions;
-  return isObject(extensions) && isObject(extensions[TASKS_EXTENSION]);
 }
 
 /**
@@ -138,15 +129,14 @@ export async function taskCreated(
   const task = readTask(raw);
   if (!task)
     throw new ManifoldError('ERR_UPSTREAM_ERROR', `server ${entry.server} answered with a malformed task`);
-  const sealer = await edge.gateway.taskIds;
-  const taskId = await sealer.seal({
+  const taskId = await sealTaskId(edge, {
     v: 1,
     p: ex.principal.key,
     s: entry.server,
     t: task.taskId,
     n: entry.name,
     ...(edge.gateway.pool.get(entry.server)?.era === 'legacy' ? { i: edge.instance } : {}),
-  } satisfies TaskRef);
+  });
   const fields = taskFields(edge, task, taskId);
   if (ex.era === 'legacy') return resultMessage(id, { task: legacyTask(fields) });
   const { _meta } = ex.dress({});
@@ -176,7 +166,13 @@ export async function taskMethod(edge: Edge, ex: Exchange): Promise<Reply> {
     );
   }
   if (ex.era === 'modern' && !declaresTasks(ex)) throw missingExtension();
-  const task = await openTask(edge, ex);
+  const named = await nameTask(edge, ex);
+  // #52: a call waiting in the approvals queue is a task of the gateway's own, kept in the store.
+  if (named.ref.q === 1) {
+    const audit = await admitRequest(edge, ex, method, named.entry.name, named.entry.server);
+    return queueTaskMethod(edge, ex, named, audit);
+  }
+  const task: OpenTask = { ...named, upstream: await edge.gateway.callee(named.ref.s, ex.principal) };
   const audit = await admitRequest(edge, ex, method, task.entry.name, task.entry.server);
   if (method === 'tasks/result') return taskResult(edge, ex, task, audit);
   try {
@@ -193,7 +189,7 @@ export async function taskMethod(edge: Edge, ex: Exchange): Promise<Reply> {
   }
 }
 
-async function openTask(edge: Edge, ex: Exchange): Promise<OpenTask> {
+async function nameTask(edge: Edge, ex: Exchange): Promise<NamedTask> {
   const taskId = ex.request.params?.taskId;
   if (typeof taskId !== 'string') throw new ManifoldError('ERR_INVALID_PARAMS', 'taskId must be a string');
   const sealer: Sealer = await edge.gateway.taskIds;
@@ -203,7 +199,8 @@ async function openTask(edge: Edge, ex: Exchange): Promise<OpenTask> {
     ref.p !== ex.principal.key ||
     typeof ref.s !== 'string' ||
     typeof ref.t !== 'string' ||
-    typeof ref.n !== 'string'
+    typeof ref.n !== 'string' ||
+    (ref.q !== undefined && ref.q !== 1)
   ) {
     throw unknownTask();
   }
@@ -215,8 +212,7 @@ async function openTask(edge: Edge, ex: Exchange): Promise<OpenTask> {
     throw unknownTask();
   }
   if (entry.server !== ref.s) throw unknownTask();
-  const upstream = await edge.gateway.callee(ref.s, ex.principal);
-  return { ref: ref as TaskRef, entry, upstream, taskId };
+  return { ref: ref as TaskRef, entry, taskId };
 }
 
 /** Options for one task request upstream: the deadlines come from the upstream, the extension from here. */
@@ -366,26 +362,4 @@ function safeError(error: Result | undefined): Result {
 function stripResultType(result: Result): Result {
   const { resultType: _t, ...rest } = result;
   return rest;
-}
-
-/** The task fields every answer carries, with the gateway's id and bounded text. */
-function taskFields(edge: Edge, task: TaskState, taskId: string): Result {
-  const now = new Date(edge.gateway.platform.now()).toISOString();
-  const out: Result = {
-    taskId,
-    status: task.status,
-    createdAt: task.createdAt ?? now,
-    lastUpdatedAt: task.lastUpdatedAt ?? now,
-    ttlMs: task.ttlMs,
-  };
-  if (task.pollIntervalMs !== undefined) out.pollIntervalMs = task.pollIntervalMs;
-  if (task.statusMessage !== undefined)
-    out.statusMessage = clipText(stripUnsafe(task.statusMessage), 1024).text;
-  return out;
-}
-
-/** 2025-11-25's names for the same fields (`ttl`, `pollInterval`). */
-function legacyTask(fields: Result): Result {
-  const { ttlMs, pollIntervalMs, ...rest } = fields;
-  return { ...rest, ttl: ttlMs, ...(pollIntervalMs !== undefined ? { pollInterval: pollIntervalMs } : {}) };
 }

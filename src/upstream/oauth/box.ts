@@ -12,7 +12,7 @@ const dec = new TextDecoder();
 const VERSION = 'v1';
 const IV_BYTES = 12; // NIST SP 800-38D §8.2: 96-bit random IVs.
 /** Sealed text larger than this is refused unopened. */
-const MAX_SEALED = 64 * 1024;
+export const MAX_SEALED = 64 * 1024;
 /** The secret's minimum length, the same as the config's for `gateway.oauth.secret`. */
 export const MIN_SECRET_BYTES = 32;
 

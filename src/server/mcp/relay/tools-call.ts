@@ -27,7 +27,8 @@ import {
   shownArguments,
 } from '../rounds/approval.js';
 import { loginReply, takeLoginState } from '../rounds/login.js';
-import { type QueueAudit, queuedCall, queues } from '../rounds/queued.js';
+import { type QueueAudit, type QueueGate, queuedCall, queues } from '../rounds/queued.js';
+import { queuedTask, takesTask } from '../rounds/queued-task.js';
 import { planTask, taskCreated } from '../tasks.js';
 import { relayRequest } from './relay.js';
 import { runCode } from './run-code.js';
@@ -285,7 +286,7 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
   // #52: an operator decides in the approvals queue, where the server says so or the client cannot be asked.
   const approval = shared.config.approval;
   if (prepared.gate && queues(approval, prepared.ex)) {
-    return queuedCall(edge, prepared.ex, {
+    const gate: QueueGate = {
       entry,
       args: sent,
       digest: prepared.gate.digest,
@@ -295,7 +296,9 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
       ttlMs: (approval.queueTtlSeconds ?? DEFAULT_QUEUE_TTL_SECONDS) * 1000,
       notify: approval.notify,
       audit: (verdict, bytesOut, fields) => call.audit(verdict, bytesOut, fields),
-    });
+    };
+    // A client that takes tasks gets one while the call waits; any other is held.
+    return takesTask(prepared.ex) ? queuedTask(edge, prepared.ex, gate) : queuedCall(edge, prepared.ex, gate);
   }
   return send(edge, call, entry, sent, prepared);
 }
