@@ -1,3 +1,5 @@
+import type { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AnyHandle,
@@ -6,15 +8,18 @@ import {
   startHttpTap,
   startReferenceHttp,
 } from '../helpers/clients.js';
-import { startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { freshDatabase } from '../helpers/postgres.js';
 
 /**
  * #52: the approvals queue shared by two gateway instances on one Postgres. A call queued on one
  * instance is decided through the other's admin API, and the same call sent to both at once runs
- * exactly once at the upstream (counted on the wire); both callers get the one run's result.
+ * exactly once at the upstream (counted on the wire); both callers get the one run's result. A
+ * task for a queued call is created on one instance and run and read on the other.
  */
 type Obj = Record<string, unknown>;
+const metaOf = (r: Obj | undefined): Obj => (r?._meta ?? {}) as Obj;
 
 describe('the approvals queue across two instances on Postgres (#52)', () => {
   let ref: Awaited<ReturnType<typeof startReferenceHttp>>;
@@ -98,5 +103,65 @@ describe('the approvals queue across two instances on Postgres (#52)', () => {
     );
     expect(audits).toHaveLength(2);
     expect(audits.every((l) => l.approvedBy === 'anonymous')).toBe(true);
+  });
+
+  it('G2: a queued call as a task, created on one instance, is run once on the other and read on both', async () => {
+    const [a, b] = gateways as [TestGateway, TestGateway];
+    const ext = { [META_CAPS]: { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
+    const get = (gw: TestGateway, taskId: string) =>
+      modernRequest(gw.url, 'tasks/get', { taskId }, { meta: ext }).then((r) => r.body.result ?? {});
+    const before = runs();
+
+    // 2026: created on A, approved through B's API, polled on B (which runs it), read again on A.
+    const created = await modernRequest(
+      a.url,
+      'tools/call',
+      { name: 'ref__test_simple_text', arguments: {} },
+      { meta: ext },
+    );
+    expect(created.body.result).toMatchObject({ resultType: 'task', status: 'working' });
+    const taskId = String(created.body.result?.taskId);
+    const id = String(metaOf(created.body.result)['manifold/approvalId']);
+    expect((await admin(b, 'POST', `/admin/approvals/${id}`, { decision: 'approve' })).status).toBe(200);
+    let seen: Obj = {};
+    await eventually(async () => {
+      seen = await get(b, taskId);
+      return seen.status === 'completed';
+    }, 'the task completes on the other instance');
+    expect(JSON.stringify(seen.result)).toContain('simple text response');
+    expect(await get(a, taskId)).toMatchObject({ status: 'completed' });
+    expect(runs()).toBe(before + 1);
+
+    // 2025: created on A by its client, approved on A, its result taken on B by another client of the
+    // same principal (tasks/result runs it there).
+    const legacyA = (clients[0] as AnyHandle & { client: LegacyClient }).client;
+    const made = await legacyA.request(
+      {
+        method: 'tools/call',
+        params: { name: 'ref__test_simple_text', arguments: {}, task: { ttl: 60_000 } },
+      },
+      CreateTaskResultSchema,
+    );
+    const legacyTaskId = made.task.taskId;
+    const queued = (await admin(a, 'GET', '/admin/approvals?status=pending')).body.approvals as Obj[];
+    const legacyId = String(queued.find((x) => x.tool === 'ref__test_simple_text')?.id);
+    expect((await admin(a, 'POST', `/admin/approvals/${legacyId}`, { decision: 'approve' })).status).toBe(
+      200,
+    );
+    const onB = await connectLegacy(b.url);
+    clients.push(onB);
+    const result = await (onB.client as LegacyClient).experimental.tasks.getTaskResult(
+      legacyTaskId,
+      CallToolResultSchema,
+    );
+    expect(JSON.stringify(result.content)).toContain('simple text response');
+    expect((await legacyA.experimental.tasks.getTask(legacyTaskId)).status).toBe('completed');
+    expect(runs()).toBe(before + 2);
+    const audits = gateways.flatMap((g) =>
+      g.logs.filter((l) => l.event === 'audit.tools_call' && l.task === true && l.verdict === 'allowed'),
+    );
+    expect(audits.map((l) => l.approvalId).sort()).toEqual([id, legacyId].sort());
+    // Both ran on B, the instance that did not create them.
+    expect(audits.every((l) => b.logs.includes(l))).toBe(true);
   });
 });

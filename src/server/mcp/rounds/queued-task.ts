@@ -229,10 +229,10 @@ async function taskCancel(
 ): Promise<string> {
   const { approvals } = edge.gateway;
   const now = edge.gateway.platform.now();
-  const kept = await approvals.keptCall(approval);
-  let withdrawn = kept?.withdrawn === true;
+  const already = (await approvals.keptCall(approval))?.withdrawn === true;
+  let withdrawn = already;
   let current = approval;
-  if (!withdrawn) {
+  if (!already) {
     const status = effectiveStatus(approval, now);
     if (status === 'pending') {
       const decided = await approvals.decide(approval.id, 'decline', ex.principal.subject, WITHDRAWN);
@@ -252,8 +252,8 @@ async function taskCancel(
       await approvals.store.deliver(approval.id);
     }
   }
-  if (!withdrawn && ex.era === 'legacy') {
-    // 2025-11-25, "Task Cancellation": a task already terminal is not cancelled (-32602).
+  if ((already || !withdrawn) && ex.era === 'legacy') {
+    // 2025-11-25, "Task Cancellation": a task already terminal (cancelled included) is refused (-32602).
     throw new ManifoldError('ERR_INVALID_PARAMS', 'this task is already terminal and cannot be cancelled');
   }
   // 2026-07-28: an acknowledgement; the task shows whatever it reached.
