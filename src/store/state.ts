@@ -13,6 +13,13 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { type ApprovalStore, MemoryApprovalStore, SqlApprovalStore } from './approvals.js';
+import {
+  type DriftRecord,
+  driftQueries,
+  MemoryDriftHistory,
+  parseDriftRecord,
+  recordValues,
+} from './drift-history.js';
 import { parseRow, type RawRow } from './rows.js';
 import type { SqlExec, SqlValue } from './sql.js';
 import { MemoryServerStore, type ServerStore, SqlServerStore } from './stored-servers.js';
@@ -97,6 +104,13 @@ export interface StateStore {
   saveRun(key: string, journal: string, expiresAt: number, now: number): Promise<void>;
   /** A run's journal, or undefined when there is none (or it expired). */
   loadRun(key: string, now: number): Promise<string | undefined>;
+  /**
+   * Drift history (#52, drift-history.ts): adds one event, unless the tool's newest event is
+   * already this kind with this fingerprint; keeps each tool's newest.
+   */
+  recordDrift(event: DriftRecord): Promise<void>;
+  /** A server's drift events (one tool's, with `tool`), the newest first. */
+  driftHistory(server: string, tool: string | undefined, limit: number): Promise<DriftRecord[]>;
   /**
    * Calls `listener` whenever another process may have re-trusted, where the store can push that
    * (Postgres LISTEN/NOTIFY). Optional and only a speed-up: the trust epoch poll stays the rule.
@@ -230,6 +244,7 @@ const SWEEP_EVERY = 64;
  */
 export class SqlStateStore implements StateStore {
   private readonly q: ReturnType<typeof queries>;
+  private readonly drift: ReturnType<typeof driftQueries>;
   private claims = 0;
   readonly approvals: ApprovalStore | undefined;
   readonly storedServers: ServerStore | undefined;
@@ -241,6 +256,7 @@ export class SqlStateStore implements StateStore {
     extra: Pick<StateStore, 'approvals' | 'storedServers' | 'tokens'> = {},
   ) {
     this.q = queries(sql.prefix ?? '');
+    this.drift = driftQueries(sql.prefix ?? '');
     this.approvals = extra.approvals;
     this.storedServers = extra.storedServers;
     this.tokens = extra.tokens;
@@ -295,6 +311,21 @@ export class SqlStateStore implements StateStore {
   async loadRun(key: string, now: number): Promise<string | undefined> {
     const row = (await this.sql.query(this.q.loadRun, [key, now]))[0];
     return typeof row?.journal === 'string' ? row.journal : undefined;
+  }
+
+  async recordDrift(e: DriftRecord): Promise<void> {
+    await this.sql.atomically([
+      [this.drift.record, recordValues(e)],
+      [this.drift.trim, [e.server, e.tool, e.server, e.tool]],
+    ]);
+  }
+
+  async driftHistory(server: string, tool: string | undefined, limit: number): Promise<DriftRecord[]> {
+    const rows =
+      tool === undefined
+        ? await this.sql.query(this.drift.ofServer, [server, limit])
+        : await this.sql.query(this.drift.ofTool, [server, tool, limit]);
+    return rows.map(parseDriftRecord).filter((r): r is DriftRecord => r !== undefined);
   }
 
   async close(): Promise<void> {
@@ -379,6 +410,16 @@ export class MemoryStateStore implements StateStore {
   async loadRun(key: string, now: number): Promise<string | undefined> {
     const run = this.runs.get(key);
     return run && run.expiresAt >= now ? run.journal : undefined;
+  }
+
+  private readonly history = new MemoryDriftHistory();
+
+  async recordDrift(e: DriftRecord): Promise<void> {
+    this.history.record(e);
+  }
+
+  async driftHistory(server: string, tool: string | undefined, limit: number): Promise<DriftRecord[]> {
+    return this.history.list(server, tool, limit);
   }
 
   close(): void {}
