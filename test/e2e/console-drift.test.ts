@@ -43,11 +43,14 @@ describe('drift history in the console (#52)', () => {
     expect(r.status).toBe(200);
     return ((await r.json()) as { history: Obj[] }).history;
   };
-  /** Reloads the catalog, and opens fx__alpha's drift history. */
+  /** Loads the console afresh, and opens fx__alpha's drift history (read when it opens). */
   const alphaHistory = async () => {
-    await page.locator('#catalog-search button').click();
-    const details = page.locator('#catalog li.tool[data-tool="fx__alpha"] details.tool-history');
+    await page.reload();
+    const row = page.locator('#catalog li.tool[data-tool="fx__alpha"]');
+    await row.waitFor();
+    const details = row.locator('details.tool-history');
     await details.locator('summary').click();
+    await details.locator('li').first().waitFor();
     return details;
   };
 
@@ -97,12 +100,15 @@ describe('drift history in the console (#52)', () => {
     );
     await eventually(
       async () => {
-        const details = await alphaHistory();
-        return (await details.locator('li.drift-event[data-kind="quarantined"]').count()) === 1;
+        await page.locator('#catalog-search button').click();
+        const row = page.locator('#catalog li.tool[data-tool="fx__alpha"]');
+        return ((await row.textContent()) ?? '').includes('held back by drift');
       },
-      'the history shows alpha held back',
+      'the catalog shows alpha held back',
       20_000,
     );
+    const before = await alphaHistory();
+    expect(await before.locator('li.drift-event[data-kind="quarantined"]').count()).toBe(1);
     const held = page.locator(
       '#catalog li.tool[data-tool="fx__alpha"] li.drift-event[data-kind="quarantined"]',
     );
