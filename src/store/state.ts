@@ -21,7 +21,7 @@ import {
   recordValues,
 } from './drift-history.js';
 import { parseRow, type RawRow } from './rows.js';
-import type { SqlExec, SqlValue } from './sql.js';
+import type { SqlValue, Statement, StateSql } from './sql.js';
 import { MemoryServerStore, type ServerStore, SqlServerStore } from './stored-servers.js';
 import { MemoryTokenStore, SqlTokenStore, type TokenStore } from './tokens.js';
 
@@ -163,34 +163,6 @@ export function sameIdentity(a: ServerIdentity, b: ServerIdentity): boolean {
 
 const COLUMNS = 'name, transport, target, catalog, catalog_at, baseline, trusted_at, created_at';
 
-/** One statement and its `?` bindings. */
-export type Statement = readonly [query: string, values: SqlValue[]];
-
-/** What the state store needs of a SQL database: SQLite (a file, a Durable Object) or Postgres. */
-export interface StateSql {
-  /** Runs one statement with positional `?` bindings; its rows (none for a statement without). */
-  query(query: string, values: SqlValue[]): Record<string, unknown>[] | Promise<Record<string, unknown>[]>;
-  /** Runs the statements so that all of them commit, or none does. */
-  atomically(statements: readonly Statement[]): void | Promise<void>;
-  /** Prefixed to the tables' names (Postgres: `manifold_`). */
-  prefix?: string;
-  /** One more statement in a re-trust's transaction (Postgres: the NOTIFY that others listen for). */
-  afterRetrust?: Statement;
-  close?(): void | Promise<void>;
-}
-
-/** A `StateSql` over the synchronous `SqlExec` of a SQLite file or a Durable Object. */
-export function execSql(sql: SqlExec): StateSql {
-  return {
-    query: (query, values) => sql.exec(query, ...values),
-    atomically: (statements) =>
-      sql.transaction(() => {
-        for (const [query, values] of statements) sql.exec(query, ...values);
-      }),
-    close: () => sql.close?.(),
-  };
-}
-
 function queries(p: string) {
   const sameIdentity = `${p}servers.transport = excluded.transport AND ${p}servers.target = excluded.target`;
   // Each write is one UPSERT whose WHERE is the rule itself, so the database decides what "first"
@@ -246,20 +218,17 @@ export class SqlStateStore implements StateStore {
   private readonly q: ReturnType<typeof queries>;
   private readonly drift: ReturnType<typeof driftQueries>;
   private claims = 0;
-  readonly approvals: ApprovalStore | undefined;
-  readonly storedServers: ServerStore | undefined;
-  readonly tokens: TokenStore | undefined;
+  readonly approvals: ApprovalStore;
+  readonly storedServers: ServerStore;
+  readonly tokens: TokenStore;
 
-  /** `extra`: the stores of #52 over the same database (sqlExtras for SQLite and a Durable Object). */
-  constructor(
-    private readonly sql: StateSql,
-    extra: Pick<StateStore, 'approvals' | 'storedServers' | 'tokens'> = {},
-  ) {
+  constructor(private readonly sql: StateSql) {
     this.q = queries(sql.prefix ?? '');
     this.drift = driftQueries(sql.prefix ?? '');
-    this.approvals = extra.approvals;
-    this.storedServers = extra.storedServers;
-    this.tokens = extra.tokens;
+    // The stores of #52, over the same database and the same queries.
+    this.approvals = new SqlApprovalStore(sql);
+    this.storedServers = new SqlServerStore(sql);
+    this.tokens = new SqlTokenStore(sql);
   }
 
   async get(name: string): Promise<ServerRow | undefined> {
@@ -442,13 +411,4 @@ export class MemoryStateStore implements StateStore {
   private matches(row: RawRow, identity: ServerIdentity): boolean {
     return row.transport === identity.transport && row.target === identity.target;
   }
-}
-
-/** The stores of #52 over a SQLite file or a Durable Object, beside the state store on the same database. */
-export function sqlExtras(sql: SqlExec): Pick<StateStore, 'approvals' | 'storedServers' | 'tokens'> {
-  return {
-    approvals: new SqlApprovalStore(sql),
-    storedServers: new SqlServerStore(sql),
-    tokens: new SqlTokenStore(sql),
-  };
 }
