@@ -1,7 +1,8 @@
 import { SqlCredentialStore } from '../../src/store/credentials.js';
 import { migrate } from '../../src/store/schema.js';
 import type { SqlExec, SqlValue } from '../../src/store/sql.js';
-import { execSql, SqlStateStore, sqlExtras } from '../../src/store/state.js';
+import { execSql } from '../../src/store/sql.js';
+import { SqlStateStore } from '../../src/store/state.js';
 
 interface DurableSql {
   exec(query: string, ...bindings: SqlValue[]): { toArray(): unknown[] };
@@ -15,7 +16,7 @@ interface DurableStorage {
 export function durableObjectStore(storage: DurableStorage): SqlStateStore {
   const exec = durableExec(storage);
   migrate(exec);
-  return new SqlStateStore(execSql(exec), sqlExtras(exec));
+  return new SqlStateStore(execSql(exec));
 }
 
 /**

@@ -11,6 +11,8 @@
  *   calls over snapshots): their `UpstreamAuth` is a `RemoteAuth` that asks the server's object for
  *   the current access token (`credential`, cached until near expiry) and tells it of a refusal
  *   (`refused`), so a refresh happens once, in the object, whichever place was refused.
+ * - `user-key` servers (#52) the same way: the object holds each caller's key (sealed, in its
+ *   store) and serves the page where it is given; other places ask it for the caller's headers.
  * - `static` servers with a `${VAR}` header get the core's static auth in every place: after a 401
  *   the binding is read again (`Platform.readSecret`).
  *
@@ -45,7 +47,12 @@ export const HAS_TOKEN_PATH = `${INTERNAL}has-token`;
 export const LOGIN_PATH = `${INTERNAL}begin-login`;
 const RPC_PATHS = new Set([CREDENTIAL_PATH, REFUSED_PATH, HAS_TOKEN_PATH, LOGIN_PATH]);
 
-const delegated = (s: ServerConfig) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user';
+const oauthMode = (s: ServerConfig) => s.auth?.mode === 'gateway' || s.auth?.mode === 'user';
+/**
+ * Credentials only the server's object holds: OAuth tokens, and (#52) callers' own keys, which the
+ * object keeps sealed in its store and serves on its key page (`/keys/<server>`, worker.ts).
+ */
+const delegated = (s: ServerConfig) => oauthMode(s) || s.auth?.mode === 'user-key';
 
 /** The public origin an object last saw (the Worker forwards clients' requests with their URL). */
 export class SeenOrigin {
@@ -190,7 +197,8 @@ export class RemoteAuth implements UpstreamAuth {
   private async fetchCredential(subject: SubjectKey): Promise<Record<string, string>> {
     const a = await this.ask<CredentialAnswer>(CREDENTIAL_PATH, subject);
     if (!a) return {};
-    if (a.headers.authorization) {
+    // A token, or a caller's own key in the header its server names.
+    if (Object.keys(a.headers).length > 0) {
       const exp = a.state.expiresAt;
       this.cached.set(subject, {
         headers: a.headers,
@@ -320,7 +328,7 @@ export async function answerCredential(
 
 /** The OAuth servers of a config (those whose callback and metadata the objects serve). */
 export function oauthServers(config: Config): ServerConfig[] {
-  return config.servers.filter((s) => delegated(s) && s.url && !s.disabled);
+  return config.servers.filter((s) => oauthMode(s) && s.url && !s.disabled);
 }
 
 /**

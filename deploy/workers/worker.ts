@@ -63,6 +63,7 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
 const notFound = () => Response.json({ error: 'not found' }, { status: 404 });
 
 const ADMIN = /^\/admin\/servers\/([^/]+)\//;
+const KEYS = /^\/keys\/([^/]+)$/;
 
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
@@ -91,6 +92,11 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
   if (path === '/oauth/callback' || path === '/oauth/client-metadata.json') {
     const oauth = await toOAuthObject(iso, env, request, path);
     if (oauth) return oauth;
+  }
+  // #52: a caller's own key is given on its server's object's page, which keeps it.
+  const keyServer = KEYS.exec(path)?.[1];
+  if (keyServer && iso.gateway.pool.get(keyServer)?.config.auth?.mode === 'user-key') {
+    return toUpstream(env, keyServer, request);
   }
   // #52: the approvals queue lives in each server's object.
   const owned = await toApprovalsOwner(

@@ -1,5 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
+import { describeError } from '../errors.js';
 import { fingerprintTool } from '../guards/canonical-json.js';
 import type { DriftEvent, VerifiedListing } from '../guards/drift/verdict.js';
 import { baselineFrom, decideDrift, type ListedTool } from '../guards/drift/verdict.js';
@@ -14,6 +15,8 @@ import { identityOf, type ServerIdentity, type StateStore, sameIdentity } from '
 export class DriftGate {
   /** (server, tool, fingerprint) already logged, so a periodic recheck does not repeat itself. */
   private logged = new Set<string>();
+  /** History events this process wrote (or found written): a recheck does not ask the store again. */
+  private recorded = new Set<string>();
   /**
    * Drift decisions made, per server and kind, counted as they are logged (once each, like the
    * log): what `manifold_drift_events_total` reports. Bounded by servers times kinds.
@@ -56,6 +59,10 @@ export class DriftGate {
           message: `${server.name} starts untrusted (trust: "review"): its ${tools.length} tools are withheld until an operator reviews them with manifold drift ${server.name} and accepts them with manifold retrust ${server.name}`,
         }),
       );
+      const held = await Promise.all(
+        tools.map(async (tool) => ({ tool: tool.name, fingerprint: await fingerprintTool(tool) })),
+      );
+      await this.remember(server.name, 'withheld', held);
       return {
         trusted: [],
         quarantined: [],
@@ -86,6 +93,8 @@ export class DriftGate {
       tools.map(async (tool) => ({ tool, fingerprint: await fingerprintTool(tool) })),
     );
     const byName = new Map(tools.map((t) => [t.name, t]));
+    const fingerprints = new Map(listed.map((l) => [l.tool.name, l.fingerprint]));
+    const held: { tool: string; fingerprint: string; kind: 'quarantined' | 'withheld' }[] = [];
     const out: VerifiedListing = {
       trusted: [],
       quarantined: [],
@@ -100,6 +109,7 @@ export class DriftGate {
           break;
         case 'quarantined':
           out.quarantined.push(byName.get(v.name)!);
+          held.push({ tool: v.name, fingerprint: v.newFingerprint, kind: 'quarantined' });
           // The new text is never logged: only names and fingerprints.
           this.once(`${server.name}\0q\0${v.name}\0${v.newFingerprint}`, server.name, 'quarantined', () =>
             log.warn('drift.quarantined', {
@@ -112,6 +122,7 @@ export class DriftGate {
           break;
         case 'withheld':
           out.withheld.push(v.name);
+          held.push({ tool: v.name, fingerprint: fingerprints.get(v.name) ?? '', kind: 'withheld' });
           this.once(`${server.name}\0w\0${v.name}`, server.name, 'withheld', () =>
             log.warn('drift.withheld', { tool: v.name }),
           );
@@ -124,7 +135,45 @@ export class DriftGate {
           break;
       }
     }
+    for (const kind of ['quarantined', 'withheld'] as const) {
+      await this.remember(
+        server.name,
+        kind,
+        held.filter((h) => h.kind === kind),
+      );
+    }
     return out;
+  }
+
+  /**
+   * Drift history (#52): what was held back, in the store, so the console shows it per tool on
+   * every instance. The store skips a decision it already holds; a failure to write history is
+   * logged and never changes the verdict.
+   */
+  private async remember(
+    server: string,
+    kind: 'quarantined' | 'withheld',
+    held: readonly { tool: string; fingerprint: string }[],
+  ): Promise<void> {
+    const key = (h: { tool: string; fingerprint: string }) =>
+      `${server}\0h\0${kind}\0${h.tool}\0${h.fingerprint}`;
+    const fresh = held.filter((h) => !this.recorded.has(key(h)));
+    if (fresh.length === 0) return;
+    if (this.recorded.size > 10_000) this.recorded.clear();
+    try {
+      for (const h of fresh) {
+        await this.store.recordDrift({
+          server,
+          tool: h.tool,
+          kind,
+          fingerprint: h.fingerprint,
+          at: this.now(),
+        });
+        this.recorded.add(key(h));
+      }
+    } catch (e) {
+      this.log.warn('drift.history_unwritten', { server, error: describeError(e) });
+    }
   }
 
   /** Cached listing of a server whose identity still matches, for a warm start. */
@@ -146,6 +195,7 @@ export class DriftGate {
   /** After a re-trust, quarantine and identity messages may be logged again. */
   forget(): void {
     this.logged.clear();
+    this.recorded.clear();
   }
 
   private once(key: string, server: string, event: DriftEvent, fn: () => void): void {

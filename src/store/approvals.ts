@@ -1,9 +1,10 @@
 /**
  * The approvals queue at rest (#52): a risky call staged for an operator's decision, decided once,
- * run once, its result kept for the caller that asks again. The same rules in every store (a
- * SQLite file, a Durable Object, Postgres in deploy/node/store/postgres/approvals.ts, and memory),
- * each write one statement whose WHERE is the rule, so the database decides what "once" means
- * across instances:
+ * run once, its result kept for the caller that asks again. One set of queries for every database
+ * (a SQLite file, a Durable Object, Postgres; `StateSql`), and the same rules in memory, each write
+ * one statement whose WHERE is the rule, so the database decides what "once" means across
+ * instances (on Postgres a second UPDATE waits on the first's row lock, then finds the status
+ * changed and updates nothing):
  * - a decision is an UPDATE from `pending`, before the expiry: one decision wins, a second finds
  *   nothing to update (SECURITY G2);
  * - a run is claimed by an UPDATE from `approved` to `running`: one instance runs it, whichever
@@ -14,7 +15,7 @@
  * configured secret redacted (rounds/approval.ts `approvalQuestion`), never the raw values; the
  * call is bound to its arguments by their digest, which the caller's own call must match.
  */
-import type { SqlExec, SqlValue } from './sql.js';
+import type { SqlValue, StateSql } from './sql.js';
 
 export type ApprovalStatus = 'pending' | 'approved' | 'declined' | 'running' | 'done';
 
@@ -101,8 +102,8 @@ const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : und
 const int = (v: unknown): number | undefined =>
   typeof v === 'number' && Number.isSafeInteger(v) ? v : undefined;
 
-/** One row as stored; undefined when any column is not what a Manifold writes. Shared with Postgres. */
-export function parseApproval(row: Record<string, unknown>): ApprovalRecord | undefined {
+/** One row as stored; undefined when any column is not what a Manifold writes. */
+function parseApproval(row: Record<string, unknown>): ApprovalRecord | undefined {
   const status = STATUSES.find((s) => s === row.status);
   const fields = {
     id: str(row.id),
@@ -132,51 +133,56 @@ export function parseApproval(row: Record<string, unknown>): ApprovalRecord | un
   };
 }
 
-export const APPROVAL_COLUMNS =
+const APPROVAL_COLUMNS =
   'id, principal, tenant, subject, server, tool, digest, shown, risk, status, decided_by, decided_at, reason, result, delivered, created_at, expires_at';
 
-/** The values of a staged row, in the order of the INSERT's columns. */
-export function stagedValues(a: StagedApproval): (string | number)[] {
-  return [
-    a.id,
-    a.principal,
-    a.tenant,
-    a.subject,
-    a.server,
-    a.tool,
-    a.digest,
-    a.shown,
-    a.risk,
-    a.createdAt,
-    a.expiresAt,
-  ];
-}
-
-// The bounds are part of the INSERT, so two calls racing past them on two instances cannot both
-// find room that is not there (each statement sees the other's committed row, or waits on it).
-const STAGE = `INSERT INTO approvals (id, principal, tenant, subject, server, tool, digest, shown, risk,
+/** The queries, for tables prefixed `p` (Postgres: `manifold_`); `?` bindings. */
+function approvalQueries(p: string) {
+  const t = `${p}approvals`;
+  return {
+    // The bounds are part of the INSERT, so two calls racing past them on two instances cannot
+    // both find room that is not there (each statement sees the other's committed row, or waits).
+    stage: `INSERT INTO ${t} (id, principal, tenant, subject, server, tool, digest, shown, risk,
     status, delivered, created_at, expires_at)
   SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?
-  WHERE (SELECT COUNT(*) FROM approvals WHERE principal = ? AND status = 'pending' AND expires_at > ?) < ?
-    AND (SELECT COUNT(*) FROM approvals WHERE tenant = ? AND status = 'pending' AND expires_at > ?) < ?
-  RETURNING id`;
-const SWEEP = 'DELETE FROM approvals WHERE expires_at < ?';
-const DECIDE = `UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, reason = ?
-  WHERE id = ? AND status = 'pending' AND expires_at > ? RETURNING id`;
-const CLAIM_RUN = `UPDATE approvals SET status = 'running' WHERE id = ? AND status = 'approved' AND expires_at > ? RETURNING id`;
-const FINISH = `UPDATE approvals SET status = 'done', result = ? WHERE id = ? AND status = 'running'`;
-const DELIVER = 'UPDATE approvals SET delivered = 1 WHERE id = ? AND delivered = 0 RETURNING id';
-const FIND = `SELECT ${APPROVAL_COLUMNS} FROM approvals
-  WHERE principal = ? AND tool = ? AND digest = ? AND delivered = 0 ORDER BY created_at DESC LIMIT 1`;
+  WHERE (SELECT COUNT(*) FROM ${t} WHERE principal = ? AND status = 'pending' AND expires_at > ?) < ?
+    AND (SELECT COUNT(*) FROM ${t} WHERE tenant = ? AND status = 'pending' AND expires_at > ?) < ?
+  RETURNING id`,
+    sweep: `DELETE FROM ${t} WHERE expires_at < ?`,
+    get: `SELECT ${APPROVAL_COLUMNS} FROM ${t} WHERE id = ?`,
+    find: `SELECT ${APPROVAL_COLUMNS} FROM ${t}
+  WHERE principal = ? AND tool = ? AND digest = ? AND delivered = 0 ORDER BY created_at DESC LIMIT 1`,
+    list: (where: string) => `SELECT ${APPROVAL_COLUMNS} FROM ${t}${where} ORDER BY created_at DESC LIMIT ?`,
+    decide: `UPDATE ${t} SET status = ?, decided_by = ?, decided_at = ?, reason = ?
+  WHERE id = ? AND status = 'pending' AND expires_at > ? RETURNING id`,
+    claimRun: `UPDATE ${t} SET status = 'running' WHERE id = ? AND status = 'approved' AND expires_at > ? RETURNING id`,
+    finish: `UPDATE ${t} SET status = 'done', result = ? WHERE id = ? AND status = 'running'`,
+    deliver: `UPDATE ${t} SET delivered = 1 WHERE id = ? AND delivered = 0 RETURNING id`,
+  };
+}
 
-/** The queue over any `SqlExec`: a SQLite file on Node, a Durable Object on Workers. */
+/** The queue over SQL: a SQLite file on Node, a Durable Object on Workers, Postgres. */
 export class SqlApprovalStore implements ApprovalStore {
-  constructor(private readonly sql: SqlExec) {}
+  private readonly q: ReturnType<typeof approvalQueries>;
+
+  constructor(private readonly sql: StateSql) {
+    this.q = approvalQueries(sql.prefix ?? '');
+  }
 
   async stage(a: StagedApproval, bounds: StageBounds, now: number): Promise<boolean> {
-    this.sql.exec(SWEEP, now - APPROVAL_RETAIN_MS);
+    await this.sql.query(this.q.sweep, [now - APPROVAL_RETAIN_MS]);
     const values: SqlValue[] = [
-      ...stagedValues(a),
+      a.id,
+      a.principal,
+      a.tenant,
+      a.subject,
+      a.server,
+      a.tool,
+      a.digest,
+      a.shown,
+      a.risk,
+      a.createdAt,
+      a.expiresAt,
       a.principal,
       now,
       bounds.perPrincipal,
@@ -184,69 +190,66 @@ export class SqlApprovalStore implements ApprovalStore {
       now,
       bounds.perTenant,
     ];
-    return this.sql.exec(STAGE, ...values).length > 0;
+    return this.changed(this.q.stage, values);
   }
 
   async get(id: string): Promise<ApprovalRecord | undefined> {
-    const row = this.sql.exec<Record<string, unknown>>(
-      `SELECT ${APPROVAL_COLUMNS} FROM approvals WHERE id = ?`,
-      id,
-    )[0];
-    return row ? parseApproval(row) : undefined;
+    return this.one(this.q.get, [id]);
   }
 
   async find(principal: string, tool: string, digest: string): Promise<ApprovalRecord | undefined> {
-    const row = this.sql.exec<Record<string, unknown>>(FIND, principal, tool, digest)[0];
-    return row ? parseApproval(row) : undefined;
+    return this.one(this.q.find, [principal, tool, digest]);
   }
 
   async list(query: ApprovalQuery, now: number): Promise<ApprovalRecord[]> {
-    const { where, values } = listFilter(query, now, () => '?');
-    const rows = this.sql.exec<Record<string, unknown>>(
-      `SELECT ${APPROVAL_COLUMNS} FROM approvals${where} ORDER BY created_at DESC LIMIT ?`,
-      ...values,
-      query.limit,
-    );
+    const { where, values } = listFilter(query, now);
+    const rows = await this.sql.query(this.q.list(where), [...values, query.limit]);
     return rows.map(parseApproval).filter((r): r is ApprovalRecord => r !== undefined);
   }
 
-  async decide(
+  decide(
     id: string,
     decision: 'approved' | 'declined',
     by: string,
     reason: string | undefined,
     now: number,
   ): Promise<boolean> {
-    return this.sql.exec(DECIDE, decision, by, now, reason ?? null, id, now).length > 0;
+    return this.changed(this.q.decide, [decision, by, now, reason ?? null, id, now]);
   }
 
-  async claimRun(id: string, now: number): Promise<boolean> {
-    return this.sql.exec(CLAIM_RUN, id, now).length > 0;
+  claimRun(id: string, now: number): Promise<boolean> {
+    return this.changed(this.q.claimRun, [id, now]);
   }
 
   async finish(id: string, result: string): Promise<void> {
-    this.sql.exec(FINISH, result, id);
+    await this.sql.query(this.q.finish, [result, id]);
   }
 
-  async deliver(id: string): Promise<boolean> {
-    return this.sql.exec(DELIVER, id).length > 0;
+  deliver(id: string): Promise<boolean> {
+    return this.changed(this.q.deliver, [id]);
+  }
+
+  private async one(query: string, values: SqlValue[]): Promise<ApprovalRecord | undefined> {
+    const row = (await this.sql.query(query, values))[0];
+    return row ? parseApproval(row) : undefined;
+  }
+
+  /** RETURNING says whether the rule held, on every database alike. */
+  private async changed(query: string, values: SqlValue[]): Promise<boolean> {
+    return (await this.sql.query(query, values)).length > 0;
   }
 }
 
 /**
- * The WHERE of a listing, with placeholders made by `param` (SQLite `?`, Postgres `$n`): by
- * status (an expired approval is a pending or approved one past its expiry) and tenant.
+ * The WHERE of a listing: by status (an expired approval is a pending or approved one past its
+ * expiry) and tenant.
  */
-export function listFilter(
-  query: ApprovalQuery,
-  now: number,
-  param: (n: number) => string,
-): { where: string; values: SqlValue[] } {
+function listFilter(query: ApprovalQuery, now: number): { where: string; values: SqlValue[] } {
   const clauses: string[] = [];
   const values: SqlValue[] = [];
   const bind = (v: SqlValue) => {
     values.push(v);
-    return param(values.length);
+    return '?';
   };
   if (query.status === 'expired') {
     clauses.push(`status IN ('pending', 'approved') AND expires_at <= ${bind(now)}`);

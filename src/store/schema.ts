@@ -107,6 +107,18 @@ export const MIGRATIONS: readonly string[] = [
     journal TEXT NOT NULL,
     expires_at INTEGER NOT NULL
   )`,
+  // #52: drift history (src/store/drift-history.ts): per tool, each time drift held it back and
+  // each accepted change, with who accepted it; names and fingerprints only, never a tool's text.
+  `CREATE TABLE drift_events (
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    digest TEXT,
+    accepted_by TEXT,
+    decided_at INTEGER NOT NULL
+  )`,
+  'CREATE INDEX drift_events_tool ON drift_events (server, tool, decided_at)',
 ];
 
 /** Holds `schema_version` and `trust_epoch`; created outside the migrations so it can version them. */

@@ -26,3 +26,37 @@ export interface SqlExec {
   /** Releases the connection, where there is one to release (a Durable Object has none). */
   close?(): void;
 }
+
+/** One statement and its `?` bindings. */
+export type Statement = readonly [query: string, values: SqlValue[]];
+
+/**
+ * What the stores need of a SQL database: SQLite (a file, a Durable Object) or Postgres. Every
+ * store under src/store writes one SQL text per operation, with `?` bindings and tables prefixed
+ * by `prefix`; Postgres numbers the bindings (deploy/node/store/postgres/store.ts).
+ */
+export interface StateSql {
+  /** Runs one statement with positional `?` bindings; its rows (none for a statement without). */
+  query(query: string, values: SqlValue[]): Record<string, unknown>[] | Promise<Record<string, unknown>[]>;
+  /** Runs the statements so that all of them commit, or none does; each one's rows, in order. */
+  atomically(
+    statements: readonly Statement[],
+  ): Record<string, unknown>[][] | Promise<Record<string, unknown>[][]>;
+  /** Prefixed to the tables' names (Postgres: `manifold_`). */
+  prefix?: string;
+  /** One more statement in a re-trust's transaction (Postgres: the NOTIFY that others listen for). */
+  afterRetrust?: Statement;
+  close?(): void | Promise<void>;
+}
+
+/** A `StateSql` over the synchronous `SqlExec` of a SQLite file or a Durable Object. */
+export function execSql(sql: SqlExec): StateSql {
+  return {
+    query: (query, values) => sql.exec(query, ...values),
+    atomically: (statements) =>
+      sql.transaction(() =>
+        statements.map(([query, values]) => sql.exec<Record<string, unknown>>(query, ...values)),
+      ),
+    close: () => sql.close?.(),
+  };
+}

@@ -13,8 +13,15 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerConfig } from '../config/types.js';
 import { ManifoldError } from '../errors.js';
 import { type ApprovalStore, MemoryApprovalStore, SqlApprovalStore } from './approvals.js';
+import {
+  type DriftRecord,
+  driftQueries,
+  MemoryDriftHistory,
+  parseDriftRecord,
+  recordValues,
+} from './drift-history.js';
 import { parseRow, type RawRow } from './rows.js';
-import type { SqlExec, SqlValue } from './sql.js';
+import type { SqlValue, Statement, StateSql } from './sql.js';
 import { MemoryServerStore, type ServerStore, SqlServerStore } from './stored-servers.js';
 import { MemoryTokenStore, SqlTokenStore, type TokenStore } from './tokens.js';
 
@@ -98,6 +105,13 @@ export interface StateStore {
   /** A run's journal, or undefined when there is none (or it expired). */
   loadRun(key: string, now: number): Promise<string | undefined>;
   /**
+   * Drift history (#52, drift-history.ts): adds one event, unless the tool's newest event is
+   * already this kind with this fingerprint; keeps each tool's newest.
+   */
+  recordDrift(event: DriftRecord): Promise<void>;
+  /** A server's drift events (one tool's, with `tool`), the newest first. */
+  driftHistory(server: string, tool: string | undefined, limit: number): Promise<DriftRecord[]>;
+  /**
    * Calls `listener` whenever another process may have re-trusted, where the store can push that
    * (Postgres LISTEN/NOTIFY). Optional and only a speed-up: the trust epoch poll stays the rule.
    */
@@ -148,34 +162,6 @@ export function sameIdentity(a: ServerIdentity, b: ServerIdentity): boolean {
 }
 
 const COLUMNS = 'name, transport, target, catalog, catalog_at, baseline, trusted_at, created_at';
-
-/** One statement and its `?` bindings. */
-export type Statement = readonly [query: string, values: SqlValue[]];
-
-/** What the state store needs of a SQL database: SQLite (a file, a Durable Object) or Postgres. */
-export interface StateSql {
-  /** Runs one statement with positional `?` bindings; its rows (none for a statement without). */
-  query(query: string, values: SqlValue[]): Record<string, unknown>[] | Promise<Record<string, unknown>[]>;
-  /** Runs the statements so that all of them commit, or none does. */
-  atomically(statements: readonly Statement[]): void | Promise<void>;
-  /** Prefixed to the tables' names (Postgres: `manifold_`). */
-  prefix?: string;
-  /** One more statement in a re-trust's transaction (Postgres: the NOTIFY that others listen for). */
-  afterRetrust?: Statement;
-  close?(): void | Promise<void>;
-}
-
-/** A `StateSql` over the synchronous `SqlExec` of a SQLite file or a Durable Object. */
-export function execSql(sql: SqlExec): StateSql {
-  return {
-    query: (query, values) => sql.exec(query, ...values),
-    atomically: (statements) =>
-      sql.transaction(() => {
-        for (const [query, values] of statements) sql.exec(query, ...values);
-      }),
-    close: () => sql.close?.(),
-  };
-}
 
 function queries(p: string) {
   const sameIdentity = `${p}servers.transport = excluded.transport AND ${p}servers.target = excluded.target`;
@@ -230,20 +216,19 @@ const SWEEP_EVERY = 64;
  */
 export class SqlStateStore implements StateStore {
   private readonly q: ReturnType<typeof queries>;
+  private readonly drift: ReturnType<typeof driftQueries>;
   private claims = 0;
-  readonly approvals: ApprovalStore | undefined;
-  readonly storedServers: ServerStore | undefined;
-  readonly tokens: TokenStore | undefined;
+  readonly approvals: ApprovalStore;
+  readonly storedServers: ServerStore;
+  readonly tokens: TokenStore;
 
-  /** `extra`: the stores of #52 over the same database (sqlExtras for SQLite and a Durable Object). */
-  constructor(
-    private readonly sql: StateSql,
-    extra: Pick<StateStore, 'approvals' | 'storedServers' | 'tokens'> = {},
-  ) {
+  constructor(private readonly sql: StateSql) {
     this.q = queries(sql.prefix ?? '');
-    this.approvals = extra.approvals;
-    this.storedServers = extra.storedServers;
-    this.tokens = extra.tokens;
+    this.drift = driftQueries(sql.prefix ?? '');
+    // The stores of #52, over the same database and the same queries.
+    this.approvals = new SqlApprovalStore(sql);
+    this.storedServers = new SqlServerStore(sql);
+    this.tokens = new SqlTokenStore(sql);
   }
 
   async get(name: string): Promise<ServerRow | undefined> {
@@ -295,6 +280,21 @@ export class SqlStateStore implements StateStore {
   async loadRun(key: string, now: number): Promise<string | undefined> {
     const row = (await this.sql.query(this.q.loadRun, [key, now]))[0];
     return typeof row?.journal === 'string' ? row.journal : undefined;
+  }
+
+  async recordDrift(e: DriftRecord): Promise<void> {
+    await this.sql.atomically([
+      [this.drift.record, recordValues(e)],
+      [this.drift.trim, [e.server, e.tool, e.server, e.tool]],
+    ]);
+  }
+
+  async driftHistory(server: string, tool: string | undefined, limit: number): Promise<DriftRecord[]> {
+    const rows =
+      tool === undefined
+        ? await this.sql.query(this.drift.ofServer, [server, limit])
+        : await this.sql.query(this.drift.ofTool, [server, tool, limit]);
+    return rows.map(parseDriftRecord).filter((r): r is DriftRecord => r !== undefined);
   }
 
   async close(): Promise<void> {
@@ -381,6 +381,16 @@ export class MemoryStateStore implements StateStore {
     return run && run.expiresAt >= now ? run.journal : undefined;
   }
 
+  private readonly history = new MemoryDriftHistory();
+
+  async recordDrift(e: DriftRecord): Promise<void> {
+    this.history.record(e);
+  }
+
+  async driftHistory(server: string, tool: string | undefined, limit: number): Promise<DriftRecord[]> {
+    return this.history.list(server, tool, limit);
+  }
+
   close(): void {}
 
   private fresh(identity: ServerIdentity, now: number): RawRow {
@@ -401,13 +411,4 @@ export class MemoryStateStore implements StateStore {
   private matches(row: RawRow, identity: ServerIdentity): boolean {
     return row.transport === identity.transport && row.target === identity.target;
   }
-}
-
-/** The stores of #52 over a SQLite file or a Durable Object, beside the state store on the same database. */
-export function sqlExtras(sql: SqlExec): Pick<StateStore, 'approvals' | 'storedServers' | 'tokens'> {
-  return {
-    approvals: new SqlApprovalStore(sql),
-    storedServers: new SqlServerStore(sql),
-    tokens: new SqlTokenStore(sql),
-  };
 }

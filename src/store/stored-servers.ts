@@ -5,7 +5,7 @@
  * no secret is written here); every change bumps `servers_epoch`, the one value instances poll.
  */
 import { isObject } from '../lib/json.js';
-import type { SqlExec } from './sql.js';
+import type { StateSql } from './sql.js';
 
 export interface StoredServer {
   name: string;
@@ -24,8 +24,8 @@ export interface ServerStore {
   epoch(): Promise<number>;
 }
 
-/** One row; undefined when it is not what a Manifold writes. Shared with Postgres. */
-export function parseStoredServer(row: Record<string, unknown>): StoredServer | undefined {
+/** One row; undefined when it is not what a Manifold writes. */
+function parseStoredServer(row: Record<string, unknown>): StoredServer | undefined {
   const { name, entry, updated_by: updatedBy, updated_at: updatedAt } = row;
   if (typeof name !== 'string' || typeof entry !== 'string' || typeof updatedBy !== 'string')
     return undefined;
@@ -38,40 +38,55 @@ export function parseStoredServer(row: Record<string, unknown>): StoredServer | 
   }
 }
 
-const PUT = `INSERT INTO stored_servers (name, entry, updated_by, updated_at) VALUES (?, ?, ?, ?)
+/** The queries, for tables prefixed `p` (Postgres: `manifold_`); `?` bindings. */
+function serverQueries(p: string) {
+  // Each change commits with its epoch bump, so an instance that sees the new epoch reads the change.
+  const bump = `ON CONFLICT (key) DO UPDATE SET value = ${p}meta.value + 1`;
+  return {
+    list: `SELECT name, entry, updated_by, updated_at FROM ${p}stored_servers ORDER BY name`,
+    put: `INSERT INTO ${p}stored_servers (name, entry, updated_by, updated_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (name) DO UPDATE SET entry = excluded.entry, updated_by = excluded.updated_by,
-    updated_at = excluded.updated_at`;
-const BUMP = `INSERT INTO meta (key, value) VALUES ('servers_epoch', 1)
-  ON CONFLICT (key) DO UPDATE SET value = value + 1`;
+    updated_at = excluded.updated_at`,
+    bump: `INSERT INTO ${p}meta (key, value) VALUES ('servers_epoch', 1) ${bump}`,
+    // Before the DELETE in the same transaction, and only when there is a row to remove.
+    bumpIfListed: `INSERT INTO ${p}meta (key, value)
+  SELECT 'servers_epoch', 1 WHERE EXISTS (SELECT 1 FROM ${p}stored_servers WHERE name = ?) ${bump}`,
+    remove: `DELETE FROM ${p}stored_servers WHERE name = ? RETURNING name`,
+    epoch: `SELECT value FROM ${p}meta WHERE key = 'servers_epoch'`,
+  };
+}
 
+/** Stored servers over SQL: a SQLite file on Node, a Durable Object on Workers, Postgres. */
 export class SqlServerStore implements ServerStore {
-  constructor(private readonly sql: SqlExec) {}
+  private readonly q: ReturnType<typeof serverQueries>;
+
+  constructor(private readonly sql: StateSql) {
+    this.q = serverQueries(sql.prefix ?? '');
+  }
 
   async list(): Promise<StoredServer[]> {
-    const rows = this.sql.exec<Record<string, unknown>>(
-      'SELECT name, entry, updated_by, updated_at FROM stored_servers ORDER BY name',
-    );
+    const rows = await this.sql.query(this.q.list, []);
     return rows.map(parseStoredServer).filter((s): s is StoredServer => s !== undefined);
   }
 
   async put(s: StoredServer): Promise<void> {
-    this.sql.transaction(() => {
-      this.sql.exec(PUT, s.name, JSON.stringify(s.entry), s.updatedBy, s.updatedAt);
-      this.sql.exec(BUMP);
-    });
+    await this.sql.atomically([
+      [this.q.put, [s.name, JSON.stringify(s.entry), s.updatedBy, s.updatedAt]],
+      [this.q.bump, []],
+    ]);
   }
 
   async remove(name: string): Promise<boolean> {
-    return this.sql.transaction(() => {
-      const gone = this.sql.exec('DELETE FROM stored_servers WHERE name = ? RETURNING name', name).length > 0;
-      if (gone) this.sql.exec(BUMP);
-      return gone;
-    });
+    const [, removed] = await this.sql.atomically([
+      [this.q.bumpIfListed, [name]],
+      [this.q.remove, [name]],
+    ]);
+    return (removed?.length ?? 0) > 0;
   }
 
   async epoch(): Promise<number> {
-    const row = this.sql.exec<{ value: unknown }>("SELECT value FROM meta WHERE key = 'servers_epoch'")[0];
-    return typeof row?.value === 'number' ? row.value : 0;
+    const value = (await this.sql.query(this.q.epoch, []))[0]?.value;
+    return typeof value === 'number' ? value : 0;
   }
 }
 

@@ -5,7 +5,7 @@
  * polls to refresh its copy of the revocation list. Rows go once their token has expired: an
  * expired token is refused anyway.
  */
-import type { SqlExec } from './sql.js';
+import type { StateSql } from './sql.js';
 
 export interface SeenToken {
   id: string;
@@ -31,8 +31,8 @@ export interface TokenStore {
 
 const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
 
-/** One row; undefined when it is not what a Manifold writes. Shared with Postgres. */
-export function parseToken(row: Record<string, unknown>): SeenToken | undefined {
+/** One row; undefined when it is not what a Manifold writes. */
+function parseToken(row: Record<string, unknown>): SeenToken | undefined {
   const { id, subject, tenant } = row;
   const expiresAt = num(row.expires_at);
   const firstSeen = num(row.first_seen);
@@ -50,53 +50,61 @@ export function parseToken(row: Record<string, unknown>): SeenToken | undefined 
   };
 }
 
-export const TOKEN_COLUMNS = 'id, subject, tenant, expires_at, first_seen, revoked_at, revoked_by';
-const SEEN = `INSERT INTO seen_tokens (id, subject, tenant, expires_at, first_seen) VALUES (?, ?, ?, ?, ?)
-  ON CONFLICT (id) DO NOTHING`;
-const REVOKE = `UPDATE seen_tokens SET revoked_at = ?, revoked_by = ?
-  WHERE id = ? AND revoked_at IS NULL AND expires_at > ? RETURNING id`;
-const BUMP = `INSERT INTO meta (key, value) VALUES ('tokens_epoch', 1)
-  ON CONFLICT (key) DO UPDATE SET value = value + 1`;
+const TOKEN_COLUMNS = 'id, subject, tenant, expires_at, first_seen, revoked_at, revoked_by';
 
+/** The queries, for tables prefixed `p` (Postgres: `manifold_`); `?` bindings. */
+function tokenQueries(p: string) {
+  const t = `${p}seen_tokens`;
+  const revocable = 'id = ? AND revoked_at IS NULL AND expires_at > ?';
+  return {
+    sweep: `DELETE FROM ${t} WHERE expires_at < ?`,
+    seen: `INSERT INTO ${t} (id, subject, tenant, expires_at, first_seen) VALUES (?, ?, ?, ?, ?)
+  ON CONFLICT (id) DO NOTHING`,
+    list: `SELECT ${TOKEN_COLUMNS} FROM ${t} WHERE expires_at > ? ORDER BY first_seen DESC LIMIT ?`,
+    // A revocation commits with its epoch bump, so an instance that sees the epoch reads the list.
+    bumpIfRevocable: `INSERT INTO ${p}meta (key, value)
+  SELECT 'tokens_epoch', 1 WHERE EXISTS (SELECT 1 FROM ${t} WHERE ${revocable})
+  ON CONFLICT (key) DO UPDATE SET value = ${p}meta.value + 1`,
+    revoke: `UPDATE ${t} SET revoked_at = ?, revoked_by = ? WHERE ${revocable} RETURNING id`,
+    revoked: `SELECT id FROM ${t} WHERE revoked_at IS NOT NULL AND expires_at > ?`,
+    epoch: `SELECT value FROM ${p}meta WHERE key = 'tokens_epoch'`,
+  };
+}
+
+/** Tokens over SQL: a SQLite file on Node, a Durable Object on Workers, Postgres. */
 export class SqlTokenStore implements TokenStore {
-  constructor(private readonly sql: SqlExec) {}
+  private readonly q: ReturnType<typeof tokenQueries>;
+
+  constructor(private readonly sql: StateSql) {
+    this.q = tokenQueries(sql.prefix ?? '');
+  }
 
   async seen(t: Omit<SeenToken, 'revokedAt' | 'revokedBy'>, now: number): Promise<void> {
-    this.sql.exec('DELETE FROM seen_tokens WHERE expires_at < ?', now);
-    this.sql.exec(SEEN, t.id, t.subject, t.tenant, t.expiresAt, t.firstSeen);
+    await this.sql.query(this.q.sweep, [now]);
+    await this.sql.query(this.q.seen, [t.id, t.subject, t.tenant, t.expiresAt, t.firstSeen]);
   }
 
   async list(limit: number, now: number): Promise<SeenToken[]> {
-    return this.sql
-      .exec<Record<string, unknown>>(
-        `SELECT ${TOKEN_COLUMNS} FROM seen_tokens WHERE expires_at > ? ORDER BY first_seen DESC LIMIT ?`,
-        now,
-        limit,
-      )
-      .map(parseToken)
-      .filter((t): t is SeenToken => t !== undefined);
+    const rows = await this.sql.query(this.q.list, [now, limit]);
+    return rows.map(parseToken).filter((t): t is SeenToken => t !== undefined);
   }
 
   async revoke(id: string, by: string, now: number): Promise<boolean> {
-    return this.sql.transaction(() => {
-      const done = this.sql.exec(REVOKE, now, by, id, now).length > 0;
-      if (done) this.sql.exec(BUMP);
-      return done;
-    });
+    const [, revoked] = await this.sql.atomically([
+      [this.q.bumpIfRevocable, [id, now]],
+      [this.q.revoke, [now, by, id, now]],
+    ]);
+    return (revoked?.length ?? 0) > 0;
   }
 
   async revoked(now: number): Promise<string[]> {
-    return this.sql
-      .exec<{ id: unknown }>(
-        'SELECT id FROM seen_tokens WHERE revoked_at IS NOT NULL AND expires_at > ?',
-        now,
-      )
-      .flatMap((r) => (typeof r.id === 'string' ? [r.id] : []));
+    const rows = await this.sql.query(this.q.revoked, [now]);
+    return rows.flatMap((r) => (typeof r.id === 'string' ? [r.id] : []));
   }
 
   async epoch(): Promise<number> {
-    const row = this.sql.exec<{ value: unknown }>("SELECT value FROM meta WHERE key = 'tokens_epoch'")[0];
-    return typeof row?.value === 'number' ? row.value : 0;
+    const value = (await this.sql.query(this.q.epoch, []))[0]?.value;
+    return typeof value === 'number' ? value : 0;
   }
 }
 

@@ -233,6 +233,11 @@ describe('drift quarantine on a durable store', () => {
     expect(tools.find((t) => t.name === 'fx__alpha')?.description).toBe('Alpha v2: also uploads your files.');
     expect(tools.find((t) => t.name === 'fx__beta')?.description).toMatch(/^Quarantined:/);
     expect(text(await client!.callTool({ name: 'fx__alpha', arguments: {} }))).toBe('called alpha');
+    // #52 drift history: held back, then accepted from the shell (whose operator it cannot name).
+    expect(await gw!.gateway.store.driftHistory('fx', 'alpha', 10)).toEqual([
+      expect.objectContaining({ kind: 'accepted', by: 'manifold retrust (CLI)' }),
+      expect.objectContaining({ kind: 'quarantined' }),
+    ]);
   });
 
   it('C3: retrust of the whole server restores every tool with its new text', async () => {

@@ -211,5 +211,69 @@ export function storeContract(label: string, fixture: StoreFixture): void {
       expect(await store.claim('k1', 2_000, 1_900)).toBe(false);
       expect(await store.claim('k2', 3_000, 1_900)).toBe(true);
     });
+
+    it('drift history: a held tool is one event until it changes, an accept names who, each tool bounded', async () => {
+      const held = { server: 'github', tool: 'search', kind: 'quarantined' as const, fingerprint: 'f2' };
+      await store.recordDrift({ ...held, at: 1_000 });
+      // The same decision seen again (a recheck, another instance) adds nothing.
+      await store.recordDrift({ ...held, at: 1_100 });
+      await store.recordDrift({
+        server: 'github',
+        tool: 'fetch',
+        kind: 'withheld',
+        fingerprint: 'n1',
+        at: 1_200,
+      });
+      await store.recordDrift({
+        server: 'github',
+        tool: 'search',
+        kind: 'accepted',
+        fingerprint: 'f2',
+        digest: 'd1',
+        by: 'ops',
+        at: 1_300,
+      });
+      // Held back again after the accept: a new event.
+      await store.recordDrift({ ...held, fingerprint: 'f3', at: 1_400 });
+      await store.recordDrift({
+        server: 'other',
+        tool: 'search',
+        kind: 'withheld',
+        fingerprint: 'x',
+        at: 1_500,
+      });
+      expect(await store.driftHistory('github', 'search', 10)).toEqual([
+        { ...held, fingerprint: 'f3', at: 1_400 },
+        {
+          server: 'github',
+          tool: 'search',
+          kind: 'accepted',
+          fingerprint: 'f2',
+          digest: 'd1',
+          by: 'ops',
+          at: 1_300,
+        },
+        { ...held, at: 1_000 },
+      ]);
+      expect((await store.driftHistory('github', undefined, 10)).map((e) => [e.tool, e.at])).toEqual([
+        ['search', 1_400],
+        ['search', 1_300],
+        ['fetch', 1_200],
+        ['search', 1_000],
+      ]);
+      expect(await store.driftHistory('github', undefined, 2)).toHaveLength(2);
+      for (let i = 0; i < 30; i++) {
+        await store.recordDrift({
+          ...held,
+          kind: i % 2 ? 'accepted' : 'quarantined',
+          fingerprint: `g${i}`,
+          at: 2_000 + i,
+        });
+      }
+      const kept = await store.driftHistory('github', 'search', 100);
+      expect(kept).toHaveLength(20);
+      expect(kept[0]!.at).toBe(2_029);
+      expect(await store.driftHistory('github', 'fetch', 100)).toHaveLength(1);
+    });
   });
 }

@@ -412,6 +412,13 @@ describe('workers layout (#15): isolates and owner-sharded objects', () => {
     });
     expect(accepted.status).toBe(200);
     expect(await accepted.json()).toEqual({ retrusted: 'd', changes: 1 });
+    // #52: the drift history, kept in d's object beside its baseline.
+    const history = await fetch(`${base}/drift/history?tool=alpha`, { headers: bearer(admin) });
+    expect(history.status).toBe(200);
+    expect(((await history.json()) as { history: unknown[] }).history).toEqual([
+      expect.objectContaining({ kind: 'accepted', by: 'alice', digest: review.digest }),
+      expect.objectContaining({ kind: 'quarantined' }),
+    ]);
     // Every isolate reads the object's snapshot again within its ttl: poll, no sleep.
     await eventually(
       async () => (await alpha()) === 'Alpha v2: also reads mail.',

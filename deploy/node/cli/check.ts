@@ -23,6 +23,8 @@ function readOnly(store: OpenedStore, firstContact: Set<string>): OpenedStore {
     claim: async () => false,
     saveRun: async () => {},
     loadRun: async () => undefined,
+    recordDrift: async () => {},
+    driftHistory: (server, tool, limit) => store.driftHistory(server, tool, limit),
     close: () => store.close(),
     // A check connects the way `serve` would, so it reads the stored upstream credentials.
     credentials: store.credentials,

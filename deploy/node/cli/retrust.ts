@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { Config, ServerConfig } from '../../../src/config/types.js';
-import { identityLine, planRetrust } from '../../../src/guards/drift/retrust-plan.js';
+import { acceptedItems, identityLine, planRetrust } from '../../../src/guards/drift/retrust-plan.js';
 import type { Baseline } from '../../../src/guards/drift/verdict.js';
 import type { Logger } from '../../../src/lib/log.js';
 import { identityOf, type ServerIdentity, sameIdentity } from '../../../src/store/state.js';
@@ -16,6 +16,8 @@ interface DriftReport {
   identity: ServerIdentity;
   identityChanged: boolean;
   next: Baseline;
+  /** The baseline as trusted before. */
+  old: Baseline;
 }
 
 /**
@@ -54,7 +56,7 @@ async function compare(
     if ('refused' in plan) return { refused: `server ${name} ${plan.refused}`, code: 2 };
     lines.push(...plan.lines);
     const { changes, next } = plan;
-    return { lines, changes, identity, identityChanged, next };
+    return { lines, changes, identity, identityChanged, next, old };
   } finally {
     await upstream.close();
   }
@@ -122,7 +124,18 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
         return 1;
       }
     }
-    await store.retrust(report.identity, report.next, Date.now());
+    const now = Date.now();
+    await store.retrust(report.identity, report.next, now);
+    // Drift history (#52): who accepted is the shell's operator, whom the gateway cannot name.
+    for (const item of acceptedItems(report.old, report.next)) {
+      await store.recordDrift({
+        server: name,
+        ...item,
+        kind: 'accepted',
+        by: 'manifold retrust (CLI)',
+        at: now,
+      });
+    }
     io.out(
       `re-trusted ${what}: ${report.changes} change(s); a running gateway picks this up within seconds\n`,
     );

@@ -9,7 +9,8 @@ import { SqlCredentialStore } from '../../../src/store/credentials.js';
 import type { CredentialStore } from '../../../src/store/credentials-types.js';
 import { migrate } from '../../../src/store/schema.js';
 import type { SqlExec, SqlValue } from '../../../src/store/sql.js';
-import { execSql, SqlStateStore, sqlExtras } from '../../../src/store/state.js';
+import { execSql } from '../../../src/store/sql.js';
+import { SqlStateStore } from '../../../src/store/state.js';
 
 /** How long a writer waits for another process's lock (the CLI's `retrust` while serving). */
 const BUSY_TIMEOUT_MS = 5000;
@@ -65,7 +66,7 @@ export function openSqliteStore(path: string): SqlStateStore & { credentials: Cr
     const exec = sqliteExec(db);
     // The one schema of the file, credentials tables (v3, v4) included.
     migrate(exec);
-    const store = new SqlStateStore(execSql(exec), sqlExtras(exec));
+    const store = new SqlStateStore(execSql(exec));
     return Object.assign(store, { credentials: new SqlCredentialStore((q, v) => exec.exec(q, ...v)) });
   } catch (e) {
     db.close();

@@ -90,3 +90,27 @@ export function reviewDigest(
 ): Promise<string> {
   return sha256Hex(canonicalJson({ shown, written }));
 }
+
+/**
+ * What an accept changes, item by item, for the drift history: every item whose trusted
+ * fingerprint or hints differ between the old and the next baseline, with the fingerprint now
+ * trusted ('' for an item whose removal was accepted).
+ *
+ * @example
+ * for (const a of acceptedItems(row.baseline ?? {}, plan.next)) history.push({ ...a, kind: 'accepted' });
+ */
+export function acceptedItems(old: Baseline, next: Baseline): { tool: string; fingerprint: string }[] {
+  const out: { tool: string; fingerprint: string }[] = [];
+  for (const [name, entry] of Object.entries(next)) {
+    const before = old[name];
+    if (
+      before?.fingerprint === entry.fingerprint &&
+      canonicalJson(before.hints) === canonicalJson(entry.hints)
+    ) {
+      continue;
+    }
+    out.push({ tool: name, fingerprint: entry.fingerprint });
+  }
+  for (const name of Object.keys(old)) if (!(name in next)) out.push({ tool: name, fingerprint: '' });
+  return out;
+}

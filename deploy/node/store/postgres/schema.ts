@@ -126,6 +126,17 @@ export const PG_MIGRATIONS: readonly string[] = [
     journal TEXT NOT NULL,
     expires_at BIGINT NOT NULL
   )`,
+  // #52: drift history (src/store/drift-history.ts); see src/store/schema.ts.
+  `CREATE TABLE manifold_drift_events (
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    digest TEXT,
+    accepted_by TEXT,
+    decided_at BIGINT NOT NULL
+  )`,
+  'CREATE INDEX manifold_drift_events_tool ON manifold_drift_events (server, tool, decided_at)',
 ];
 
 /** One lock id for every Manifold migrating this database (an arbitrary constant: "mfld"). */

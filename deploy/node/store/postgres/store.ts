@@ -11,14 +11,12 @@ import type { CallLimiterFactory } from '../../../../src/auth/shared-limit.js';
 import { describeError, ManifoldError } from '../../../../src/errors.js';
 import type { Logger } from '../../../../src/lib/log.js';
 import { SqlCredentialStore } from '../../../../src/store/credentials.js';
-import { SqlStateStore, type StateSql } from '../../../../src/store/state.js';
-import { PostgresApprovalStore } from './approvals.js';
+import type { StateSql } from '../../../../src/store/sql.js';
+import { SqlStateStore } from '../../../../src/store/state.js';
 import { PostgresInstances } from './instances.js';
 import { postgresRateLimiter } from './rate-limit.js';
 import { migratePostgres } from './schema.js';
 import { PostgresSessions } from './sessions.js';
-import { PostgresServerStore } from './stored-servers.js';
-import { PostgresTokenStore } from './tokens.js';
 import { listenForTrust, type TrustListener } from './trust-listener.js';
 
 /** The channel a re-trust notifies (payload: the new epoch). */
@@ -39,7 +37,10 @@ const numbered = (query: string) => {
   return query.replace(/\?/g, () => `$${++n}`);
 };
 
-/** The shared SQL store's seam over a pool: tables prefixed `manifold_`, a re-trust notifies. */
+/**
+ * The shared SQL stores' seam over a pool (state, drift history, approvals, stored servers,
+ * tokens): tables prefixed `manifold_`, a re-trust notifies.
+ */
 function postgresSql(pool: pg.Pool): StateSql {
   return {
     query: async (query, values) => (await pool.query(numbered(query), values)).rows,
@@ -47,8 +48,11 @@ function postgresSql(pool: pg.Pool): StateSql {
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        for (const [query, values] of statements) await client.query(numbered(query), values);
+        const rows: Record<string, unknown>[][] = [];
+        for (const [query, values] of statements)
+          rows.push((await client.query(numbered(query), values)).rows);
         await client.query('COMMIT');
+        return rows;
       } catch (e) {
         await client.query('ROLLBACK').catch(() => {});
         throw e;
@@ -70,9 +74,6 @@ export class PostgresStateStore extends SqlStateStore {
   private sessions: PostgresSessions | undefined;
   /** Upstream OAuth credentials (#19), in the same database. */
   readonly credentials: SqlCredentialStore;
-  declare readonly approvals: PostgresApprovalStore;
-  declare readonly storedServers: PostgresServerStore;
-  declare readonly tokens: PostgresTokenStore;
 
   /** The pool is open to later parts of #15 (shared counters, sessions): one pool per process. */
   constructor(
@@ -81,11 +82,7 @@ export class PostgresStateStore extends SqlStateStore {
     private readonly log?: Logger,
   ) {
     const sql = postgresSql(pool);
-    super(sql, {
-      approvals: new PostgresApprovalStore(pool),
-      storedServers: new PostgresServerStore(pool),
-      tokens: new PostgresTokenStore(pool),
-    });
+    super(sql);
     this.credentials = new SqlCredentialStore((query, values) => sql.query(query, values), {
       prefix: 'manifold_',
       bytewise: ' COLLATE "C"',

@@ -11,12 +11,21 @@
  *   otherwise), so an operator never accepts a change they were not shown, even one made between
  *   the review and the accept.
  *
- * Only a principal with `manifold:admin` may use either (context.ts); every accept is an audit line
- * naming who made it.
+ * - `GET /admin/servers/<name>/drift/history[?tool=NAME]`: the server's (or one tool's) drift
+ *   history, the newest first: each time drift held a tool back, and each accepted change with who
+ *   accepted it (src/store/drift-history.ts), the same on every instance sharing the store.
+ *
+ * Only a principal with `manifold:admin` may use them (context.ts); every accept is an audit line
+ * naming who made it, and an event in the history.
  */
 import type { Hono } from 'hono';
 import type { Gateway } from '../../../gateway/gateway.js';
-import { identityLine, planRetrust, reviewDigest } from '../../../guards/drift/retrust-plan.js';
+import {
+  acceptedItems,
+  identityLine,
+  planRetrust,
+  reviewDigest,
+} from '../../../guards/drift/retrust-plan.js';
 import type { Baseline } from '../../../guards/drift/verdict.js';
 import { type ServerIdentity, sameIdentity } from '../../../store/state.js';
 import { type AdminContext, readJson } from './context.js';
@@ -54,7 +63,18 @@ export function mountDrift(app: Hono, ctx: AdminContext): void {
         409,
       );
     }
-    await gateway.store.retrust(result.identity, result.next, gateway.platform.now());
+    const now = gateway.platform.now();
+    await gateway.store.retrust(result.identity, result.next, now);
+    for (const item of acceptedItems(result.old, result.next)) {
+      await gateway.store.recordDrift({
+        server,
+        ...item,
+        kind: 'accepted',
+        digest,
+        by: principal.subject,
+        at: now,
+      });
+    }
     gateway.log.warn('drift.retrusted', {
       server,
       ...(tool ? { tool } : {}),
@@ -70,10 +90,37 @@ export function mountDrift(app: Hono, ctx: AdminContext): void {
     await gateway.pollTrust();
     return c.json({ retrusted: server, ...(tool ? { tool } : {}), changes: result.review.changes });
   });
+  app.get('/admin/servers/:server/drift/history', async (c) => {
+    await ctx.admin(c);
+    const server = c.req.param('server');
+    const upstream = gateway.pool.get(server);
+    if (!upstream || upstream.config.disabled) return c.json({ error: `no server named ${server}` }, 404);
+    const tool = c.req.query('tool');
+    const limit = Number(c.req.query('limit') ?? HISTORY_LIMIT);
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY) {
+      return c.json({ error: `limit is a whole number from 1 to ${MAX_HISTORY}` }, 400);
+    }
+    const events = await gateway.store.driftHistory(server, tool, limit);
+    return c.json({
+      server,
+      ...(tool !== undefined ? { tool } : {}),
+      history: events.map((e) => ({
+        tool: e.tool,
+        kind: e.kind,
+        fingerprint: e.fingerprint,
+        ...(e.digest !== undefined ? { digest: e.digest } : {}),
+        ...(e.by !== undefined ? { by: e.by } : {}),
+        at: new Date(e.at).toISOString(),
+      })),
+    });
+  });
 }
 
+const HISTORY_LIMIT = 50;
+const MAX_HISTORY = 500;
+
 type Reviewed =
-  | { review: Review; identity: ServerIdentity; next: Baseline }
+  | { review: Review; identity: ServerIdentity; next: Baseline; old: Baseline }
   | { status: 404 | 503; error: string };
 
 /** What accepting would change, or why it cannot be reviewed now. */
@@ -96,5 +143,5 @@ async function review(gateway: Gateway, name: string, tool: string | undefined):
   const lines = identityChanged ? [identityLine(name, row!.identity, identity), ...plan.lines] : plan.lines;
   const shown = { server: name, ...(tool ? { tool } : {}), identityChanged, changes: plan.changes, lines };
   const digest = await reviewDigest(shown, { identity, baseline: plan.next });
-  return { review: { ...shown, digest }, identity, next: plan.next };
+  return { review: { ...shown, digest }, identity, next: plan.next, old: row?.baseline ?? {} };
 }

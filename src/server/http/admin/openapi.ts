@@ -118,6 +118,43 @@ export const ADMIN_OPENAPI = {
           digest: { type: 'string' },
         },
       },
+      DriftHistory: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['server', 'history'],
+        properties: {
+          server: { type: 'string' },
+          tool: { type: 'string' },
+          history: {
+            type: 'array',
+            description: 'The newest first.',
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['tool', 'kind', 'fingerprint', 'at'],
+              properties: {
+                tool: { type: 'string', description: "The upstream's own name of the item." },
+                kind: {
+                  enum: ['quarantined', 'withheld', 'accepted'],
+                  description:
+                    'quarantined: held back, changed since trusted; withheld: held back, never trusted; accepted: an operator accepted it.',
+                },
+                fingerprint: {
+                  type: 'string',
+                  description:
+                    "The definition's fingerprint as listed or accepted; empty for an accepted removal.",
+                },
+                digest: {
+                  type: 'string',
+                  description: 'Accepted through the API: the digest of the review.',
+                },
+                by: { type: 'string', description: 'Accepted: who accepted it.' },
+                at: time,
+              },
+            },
+          },
+        },
+      },
       ConfigIssue: {
         type: 'object',
         additionalProperties: false,
@@ -376,6 +413,28 @@ export const ADMIN_OPENAPI = {
           '200': json(ref('DriftReview'), 'The review.'),
           '404': error('No such server, or no such tool.'),
           '503': error('The server is not connected now.'),
+          ...common,
+        },
+      },
+    },
+    '/admin/servers/{name}/drift/history': {
+      get: {
+        summary:
+          "A server's drift history, or one tool's: each time drift held it back, each accepted change.",
+        parameters: [
+          pathName('name', 'The server.'),
+          { name: 'tool', in: 'query', required: false, schema: { type: 'string' } },
+          {
+            name: 'limit',
+            in: 'query',
+            required: false,
+            schema: { type: 'integer', minimum: 1, maximum: 500 },
+          },
+        ],
+        responses: {
+          '200': json(ref('DriftHistory'), 'The events.'),
+          '400': error('A bad limit.'),
+          '404': error('No such server.'),
           ...common,
         },
       },

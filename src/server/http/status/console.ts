@@ -3,11 +3,13 @@
  * Workers alike) under the same CSP, as a second static script that holds no data. With the token
  * the status page keeps (this tab's sessionStorage), it shows:
  * - the catalog, searchable with the ranking of search mode (`catalog.json?q=`), each tool with its
- *   schema, risk class, approval rule and whether drift holds it back, and "Try it": a form built
+ *   schema, risk class, approval rule, whether drift holds it back and (for an admin) its drift
+ *   history (`/admin/servers/<name>/drift/history`), and "Try it": a form built
  *   from the tool's input schema that calls it over `/mcp` as the signed-in principal, through the
  *   normal path (grants, approval, audit);
  * - for an admin (the admin API, docs/admin.md): the approvals inbox (approve or decline), drift
- *   review (the diff, then Accept by the digest of what was shown), and servers (add and edit with
+ *   review (the diff, then Accept by the digest of what was shown, and the server's drift
+ *   history), and servers (add and edit with
  *   each config error shown by its path, remove with a confirming second click).
  * Everything a server or upstream says is rendered with textContent, never as markup.
  */
@@ -55,6 +57,8 @@ export function mountConsole(app: Hono, gateway: Gateway, base: string, routes: 
       risk: e.risk,
       approval: e.approval,
       ...(e.quarantined ? { quarantined: true } : {}),
+      // The upstream's own name, which drift history is kept under: for an admin's history view.
+      ...(principal.admin === true ? { original: e.original } : {}),
     }));
     return new Response(JSON.stringify({ tools, admin: principal.admin === true }), {
       headers: {
@@ -90,6 +94,8 @@ export const CONSOLE_SECTIONS = `
     <pre id="review-diff"></pre>
     <button id="review-accept" type="button" hidden>Accept</button>
     <p id="review-result"></p>
+    <h3 id="review-history-title" hidden>Drift history</h3>
+    <ul id="review-history" class="drift-history"></ul>
   </section>
   <section id="servers-section" hidden>
     <h2>Servers</h2>
@@ -163,11 +169,41 @@ export const CONSOLE_JS = String.raw`'use strict';
         d.appendChild(el('summary', 'Schema'));
         d.appendChild(el('pre', JSON.stringify(t.inputSchema, null, 1)));
         li.appendChild(d);
+        if (admin && t.original !== undefined) li.appendChild(historyDetails(t));
         li.appendChild(button('Try it', function () { openTry(t); }));
         list.appendChild(li);
       });
       if (admin) loadAdmin();
     });
+  }
+  // Drift history: each time drift held a tool back, and each accepted change (admin API).
+  var KINDS = { quarantined: 'held back: changed since trusted', withheld: 'held back: never trusted', accepted: 'accepted' };
+  function historyItems(list, events, withTool) {
+    clear(list);
+    if (events.length === 0) { list.appendChild(el('li', 'No drift recorded.', 'muted')); return; }
+    events.forEach(function (e) {
+      var li = el('li', undefined, 'drift-event');
+      li.setAttribute('data-kind', e.kind);
+      if (withTool) li.appendChild(el('strong', e.tool + ' ', 'drift-tool'));
+      li.appendChild(el('span', (KINDS[e.kind] || e.kind) + (e.by ? ' by ' + e.by : ''), 'drift-kind'));
+      li.appendChild(el('span', ' · ' + e.at + (e.fingerprint ? ' · fingerprint ' + e.fingerprint.slice(0, 16) : ' · removed') + (e.digest ? ' · review ' + e.digest.slice(0, 16) : ''), 'muted'));
+      list.appendChild(li);
+    });
+  }
+  function loadHistory(server, tool, list, withTool) {
+    var q = tool === undefined ? '' : '?tool=' + encodeURIComponent(tool);
+    return api('GET', '/admin/servers/' + encodeURIComponent(server) + '/drift/history' + q).then(function (r) {
+      if (r.status !== 200) { clear(list); list.appendChild(el('li', r.body.error || 'cannot read the history')); return; }
+      historyItems(list, r.body.history || [], withTool);
+    });
+  }
+  function historyDetails(t) {
+    var d = el('details', undefined, 'tool-history');
+    d.appendChild(el('summary', 'Drift history'));
+    var list = el('ul', undefined, 'drift-history');
+    d.appendChild(list);
+    d.addEventListener('toggle', function () { if (d.open) loadHistory(t.server, t.original, list, false); });
+    return d;
   }
   $('catalog-search').addEventListener('submit', function (ev) { ev.preventDefault(); loadCatalog($('catalog-q').value); });
 
@@ -334,12 +370,19 @@ export const CONSOLE_JS = String.raw`'use strict';
       $('review-diff').textContent = show(r.body.changes + ' change(s)\n' + (r.body.lines || []).join('\n'));
       $('review-accept').hidden = r.body.changes === 0;
     });
+    reviewHistory(name);
+  }
+  function reviewHistory(name) {
+    $('review-history-title').hidden = false;
+    $('review-history-title').textContent = show('Drift history of ' + name);
+    loadHistory(name, undefined, $('review-history'), true);
   }
   $('review-accept').addEventListener('click', function () {
     if (!reviewed) return;
     api('POST', '/admin/servers/' + encodeURIComponent(reviewed.name) + '/retrust', { digest: reviewed.digest }).then(function (r) {
       $('review-result').textContent = show(r.status === 200 ? 'Accepted ' + r.body.changes + ' change(s)' : r.body.error);
       $('review-accept').hidden = true;
+      reviewHistory(reviewed.name);
       loadCatalog($('catalog-q').value);
     });
   });

@@ -95,7 +95,7 @@ pre { overflow-x: auto; margin: .4rem 0; font: 12px/1.4 ui-monospace, monospace;
 .add { color: var(--ok); }
 .hunk { opacity: .7; }
 code { font-family: ui-monospace, monospace; }
-ul.tools, #approvals, #servers { list-style: none; padding: 0; }
+ul.tools, #approvals, #servers, ul.drift-history { list-style: none; padding: 0; }
 li.tool, li.approval, li.server { border-bottom: 1px solid var(--line); padding: .4rem 0; }
 textarea { font: 12px/1.4 ui-monospace, monospace; width: 100%; }
 .field-error { color: var(--bad); }

@@ -1,0 +1,269 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { resolve } from 'node:path';
+import {
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernTransport,
+} from '@modelcontextprotocol/client';
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startReferenceHttp } from '../helpers/clients.js';
+import { testIssuer } from '../helpers/factories.js';
+import { eventually, ROOT, stopChild } from '../helpers/harness.js';
+import { modernRequest } from '../helpers/modern.js';
+import { type RunningWorker, startWorker } from '../helpers/workerd.js';
+
+/**
+ * #52's management plane on Workers, in real workerd (Miniflare): a user's own key with clients of
+ * both eras (the URL elicitation, the key given on the page, the next call carrying it upstream, a
+ * 401 dropping it), and the admin API (servers listed and checked by a dry run; tokens
+ * listed and one revoked, then refused; the audit query; the approvals queue listed and decided).
+ */
+type Obj = Record<string, unknown>;
+const ISS = 'https://issuer.workers-admin';
+const AUD = 'manifold-workers-admin';
+const KEY_SERVER = resolve(ROOT, 'test/fixtures/key-server.mjs');
+const text = (r: unknown) =>
+  ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+
+/** Follows a key page link as a person would: opens the page, pastes the key, saves. */
+async function giveKey(link: string, key: string): Promise<number> {
+  const page = await fetch(link);
+  const body = await page.text();
+  if (page.status !== 200) return page.status;
+  expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+  expect(body).toContain('type="password"');
+  const url = new URL(link);
+  const saved = await fetch(new URL(url.pathname, url.origin), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ t: url.searchParams.get('t')!, key }).toString(),
+  });
+  expect(await saved.text()).not.toContain(key);
+  return saved.status;
+}
+
+describe('workers: user keys and the admin API (#52)', () => {
+  let keyServer: ChildProcess;
+  let keyPort: number;
+  let ref: Awaited<ReturnType<typeof startReferenceHttp>>;
+  let jwks: { keys: Record<string, unknown>[] };
+  let mint: (scope: string, sub: string, claims?: Obj) => Promise<string>;
+  let worker: RunningWorker;
+  let persist: string;
+  let admin: string;
+  let config: Obj;
+  const vars = () => ({
+    MANIFOLD_JWKS: JSON.stringify(jwks),
+    MANIFOLD_OAUTH_SECRET: 'an-oauth-secret-of-at-least-32-characters!',
+    OPERATOR_KEY: 'key-operator',
+  });
+  const origin = () => new URL(worker.url).origin;
+  const api = async (method: string, path: string, token = admin, body?: unknown) => {
+    const r = await fetch(`${origin()}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: r.status, body: (await r.json().catch(() => ({}))) as Obj };
+  };
+
+  beforeAll(async () => {
+    keyServer = spawn(process.execPath, [KEY_SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
+    keyPort = await new Promise<number>((res) =>
+      keyServer.stdout!.once('data', (d) => res(Number(String(d).trim()))),
+    );
+    ref = await startReferenceHttp();
+    const issuer = await testIssuer(ISS, AUD, { kid: 'k1' });
+    jwks = issuer.jwks;
+    mint = (scope, sub, claims = {}) => issuer.mint({ scope, ...claims }, sub);
+    admin = await mint('manifold:admin tools:*', 'ops');
+    config = {
+      mcpServers: {
+        keyed: {
+          url: `http://127.0.0.1:${keyPort}/mcp`,
+          auth: { mode: 'user-key' },
+          headers: { Authorization: 'Bearer ${OPERATOR_KEY}' },
+        },
+        plain: { url: ref.url },
+        ref: {
+          url: ref.url,
+          approval: { ask: ['test_simple_text'], via: 'queue', timeoutSeconds: 1 },
+        },
+      },
+      gateway: {
+        allowedHosts: [`127.0.0.1:${keyPort}`, `127.0.0.1:${ref.port}`],
+        auth: { issuer: ISS, audience: AUD, jwksFile: 'MANIFOLD_JWKS' },
+        oauth: { secret: '${MANIFOLD_OAUTH_SECRET}' },
+        logLevel: 'error',
+      },
+    };
+    worker = await startWorker({ config, vars: vars() });
+    persist = worker.persist;
+  }, 120_000);
+
+  afterAll(async () => {
+    await worker?.stop();
+    if (keyServer) await stopChild(keyServer);
+    await ref?.stop();
+    if (persist) rmSync(persist, { recursive: true, force: true });
+  });
+
+  const legacy = async (token: string, elicit: boolean) => {
+    const client = new LegacyClient(
+      { name: 'workers-v1', version: '1.0.0' },
+      { capabilities: elicit ? { elicitation: { url: {} } } : {} },
+    );
+    await client.connect(
+      new LegacyTransport(new URL(worker.url), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
+    return client;
+  };
+
+  it('user key, legacy client: -32042 to the key page, the next call carries its key, a 401 drops it', async () => {
+    const alice = await legacy(await mint('tools:*', 'alice'), true);
+    try {
+      const refused = await alice.callTool({ name: 'keyed__whoami', arguments: {} }).then(
+        () => undefined,
+        (e: { code?: number; data?: { elicitations?: Obj[] } }) => e,
+      );
+      expect(refused?.code).toBe(-32042);
+      const link = String(refused?.data?.elicitations?.[0]?.url);
+      expect(new URL(link).origin).toBe(origin());
+      expect(new URL(link).pathname).toBe('/keys/keyed');
+      expect(await giveKey(`${link}x`, 'key-mallory')).toBe(404);
+      expect(await giveKey(link, 'key-alice')).toBe(200);
+      expect(text(await alice.callTool({ name: 'keyed__whoami', arguments: {} }))).toBe(
+        'called with key-alice',
+      );
+
+      await fetch(`http://127.0.0.1:${keyPort}/reject?key=key-alice`, { method: 'POST' });
+      const failed = await alice.callTool({ name: 'keyed__whoami', arguments: {} }).then(
+        (r) => r,
+        (e: unknown) => e,
+      );
+      expect(text(failed)).not.toContain('called with');
+      const again = await alice.callTool({ name: 'keyed__whoami', arguments: {} }).then(
+        () => undefined,
+        (e: { code?: number }) => e,
+      );
+      expect(again?.code).toBe(-32042);
+    } finally {
+      await alice.close();
+    }
+  });
+
+  it('user key, modern client: input_required with the URL elicitation; answered, the retry carries its key', async () => {
+    const token = await mint('tools:*', 'bob');
+    const client = new ModernClient(
+      { name: 'workers-v2', version: '1.0.0' },
+      { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    const asked: Obj[] = [];
+    client.setRequestHandler('elicitation/create', async (r) => {
+      asked.push(r.params as Obj);
+      expect(await giveKey(String((r.params as Obj).url), 'key-bob')).toBe(200);
+      return { action: 'accept' } as never;
+    });
+    await client.connect(
+      new ModernTransport(new URL(worker.url), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
+    try {
+      expect(text(await client.callTool({ name: 'keyed__whoami', arguments: {} }))).toBe(
+        'called with key-bob',
+      );
+      expect(asked).toEqual([expect.objectContaining({ mode: 'url' })]);
+      const seen = (await (await fetch(`http://127.0.0.1:${keyPort}/seen`)).json()) as string[];
+      expect(seen).toContain('Bearer key-bob');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('admin: servers listed with state and era; a dry run answers the config errors by path, and the diff', async () => {
+    const list = await api('GET', '/admin/servers');
+    expect(list.status).toBe(200);
+    expect((list.body.servers as Obj[]).map((s) => s.name).sort()).toEqual(['keyed', 'plain', 'ref']);
+    const bad = await api('POST', '/admin/servers?dryRun=1', admin, {
+      name: 'ref2',
+      config: { url: ref.url, retry: 9 },
+    });
+    expect(bad.status).toBe(200);
+    expect(bad.body.errors).toEqual([expect.objectContaining({ path: 'mcpServers.ref2.retry' })]);
+    const dry = await api('POST', '/admin/servers?dryRun=1', admin, {
+      name: 'ref2',
+      config: { url: ref.url },
+    });
+    expect(dry.status).toBe(200);
+    expect(dry.body).toMatchObject({ applied: false, diff: { change: 'added' } });
+  });
+
+  it('admin: the approvals queue listed and decided; the approved call runs once', async () => {
+    const token = await mint('tools:*', 'dave');
+    const call = () =>
+      modernRequest(
+        worker.url,
+        'tools/call',
+        { name: 'ref__test_simple_text', arguments: {} },
+        { headers: { authorization: `Bearer ${token}` } },
+      );
+    const held = await call();
+    const id = String(((held.body.result as Obj)._meta as Obj)['manifold/approvalId']);
+    expect(id).toMatch(/^ref\./);
+    const listed = await api('GET', '/admin/approvals?status=pending');
+    expect(listed.status).toBe(200);
+    expect((listed.body.approvals as Obj[]).map((a) => a.id)).toContain(id);
+    const decided = await api('POST', `/admin/approvals/${id}`, admin, { decision: 'approve' });
+    expect(decided.status).toBe(200);
+    expect(decided.body).toMatchObject({ id, status: 'approved', decidedBy: 'ops' });
+    expect((await api('POST', `/admin/approvals/${id}`, admin, { decision: 'decline' })).status).toBe(409);
+    expect(text((await call()).body.result)).toContain('This is a simple text response');
+  });
+
+  it('admin: tokens listed by id, one revoked and then refused; the audit query names the calls', async () => {
+    const token = await mint('tools:*', 'erin', { jti: 'erin-token-1' });
+    const ok = await modernRequest(
+      worker.url,
+      'tools/list',
+      {},
+      { headers: { authorization: `Bearer ${token}` } },
+    );
+    expect(ok.status).toBe(200);
+    await eventually(async () => {
+      const r = await api('GET', '/admin/tokens');
+      return r.status === 200 && (r.body.tokens as Obj[]).some((t) => t.id === 'erin-token-1');
+    }, 'the token listed');
+    const revoked = await api('POST', '/admin/tokens/erin-token-1/revoke', admin, {});
+    expect(revoked.status).toBe(200);
+    await eventually(async () => {
+      const r = await modernRequest(
+        worker.url,
+        'tools/list',
+        {},
+        { headers: { authorization: `Bearer ${token}` } },
+      );
+      return r.status === 401;
+    }, 'the revoked token refused');
+    // The audit window is the instance's: a modern call to a modern upstream is the isolate's.
+    const other = await mint('tools:*', 'frank');
+    await modernRequest(
+      worker.url,
+      'tools/call',
+      { name: 'plain__test_simple_text', arguments: {} },
+      { headers: { authorization: `Bearer ${other}` } },
+    );
+    const audit = await api('GET', '/admin/audit?tool=plain__test_simple_text');
+    expect(audit.status).toBe(200);
+    expect(audit.body.calls).toEqual([
+      expect.objectContaining({ tool: 'plain__test_simple_text', tenant: 'frank' }),
+    ]);
+  });
+});
