@@ -20,7 +20,8 @@ export interface AuditQuery {
 }
 
 export class AuditWindow {
-  private readonly ring: (AuditEntry | undefined)[];
+  /** Each record as it was observed, and when: copied into an entry only when a query returns it. */
+  private readonly ring: ({ at: number; record: RequestRecord } | undefined)[];
   private next = 0;
 
   constructor(
@@ -32,20 +33,21 @@ export class AuditWindow {
 
   /** An observer for `Observers.add`. */
   readonly observe = (record: RequestRecord): void => {
-    this.ring[this.next] = { ...record, at: this.now() };
+    this.ring[this.next] = { at: this.now(), record };
     this.next = (this.next + 1) % this.ring.length;
   };
 
   query(q: AuditQuery): AuditEntry[] {
     const out: AuditEntry[] = [];
     for (let i = 1; i <= this.ring.length && out.length < q.limit; i++) {
-      const e = this.ring[(this.next - i + this.ring.length) % this.ring.length];
-      if (!e) break;
+      const kept = this.ring[(this.next - i + this.ring.length) % this.ring.length];
+      if (!kept) break;
+      const e = kept.record;
       if (q.tenant !== undefined && e.tenant !== q.tenant) continue;
       if (q.server !== undefined && e.server !== q.server) continue;
       if (q.tool !== undefined && e.target !== q.tool) continue;
       if (q.verdict !== undefined && e.verdict !== q.verdict) continue;
-      out.push(e);
+      out.push({ at: kept.at, ...e });
     }
     return out;
   }

@@ -137,7 +137,8 @@ function send(res: ServerResponse, reply: Reply): void {
     if (body === null) {
       res.writeHead(status, headers).end();
     } else if (body.length <= STREAMED_BODY_CHARS) {
-      res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) }).end(body);
+      // The length before the spread: a kept optimisation for Node 20 (docs/architecture.md).
+      res.writeHead(status, { 'content-length': Buffer.byteLength(body), ...headers }).end(body);
     } else {
       res.writeHead(status, headers);
       const source = pieces(body);

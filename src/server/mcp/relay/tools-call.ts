@@ -408,13 +408,12 @@ function send(
     errorResult: (e) => errorAsResult(entry, e),
     audit: (verdict, bytesOut, inputRequired) =>
       call.audit(verdict, bytesOut, approvalAudit(), undefined, inputRequired),
-    ...(gate ? { approval: gate } : {}),
+    approval: gate,
     tasks: plan.extension,
-    ...(plan.extension || plan.task
-      ? {
-          onTask: (raw: Result, id: string | number) => taskCreated(edge, ex, entry, raw, id),
-        }
-      : {}),
+    onTask:
+      plan.extension || plan.task
+        ? (raw: Result, id: string | number) => taskCreated(edge, ex, entry, raw, id)
+        : undefined,
   });
 }
 
