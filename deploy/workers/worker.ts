@@ -18,7 +18,14 @@ import { callbackServer, oauthServers, observeAuth, plain, remoteAuths, SeenOrig
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
 import { buildPlace, deploymentSecret, type Place } from './place.js';
 import { workersPlatform } from './platform.js';
-import { forObject, isLegacyClient, type Message, type Route, routeMessage } from './route.js';
+import {
+  forObject,
+  isLegacyClient,
+  type Message,
+  queuedTaskOwner,
+  type Route,
+  routeMessage,
+} from './route.js';
 import { tenantLimiter, tenantObjectName } from './tenant-limit.js';
 
 export { ManifoldGateway, ManifoldTenant, ManifoldUpstream } from './objects.js';
@@ -153,6 +160,10 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
       return iso.app.fetch(again());
     }
     route = routeMessage(iso.gateway, served, message);
+    if (route.to === 'tenant') {
+      const owner = await queuedTaskOwner(iso.gateway, served, message);
+      if (owner) route = { to: 'upstream', server: owner };
+    }
     if (route.to === 'upstream') {
       const names = iso.opener.fresh.get(route.server)?.names ?? {};
       const renamed = forObject(iso.gateway, served, message, names);

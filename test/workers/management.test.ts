@@ -8,10 +8,10 @@ import {
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startReferenceHttp } from '../helpers/clients.js';
+import { startHttpTap, startReferenceHttp } from '../helpers/clients.js';
 import { testIssuer } from '../helpers/factories.js';
 import { eventually, ROOT, stopChild } from '../helpers/harness.js';
-import { modernRequest } from '../helpers/modern.js';
+import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { type RunningWorker, startWorker } from '../helpers/workerd.js';
 
 /**
@@ -48,6 +48,8 @@ describe('workers: user keys and the admin API (#52)', () => {
   let keyServer: ChildProcess;
   let keyPort: number;
   let ref: Awaited<ReturnType<typeof startReferenceHttp>>;
+  /** In front of the queued server `ref`: its calls counted on the wire. */
+  let refTap: Awaited<ReturnType<typeof startHttpTap>>;
   let jwks: { keys: Record<string, unknown>[] };
   let mint: (scope: string, sub: string, claims?: Obj) => Promise<string>;
   let worker: RunningWorker;
@@ -78,6 +80,7 @@ describe('workers: user keys and the admin API (#52)', () => {
       keyServer.stdout!.once('data', (d) => res(Number(String(d).trim()))),
     );
     ref = await startReferenceHttp();
+    refTap = await startHttpTap(ref.port);
     const issuer = await testIssuer(ISS, AUD, { kid: 'k1' });
     jwks = issuer.jwks;
     mint = (scope, sub, claims = {}) => issuer.mint({ scope, ...claims }, sub);
@@ -91,12 +94,12 @@ describe('workers: user keys and the admin API (#52)', () => {
         },
         plain: { url: ref.url },
         ref: {
-          url: ref.url,
+          url: `http://127.0.0.1:${refTap.port}/mcp`,
           approval: { ask: ['test_simple_text'], via: 'queue', timeoutSeconds: 1 },
         },
       },
       gateway: {
-        allowedHosts: [`127.0.0.1:${keyPort}`, `127.0.0.1:${ref.port}`],
+        allowedHosts: [`127.0.0.1:${keyPort}`, `127.0.0.1:${ref.port}`, `127.0.0.1:${refTap.port}`],
         auth: { issuer: ISS, audience: AUD, jwksFile: 'MANIFOLD_JWKS' },
         oauth: { secret: '${MANIFOLD_OAUTH_SECRET}' },
         logLevel: 'error',
@@ -109,6 +112,7 @@ describe('workers: user keys and the admin API (#52)', () => {
   afterAll(async () => {
     await worker?.stop();
     if (keyServer) await stopChild(keyServer);
+    await refTap?.stop();
     await ref?.stop();
     if (persist) rmSync(persist, { recursive: true, force: true });
   });
@@ -226,6 +230,51 @@ describe('workers: user keys and the admin API (#52)', () => {
     expect(decided.body).toMatchObject({ id, status: 'approved', decidedBy: 'ops' });
     expect((await api('POST', `/admin/approvals/${id}`, admin, { decision: 'decline' })).status).toBe(409);
     expect(text((await call()).body.result)).toContain('This is a simple text response');
+  });
+
+  it('a queued call as a task (2026 client, tasks extension): approved through the admin API, tasks/get completes with the one result', async () => {
+    const headers = { authorization: `Bearer ${await mint('tools:*', 'gina')}` };
+    const ext = { [META_CAPS]: { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
+    const runs = () =>
+      refTap.exchanges.filter(
+        (x) => x.body?.method === 'tools/call' && (x.body.params as Obj)?.name === 'test_simple_text',
+      ).length;
+    const before = runs();
+    const created = await modernRequest(
+      worker.url,
+      'tools/call',
+      { name: 'ref__test_simple_text', arguments: {} },
+      { headers, meta: ext },
+    );
+    const task = created.body.result as Obj;
+    expect(task).toMatchObject({ resultType: 'task', status: 'working' });
+    const id = String((task._meta as Obj)['manifold/approvalId']);
+    const get = async () =>
+      (await modernRequest(worker.url, 'tasks/get', { taskId: task.taskId }, { headers, meta: ext })).body;
+    // Before the decision: the task is found (in the server's object, where its approval is) and waits.
+    expect(await get()).toMatchObject({ result: { taskId: task.taskId, status: 'working' } });
+    // Someone else's tasks/get of the same id: unknown, like any task that is not theirs.
+    const other = { authorization: `Bearer ${await mint('tools:*', 'hal')}` };
+    const stranger = await modernRequest(
+      worker.url,
+      'tasks/get',
+      { taskId: task.taskId },
+      {
+        headers: other,
+        meta: ext,
+      },
+    );
+    expect(stranger.body.error?.message).toMatch(/unknown task/i);
+    expect(runs()).toBe(before);
+
+    const decided = await api('POST', `/admin/approvals/${id}`, admin, { decision: 'approve' });
+    expect(decided.body).toMatchObject({ id, status: 'approved', decidedBy: 'ops' });
+    const done = (await get()).result as Obj;
+    expect(done.status).toBe('completed');
+    expect(text(done.result)).toContain('This is a simple text response');
+    // Asked again: the same one result, and the upstream called once.
+    expect(text(((await get()).result as Obj).result)).toContain('This is a simple text response');
+    expect(runs()).toBe(before + 1);
   });
 
   it('admin: tokens listed by id, one revoked and then refused; the audit query names the calls', async () => {
