@@ -25,7 +25,7 @@ const ISS = 'https://issuer.workers-admin';
 const AUD = 'manifold-workers-admin';
 const KEY_SERVER = resolve(ROOT, 'test/fixtures/key-server.mjs');
 const text = (r: unknown) =>
-  ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+  (((r ?? {}) as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
 
 /** Follows a key page link as a person would: opens the page, pastes the key, saves. */
 async function giveKey(link: string, key: string): Promise<number> {
@@ -275,6 +275,55 @@ describe('workers: user keys and the admin API (#52)', () => {
     // Asked again: the same one result, and the upstream called once.
     expect(text(((await get()).result as Obj).result)).toContain('This is a simple text response');
     expect(runs()).toBe(before + 1);
+  });
+
+  it('admin: a server added through the API is stored and applied by every place; it survives a restart, and removed its tool is gone', async () => {
+    const headers = { authorization: `Bearer ${await mint('tools:*', 'ivy')}` };
+    const call = async () =>
+      (
+        await modernRequest(
+          worker.url,
+          'tools/call',
+          { name: 'extra__test_simple_text', arguments: {} },
+          { headers },
+        )
+      ).body;
+    const legacyNames = async () => {
+      const client = await legacy(await mint('tools:*', 'ivy'), false);
+      try {
+        return (await client.listTools()).tools.map((t) => t.name);
+      } finally {
+        await client.close();
+      }
+    };
+    const added = await api('POST', '/admin/servers', admin, { name: 'extra', config: { url: ref.url } });
+    expect(added.status).toBe(201);
+    expect(added.body).toMatchObject({ applied: true, diff: { change: 'added' } });
+    // The isolate calls it; the server's own object lists and verifies it (its snapshot).
+    expect(text((await call()).result)).toContain('This is a simple text response');
+    expect(await worker.objectPaths('UPSTREAMS', 'extra')).toHaveProperty(['/__manifold/snapshot']);
+    // A tenant's object (a legacy client's session) has it too.
+    expect(await legacyNames()).toContain('extra__test_simple_text');
+
+    // A restart: a new Miniflare over the same persisted objects.
+    await worker.stop();
+    worker = await startWorker({ config, vars: vars(), persist });
+    // Served from the stored listing until the server's object has connected again (warm start).
+    await eventually(
+      async () => text((await call()).result).includes('This is a simple text response'),
+      'the stored server called after the restart',
+    );
+    const listed = await api('GET', '/admin/servers/extra');
+    expect(listed.body).toMatchObject({ name: 'extra', source: 'api', updatedBy: 'ops' });
+    expect(await legacyNames()).toContain('extra__test_simple_text');
+
+    expect((await api('DELETE', '/admin/servers/extra')).status).toBe(200);
+    expect((await call()).error?.message).toMatch(/unknown tool/i);
+    await eventually(
+      async () => !(await legacyNames()).includes('extra__test_simple_text'),
+      'gone from the tenant object',
+    );
+    expect((await api('GET', '/admin/servers/extra')).status).toBe(404);
   });
 
   it('admin: tokens listed by id, one revoked and then refused; the audit query names the calls', async () => {
