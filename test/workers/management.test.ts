@@ -326,30 +326,46 @@ describe('workers: user keys and the admin API (#52)', () => {
     expect((await api('GET', '/admin/servers/extra')).status).toBe(404);
   });
 
-  it('admin: tokens listed by id, one revoked and then refused; the audit query names the calls', async () => {
+  it('I4: a token revoked through the admin API is refused by every place at its next request, and after a restart', async () => {
     const token = await mint('tools:*', 'erin', { jti: 'erin-token-1' });
-    const ok = await modernRequest(
-      worker.url,
-      'tools/list',
-      {},
-      { headers: { authorization: `Bearer ${token}` } },
-    );
-    expect(ok.status).toBe(200);
+    const headers = { authorization: `Bearer ${token}` };
+    const list = () => modernRequest(worker.url, 'tools/list', {}, { headers });
+    // The tenant's object, asked directly: another place, with its own copy of the list.
+    const tenantObject = () => worker.objectFetch('TENANTS', 'tenant:erin', '/mcp', headers);
+    expect((await list()).status).toBe(200);
+    expect((await tenantObject()).status).not.toBe(401);
     await eventually(async () => {
       const r = await api('GET', '/admin/tokens');
       return r.status === 200 && (r.body.tokens as Obj[]).some((t) => t.id === 'erin-token-1');
     }, 'the token listed');
     const revoked = await api('POST', '/admin/tokens/erin-token-1/revoke', admin, {});
     expect(revoked.status).toBe(200);
-    await eventually(async () => {
-      const r = await modernRequest(
-        worker.url,
-        'tools/list',
-        {},
-        { headers: { authorization: `Bearer ${token}` } },
-      );
-      return r.status === 401;
-    }, 'the revoked token refused');
+    expect(revoked.body).toMatchObject({ id: 'erin-token-1', revoked: true, revokedBy: 'ops' });
+    // The place that revoked it refuses it at once; the others within their refresh interval.
+    expect((await list()).status).toBe(401);
+    await eventually(async () => (await tenantObject()).status === 401, 'the tenant object refuses it');
+    const legacyRefused = await legacy(token, false).then(
+      async (c) => {
+        await c.close();
+        return false;
+      },
+      () => true,
+    );
+    expect(legacyRefused).toBe(true);
+
+    await worker.stop();
+    worker = await startWorker({ config, vars: vars(), persist });
+    expect((await list()).status).toBe(401);
+    expect((await tenantObject()).status).toBe(401);
+    // Another token of the same subject is still served.
+    const fresh = await mint('tools:*', 'erin', { jti: 'erin-token-2' });
+    expect(
+      (await modernRequest(worker.url, 'tools/list', {}, { headers: { authorization: `Bearer ${fresh}` } }))
+        .status,
+    ).toBe(200);
+  });
+
+  it('admin: the audit query names the calls', async () => {
     // The audit window is the instance's: a modern call to a modern upstream is the isolate's.
     const other = await mint('tools:*', 'frank');
     await modernRequest(
