@@ -18,6 +18,7 @@ import {
   isAdminStateRequest,
   withSharedState,
 } from './admin-state.js';
+import { AuditRing, type AuditShipper, auditShipper, isAuditRequest } from './audit.js';
 import { type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { durableObjectStore } from './do-store.js';
 import { refreshStale } from './fresh.js';
@@ -44,6 +45,8 @@ abstract class PlaceObject extends DurableObject<Env> {
   protected readonly origin = new SeenOrigin();
   /** #52: the shared state's object (stored servers, tokens), and this object's refresh of it. */
   protected shared: AdminStateClient | undefined;
+  /** Sends the calls this object audited to the deployment's window (audit.ts). */
+  protected shipper: AuditShipper | undefined;
   private readonly pull = new AdminStatePull();
 
   protected abstract boot(): Promise<Place | Response>;
@@ -53,7 +56,7 @@ abstract class PlaceObject extends DurableObject<Env> {
     await this.pull.pull(place.gateway, Date.now());
     const response = await place.app.fetch(request);
     if (this.shared) this.ctx.waitUntil(this.shared.settled());
-    return response;
+    return this.shipper ? this.shipper.after(response, (p) => this.ctx.waitUntil(p)) : response;
   }
 
   protected async placed(): Promise<Place | Response> {
@@ -115,6 +118,7 @@ export class ManifoldUpstream extends PlaceObject {
     if (servers.length === 0) await place.gateway.managed.poll();
     // Not kept as a refusal: a server added later boots this object again at its next request.
     if (!place.gateway.pool.get(server)) throw new Error(`no server named ${server}`);
+    this.shipper = auditShipper(place.gateway, this.env.TENANTS);
     void place.gateway.start();
     return place;
   }
@@ -129,6 +133,8 @@ export class ManifoldTenant extends PlaceObject {
   private tenant: string | undefined;
   /** In the shared state's object only (admin-state.ts): its own stores. */
   private adminStore: ReturnType<typeof durableObjectStore> | undefined;
+  /** In the audit window's object only (audit.ts). */
+  private auditRing: AuditRing | undefined;
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
@@ -137,6 +143,10 @@ export class ManifoldTenant extends PlaceObject {
     if (isAdminStateRequest(request)) {
       this.adminStore ??= durableObjectStore(this.ctx.storage as never);
       return answerAdminState(this.adminStore, request);
+    }
+    if (isAuditRequest(request)) {
+      this.auditRing ??= new AuditRing(this.ctx.storage as never);
+      return this.auditRing.answer(request);
     }
     // Isolates' and upstream objects' leases of this tenant's rate limit (tenant-limit.ts).
     if (isLeaseRequest(request)) return answerLease(this.ctx.storage as never, request);
@@ -193,6 +203,7 @@ export class ManifoldTenant extends PlaceObject {
       }),
     });
     place.gateway.tokens.pulled = true;
+    this.shipper = auditShipper(place.gateway, this.env.TENANTS);
     await place.gateway.start();
     return place;
   }

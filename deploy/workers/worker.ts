@@ -15,6 +15,7 @@ import { toRpcError } from '../../src/server/mcp/errors.js';
 import { MemoryStateStore } from '../../src/store/state.js';
 import { type AdminStateClient, AdminStatePull, withSharedState } from './admin-state.js';
 import { toApprovalsOwner } from './approvals.js';
+import { type AuditShipper, auditShipper } from './audit.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
 import { callbackServer, oauthServers, observeAuth, plain, remoteAuths, SeenOrigin } from './oauth.js';
@@ -40,6 +41,8 @@ interface Isolate extends Place {
   /** The shared state's object (#52: stored servers, tokens), and this isolate's refresh of it. */
   shared: AdminStateClient;
   pull: AdminStatePull;
+  /** Sends this isolate's audited calls to the deployment's window (#52); none without a status page. */
+  shipper: AuditShipper | undefined;
   /** auth is on: tenant objects are keyed by the token's tenant. */
   auth: boolean;
 }
@@ -81,6 +84,7 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
     authenticate: revocable(authenticate, place.gateway.tokens),
     shared,
     pull: new AdminStatePull(),
+    shipper: auditShipper(place.gateway, env.TENANTS),
     auth: auth !== false,
   };
 }
@@ -112,7 +116,7 @@ export default {
     await refreshStale(iso.gateway, iso.opener, Date.now());
     const response = await serve(iso, env, request, path);
     ctx.waitUntil(iso.shared.settled());
-    return response;
+    return iso.shipper ? iso.shipper.after(response, (p) => ctx.waitUntil(p)) : response;
   },
 } satisfies ExportedHandler<Env>;
 
@@ -133,6 +137,11 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
     path,
   );
   if (owned) return owned;
+  // #52: the audit query reads the deployment's window, which every place sends its calls to.
+  if (path === '/admin/audit' && request.method === 'GET' && iso.shipper) {
+    const principal = await iso.authenticate(request).catch(() => undefined);
+    if (principal?.admin) return iso.shipper.query(new URL(request.url));
+  }
   const admin = ADMIN.exec(path);
   if (admin) {
     let server: string;

@@ -365,19 +365,44 @@ describe('workers: user keys and the admin API (#52)', () => {
     ).toBe(200);
   });
 
-  it('admin: the audit query names the calls', async () => {
-    // The audit window is the instance's: a modern call to a modern upstream is the isolate's.
-    const other = await mint('tools:*', 'frank');
-    await modernRequest(
-      worker.url,
-      'tools/call',
-      { name: 'plain__test_simple_text', arguments: {} },
-      { headers: { authorization: `Bearer ${other}` } },
+  it("admin: the audit query sees calls gateway-wide: an isolate's, a tenant object's and a server object's", async () => {
+    const as = async (sub: string) => ({ authorization: `Bearer ${await mint('tools:*', sub)}` });
+    const plainCall = { name: 'plain__test_simple_text', arguments: {} };
+    // The isolate serves a modern call to a modern upstream.
+    await modernRequest(worker.url, 'tools/call', plainCall, { headers: await as('frank') });
+    // A legacy client's session is its tenant's object's.
+    const kim = await legacy(await mint('tools:*', 'kim'), false);
+    try {
+      expect(text(await kim.callTool(plainCall))).toContain('This is a simple text response');
+    } finally {
+      await kim.close();
+    }
+    // A queued server's calls are its object's: held, approved, then run.
+    const liz = await as('liz');
+    const refCall = { name: 'ref__test_simple_text', arguments: {} };
+    const held = await modernRequest(worker.url, 'tools/call', refCall, { headers: liz });
+    const id = String(((held.body.result as Obj)._meta as Obj)['manifold/approvalId']);
+    expect((await api('POST', `/admin/approvals/${id}`, admin, { decision: 'approve' })).status).toBe(200);
+    expect(
+      text((await modernRequest(worker.url, 'tools/call', refCall, { headers: liz })).body.result),
+    ).toContain('This is a simple text response');
+
+    const calls = async (query: string) => (await api('GET', `/admin/audit?${query}`)).body.calls as Obj[];
+    await eventually(async () => {
+      const tenants = (await calls('server=plain&tool=plain__test_simple_text')).map((c) => c.tenant);
+      return tenants.includes('frank') && tenants.includes('kim');
+    }, "the isolate's and the tenant object's calls in the window");
+    const plain = await calls('server=plain&tool=plain__test_simple_text');
+    expect(plain.every((c) => c.server === 'plain' && c.tool === 'plain__test_simple_text')).toBe(true);
+    await eventually(
+      async () =>
+        (await calls('server=ref&tool=ref__test_simple_text&tenant=liz')).some(
+          (c) => c.verdict === 'allowed',
+        ),
+      "the server object's run in the window",
     );
-    const audit = await api('GET', '/admin/audit?tool=plain__test_simple_text');
-    expect(audit.status).toBe(200);
-    expect(audit.body.calls).toEqual([
-      expect.objectContaining({ tool: 'plain__test_simple_text', tenant: 'frank' }),
-    ]);
+    const ref = await calls('server=ref&tool=ref__test_simple_text&tenant=liz');
+    expect(ref.map((c) => c.verdict).sort()).toEqual(['allowed', 'denied']);
+    expect((await api('GET', '/admin/audit?limit=0')).status).toBe(400);
   });
 });
