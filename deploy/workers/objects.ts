@@ -11,6 +11,14 @@
  * - `ManifoldGateway`, the single object of `MANIFOLD_ROUTE=object` (the layout before #15).
  */
 import { DurableObject } from 'cloudflare:workers';
+import {
+  type AdminStateClient,
+  AdminStatePull,
+  answerAdminState,
+  isAdminStateRequest,
+  withSharedState,
+} from './admin-state.js';
+import { AuditRing, type AuditShipper, auditShipper, isAuditRequest } from './audit.js';
 import { type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { durableObjectStore } from './do-store.js';
 import { refreshStale } from './fresh.js';
@@ -35,8 +43,21 @@ abstract class PlaceObject extends DurableObject<Env> {
   protected booting: Promise<Place | Response> | undefined;
   protected readonly counts = new RequestCount(COUNTS_PATH);
   protected readonly origin = new SeenOrigin();
+  /** #52: the shared state's object (stored servers, tokens), and this object's refresh of it. */
+  protected shared: AdminStateClient | undefined;
+  /** Sends the calls this object audited to the deployment's window (audit.ts). */
+  protected shipper: AuditShipper | undefined;
+  private readonly pull = new AdminStatePull();
 
   protected abstract boot(): Promise<Place | Response>;
+
+  /** The shared state read again when stale, before the request is served; its writes waited for after. */
+  protected async serveShared(place: Place, request: Request): Promise<Response> {
+    await this.pull.pull(place.gateway, Date.now());
+    const response = await place.app.fetch(request);
+    if (this.shared) this.ctx.waitUntil(this.shared.settled());
+    return this.shipper ? this.shipper.after(response, (p) => this.ctx.waitUntil(p)) : response;
+  }
 
   protected async placed(): Promise<Place | Response> {
     this.booting ??= this.boot().catch((e: unknown) => {
@@ -70,7 +91,7 @@ export class ManifoldUpstream extends PlaceObject {
     // The current token for isolates and tenant objects, and their refusals (#19, oauth.ts).
     const rpc = await answerCredential(request, place.gateway.upstreamAuth, server, this.origin);
     if (rpc) return rpc;
-    return place.app.fetch(request);
+    return this.serveShared(place, request);
   }
 
   /** The deployment's gateway narrowed to this one server, with this object's storage. */
@@ -79,9 +100,11 @@ export class ManifoldUpstream extends PlaceObject {
     const booted = readConfig(this.env);
     if (booted instanceof Response) return booted;
     const servers = booted.config.servers.filter((s) => s.name === server);
-    if (servers.length === 0) return refuse(404, `no server named ${server}`);
     const config = { ...booted.config, servers };
-    const store = durableObjectStore(this.ctx.storage as never);
+    const own = durableObjectStore(this.ctx.storage as never);
+    // #52: a server added through the admin API is served from its stored entry (its own alone).
+    const { store, shared } = withSharedState(this.env.TENANTS, own, server);
+    this.shared = shared;
     const place = buildPlace(booted, {
       config,
       store,
@@ -91,6 +114,11 @@ export class ManifoldUpstream extends PlaceObject {
       // A call forwarded here is counted where the isolates count it: in the tenant's object.
       callLimiter: tenantLimiter(this.env.TENANTS, { log: booted.log }),
     });
+    place.gateway.tokens.pulled = true;
+    if (servers.length === 0) await place.gateway.managed.poll();
+    // Not kept as a refusal: a server added later boots this object again at its next request.
+    if (!place.gateway.pool.get(server)) throw new Error(`no server named ${server}`);
+    this.shipper = auditShipper(place.gateway, this.env.TENANTS);
     void place.gateway.start();
     return place;
   }
@@ -103,11 +131,23 @@ export class ManifoldTenant extends PlaceObject {
   private armed = false;
   /** Whose object this is (the Worker names it on every request it forwards here). */
   private tenant: string | undefined;
+  /** In the shared state's object only (admin-state.ts): its own stores. */
+  private adminStore: ReturnType<typeof durableObjectStore> | undefined;
+  /** In the audit window's object only (audit.ts). */
+  private auditRing: AuditRing | undefined;
 
   override async fetch(request: Request): Promise<Response> {
     const counted = this.counts.count(request);
     if (counted) return counted;
     if (new URL(request.url).pathname === `${INTERNAL}key`) return keptSecret(this.ctx.storage);
+    if (isAdminStateRequest(request)) {
+      this.adminStore ??= durableObjectStore(this.ctx.storage as never);
+      return answerAdminState(this.adminStore, request);
+    }
+    if (isAuditRequest(request)) {
+      this.auditRing ??= new AuditRing(this.ctx.storage as never);
+      return this.auditRing.answer(request);
+    }
     // Isolates' and upstream objects' leases of this tenant's rate limit (tenant-limit.ts).
     if (isLeaseRequest(request)) return answerLease(this.ctx.storage as never, request);
     this.tenant ??= request.headers.get(TENANT_HEADER) ?? undefined;
@@ -117,7 +157,7 @@ export class ManifoldTenant extends PlaceObject {
     this.lastRequest = Date.now();
     await refreshStale(place.gateway, this.opener!, this.lastRequest);
     await this.arm();
-    return place.app.fetch(request);
+    return this.serveShared(place, request);
   }
 
   /**
@@ -146,8 +186,13 @@ export class ManifoldTenant extends PlaceObject {
     if (booted instanceof Response) return booted;
     const upstreamAuth = remoteAuths(booted, this.env, this.origin);
     this.opener = snapshotOpener(this.env.UPSTREAMS, () => Date.now(), true, observeAuth(upstreamAuth));
+    const { store, shared } = withSharedState(
+      this.env.TENANTS,
+      durableObjectStore(this.ctx.storage as never),
+    );
+    this.shared = shared;
     const place = buildPlace(booted, {
-      store: durableObjectStore(this.ctx.storage as never),
+      store,
       upstreamAuth,
       secret: await deploymentSecret(this.env, booted.config),
       openSession: this.opener.open,
@@ -157,6 +202,8 @@ export class ManifoldTenant extends PlaceObject {
         ...(this.tenant ? { local: { tenant: this.tenant, storage: this.ctx.storage as never } } : {}),
       }),
     });
+    place.gateway.tokens.pulled = true;
+    this.shipper = auditShipper(place.gateway, this.env.TENANTS);
     await place.gateway.start();
     return place;
   }

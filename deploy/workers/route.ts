@@ -9,10 +9,13 @@
  * - the tenant's object: whatever needs state across requests of one client: every legacy client
  *   request (initialize, `Mcp-Session-Id`, GET/DELETE), `subscriptions/listen`, `tasks/*`, a call
  *   made as a task, `logging/setLevel`, resource subscriptions, and requests to a server with
- *   `isolation` (its per-tenant or per-subject instances hold connections).
+ *   `isolation` (its per-tenant or per-subject instances hold connections);
+ * - except `tasks/*` for a call waiting in the approvals queue as a task (#52): its approval and
+ *   its sealed arguments are in the server's object, which made the task (`queuedTaskOwner`).
  */
 import type { Principal } from '../../src/auth/principal.js';
 import type { Gateway } from '../../src/gateway/gateway.js';
+import type { TaskRef } from '../../src/server/mcp/task-shape.js';
 
 export type Route = { to: 'isolate' } | { to: 'upstream'; server: string } | { to: 'tenant' };
 
@@ -49,6 +52,24 @@ export function routeMessage(gateway: Gateway, principal: Principal, message: Me
   if (params.requestState !== undefined || params.inputResponses !== undefined)
     return { to: 'upstream', server };
   return upstream?.era === 'legacy' ? { to: 'upstream', server } : HERE;
+}
+
+/**
+ * The server whose object holds the queued call a `tasks/*` request names (#52), when the task id
+ * opens under the deployment's key, names a call waiting in the approvals queue (`q`), and is this
+ * principal's; undefined otherwise (the tenant's object answers, "unknown task" included).
+ */
+export async function queuedTaskOwner(
+  gateway: Gateway,
+  principal: Principal,
+  message: Message,
+): Promise<string | undefined> {
+  if (typeof message.method !== 'string' || !message.method.startsWith('tasks/')) return undefined;
+  const taskId = message.params?.taskId;
+  if (typeof taskId !== 'string') return undefined;
+  const ref = (await (await gateway.taskIds).open(taskId)) as Partial<TaskRef> | undefined;
+  if (ref?.v !== 1 || ref.q !== 1 || ref.p !== principal.key || typeof ref.s !== 'string') return undefined;
+  return gateway.pool.get(ref.s) ? ref.s : undefined;
 }
 
 /** The server a request goes to; undefined for none, or when it does not resolve (answered here). */

@@ -9,23 +9,40 @@ import { type Authenticator, noAuth, type Principal } from '../../src/auth/princ
 import { isObject } from '../../src/lib/json.js';
 import { encodeHeaderValue } from '../../src/protocol/headers.js';
 import { errorMessage } from '../../src/protocol/jsonrpc.js';
+import { revocable } from '../../src/server/http/admin/tokens.js';
 import { readBodyCapped } from '../../src/server/http/guards.js';
 import { toRpcError } from '../../src/server/mcp/errors.js';
+import { MemoryStateStore } from '../../src/store/state.js';
+import { type AdminStateClient, AdminStatePull, withSharedState } from './admin-state.js';
 import { toApprovalsOwner } from './approvals.js';
+import { type AuditShipper, auditShipper } from './audit.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
 import { callbackServer, oauthServers, observeAuth, plain, remoteAuths, SeenOrigin } from './oauth.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
 import { buildPlace, deploymentSecret, type Place } from './place.js';
 import { workersPlatform } from './platform.js';
-import { forObject, isLegacyClient, type Message, type Route, routeMessage } from './route.js';
+import {
+  forObject,
+  isLegacyClient,
+  type Message,
+  queuedTaskOwner,
+  type Route,
+  routeMessage,
+} from './route.js';
 import { tenantLimiter, tenantObjectName } from './tenant-limit.js';
 
 export { ManifoldGateway, ManifoldTenant, ManifoldUpstream } from './objects.js';
 
 interface Isolate extends Place {
   opener: SnapshotOpener;
+  /** The token verified and checked against the revocation list (#52), for routing. */
   authenticate: Authenticator;
+  /** The shared state's object (#52: stored servers, tokens), and this isolate's refresh of it. */
+  shared: AdminStateClient;
+  pull: AdminStatePull;
+  /** Sends this isolate's audited calls to the deployment's window (#52); none without a status page. */
+  shipper: AuditShipper | undefined;
   /** auth is on: tenant objects are keyed by the token's tenant. */
   auth: boolean;
 }
@@ -48,7 +65,10 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
   // Protected upstreams (#19): an OAuth server's token comes from its object (oauth.ts).
   const upstreamAuth = remoteAuths(booted, env, origin);
   const opener = snapshotOpener(env.UPSTREAMS, () => Date.now(), false, observeAuth(upstreamAuth));
+  // #52: servers added through the admin API and the revocation list, shared by every place.
+  const { store, shared } = withSharedState(env.TENANTS, new MemoryStateStore());
   const place = buildPlace(booted, {
+    store,
     secret: await deploymentSecret(env, config),
     upstreamAuth,
     openSession: opener.open,
@@ -56,8 +76,17 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
     callLimiter: tenantLimiter(env.TENANTS, { log: booted.log }),
     app: { authenticate },
   });
+  place.gateway.tokens.pulled = true;
   await place.gateway.start();
-  return { ...place, opener, authenticate, auth: auth !== false };
+  return {
+    ...place,
+    opener,
+    authenticate: revocable(authenticate, place.gateway.tokens),
+    shared,
+    pull: new AdminStatePull(),
+    shipper: auditShipper(place.gateway, env.TENANTS),
+    auth: auth !== false,
+  };
 }
 
 const notFound = () => Response.json({ error: 'not found' }, { status: 404 });
@@ -66,7 +95,7 @@ const ADMIN = /^\/admin\/servers\/([^/]+)\//;
 const KEYS = /^\/keys\/([^/]+)$/;
 
 export default {
-  async fetch(request: Request, env: Env): Promise<Response> {
+  async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
     const path = new URL(request.url).pathname;
     // The objects' own routes are for the Worker alone.
     if (path.startsWith(INTERNAL) || path === INTERNAL.slice(0, -1)) return notFound();
@@ -83,8 +112,11 @@ export default {
     origin.note(request);
     const iso = await isolate;
     if (iso instanceof Response) return iso.clone();
+    await iso.pull.pull(iso.gateway, Date.now());
     await refreshStale(iso.gateway, iso.opener, Date.now());
-    return serve(iso, env, request, path);
+    const response = await serve(iso, env, request, path);
+    ctx.waitUntil(iso.shared.settled());
+    return iso.shipper ? iso.shipper.after(response, (p) => ctx.waitUntil(p)) : response;
   },
 } satisfies ExportedHandler<Env>;
 
@@ -105,6 +137,11 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
     path,
   );
   if (owned) return owned;
+  // #52: the audit query reads the deployment's window, which every place sends its calls to.
+  if (path === '/admin/audit' && request.method === 'GET' && iso.shipper) {
+    const principal = await iso.authenticate(request).catch(() => undefined);
+    if (principal?.admin) return iso.shipper.query(new URL(request.url));
+  }
   const admin = ADMIN.exec(path);
   if (admin) {
     let server: string;
@@ -153,6 +190,10 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
       return iso.app.fetch(again());
     }
     route = routeMessage(iso.gateway, served, message);
+    if (route.to === 'tenant') {
+      const owner = await queuedTaskOwner(iso.gateway, served, message);
+      if (owner) route = { to: 'upstream', server: owner };
+    }
     if (route.to === 'upstream') {
       const names = iso.opener.fresh.get(route.server)?.names ?? {};
       const renamed = forObject(iso.gateway, served, message, names);

@@ -21,6 +21,12 @@ export class TokenRegistry {
   private polledAt = Number.NEGATIVE_INFINITY;
   private polling: Promise<void> | undefined;
   private readonly noted = new Set<string>();
+  /**
+   * Set by a host whose places refresh the copy themselves with `pull`, in each request's own
+   * context (Workers: I/O belongs to the request that starts it, so no request may wait on a read
+   * another began): a check then never starts a refresh of its own.
+   */
+  pulled = false;
 
   constructor(
     readonly store: TokenStore,
@@ -30,8 +36,13 @@ export class TokenRegistry {
 
   /** Whether the token was revoked (as far as the copy knows); starts a refresh of a stale copy. */
   isRevoked(id: string): boolean {
-    if (this.platform.now() - this.polledAt > REVOCATION_POLL_MS) void this.poll();
+    if (!this.pulled && this.platform.now() - this.polledAt > REVOCATION_POLL_MS) void this.poll();
     return this.revoked.has(id);
+  }
+
+  /** The host's refresh of a stale copy (`pulled`): a read of its own, shared with no other request. */
+  async pull(): Promise<void> {
+    if (this.platform.now() - this.polledAt > REVOCATION_POLL_MS) await this.refresh();
   }
 
   /** Reads the epoch, and the list when it moved. One refresh at a time. */

@@ -8,10 +8,10 @@ import {
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startReferenceHttp } from '../helpers/clients.js';
+import { startHttpTap, startReferenceHttp } from '../helpers/clients.js';
 import { testIssuer } from '../helpers/factories.js';
 import { eventually, ROOT, stopChild } from '../helpers/harness.js';
-import { modernRequest } from '../helpers/modern.js';
+import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { type RunningWorker, startWorker } from '../helpers/workerd.js';
 
 /**
@@ -25,7 +25,7 @@ const ISS = 'https://issuer.workers-admin';
 const AUD = 'manifold-workers-admin';
 const KEY_SERVER = resolve(ROOT, 'test/fixtures/key-server.mjs');
 const text = (r: unknown) =>
-  ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+  (((r ?? {}) as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
 
 /** Follows a key page link as a person would: opens the page, pastes the key, saves. */
 async function giveKey(link: string, key: string): Promise<number> {
@@ -48,6 +48,8 @@ describe('workers: user keys and the admin API (#52)', () => {
   let keyServer: ChildProcess;
   let keyPort: number;
   let ref: Awaited<ReturnType<typeof startReferenceHttp>>;
+  /** In front of the queued server `ref`: its calls counted on the wire. */
+  let refTap: Awaited<ReturnType<typeof startHttpTap>>;
   let jwks: { keys: Record<string, unknown>[] };
   let mint: (scope: string, sub: string, claims?: Obj) => Promise<string>;
   let worker: RunningWorker;
@@ -78,6 +80,7 @@ describe('workers: user keys and the admin API (#52)', () => {
       keyServer.stdout!.once('data', (d) => res(Number(String(d).trim()))),
     );
     ref = await startReferenceHttp();
+    refTap = await startHttpTap(ref.port);
     const issuer = await testIssuer(ISS, AUD, { kid: 'k1' });
     jwks = issuer.jwks;
     mint = (scope, sub, claims = {}) => issuer.mint({ scope, ...claims }, sub);
@@ -91,12 +94,12 @@ describe('workers: user keys and the admin API (#52)', () => {
         },
         plain: { url: ref.url },
         ref: {
-          url: ref.url,
+          url: `http://127.0.0.1:${refTap.port}/mcp`,
           approval: { ask: ['test_simple_text'], via: 'queue', timeoutSeconds: 1 },
         },
       },
       gateway: {
-        allowedHosts: [`127.0.0.1:${keyPort}`, `127.0.0.1:${ref.port}`],
+        allowedHosts: [`127.0.0.1:${keyPort}`, `127.0.0.1:${ref.port}`, `127.0.0.1:${refTap.port}`],
         auth: { issuer: ISS, audience: AUD, jwksFile: 'MANIFOLD_JWKS' },
         oauth: { secret: '${MANIFOLD_OAUTH_SECRET}' },
         logLevel: 'error',
@@ -109,6 +112,7 @@ describe('workers: user keys and the admin API (#52)', () => {
   afterAll(async () => {
     await worker?.stop();
     if (keyServer) await stopChild(keyServer);
+    await refTap?.stop();
     await ref?.stop();
     if (persist) rmSync(persist, { recursive: true, force: true });
   });
@@ -228,42 +232,177 @@ describe('workers: user keys and the admin API (#52)', () => {
     expect(text((await call()).body.result)).toContain('This is a simple text response');
   });
 
-  it('admin: tokens listed by id, one revoked and then refused; the audit query names the calls', async () => {
-    const token = await mint('tools:*', 'erin', { jti: 'erin-token-1' });
-    const ok = await modernRequest(
+  it('a queued call as a task (2026 client, tasks extension): approved through the admin API, tasks/get completes with the one result', async () => {
+    const headers = { authorization: `Bearer ${await mint('tools:*', 'gina')}` };
+    const ext = { [META_CAPS]: { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
+    const runs = () =>
+      refTap.exchanges.filter(
+        (x) => x.body?.method === 'tools/call' && (x.body.params as Obj)?.name === 'test_simple_text',
+      ).length;
+    const before = runs();
+    const created = await modernRequest(
       worker.url,
-      'tools/list',
-      {},
-      { headers: { authorization: `Bearer ${token}` } },
+      'tools/call',
+      { name: 'ref__test_simple_text', arguments: {} },
+      { headers, meta: ext },
     );
-    expect(ok.status).toBe(200);
+    const task = created.body.result as Obj;
+    expect(task).toMatchObject({ resultType: 'task', status: 'working' });
+    const id = String((task._meta as Obj)['manifold/approvalId']);
+    const get = async () =>
+      (await modernRequest(worker.url, 'tasks/get', { taskId: task.taskId }, { headers, meta: ext })).body;
+    // Before the decision: the task is found (in the server's object, where its approval is) and waits.
+    expect(await get()).toMatchObject({ result: { taskId: task.taskId, status: 'working' } });
+    // Someone else's tasks/get of the same id: unknown, like any task that is not theirs.
+    const other = { authorization: `Bearer ${await mint('tools:*', 'hal')}` };
+    const stranger = await modernRequest(
+      worker.url,
+      'tasks/get',
+      { taskId: task.taskId },
+      {
+        headers: other,
+        meta: ext,
+      },
+    );
+    expect(stranger.body.error?.message).toMatch(/unknown task/i);
+    expect(runs()).toBe(before);
+
+    const decided = await api('POST', `/admin/approvals/${id}`, admin, { decision: 'approve' });
+    expect(decided.body).toMatchObject({ id, status: 'approved', decidedBy: 'ops' });
+    const done = (await get()).result as Obj;
+    expect(done.status).toBe('completed');
+    expect(text(done.result)).toContain('This is a simple text response');
+    // Asked again: the same one result, and the upstream called once.
+    expect(text(((await get()).result as Obj).result)).toContain('This is a simple text response');
+    expect(runs()).toBe(before + 1);
+  });
+
+  it('admin: a server added through the API is stored and applied by every place; it survives a restart, and removed its tool is gone', async () => {
+    const headers = { authorization: `Bearer ${await mint('tools:*', 'ivy')}` };
+    const call = async () =>
+      (
+        await modernRequest(
+          worker.url,
+          'tools/call',
+          { name: 'extra__test_simple_text', arguments: {} },
+          { headers },
+        )
+      ).body;
+    const legacyNames = async () => {
+      const client = await legacy(await mint('tools:*', 'ivy'), false);
+      try {
+        return (await client.listTools()).tools.map((t) => t.name);
+      } finally {
+        await client.close();
+      }
+    };
+    const added = await api('POST', '/admin/servers', admin, { name: 'extra', config: { url: ref.url } });
+    expect(added.status).toBe(201);
+    expect(added.body).toMatchObject({ applied: true, diff: { change: 'added' } });
+    // The isolate calls it; the server's own object lists and verifies it (its snapshot).
+    expect(text((await call()).result)).toContain('This is a simple text response');
+    expect(await worker.objectPaths('UPSTREAMS', 'extra')).toHaveProperty(['/__manifold/snapshot']);
+    // A tenant's object (a legacy client's session) has it too.
+    expect(await legacyNames()).toContain('extra__test_simple_text');
+
+    // A restart: a new Miniflare over the same persisted objects.
+    await worker.stop();
+    worker = await startWorker({ config, vars: vars(), persist });
+    // Served from the stored listing until the server's object has connected again (warm start).
+    await eventually(
+      async () => text((await call()).result).includes('This is a simple text response'),
+      'the stored server called after the restart',
+    );
+    const listed = await api('GET', '/admin/servers/extra');
+    expect(listed.body).toMatchObject({ name: 'extra', source: 'api', updatedBy: 'ops' });
+    expect(await legacyNames()).toContain('extra__test_simple_text');
+
+    expect((await api('DELETE', '/admin/servers/extra')).status).toBe(200);
+    expect((await call()).error?.message).toMatch(/unknown tool/i);
+    await eventually(
+      async () => !(await legacyNames()).includes('extra__test_simple_text'),
+      'gone from the tenant object',
+    );
+    expect((await api('GET', '/admin/servers/extra')).status).toBe(404);
+  });
+
+  it('I4: a token revoked through the admin API is refused by every place at its next request, and after a restart', async () => {
+    const token = await mint('tools:*', 'erin', { jti: 'erin-token-1' });
+    const headers = { authorization: `Bearer ${token}` };
+    const list = () => modernRequest(worker.url, 'tools/list', {}, { headers });
+    // The tenant's object, asked directly: another place, with its own copy of the list.
+    const tenantObject = () => worker.objectFetch('TENANTS', 'tenant:erin', '/mcp', headers);
+    expect((await list()).status).toBe(200);
+    expect((await tenantObject()).status).not.toBe(401);
     await eventually(async () => {
       const r = await api('GET', '/admin/tokens');
       return r.status === 200 && (r.body.tokens as Obj[]).some((t) => t.id === 'erin-token-1');
     }, 'the token listed');
     const revoked = await api('POST', '/admin/tokens/erin-token-1/revoke', admin, {});
     expect(revoked.status).toBe(200);
-    await eventually(async () => {
-      const r = await modernRequest(
-        worker.url,
-        'tools/list',
-        {},
-        { headers: { authorization: `Bearer ${token}` } },
-      );
-      return r.status === 401;
-    }, 'the revoked token refused');
-    // The audit window is the instance's: a modern call to a modern upstream is the isolate's.
-    const other = await mint('tools:*', 'frank');
-    await modernRequest(
-      worker.url,
-      'tools/call',
-      { name: 'plain__test_simple_text', arguments: {} },
-      { headers: { authorization: `Bearer ${other}` } },
+    expect(revoked.body).toMatchObject({ id: 'erin-token-1', revoked: true, revokedBy: 'ops' });
+    // The place that revoked it refuses it at once; the others within their refresh interval.
+    expect((await list()).status).toBe(401);
+    await eventually(async () => (await tenantObject()).status === 401, 'the tenant object refuses it');
+    const legacyRefused = await legacy(token, false).then(
+      async (c) => {
+        await c.close();
+        return false;
+      },
+      () => true,
     );
-    const audit = await api('GET', '/admin/audit?tool=plain__test_simple_text');
-    expect(audit.status).toBe(200);
-    expect(audit.body.calls).toEqual([
-      expect.objectContaining({ tool: 'plain__test_simple_text', tenant: 'frank' }),
-    ]);
+    expect(legacyRefused).toBe(true);
+
+    await worker.stop();
+    worker = await startWorker({ config, vars: vars(), persist });
+    expect((await list()).status).toBe(401);
+    expect((await tenantObject()).status).toBe(401);
+    // Another token of the same subject is still served.
+    const fresh = await mint('tools:*', 'erin', { jti: 'erin-token-2' });
+    expect(
+      (await modernRequest(worker.url, 'tools/list', {}, { headers: { authorization: `Bearer ${fresh}` } }))
+        .status,
+    ).toBe(200);
+  });
+
+  it("admin: the audit query sees calls gateway-wide: an isolate's, a tenant object's and a server object's", async () => {
+    const as = async (sub: string) => ({ authorization: `Bearer ${await mint('tools:*', sub)}` });
+    const plainCall = { name: 'plain__test_simple_text', arguments: {} };
+    // The isolate serves a modern call to a modern upstream.
+    await modernRequest(worker.url, 'tools/call', plainCall, { headers: await as('frank') });
+    // A legacy client's session is its tenant's object's.
+    const kim = await legacy(await mint('tools:*', 'kim'), false);
+    try {
+      expect(text(await kim.callTool(plainCall))).toContain('This is a simple text response');
+    } finally {
+      await kim.close();
+    }
+    // A queued server's calls are its object's: held, approved, then run.
+    const liz = await as('liz');
+    const refCall = { name: 'ref__test_simple_text', arguments: {} };
+    const held = await modernRequest(worker.url, 'tools/call', refCall, { headers: liz });
+    const id = String(((held.body.result as Obj)._meta as Obj)['manifold/approvalId']);
+    expect((await api('POST', `/admin/approvals/${id}`, admin, { decision: 'approve' })).status).toBe(200);
+    expect(
+      text((await modernRequest(worker.url, 'tools/call', refCall, { headers: liz })).body.result),
+    ).toContain('This is a simple text response');
+
+    const calls = async (query: string) => (await api('GET', `/admin/audit?${query}`)).body.calls as Obj[];
+    await eventually(async () => {
+      const tenants = (await calls('server=plain&tool=plain__test_simple_text')).map((c) => c.tenant);
+      return tenants.includes('frank') && tenants.includes('kim');
+    }, "the isolate's and the tenant object's calls in the window");
+    const plain = await calls('server=plain&tool=plain__test_simple_text');
+    expect(plain.every((c) => c.server === 'plain' && c.tool === 'plain__test_simple_text')).toBe(true);
+    await eventually(
+      async () =>
+        (await calls('server=ref&tool=ref__test_simple_text&tenant=liz')).some(
+          (c) => c.verdict === 'allowed',
+        ),
+      "the server object's run in the window",
+    );
+    const ref = await calls('server=ref&tool=ref__test_simple_text&tenant=liz');
+    expect(ref.map((c) => c.verdict).sort()).toEqual(['allowed', 'denied']);
+    expect((await api('GET', '/admin/audit?limit=0')).status).toBe(400);
   });
 });

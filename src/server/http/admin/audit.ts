@@ -4,7 +4,7 @@
  */
 import type { Hono } from 'hono';
 import type { Gateway } from '../../../gateway/gateway.js';
-import { AuditWindow } from '../../../observe/audit-window.js';
+import { type AuditEntry, AuditWindow } from '../../../observe/audit-window.js';
 import type { AdminContext } from './context.js';
 
 /** How many audited requests each instance keeps for the query. */
@@ -21,6 +21,23 @@ function windowOf(gateway: Gateway): AuditWindow {
     gateway.observers.add(w.observe);
   }
   return w;
+}
+
+/** One audited request as the query answers it (here, and on Workers from the shared window). */
+export function auditCall(e: AuditEntry): Record<string, unknown> {
+  return {
+    at: new Date(e.at).toISOString(),
+    method: e.method,
+    tenant: e.tenant,
+    subject: e.subject,
+    server: e.server,
+    tool: e.target,
+    verdict: e.verdict,
+    durationMs: e.durationMs,
+    bytesIn: e.bytesIn,
+    bytesOut: e.bytesOut,
+    ...(e.reason ? { reason: e.reason } : {}),
+  };
 }
 
 export function mountAudit(app: Hono, ctx: AdminContext): void {
@@ -51,20 +68,6 @@ export function mountAudit(app: Hono, ctx: AdminContext): void {
       ...pick('tool'),
       ...pick('verdict'),
     });
-    return c.json({
-      calls: entries.map((e) => ({
-        at: new Date(e.at).toISOString(),
-        method: e.method,
-        tenant: e.tenant,
-        subject: e.subject,
-        server: e.server,
-        tool: e.target,
-        verdict: e.verdict,
-        durationMs: e.durationMs,
-        bytesIn: e.bytesIn,
-        bytesOut: e.bytesOut,
-        ...(e.reason ? { reason: e.reason } : {}),
-      })),
-    });
+    return c.json({ calls: entries.map(auditCall) });
   });
 }
