@@ -7,10 +7,10 @@
  */
 import type { JWTPayload } from 'jose';
 import type { AuthConfig } from '../config/types.js';
-import { ManifoldError } from '../errors.js';
 import { compileGlobs } from '../guards/glob.js';
 import { isRiskClass, type RiskClass } from '../guards/risk.js';
 import { normalizeUriPattern } from '../guards/uri-normal.js';
+import { unauthorized } from './jwt-errors.js';
 import type { HeaderBag, Principal } from './principal.js';
 
 /** The scope (RFC 6749 §3.3) that unlocks operator detail such as the full health report. */
@@ -209,10 +209,6 @@ function scopeEntries(scope: unknown): string[] {
   if (typeof scope === 'string') return scope.split(' ').filter((s) => s !== '');
   if (Array.isArray(scope)) return scope.filter((s): s is string => typeof s === 'string' && s !== '');
   return [];
-}
-
-function unauthorized(reason: string): ManifoldError {
-  return new ManifoldError('ERR_UNAUTHORIZED', 'invalid token', { data: { reason } });
 }
 
 /**

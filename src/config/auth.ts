@@ -4,7 +4,7 @@ import { isObject, type JsonObject } from '../lib/json.js';
 import { checkAlgorithms, checkHttpsUrl, checkPublicKey, checkResource, checkSecret } from './auth-checks.js';
 import { AUTH_DEFAULTS, KEY_SOURCES } from './defaults.js';
 import { FIELD_TEXT } from './field-text.js';
-import { error, type Findings, hasIssueUnder, interpolateField } from './findings.js';
+import { error, type Findings, hasIssueUnder, interpolateField, readNested } from './findings.js';
 import { describeKind, validateShape } from './issues.js';
 import { keysOf } from './json-parse.js';
 import { formatPath, type PathSegment } from './paths.js';
@@ -21,16 +21,7 @@ const quoteList = (names: readonly string[], conjunction: 'and' | 'or') => {
 function readTenants(f: Findings, raw: unknown, base: PathSegment[]): unknown {
   if (!isObject(raw)) return raw;
   return Object.fromEntries(
-    keysOf(raw).map((id) => {
-      const entry = raw[id];
-      if (!isObject(entry)) return [id, entry];
-      const picked: JsonObject = {};
-      for (const key of keysOf(entry)) {
-        if (TENANT_KEYS.includes(key)) picked[key] = interpolateField(f, entry[key], [...base, id, key]);
-        else f.warnings.push(unknownKeyWarning([...base, id, key], TENANT_KEYS));
-      }
-      return [id, picked];
-    }),
+    keysOf(raw).map((id) => [id, readNested(f, raw[id], [...base, id], TENANT_KEYS)]),
   );
 }
 

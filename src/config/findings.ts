@@ -43,7 +43,7 @@ export function isTainted(f: Findings, path: readonly PathSegment[]): boolean {
   return f.interpolator.tainted.has(formatPath(path));
 }
 
-/** Picks the known keys of a nested gateway object (`disclosure`, `drift`, `store`), warning about the rest. */
+/** Picks the known keys of a nested object (`gateway.drift`, a server's `tools`), warning about the rest. */
 export function readNested(
   f: Findings,
   raw: unknown,

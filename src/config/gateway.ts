@@ -49,6 +49,13 @@ export interface GatewayRead {
   alwaysLoad: string[];
 }
 
+/** The objects inside `gateway` read key by key over their defaults, with their keys. */
+const NESTED = { disclosure: DISCLOSURE_KEYS, drift: DRIFT_KEYS, catalog: CATALOG_KEYS, code: CODE_KEYS };
+type Nested = keyof typeof NESTED;
+
+/** `gateway` keys whose sections have their own readers (`registry` and `localPrincipal`: #54). */
+const OWN_READERS = ['auth', 'store', 'tracing', 'oauth', 'sandbox', 'registry', 'localPrincipal'];
+
 /**
  * `gateway.store`: `false` (state in memory only), `{"path": ...}` (a missing path keeps the
  * default), or `{"postgres": url}`. Never both: which database holds the baselines must be plain.
@@ -152,12 +159,7 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     code: { ...GATEWAY_DEFAULTS.code },
   };
   const invalid = new Set<string>();
-  const nestedKeys = [
-    ...DISCLOSURE_KEYS.map((k) => `disclosure.${k}`),
-    ...DRIFT_KEYS.map((k) => `drift.${k}`),
-    ...CATALOG_KEYS.map((k) => `catalog.${k}`),
-    ...CODE_KEYS.map((k) => `code.${k}`),
-  ];
+  const nestedKeys = Object.entries(NESTED).flatMap(([name, keys]) => keys.map((k) => `${name}.${k}`));
   let alwaysLoad: string[] = [];
   if (raw === undefined) return { config, invalid, alwaysLoad };
   if (!isObject(raw)) {
@@ -178,20 +180,11 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       f.warnings.push(unknownKeyWarning([...base, key], [...GATEWAY_KEYS, ...POLICY_KEYS]));
       continue;
     }
-    // `auth`, `store`, `tracing` and `oauth` have their own readers (below); the other keys go through one shape.
-    if (key === 'auth' || key === 'store' || key === 'tracing' || key === 'oauth' || key === 'sandbox')
-      continue;
-    if (key === 'registry' || key === 'localPrincipal') continue; // #54: front-door.ts
-    picked[key] =
-      key === 'disclosure'
-        ? readNested(f, raw[key], [...base, key], DISCLOSURE_KEYS)
-        : key === 'drift'
-          ? readNested(f, raw[key], [...base, key], DRIFT_KEYS)
-          : key === 'catalog'
-            ? readNested(f, raw[key], [...base, key], CATALOG_KEYS)
-            : key === 'code'
-              ? readNested(f, raw[key], [...base, key], CODE_KEYS)
-              : interpolateField(f, raw[key], [...base, key]);
+    // Sections with their own readers are read below; the other keys go through one shape.
+    if (OWN_READERS.includes(key)) continue;
+    picked[key] = Object.hasOwn(NESTED, key)
+      ? readNested(f, raw[key], [...base, key], NESTED[key as Nested])
+      : interpolateField(f, raw[key], [...base, key]);
   }
   const issues = validateShape(gatewayEntrySchema, picked, {
     table: FIELD_TEXT.gateway,
@@ -201,23 +194,13 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
   f.errors.push(...issues);
   const target = config as unknown as JsonObject;
   for (const key of GATEWAY_KEYS) {
-    if (
-      picked[key] === undefined ||
-      key === 'disclosure' ||
-      key === 'drift' ||
-      key === 'catalog' ||
-      key === 'code' ||
-      key === 'auth'
-    )
-      continue;
+    if (picked[key] === undefined || Object.hasOwn(NESTED, key)) continue;
     if (hasIssueUnder(issues, [...base, key])) invalid.add(key);
     else target[key] = picked[key];
   }
-  /** Copies the valid keys of `disclosure` or `drift` over their defaults; false if it was not an object. */
-  const applyNested = (
-    name: 'disclosure' | 'drift' | 'catalog' | 'code',
-    known: readonly string[],
-  ): boolean => {
+  /** Copies the valid keys of a nested object over their defaults; false if it was not an object. */
+  const applyNested = (name: Nested): boolean => {
+    const known = NESTED[name];
     const given = picked[name];
     if (given === undefined) return true;
     if (!isObject(given)) {
@@ -233,13 +216,13 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
     }
     return true;
   };
-  if (picked.disclosure !== undefined && applyNested('disclosure', DISCLOSURE_KEYS)) {
+  if (picked.disclosure !== undefined && applyNested('disclosure')) {
     alwaysLoad = config.disclosure.alwaysLoad;
     config.disclosure.alwaysLoad = [...new Set(alwaysLoad)];
   }
-  applyNested('drift', DRIFT_KEYS);
-  applyNested('catalog', CATALOG_KEYS);
-  applyNested('code', CODE_KEYS);
+  applyNested('drift');
+  applyNested('catalog');
+  applyNested('code');
 
   // Each list entry checked (and normalised) on its own; the valid ones kept once each.
   const lists = [
@@ -334,51 +317,34 @@ export function readGateway(f: Findings, raw: unknown): GatewayRead {
       delete config.advertiseUrl;
     }
   }
-  if (Object.hasOwn(raw, 'auth')) {
-    const auth = readAuth(f, raw.auth, [...base, 'auth']);
-    if (auth === undefined) invalid.add('auth');
-    else config.auth = auth;
-  } else if (!invalid.has('host') && !isLoopbackHost(config.host)) {
+  /** A section with its own reader, when written: its value, or its key marked invalid. */
+  const section = <K extends keyof GatewayConfig>(
+    key: K,
+    read: (f: Findings, raw: unknown, base: PathSegment[]) => GatewayConfig[K] | undefined,
+  ): void => {
+    if (!Object.hasOwn(raw, key)) return;
+    const value = read(f, raw[key], [...base, key]);
+    if (value === undefined) invalid.add(key);
+    else config[key] = value;
+  };
+  section('auth', readAuth);
+  if (!Object.hasOwn(raw, 'auth') && !invalid.has('host') && !isLoopbackHost(config.host)) {
     // Safe by default: no auth configured means loopback only; `"auth": false` is the way out.
     f.errors.push(bindIssue());
   }
-  if (Object.hasOwn(raw, 'store')) {
-    const store = readStore(f, raw.store, [...base, 'store']);
-    if (store === undefined) invalid.add('store');
-    else config.store = store;
-  }
-  if (Object.hasOwn(raw, 'tracing')) {
-    const tracing = readTracing(f, raw.tracing, [...base, 'tracing']);
-    if (tracing === undefined) invalid.add('tracing');
-    else config.tracing = tracing;
-  }
-  if (Object.hasOwn(raw, 'sandbox')) {
-    // Local servers (#53): the default sandbox of stdio servers.
-    const sandbox = readSandbox(f, raw.sandbox, [...base, 'sandbox']);
-    if (sandbox === undefined) invalid.add('sandbox');
-    else config.sandbox = sandbox;
-  }
-  if (Object.hasOwn(raw, 'oauth')) {
-    const oauth = readGatewayOAuth(f, raw.oauth, [...base, 'oauth'], config.advertiseUrl);
-    if (oauth === undefined) invalid.add('oauth');
-    else config.oauth = oauth;
-  }
+  section('store', readStore);
+  section('tracing', readTracing);
+  // Local servers (#53): the default sandbox of stdio servers.
+  section('sandbox', readSandbox);
+  section('oauth', (f, raw, base) => readGatewayOAuth(f, raw, base, config.advertiseUrl));
   // Policy (#51): rules and guardrails, read and compiled by config/policy.ts.
   const policy = readPolicy(f, raw.policy, [...base, 'policy']);
   if (policy?.rules.length) config.policy = policy;
   const guardrails = readGuardrails(f, raw.guardrails, [...base, 'guardrails']);
   if (guardrails?.length) config.guardrails = guardrails;
   // #54: the registry `manifold add` reads, and a stdio client's principal without auth.
-  if (Object.hasOwn(raw, 'registry')) {
-    const registry = readRegistry(f, raw.registry, [...base, 'registry']);
-    if (registry === undefined) invalid.add('registry');
-    else config.registry = registry;
-  }
-  if (Object.hasOwn(raw, 'localPrincipal')) {
-    const local = readLocalPrincipal(f, raw.localPrincipal, [...base, 'localPrincipal']);
-    if (local === undefined) invalid.add('localPrincipal');
-    else config.localPrincipal = local;
-  }
+  section('registry', readRegistry);
+  section('localPrincipal', readLocalPrincipal);
   return { config, invalid, alwaysLoad };
 }
 

@@ -6,7 +6,7 @@
 import * as z from 'zod/v4-mini';
 import { isObject, type JsonObject } from '../lib/json.js';
 import { FIELD_TEXT } from './field-text.js';
-import { error, type Findings, hasIssueUnder, interpolateField, isTainted } from './findings.js';
+import { error, type Findings, hasIssueUnder, interpolateField, isTainted, readNested } from './findings.js';
 import type { GatewayRead } from './gateway.js';
 import { describeKind, validateShape } from './issues.js';
 import { keysOf } from './json-parse.js';
@@ -42,16 +42,6 @@ export interface PrefixClaim {
   /** Where a collision is reported: the explicit prefix, or the entry itself. */
   path: PathSegment[];
   tainted: boolean;
-}
-
-function readTools(f: Findings, raw: unknown, base: PathSegment[]): unknown {
-  if (!isObject(raw)) return raw;
-  const picked: JsonObject = {};
-  for (const key of keysOf(raw)) {
-    if (TOOLS_KEYS.includes(key)) picked[key] = interpolateField(f, raw[key], [...base, key]);
-    else f.warnings.push(unknownKeyWarning([...base, key], TOOLS_KEYS));
-  }
-  return picked;
 }
 
 /** Keys other MCP clients' configs use for ours. */
@@ -122,7 +112,7 @@ export function readServer(
     }
     picked[key] =
       key === 'tools' || key === 'prompts' || key === 'resources'
-        ? readTools(f, raw[given], [...base, given])
+        ? readNested(f, raw[given], [...base, given], TOOLS_KEYS)
         : key === 'auth' || key === 'overrides' || key === 'promptOverrides' || key === 'sandbox'
           ? raw[given] // oauth.ts, overrides.ts and sandbox.ts read them key by key, interpolating once
           : interpolateField(f, raw[given], [...base, given]);
@@ -131,21 +121,14 @@ export function readServer(
   if (typeof picked.type === 'string' && TYPE_SPELLINGS[picked.type.toLowerCase()]) {
     picked.type = TYPE_SPELLINGS[picked.type.toLowerCase()]!;
   }
-  const issues = validateShape(serverSchema, picked, {
-    table: FIELD_TEXT.server,
-    base,
-    tainted: f.interpolator.tainted,
-  });
+  const shape = { table: FIELD_TEXT.server, base, tainted: f.interpolator.tainted };
+  const issues = validateShape(serverSchema, picked, shape);
   // An `approval` object that fails the union is checked alone, so each bad field is named with its fix (#52).
   if (isObject(picked.approval) && hasIssueUnder(issues, [...base, 'approval'])) {
     const detail = validateShape(
       z.object({ approval: approvalObjectSchema }),
       { approval: picked.approval },
-      {
-        table: FIELD_TEXT.server,
-        base,
-        tainted: f.interpolator.tainted,
-      },
+      shape,
     );
     if (detail.length > 0)
       issues.splice(
@@ -270,35 +253,27 @@ export function readServer(
   const prompts = filter('prompts');
   const resources = filter('resources');
 
-  // Timeout.
-  let timeoutMs = gateway.config.callTimeoutMs;
-  if (valid('timeoutMs')) {
-    timeoutMs = picked.timeoutMs as number;
-    const max = gateway.config.maxCallTimeoutMs;
-    if (!gateway.invalid.has('maxCallTimeoutMs') && timeoutMs > max) {
+  // Timeout and result cap: each at most the gateway's maximum for it.
+  const atMost = (
+    key: 'timeoutMs' | 'maxResultBytes',
+    fallback: number,
+    maxKey: 'maxCallTimeoutMs' | 'maxUpstreamBodyBytes',
+  ): number => {
+    if (!valid(key)) return fallback;
+    const value = picked[key] as number;
+    const max = gateway.config[maxKey];
+    if (!gateway.invalid.has(maxKey) && value > max) {
       error(
         f,
-        [...base, 'timeoutMs'],
-        `must be at most gateway.maxCallTimeoutMs (${max}), got ${timeoutMs}`,
-        `lower timeoutMs to ${max} or less, or raise gateway.maxCallTimeoutMs`,
+        [...base, key],
+        `must be at most gateway.${maxKey} (${max}), got ${value}`,
+        `lower ${key} to ${max} or less, or raise gateway.${maxKey}`,
       );
     }
-  }
-
-  // Result cap.
-  let maxResultBytes = gateway.config.maxResultBytes;
-  if (valid('maxResultBytes')) {
-    maxResultBytes = picked.maxResultBytes as number;
-    const max = gateway.config.maxUpstreamBodyBytes;
-    if (!gateway.invalid.has('maxUpstreamBodyBytes') && maxResultBytes > max) {
-      error(
-        f,
-        [...base, 'maxResultBytes'],
-        `must be at most gateway.maxUpstreamBodyBytes (${max}), got ${maxResultBytes}`,
-        `lower maxResultBytes to ${max} or less, or raise gateway.maxUpstreamBodyBytes`,
-      );
-    }
-  }
+    return value;
+  };
+  const timeoutMs = atMost('timeoutMs', gateway.config.callTimeoutMs, 'maxCallTimeoutMs');
+  const maxResultBytes = atMost('maxResultBytes', gateway.config.maxResultBytes, 'maxUpstreamBodyBytes');
 
   // Disclosure budget: alwaysLoad wins over any budget.
   let budgetTokens = gateway.config.disclosure.budgetTokens;
