@@ -1,15 +1,30 @@
 /**
- * The management plane's shared state on Workers (#52): servers added through the admin API and
- * the tokens seen and revoked. They live in one Durable Object (a tenant-class object of its own
- * name, like the deployment key's), in its SQLite, through the same stores as Node
- * (`SqlServerStore`, `SqlTokenStore` over the one SQL seam, src/store/sql.ts). Every isolate and
- * every object reaches them through the same interfaces (`ServerStore`, `TokenStore`), each call a
- * request to that object, and refreshes its copy the way Node instances do: the epoch at most every
- * few seconds, the list only when it moved (gateway/managed-servers.ts, gateway/token-registry.ts).
- * That is one small request per place per interval, never one per client request.
+ * The management plane's shared state on Workers (#52): servers added through the admin API, the
+ * tokens seen and revoked, and the approvals queue. They live in one Durable Object (a
+ * tenant-class object of its own name, like the deployment key's), in its SQLite, through the same
+ * stores as Node (`SqlServerStore`, `SqlTokenStore`, `SqlApprovalStore` over the one SQL seam,
+ * src/store/sql.ts). Every isolate and every object reaches them through the same interfaces
+ * (`ServerStore`, `TokenStore`, `ApprovalStore`), each call a request to that object.
+ *
+ * Servers and tokens are refreshed the way Node instances do: the epoch at most every few seconds,
+ * the list only when it moved (gateway/managed-servers.ts, gateway/token-registry.ts), one small
+ * request per place per interval, never one per client request. The approvals queue is read and
+ * written where Node reads and writes its database: only by a call that waits for an operator (and
+ * by the operator), so wherever a queued call is served (a tenant's object for a 2025 client's
+ * session, a server's object for a 2026 client), it is staged, listed, decided and claimed in one
+ * place, and the claim's UPDATE in that one SQLite is what makes a run happen once (decision 0049).
  */
+
+import { ManifoldError } from '../../src/errors.js';
 import type { Gateway } from '../../src/gateway/gateway.js';
 import { REVOCATION_POLL_MS } from '../../src/gateway/token-registry.js';
+import type {
+  ApprovalQuery,
+  ApprovalRecord,
+  ApprovalStore,
+  StageBounds,
+  StagedApproval,
+} from '../../src/store/approvals.js';
 import type { SqlStateStore, StateStore } from '../../src/store/state.js';
 import type { ServerStore, StoredServer } from '../../src/store/stored-servers.js';
 import type { SeenToken, TokenStore } from '../../src/store/tokens.js';
@@ -31,7 +46,14 @@ type Call =
   | { op: 'tokens.seen'; args: [Omit<SeenToken, 'revokedAt' | 'revokedBy'>, number] }
   | { op: 'tokens.list'; args: [number, number] }
   | { op: 'tokens.revoke'; args: [string, string, number] }
-  | { op: 'tokens.revoked'; args: [number] };
+  | { op: 'tokens.revoked'; args: [number] }
+  | { op: 'approvals.stage'; args: [StagedApproval, StageBounds, number] }
+  | { op: 'approvals.get' | 'approvals.deliver'; args: [string] }
+  | { op: 'approvals.finish'; args: [string, string] }
+  | { op: 'approvals.find'; args: [string, string, string] }
+  | { op: 'approvals.list'; args: [ApprovalQuery, number] }
+  | { op: 'approvals.decide'; args: [string, 'approved' | 'declined', string, string | null, number] }
+  | { op: 'approvals.claimRun'; args: [string, number] };
 
 /** The object's side: one call on its own stores, answered as `{ value }`. */
 export async function answerAdminState(store: SqlStateStore, request: Request): Promise<Response> {
@@ -43,6 +65,7 @@ export async function answerAdminState(store: SqlStateStore, request: Request): 
   }
   const servers = store.storedServers;
   const tokens = store.tokens;
+  const approvals = store.approvals;
   const a = call.args;
   let value: unknown;
   switch (call.op) {
@@ -73,6 +96,36 @@ export async function answerAdminState(store: SqlStateStore, request: Request): 
     case 'tokens.epoch':
       value = await tokens.epoch();
       break;
+    case 'approvals.stage':
+      value = await approvals.stage(a[0] as StagedApproval, a[1] as StageBounds, a[2] as number);
+      break;
+    case 'approvals.get':
+      value = await approvals.get(a[0] as string);
+      break;
+    case 'approvals.find':
+      value = await approvals.find(a[0] as string, a[1] as string, a[2] as string);
+      break;
+    case 'approvals.list':
+      value = await approvals.list(a[0] as ApprovalQuery, a[1] as number);
+      break;
+    case 'approvals.decide':
+      value = await approvals.decide(
+        a[0] as string,
+        a[1] as 'approved' | 'declined',
+        a[2] as string,
+        (a[3] as string | null) ?? undefined,
+        a[4] as number,
+      );
+      break;
+    case 'approvals.claimRun':
+      value = await approvals.claimRun(a[0] as string, a[1] as number);
+      break;
+    case 'approvals.finish':
+      value = await approvals.finish(a[0] as string, a[1] as string);
+      break;
+    case 'approvals.deliver':
+      value = await approvals.deliver(a[0] as string);
+      break;
     default:
       return Response.json({ error: 'unknown call on the shared state' }, { status: 400 });
   }
@@ -92,7 +145,9 @@ export class AdminStateClient {
       method: 'POST',
       body: JSON.stringify({ op, args }),
     });
-    if (!res.ok) throw new Error(`the shared state object answered ${res.status}`);
+    if (!res.ok) {
+      throw new ManifoldError('ERR_STORE_UNAVAILABLE', 'the shared state is unavailable: try again');
+    }
     return ((await res.json()) as { value: T }).value;
   }
 
@@ -170,18 +225,58 @@ export class RemoteTokenStore implements TokenStore {
   }
 }
 
+/**
+ * The approvals queue, in the shared state's object: one queue for every place, so the operator
+ * sees and decides every queued call, and one UPDATE there claims each run (src/store/approvals.ts).
+ */
+export class RemoteApprovalStore implements ApprovalStore {
+  constructor(private readonly c: AdminStateClient) {}
+  stage(a: StagedApproval, bounds: StageBounds, now: number): Promise<boolean> {
+    return this.c.call('approvals.stage', [a, bounds, now]);
+  }
+  async get(id: string): Promise<ApprovalRecord | undefined> {
+    return (await this.c.call<ApprovalRecord | null>('approvals.get', [id])) ?? undefined;
+  }
+  async find(principal: string, tool: string, digest: string): Promise<ApprovalRecord | undefined> {
+    return (
+      (await this.c.call<ApprovalRecord | null>('approvals.find', [principal, tool, digest])) ?? undefined
+    );
+  }
+  list(query: ApprovalQuery, now: number): Promise<ApprovalRecord[]> {
+    return this.c.call('approvals.list', [query, now]);
+  }
+  decide(
+    id: string,
+    decision: 'approved' | 'declined',
+    by: string,
+    reason: string | undefined,
+    now: number,
+  ): Promise<boolean> {
+    return this.c.call('approvals.decide', [id, decision, by, reason ?? null, now]);
+  }
+  claimRun(id: string, now: number): Promise<boolean> {
+    return this.c.call('approvals.claimRun', [id, now]);
+  }
+  async finish(id: string, result: string): Promise<void> {
+    await this.c.call('approvals.finish', [id, result]);
+  }
+  deliver(id: string): Promise<boolean> {
+    return this.c.call('approvals.deliver', [id]);
+  }
+}
+
 /** A place's own store (its object's SQLite, or memory in an isolate), with the shared parts swapped in. */
 export class WithAdminState implements StateStore {
-  readonly approvals: StateStore['approvals'];
+  readonly approvals: ApprovalStore;
   readonly storedServers: ServerStore;
   readonly tokens: TokenStore;
   readonly watchTrust?: StateStore['watchTrust'];
 
   constructor(
     private readonly own: StateStore,
-    shared: { storedServers: ServerStore; tokens: TokenStore },
+    shared: { storedServers: ServerStore; tokens: TokenStore; approvals: ApprovalStore },
   ) {
-    this.approvals = own.approvals;
+    this.approvals = shared.approvals;
     this.storedServers = shared.storedServers;
     this.tokens = shared.tokens;
     if (own.watchTrust) this.watchTrust = (listener) => own.watchTrust?.(listener);
@@ -233,6 +328,7 @@ export function withSharedState(
   const store = new WithAdminState(own, {
     storedServers: server === undefined ? servers : new OneServerStore(servers, server),
     tokens: new RemoteTokenStore(shared),
+    approvals: new RemoteApprovalStore(shared),
   });
   return { store, shared };
 }

@@ -10,8 +10,10 @@
  *   request (initialize, `Mcp-Session-Id`, GET/DELETE), `subscriptions/listen`, `tasks/*`, a call
  *   made as a task, `logging/setLevel`, resource subscriptions, and requests to a server with
  *   `isolation` (its per-tenant or per-subject instances hold connections);
- * - except `tasks/*` for a call waiting in the approvals queue as a task (#52): its approval and
- *   its sealed arguments are in the server's object, which made the task (`queuedTaskOwner`).
+ * - except `tasks/*` for a call waiting in the approvals queue as a task (#52): its sealed
+ *   arguments are in the store of the server's object, which made the task (`queuedTaskOwner`).
+ *   The approvals themselves are in one queue every place shares (admin-state.ts), so a 2025
+ *   client's queued call, served in its tenant's object with its session, is the operator's too.
  */
 import type { Principal } from '../../src/auth/principal.js';
 import type { Gateway } from '../../src/gateway/gateway.js';
@@ -45,7 +47,8 @@ export function routeMessage(gateway: Gateway, principal: Principal, message: Me
   const upstream = gateway.pool.get(server);
   // A server with `isolation` has an instance per tenant or subject: its connection is state.
   if (upstream && upstream.config.isolation !== 'shared') return { to: 'tenant' };
-  // #52: a call that may wait in the approvals queue is served where the queue is, the server's object.
+  // #52: a call that may wait in the approvals queue is served in the server's object, which keeps
+  // a task's sealed arguments for the polls `queuedTaskOwner` sends there.
   if (method === 'tools/call' && upstream && (upstream.config.approval.via ?? 'client') !== 'client') {
     return { to: 'upstream', server };
   }

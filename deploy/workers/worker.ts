@@ -14,7 +14,6 @@ import { readBodyCapped } from '../../src/server/http/guards.js';
 import { toRpcError } from '../../src/server/mcp/errors.js';
 import { MemoryStateStore } from '../../src/store/state.js';
 import { type AdminStateClient, AdminStatePull, withSharedState } from './admin-state.js';
-import { toApprovalsOwner } from './approvals.js';
 import { type AuditShipper, auditShipper } from './audit.js';
 import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { refreshStale } from './fresh.js';
@@ -130,13 +129,6 @@ async function serve(iso: Isolate, env: Env, request: Request, path: string): Pr
   if (keyServer && iso.gateway.pool.get(keyServer)?.config.auth?.mode === 'user-key') {
     return toUpstream(env, keyServer, request);
   }
-  // #52: the approvals queue lives in each server's object.
-  const owned = await toApprovalsOwner(
-    { gateway: iso.gateway, authenticate: iso.authenticate, toUpstream: (s, r) => toUpstream(env, s, r) },
-    request,
-    path,
-  );
-  if (owned) return owned;
   // #52: the audit query reads the deployment's window, which every place sends its calls to.
   if (path === '/admin/audit' && request.method === 'GET' && iso.shipper) {
     const principal = await iso.authenticate(request).catch(() => undefined);

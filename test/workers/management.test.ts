@@ -7,6 +7,7 @@ import {
 } from '@modelcontextprotocol/client';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpTap, startReferenceHttp } from '../helpers/clients.js';
 import { testIssuer } from '../helpers/factories.js';
@@ -275,6 +276,88 @@ describe('workers: user keys and the admin API (#52)', () => {
     // Asked again: the same one result, and the upstream called once.
     expect(text(((await get()).result as Obj).result)).toContain('This is a simple text response');
     expect(runs()).toBe(before + 1);
+  });
+
+  /** Calls of the queued server's `test_simple_text` that reached it (on the wire, in front of it). */
+  const refRuns = () =>
+    refTap.exchanges.filter(
+      (x) => x.body?.method === 'tools/call' && (x.body.params as Obj)?.name === 'test_simple_text',
+    ).length;
+
+  it("a 2025 client's queued call (held): listed by the admin API, approved, and its next identical call gets the one run's result", async () => {
+    const nina = await legacy(await mint('tools:*', 'nina'), false);
+    try {
+      const before = refRuns();
+      const call = { name: 'ref__test_simple_text', arguments: {} };
+      // Held for the server's timeoutSeconds, then returned with the approval id (its session is
+      // its tenant's object's, the approval in the one queue every place shares).
+      const held = (await nina.callTool(call)) as Obj;
+      expect(held.isError).toBe(true);
+      const id = String((held._meta as Obj)['manifold/approvalId']);
+      const listed = await api('GET', '/admin/approvals?status=pending&tenant=nina');
+      expect(listed.status).toBe(200);
+      expect(listed.body.approvals).toEqual([
+        expect.objectContaining({ id, subject: 'nina', server: 'ref', tool: 'ref__test_simple_text' }),
+      ]);
+      expect((await api('GET', `/admin/approvals/${id}`)).body).toMatchObject({ id, status: 'pending' });
+      expect(refRuns()).toBe(before);
+
+      const decided = await api('POST', `/admin/approvals/${id}`, admin, { decision: 'approve' });
+      expect(decided.status).toBe(200);
+      expect(decided.body).toMatchObject({ id, status: 'approved', decidedBy: 'ops' });
+      expect((await api('POST', `/admin/approvals/${id}`, admin, { decision: 'decline' })).status).toBe(409);
+      const ran = await nina.callTool(call);
+      expect(text(ran)).toContain('This is a simple text response');
+      expect(refRuns()).toBe(before + 1);
+      expect((await api('GET', `/admin/approvals/${id}`)).body).toMatchObject({ id, status: 'done' });
+    } finally {
+      await nina.close();
+    }
+  });
+
+  it("a 2025 client's queued call as a task: listed by the admin API, approved, tasks/get completed and tasks/result the one run's result", async () => {
+    const omar = await legacy(await mint('tools:*', 'omar'), false);
+    try {
+      const before = refRuns();
+      const stream = omar.experimental.tasks.callToolStream(
+        { name: 'ref__test_simple_text', arguments: {} },
+        CallToolResultSchema,
+        { task: { ttl: 60_000 }, timeout: 30_000 },
+      );
+      const it = stream[Symbol.asyncIterator]();
+      const first = await it.next();
+      expect(first.value?.type).toBe('taskCreated');
+      const task = (first.value as { task: Obj }).task;
+      const taskId = String(task.taskId);
+      const rest = (async () => {
+        const seen: Obj[] = [];
+        for (;;) {
+          const n = await it.next();
+          if (n.done) return seen;
+          seen.push(n.value as unknown as Obj);
+        }
+      })();
+      const listed = await api('GET', '/admin/approvals?status=pending&tenant=omar');
+      const [waiting] = listed.body.approvals as Obj[];
+      expect(waiting).toMatchObject({ subject: 'omar', server: 'ref', tool: 'ref__test_simple_text' });
+      const id = String(waiting!.id);
+      expect(String(task.statusMessage)).toContain(id);
+      expect(await omar.experimental.tasks.getTask(taskId)).toMatchObject({ status: 'working' });
+      expect(refRuns()).toBe(before);
+
+      const decided = await api('POST', `/admin/approvals/${id}`, admin, { decision: 'approve' });
+      expect(decided.body).toMatchObject({ id, status: 'approved', decidedBy: 'ops' });
+      const last = (await rest).at(-1) as { type: string; result?: Obj };
+      expect(last.type).toBe('result');
+      expect(text(last.result)).toContain('This is a simple text response');
+      expect(await omar.experimental.tasks.getTask(taskId)).toMatchObject({ status: 'completed' });
+      // Asked again: the same one result, never a second run.
+      const again = await omar.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
+      expect(text(again)).toContain('This is a simple text response');
+      expect(refRuns()).toBe(before + 1);
+    } finally {
+      await omar.close();
+    }
   });
 
   it('admin: a server added through the API is stored and applied by every place; it survives a restart, and removed its tool is gone', async () => {
