@@ -12,6 +12,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testIssuer } from '../helpers/factories.js';
 import { ROOT, startTestGateway, stopChild, type TestGateway } from '../helpers/harness.js';
+import { giveKey } from '../helpers/key-page.js';
 
 /**
  * #52: a user's own key (`auth: {"mode": "user-key"}`), with clients of both eras: a caller
@@ -25,24 +26,6 @@ type Obj = Record<string, unknown>;
 const ISS = 'https://issuer.user-key';
 const AUD = 'manifold-user-key';
 const KEY_SERVER = resolve(ROOT, 'test/fixtures/key-server.mjs');
-
-/** Follows a key page link as a person would: opens the page, pastes the key, saves. */
-async function giveKey(link: string, key: string): Promise<number> {
-  const page = await fetch(link);
-  const text = await page.text();
-  expect(page.status).toBe(200);
-  expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
-  expect(text).toContain('type="password"');
-  const url = new URL(link);
-  const saved = await fetch(new URL(url.pathname, url.origin), {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ t: url.searchParams.get('t')!, key }).toString(),
-  });
-  const body = await saved.text();
-  if (saved.status === 200) expect(body).not.toContain(key);
-  return saved.status;
-}
 
 describe("a user's own key (#52)", () => {
   let dir: string;

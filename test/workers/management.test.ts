@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpTap, startReferenceHttp } from '../helpers/clients.js';
 import { testIssuer } from '../helpers/factories.js';
 import { eventually, ROOT, stopChild } from '../helpers/harness.js';
+import { giveKey } from '../helpers/key-page.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { type RunningWorker, startWorker } from '../helpers/workerd.js';
 
@@ -27,23 +28,6 @@ const AUD = 'manifold-workers-admin';
 const KEY_SERVER = resolve(ROOT, 'test/fixtures/key-server.mjs');
 const text = (r: unknown) =>
   (((r ?? {}) as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
-
-/** Follows a key page link as a person would: opens the page, pastes the key, saves. */
-async function giveKey(link: string, key: string): Promise<number> {
-  const page = await fetch(link);
-  const body = await page.text();
-  if (page.status !== 200) return page.status;
-  expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
-  expect(body).toContain('type="password"');
-  const url = new URL(link);
-  const saved = await fetch(new URL(url.pathname, url.origin), {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ t: url.searchParams.get('t')!, key }).toString(),
-  });
-  expect(await saved.text()).not.toContain(key);
-  return saved.status;
-}
 
 describe('workers: user keys and the admin API (#52)', () => {
   let keyServer: ChildProcess;
