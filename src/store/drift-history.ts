@@ -68,6 +68,19 @@ export function driftQueries(p: string) {
   };
 }
 
+/**
+ * A history as shown, newest first: an event that repeats the tool's next older one (same kind,
+ * same fingerprint) is dropped. `record` skips a repeat in SQL, but two instances holding the same
+ * drift back at the same moment can both write it on Postgres, where each statement reads the
+ * table as it was when the statement began.
+ */
+export function withoutRepeats(newestFirst: readonly DriftRecord[]): DriftRecord[] {
+  return newestFirst.filter((e, i) => {
+    const older = newestFirst.slice(i + 1).find((o) => o.tool === e.tool);
+    return !(older && older.kind === e.kind && older.fingerprint === e.fingerprint);
+  });
+}
+
 /** The bindings of `record`, in its order. */
 export function recordValues(e: DriftRecord): (string | number | null)[] {
   return [

@@ -19,6 +19,7 @@ import {
   MemoryDriftHistory,
   parseDriftRecord,
   recordValues,
+  withoutRepeats,
 } from './drift-history.js';
 import { parseRow, type RawRow } from './rows.js';
 import type { SqlValue, Statement, StateSql } from './sql.js';
@@ -294,7 +295,7 @@ export class SqlStateStore implements StateStore {
       tool === undefined
         ? await this.sql.query(this.drift.ofServer, [server, limit])
         : await this.sql.query(this.drift.ofTool, [server, tool, limit]);
-    return rows.map(parseDriftRecord).filter((r): r is DriftRecord => r !== undefined);
+    return withoutRepeats(rows.map(parseDriftRecord).filter((r): r is DriftRecord => r !== undefined));
   }
 
   async close(): Promise<void> {
