@@ -5,9 +5,9 @@
  * instance sharing it shows the same history. It holds names, fingerprints and who accepted,
  * never a tool's text: the drifted text stays withheld from everyone but the review.
  *
- * An event is written only when it says something new: a recheck that holds the same definition
- * back again is skipped in SQL (the tool's newest event is already this kind with this
- * fingerprint), so instances re-verifying at every poll do not repeat themselves. Each tool keeps
+ * An event is written only when it says something new (`repeats`): a recheck that holds the same
+ * definition back again, or an instance that holds back what was just accepted elsewhere, is
+ * skipped in SQL, so instances re-verifying at every poll do not repeat themselves. Each tool keeps
  * its newest `DRIFT_HISTORY_PER_TOOL` events.
  */
 
@@ -54,10 +54,11 @@ export function driftQueries(p: string) {
   const newest = `SELECT kind, fingerprint FROM ${p}drift_events WHERE server = ? AND tool = ?
     ORDER BY decided_at DESC LIMIT 1`;
   return {
-    // `WHERE NOT EXISTS`: the same decision seen again (another instance, a recheck) adds nothing.
+    // `WHERE NOT EXISTS`: nothing new (`repeats`) adds nothing.
     record: `INSERT INTO ${p}drift_events (server, tool, kind, fingerprint, digest, accepted_by, decided_at)
   SELECT ?, ?, ?, ?, ?, ?, ?
-  WHERE NOT EXISTS (SELECT 1 FROM (${newest}) AS last_event WHERE last_event.kind = ? AND last_event.fingerprint = ?)`,
+  WHERE NOT EXISTS (SELECT 1 FROM (${newest}) AS last_event
+    WHERE last_event.fingerprint = ? AND (last_event.kind = ? OR ? <> 'accepted'))`,
     // Everything older than the tool's kept events; nothing while it has fewer.
     trim: `DELETE FROM ${p}drift_events WHERE server = ? AND tool = ? AND decided_at < (
     SELECT decided_at FROM ${p}drift_events WHERE server = ? AND tool = ? ORDER BY decided_at DESC LIMIT 1 OFFSET ${DRIFT_HISTORY_PER_TOOL - 1})`,
@@ -69,16 +70,31 @@ export function driftQueries(p: string) {
 }
 
 /**
- * A history as shown, newest first: an event that repeats the tool's next older one (same kind,
- * same fingerprint) is dropped. `record` skips a repeat in SQL, but two instances holding the same
- * drift back at the same moment can both write it on Postgres, where each statement reads the
- * table as it was when the statement began.
+ * Whether `e` says nothing new after `last`, the tool's event before it: the same definition held
+ * back again (a recheck, another instance), held back after it was accepted (an instance that has
+ * not yet learnt of the accept), or accepted again.
+ */
+export function repeats(e: DriftRecord, last: DriftRecord | undefined): boolean {
+  return (
+    last !== undefined &&
+    last.fingerprint === e.fingerprint &&
+    (last.kind === e.kind || e.kind !== 'accepted')
+  );
+}
+
+/**
+ * A history as shown, newest first, without the events that repeat (`repeats`) the tool's next
+ * older one. `record` skips them in SQL, but two instances writing at the same moment can both
+ * pass that check on Postgres, where each statement reads the table as it was when it began.
  */
 export function withoutRepeats(newestFirst: readonly DriftRecord[]): DriftRecord[] {
-  return newestFirst.filter((e, i) => {
-    const older = newestFirst.slice(i + 1).find((o) => o.tool === e.tool);
-    return !(older && older.kind === e.kind && older.fingerprint === e.fingerprint);
-  });
+  return newestFirst.filter(
+    (e, i) =>
+      !repeats(
+        e,
+        newestFirst.slice(i + 1).find((o) => o.tool === e.tool),
+      ),
+  );
 }
 
 /** The bindings of `record`, in its order. */
@@ -93,8 +109,9 @@ export function recordValues(e: DriftRecord): (string | number | null)[] {
     e.at,
     e.server,
     e.tool,
-    e.kind,
     e.fingerprint,
+    e.kind,
+    e.kind,
   ];
 }
 
@@ -105,7 +122,7 @@ export class MemoryDriftHistory {
   record(e: DriftRecord): void {
     const mine = this.rows.filter((r) => r.server === e.server && r.tool === e.tool);
     const last = mine.reduce<DriftRecord | undefined>((a, r) => (!a || r.at >= a.at ? r : a), undefined);
-    if (last && last.kind === e.kind && last.fingerprint === e.fingerprint) return;
+    if (repeats(e, last)) return;
     this.rows.push({ ...e });
     if (mine.length + 1 > DRIFT_HISTORY_PER_TOOL) {
       const oldest = mine.reduce((a, r) => (r.at < a.at ? r : a));

@@ -15,10 +15,19 @@ describe('drift history as shown (#52)', () => {
     expect(withoutRepeats(rows).map((e) => e.at)).toEqual([1_299, 1_000]);
   });
 
-  it('keeps the same decision again after another one, and compares each tool with its own events', () => {
+  it('a hold of what was just accepted (an instance that has not learnt of the accept yet) is not shown', () => {
+    const accepted: DriftRecord = { ...held('search', 'f2', 1_200), kind: 'accepted', by: 'ops' };
+    const rows = [held('search', 'f2', 1_250), accepted, held('search', 'f2', 1_000)];
+    expect(withoutRepeats(rows).map((e) => [e.kind, e.at])).toEqual([
+      ['accepted', 1_200],
+      ['quarantined', 1_000],
+    ]);
+  });
+
+  it('keeps what is new: a later hold of another definition, an accept of a held one, each tool on its own', () => {
     const accepted: DriftRecord = { ...held('search', 'f1', 1_200), kind: 'accepted', by: 'ops' };
     const rows = [
-      held('search', 'f1', 1_300),
+      held('search', 'f3', 1_300),
       held('issues', 'f1', 1_250),
       accepted,
       held('search', 'f1', 1_000),
