@@ -11,7 +11,7 @@ import { isObject } from '../lib/json.js';
 const SENTINEL_START = '=?base64?';
 const SENTINEL_END = '?=';
 const enc = new TextEncoder();
-const dec = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+const dec = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** Visible ASCII, space and tab, with no leading or trailing whitespace (RFC 9110 field values). */
 function plainSafe(value: string): boolean {
