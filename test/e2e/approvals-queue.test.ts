@@ -139,7 +139,11 @@ describe('the approvals queue (#52)', () => {
         ev: {
           command: ev.command,
           args: ev.args,
-          approval: { ask: ['echo', 'get-sum'], via: 'queue', timeoutSeconds: 2 },
+          approval: {
+            ask: ['echo', 'get-sum', 'trigger-long-running-operation'],
+            via: 'queue',
+            timeoutSeconds: 2,
+          },
         },
         ref: {
           url: `http://127.0.0.1:${refTap.port}/mcp`,
@@ -305,6 +309,30 @@ describe('the approvals queue (#52)', () => {
       }
     });
   }
+
+  it('a call that finds its approval being run by another waits past its hold for that run, both eras', async () => {
+    const tool = 'trigger-long-running-operation';
+    // The run outlasts the 2 s hold: the waiting call's hold gives way to the server's call deadline.
+    const args = { duration: 3, steps: 3 };
+    const legacy = await caller('legacy', gw.url);
+    const modern = await caller('modern', gw.url);
+    try {
+      const before = evCalls(tool);
+      const first = await legacy.call(`ev__${tool}`, args);
+      expect(first.meta['manifold/approval']).toBe('queued');
+      const id = String(first.meta['manifold/approvalId']);
+      expect((await admin('POST', `/admin/approvals/${id}`, { decision: 'approve' })).status).toBe(200);
+      const both = await Promise.all([legacy.call(`ev__${tool}`, args), modern.call(`ev__${tool}`, args)]);
+      for (const r of both) {
+        expect(r.isError).toBe(false);
+        expect(r.text).toContain('Long running operation completed');
+      }
+      expect(evCalls(tool)).toBe(before + 1);
+    } finally {
+      await legacy.close();
+      await modern.close();
+    }
+  });
 
   it('the same call with other arguments is another approval: an approval covers exactly its arguments (G1)', async () => {
     const c = await caller('modern', gw.url);

@@ -305,6 +305,7 @@ function runRefusal(outcome: Exclude<ApprovalOutcome, 'accepted'>, seconds: numb
     queued: 'The program waits for approval. It did not run yet.',
     expired:
       'Nobody approved the program in time. It did not run; call manifold__run_code again to ask again.',
+    running: 'The program was approved and runs for another call. It did not run here.',
   }[outcome];
   return { content: [{ type: 'text', text }], isError: true, _meta: { 'manifold/approval': outcome } };
 }

@@ -293,6 +293,7 @@ async function relay(edge: Edge, call: ToolCall): Promise<Reply> {
       shown: shownArguments(sent, gateway.redact),
       upstream: prepared.upstream,
       timeoutMs: timeoutSeconds * 1000,
+      runTimeoutMs: shared.config.timeoutMs,
       ttlMs: (approval.queueTtlSeconds ?? DEFAULT_QUEUE_TTL_SECONDS) * 1000,
       notify: approval.notify,
       audit: (verdict, bytesOut, fields) => call.audit(verdict, bytesOut, fields),

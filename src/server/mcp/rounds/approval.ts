@@ -47,9 +47,11 @@ export type ApprovalOutcome =
   | 'unsupported'
   | 'replayed'
   | 'failed'
-  // #52, the approvals queue: still waiting for an operator, or past its expiry undecided.
+  // #52, the approvals queue: still waiting for an operator, or past its expiry undecided, or
+  // approved and being run by another call of the same approval, whose result was not in yet.
   | 'queued'
-  | 'expired';
+  | 'expired'
+  | 'running';
 
 /** What the relay needs to ask, built once per call that needs approval (tools-call.ts). */
 export interface ApprovalGate {
@@ -168,6 +170,7 @@ export function refusalResult(
     failed: `The approval request for ${tool} could not be answered${detail ? `: ${detail}` : ''}. It was not called.`,
     queued: `${tool} waits for an operator's approval${detail ? ` (approval id ${detail})` : ''}. It was not called yet: call it again with the same arguments once it is approved to get its result.`,
     expired: `Nobody approved ${tool} before its approval request${detail ? ` ${detail}` : ''} expired. It was not called; call it again to ask again.`,
+    running: `${tool} was approved${detail ? ` (approval id ${detail})` : ''} and is running for another call of yours; its result was not in yet. Call it again with the same arguments to get it.`,
   }[outcome];
   return {
     content: [{ type: 'text', text }],

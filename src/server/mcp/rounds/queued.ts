@@ -65,6 +65,8 @@ export interface QueueGate {
   upstream: Upstream;
   /** How long the call holds before it returns with the approval id. */
   timeoutMs: number;
+  /** The server's call deadline: how long a call waits for another call's run of its approval. */
+  runTimeoutMs: number;
   /** How long the approval waits for a decision. */
   ttlMs: number;
   notify?: string | undefined;
@@ -112,7 +114,8 @@ class QueuedCall {
     try {
       let approval = await this.findOrStage();
       if (!approval) return;
-      const deadline = gateway.platform.now() + q.timeoutMs;
+      let deadline = gateway.platform.now() + q.timeoutMs;
+      let waitsForRun = false;
       for (;;) {
         if (cancellation.aborted) {
           q.audit('error', 0, { approval: 'cancelled', approvalId: approval.id });
@@ -126,8 +129,14 @@ class QueuedCall {
         }
         if (status === 'done') return await this.deliverStored(approval);
         if (status === 'declined' || status === 'expired') return await this.refuse(approval, status);
+        if (status !== 'pending' && !waitsForRun) {
+          // Approved and claimed by another call: the operator's part is over, so the hold gives way
+          // to the wait for that run's result, up to the server's call deadline.
+          waitsForRun = true;
+          deadline = Math.max(deadline, now + q.runTimeoutMs);
+        }
         if (now >= deadline) {
-          this.finishRefusal('queued', approval);
+          this.finishRefusal(status === 'pending' ? 'queued' : 'running', approval);
           return;
         }
         if (status === 'pending') this.tell(approval);
@@ -311,7 +320,7 @@ export function storedResult(approval: ApprovalRecord): Result {
 }
 
 /** Why a queued call did not run (yet). */
-export type QueueRefusal = 'queued' | 'declined' | 'expired';
+export type QueueRefusal = 'queued' | 'declined' | 'expired' | 'running';
 
 /** The `isError` result of a queued call that did not run, naming the approval (and the reason). */
 export function queueRefusal(
