@@ -110,6 +110,7 @@ export class ManifoldUpstream extends PlaceObject {
       store,
       // This server's credentials (#19) live here, in the object's own SQLite.
       upstreamAuth: await objectAuths(booted, config, this.ctx.storage, store, this.origin),
+      origin: this.origin,
       secret: await deploymentSecret(this.env, booted.config),
       // A call forwarded here is counted where the isolates count it: in the tenant's object.
       callLimiter: tenantLimiter(this.env.TENANTS, { log: booted.log }),
@@ -194,6 +195,7 @@ export class ManifoldTenant extends PlaceObject {
     const place = buildPlace(booted, {
       store,
       upstreamAuth,
+      origin: this.origin,
       secret: await deploymentSecret(this.env, booted.config),
       openSession: this.opener.open,
       // Its own tenant's calls lease from its storage directly, not by a request to itself.
@@ -231,6 +233,7 @@ export class ManifoldGateway extends PlaceObject {
     const place = buildPlace(booted, {
       store,
       upstreamAuth: await objectAuths(booted, booted.config, this.ctx.storage, store, this.origin),
+      origin: this.origin,
       ...(cursorSecret ? { secret: new TextEncoder().encode(cursorSecret) } : {}),
     });
     void place.gateway.start();

@@ -13,6 +13,7 @@ import type { StateStore } from '../../src/store/state.js';
 import type { UpstreamAuth } from '../../src/upstream/oauth/auth-fetch.js';
 import type { SessionOpener } from '../../src/upstream/session.js';
 import { type Booted, type Env, INTERNAL, INTERNAL_ORIGIN } from './boot.js';
+import type { SeenOrigin } from './oauth.js';
 import { workersPlatform } from './platform.js';
 import { VERSION } from './version.js';
 
@@ -32,10 +33,13 @@ export function buildPlace(
     callLimiter?: CallLimiterFactory;
     /** Protected upstreams' credentials (#19): the owner's managers, or remote ones (oauth.ts). */
     upstreamAuth?: ReadonlyMap<string, UpstreamAuth>;
+    /** The origin this place's clients use: the base of the approval link (#52) without advertiseUrl. */
+    origin?: SeenOrigin;
     app?: AppOptions;
   },
 ): Place {
   const config = options.config ?? booted.config;
+  const seen = options.origin;
   const gateway = new Gateway({
     config,
     platform: workersPlatform(booted.log, config.gateway, booted.env),
@@ -46,6 +50,7 @@ export function buildPlace(
     ...(options.openSession ? { openSession: options.openSession } : {}),
     ...(options.callLimiter ? { callLimiter: options.callLimiter } : {}),
     ...(options.upstreamAuth?.size ? { upstreamAuth: options.upstreamAuth } : {}),
+    ...(seen ? { clientOrigin: () => seen.current } : {}),
   });
   // Host names on Workers are the route's; check them only when the config lists some. No
   // prom-client here (it needs Node): the metrics are written by the core's own text exporter.

@@ -70,6 +70,7 @@ async function bootIsolate(env: Env): Promise<Isolate | Response> {
     store,
     secret: await deploymentSecret(env, config),
     upstreamAuth,
+    origin,
     openSession: opener.open,
     // Every isolate spends a tenant's budget from the tenant's object, a block at a time.
     callLimiter: tenantLimiter(env.TENANTS, { log: booted.log }),

@@ -25,11 +25,13 @@ import { MAX_SEALED, type SecretBox } from '../upstream/oauth/box.js';
 
 /**
  * Where the gateway's own pages are reached, for the links it sends: `gateway.advertiseUrl`'s
- * origin, else the bound address (a wildcard bind reads as loopback).
+ * origin, else the origin clients use where the host knows one (`seen`: a Worker has no bound
+ * address), else the bound address (a wildcard bind reads as loopback).
  */
-export function publicBase(config: Config): string {
+export function publicBase(config: Config, seen?: string): string {
   const g = config.gateway;
   if (g.advertiseUrl) return new URL(g.advertiseUrl).origin;
+  if (seen) return seen;
   const host =
     g.host === '0.0.0.0' || g.host === '::' ? '127.0.0.1' : g.host.includes(':') ? `[${g.host}]` : g.host;
   return `http://${host}:${g.port}`;

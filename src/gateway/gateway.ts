@@ -69,6 +69,12 @@ export interface GatewayOptions {
   /** Opens upstream sessions instead of the probe; freshness is then pulled, no timers (session.ts). */
   openSession?: SessionOpener;
   upstreamAuth?: ReadonlyMap<string, UpstreamAuth>; // protected upstreams' credentials (#19), by server
+  /**
+   * The origin clients reach the gateway at, where the host knows it and has no bound address
+   * (Workers): the base of the links the gateway sends (#52's approval link) when
+   * `gateway.advertiseUrl` is not set. Absent: the bound address.
+   */
+  clientOrigin?: () => string | undefined;
 }
 
 /**
@@ -86,6 +92,8 @@ export class Gateway {
   readonly isolated: IsolatedInstances;
   /** Protected upstreams' credentials (#19): login, logout, state. Empty when none is protected. */
   readonly upstreamAuth: ReadonlyMap<string, UpstreamAuth>;
+  /** The host's origin clients use, for the links the gateway sends (`GatewayOptions.clientOrigin`). */
+  readonly clientOrigin: () => string | undefined;
   /** Replaces configured secret values in text a client will see (error messages). */
   redact: Redactor;
   /** Every configured secret so far (a reload adds its own): the redactor's and drift's list. */
@@ -162,6 +170,7 @@ export class Gateway {
     this.secrets = [...(options.secrets ?? [])];
     this.redact = redactor(this.secrets);
     this.upstreamAuth = options.upstreamAuth ?? new Map();
+    this.clientOrigin = options.clientOrigin ?? (() => undefined);
     const shared = {
       platform: options.platform,
       log: options.platform.log,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfigObject } from '../../src/config/load.js';
+import { publicBase } from '../../src/gateway/approvals-queue.js';
 
 /** #52: the approvals queue's settings, read with their defaults, and every problem named at once. */
 const server = (approval: unknown) => ({
@@ -43,5 +44,19 @@ describe('approval.via, approval.queueTtlSeconds and approval.notify (#52)', () 
     expect(notify.map((e) => e.message).join(' ')).toMatch(/username or password/);
     // A URL's credentials are never repeated in the message.
     expect(JSON.stringify(result.errors)).not.toContain('pw@');
+  });
+
+  it("the signed link's origin: advertiseUrl, else the origin the host saw clients use (a Worker's), else the bound address", () => {
+    const config = (gateway: Record<string, unknown>) => {
+      const r = parseConfigObject({ ...server({ via: 'queue' }), gateway }, {});
+      if (!r.ok) throw new Error('expected ok');
+      return r.config;
+    };
+    const seen = 'https://manifold.example.workers.dev';
+    const advertised = config({ advertiseUrl: 'https://mcp.example.com' });
+    expect(publicBase(advertised, seen)).toBe('https://mcp.example.com');
+    expect(publicBase(config({ port: 9001 }), seen)).toBe(seen);
+    expect(publicBase(config({ port: 9001 }))).toBe('http://127.0.0.1:9001');
+    expect(publicBase(config({ host: '0.0.0.0', port: 9001, auth: false }))).toBe('http://127.0.0.1:9001');
   });
 });

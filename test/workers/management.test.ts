@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { resolve } from 'node:path';
 import {
   Client as ModernClient,
@@ -9,7 +10,7 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpTap, startReferenceHttp } from '../helpers/clients.js';
+import { connectLegacy, connectModern, startHttpTap, startReferenceHttp } from '../helpers/clients.js';
 import { testIssuer } from '../helpers/factories.js';
 import { eventually, ROOT, stopChild } from '../helpers/harness.js';
 import { giveKey } from '../helpers/key-page.js';
@@ -20,7 +21,8 @@ import { type RunningWorker, startWorker } from '../helpers/workerd.js';
  * #52's management plane on Workers, in real workerd (Miniflare): a user's own key with clients of
  * both eras (the URL elicitation, the key given on the page, the next call carrying it upstream, a
  * 401 dropping it), and the admin API (servers listed and checked by a dry run; tokens
- * listed and one revoked, then refused; the audit query; the approvals queue listed and decided).
+ * listed and one revoked, then refused; the audit query; the approvals queue listed and decided,
+ * through the API and through the signed link its webhook is sent).
  */
 type Obj = Record<string, unknown>;
 const ISS = 'https://issuer.workers-admin';
@@ -35,6 +37,9 @@ describe('workers: user keys and the admin API (#52)', () => {
   let ref: Awaited<ReturnType<typeof startReferenceHttp>>;
   /** In front of the queued server `ref`: its calls counted on the wire. */
   let refTap: Awaited<ReturnType<typeof startHttpTap>>;
+  /** The queued server's `approval.notify` webhook: the approval requests it was sent. */
+  let hook: Server;
+  const hooked: Obj[] = [];
   let jwks: { keys: Record<string, unknown>[] };
   let mint: (scope: string, sub: string, claims?: Obj) => Promise<string>;
   let worker: RunningWorker;
@@ -66,6 +71,18 @@ describe('workers: user keys and the admin API (#52)', () => {
     );
     ref = await startReferenceHttp();
     refTap = await startHttpTap(ref.port);
+    hook = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => {
+        body += d;
+      });
+      req.on('end', () => {
+        hooked.push(JSON.parse(body) as Obj);
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((res) => hook.listen(0, '127.0.0.1', res));
+    const hookPort = (hook.address() as { port: number }).port;
     const issuer = await testIssuer(ISS, AUD, { kid: 'k1' });
     jwks = issuer.jwks;
     mint = (scope, sub, claims = {}) => issuer.mint({ scope, ...claims }, sub);
@@ -80,11 +97,21 @@ describe('workers: user keys and the admin API (#52)', () => {
         plain: { url: ref.url },
         ref: {
           url: `http://127.0.0.1:${refTap.port}/mcp`,
-          approval: { ask: ['test_simple_text'], via: 'queue', timeoutSeconds: 1 },
+          approval: {
+            ask: ['test_simple_text'],
+            via: 'queue',
+            timeoutSeconds: 1,
+            notify: `http://127.0.0.1:${hookPort}/hooks/approvals`,
+          },
         },
       },
       gateway: {
-        allowedHosts: [`127.0.0.1:${keyPort}`, `127.0.0.1:${ref.port}`, `127.0.0.1:${refTap.port}`],
+        allowedHosts: [
+          `127.0.0.1:${keyPort}`,
+          `127.0.0.1:${ref.port}`,
+          `127.0.0.1:${refTap.port}`,
+          `127.0.0.1:${hookPort}`,
+        ],
         auth: { issuer: ISS, audience: AUD, jwksFile: 'MANIFOLD_JWKS' },
         oauth: { secret: '${MANIFOLD_OAUTH_SECRET}' },
         logLevel: 'error',
@@ -99,6 +126,7 @@ describe('workers: user keys and the admin API (#52)', () => {
     if (keyServer) await stopChild(keyServer);
     await refTap?.stop();
     await ref?.stop();
+    if (hook) await new Promise((res) => hook.close(res));
     if (persist) rmSync(persist, { recursive: true, force: true });
   });
 
@@ -343,6 +371,99 @@ describe('workers: user keys and the admin API (#52)', () => {
       await omar.close();
     }
   });
+
+  for (const era of ['2025-11-25', '2026-07-28'] as const) {
+    it(`a ${era} client's queued call: the webhook gets a signed link; opening it decides nothing, a tampered one nothing, its Approve button approves and the next call runs once`, async () => {
+      const subject = era === '2025-11-25' ? 'pia' : 'quinn';
+      const token = await mint('tools:*', subject);
+      const client =
+        era === '2025-11-25'
+          ? await connectLegacy(worker.url, token, 'workers-link-v1')
+          : await connectModern(worker.url, token, { name: 'workers-link-v2' });
+      const call = async () =>
+        (await client.client.callTool({ name: 'ref__test_simple_text', arguments: {} })) as Obj;
+      const status = async (id: string) => (await api('GET', `/admin/approvals/${id}`)).body;
+      const pendingIds = async () =>
+        ((await api('GET', `/admin/approvals?status=pending&tenant=${subject}`)).body.approvals as Obj[]).map(
+          (a) => a.id,
+        );
+      try {
+        const before = refRuns();
+        const held = await call();
+        expect(held.isError).toBe(true);
+        expect((held._meta as Obj)['manifold/approval']).toBe('queued');
+        const id = String((held._meta as Obj)['manifold/approvalId']);
+
+        // The webhook is told, with the signed link.
+        await eventually(() => hooked.some((h) => h.id === id), 'the webhook was told');
+        const note = hooked.find((h) => h.id === id)!;
+        expect(note).toMatchObject({
+          type: 'manifold.approval.requested',
+          subject,
+          server: 'ref',
+          tool: 'ref__test_simple_text',
+        });
+        // The link is followed as sent: it names the origin clients reach the Worker at (no
+        // advertiseUrl here, and a Worker has no bound address of its own).
+        const link = new URL(String(note.link));
+        expect(link.origin).toBe(origin());
+        expect(link.pathname).toBe('/approvals/link');
+        const t = link.searchParams.get('t')!;
+        const open = (sealed: string) => {
+          const url = new URL(link);
+          url.searchParams.set('t', sealed);
+          return fetch(url);
+        };
+        // The page's form posts to its own path (`action="/approvals/link"`), as a browser would.
+        const post = (sealed: string, decision: string) =>
+          fetch(new URL('/approvals/link', link), {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: new URLSearchParams({ t: sealed, decision }).toString(),
+          });
+
+        // Opening it (as a chat tool's preview would) shows the call and decides nothing.
+        const page = await open(t);
+        expect(page.status).toBe(200);
+        expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+        const shown = await page.text();
+        expect(shown).toContain('ref__test_simple_text');
+        expect(shown).toContain('<form method="post" action="/approvals/link">');
+        expect(shown).toContain('value="approve"');
+        expect(await pendingIds()).toContain(id);
+
+        // One character changed (mid-body, so the sealed bytes differ): refused, whether opened
+        // or posted, and nothing decided.
+        const at = Math.floor(t.indexOf('.') / 2);
+        const tampered = `${t.slice(0, at)}${t[at] === 'A' ? 'B' : 'A'}${t.slice(at + 1)}`;
+        expect(tampered).not.toBe(t);
+        expect((await open(tampered)).status).toBe(404);
+        expect((await post(tampered, 'approve')).status).toBe(404);
+        expect(await pendingIds()).toContain(id);
+        expect(await status(id)).toMatchObject({ id, status: 'pending' });
+        expect(refRuns()).toBe(before);
+
+        // Its Approve button: approved, and the approval names the link as who decided.
+        const approved = await post(t, 'approve');
+        expect(approved.status).toBe(200);
+        expect(await approved.text()).toContain('Approved');
+        expect(await status(id)).toMatchObject({ id, status: 'approved', decidedBy: 'signed-link' });
+        expect(await pendingIds()).not.toContain(id);
+        // A decision is final (SECURITY G2): the same link cannot decline it now.
+        expect((await post(t, 'decline')).status).toBe(409);
+        expect(refRuns()).toBe(before);
+
+        // The next identical call runs it, once, with its result.
+        const ran = await call();
+        expect(ran.isError).not.toBe(true);
+        expect(text(ran)).toContain('This is a simple text response');
+        expect(refRuns()).toBe(before + 1);
+        expect(await status(id)).toMatchObject({ id, status: 'done', decidedBy: 'signed-link' });
+      } finally {
+        await client.close();
+      }
+    });
+  }
 
   it('admin: a server added through the API is stored and applied by every place; it survives a restart, and removed its tool is gone', async () => {
     const headers = { authorization: `Bearer ${await mint('tools:*', 'ivy')}` };

@@ -242,7 +242,10 @@ export async function findOrStage(
     createdAt: now,
     expiresAt: now + q.ttlMs,
   });
-  if (staged && q.notify) void gateway.approvals.notify(q.notify, publicBase(gateway.config), staged);
+  if (staged && q.notify) {
+    const base = publicBase(gateway.config, gateway.clientOrigin());
+    void gateway.approvals.notify(q.notify, base, staged);
+  }
   return staged;
 }
 
