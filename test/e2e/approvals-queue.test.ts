@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import {
   Client as ModernClient,
   StreamableHTTPClientTransport as ModernTransport,
@@ -8,7 +8,13 @@ import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextp
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpTap, startReferenceHttp, tapStdio } from '../helpers/clients.js';
-import { EVERYTHING, eventually, startTestGateway, type TestGateway } from '../helpers/harness.js';
+import {
+  EVERYTHING,
+  eventually,
+  startJsonSink,
+  startTestGateway,
+  type TestGateway,
+} from '../helpers/harness.js';
 
 /**
  * #52: the approvals queue, for agents with nobody at the keyboard. Real upstreams of both eras
@@ -93,7 +99,7 @@ describe('the approvals queue (#52)', () => {
   let ref: Awaited<ReturnType<typeof startReferenceHttp>>;
   let refTap: Awaited<ReturnType<typeof startHttpTap>>;
   let hook: Server;
-  const hooked: Obj[] = [];
+  let hooked: Obj[] = [];
   const ev = tapStdio('queue-ev', process.execPath, [EVERYTHING, 'stdio']);
 
   const evCalls = (tool: string) =>
@@ -122,18 +128,10 @@ describe('the approvals queue (#52)', () => {
   beforeAll(async () => {
     ref = await startReferenceHttp();
     refTap = await startHttpTap(ref.port);
-    hook = createServer((req, res) => {
-      let text = '';
-      req.on('data', (d) => {
-        text += d;
-      });
-      req.on('end', () => {
-        hooked.push(JSON.parse(text) as Obj);
-        res.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((res) => hook.listen(0, '127.0.0.1', res));
-    const hookPort = (hook.address() as { port: number }).port;
+    const sink = await startJsonSink();
+    hook = sink.server;
+    hooked = sink.received;
+    const hookPort = sink.port;
     gw = await startTestGateway({
       mcpServers: {
         ev: {

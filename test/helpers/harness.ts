@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, connect as netConnect } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -143,4 +144,25 @@ export async function eventually(
     await new Promise((r) => setTimeout(r, intervalMs));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for: ${typeof what === 'string' ? what : what()}`);
+}
+
+/** A webhook receiver on 127.0.0.1: each POSTed JSON body is pushed to `received`, answered 204. */
+export async function startJsonSink(): Promise<{
+  server: HttpServer;
+  port: number;
+  received: Record<string, unknown>[];
+}> {
+  const received: Record<string, unknown>[] = [];
+  const server = createHttpServer((req, res) => {
+    let text = '';
+    req.on('data', (d) => {
+      text += d;
+    });
+    req.on('end', () => {
+      received.push(JSON.parse(text) as Record<string, unknown>);
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
+  return { server, port: (server.address() as { port: number }).port, received };
 }

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { resolve } from 'node:path';
 import {
   Client as ModernClient,
@@ -12,7 +12,7 @@ import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectLegacy, connectModern, startHttpTap, startReferenceHttp } from '../helpers/clients.js';
 import { testIssuer } from '../helpers/factories.js';
-import { eventually, ROOT, stopChild } from '../helpers/harness.js';
+import { eventually, ROOT, startJsonSink, stopChild } from '../helpers/harness.js';
 import { giveKey } from '../helpers/key-page.js';
 import { META_CAPS, modernRequest } from '../helpers/modern.js';
 import { type RunningWorker, startWorker } from '../helpers/workerd.js';
@@ -39,7 +39,7 @@ describe('workers: user keys and the admin API (#52)', () => {
   let refTap: Awaited<ReturnType<typeof startHttpTap>>;
   /** The queued server's `approval.notify` webhook: the approval requests it was sent. */
   let hook: Server;
-  const hooked: Obj[] = [];
+  let hooked: Obj[] = [];
   let jwks: { keys: Record<string, unknown>[] };
   let mint: (scope: string, sub: string, claims?: Obj) => Promise<string>;
   let worker: RunningWorker;
@@ -71,18 +71,10 @@ describe('workers: user keys and the admin API (#52)', () => {
     );
     ref = await startReferenceHttp();
     refTap = await startHttpTap(ref.port);
-    hook = createServer((req, res) => {
-      let body = '';
-      req.on('data', (d) => {
-        body += d;
-      });
-      req.on('end', () => {
-        hooked.push(JSON.parse(body) as Obj);
-        res.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((res) => hook.listen(0, '127.0.0.1', res));
-    const hookPort = (hook.address() as { port: number }).port;
+    const sink = await startJsonSink();
+    hook = sink.server;
+    hooked = sink.received;
+    const hookPort = sink.port;
     const issuer = await testIssuer(ISS, AUD, { kid: 'k1' });
     jwks = issuer.jwks;
     mint = (scope, sub, claims = {}) => issuer.mint({ scope, ...claims }, sub);
