@@ -1,7 +1,7 @@
 // The bench's processes: started with their port read from their output, stopped within a bound,
 // and measured from /proc (CPU time, resident memory, its peak).
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 /** Every child started here, so that an interrupted run can stop what is left. */
 export const children = new Set();
@@ -84,6 +84,22 @@ export async function stopAll() {
 export function cpuMs(pid) {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(f[11]) + Number(f[12])) * 10;
+}
+
+/**
+ * Run time of a process so far over all its threads, in µs, from /proc/<pid>/task/<tid>/schedstat
+ * (nanoseconds, where /proc/<pid>/stat counts 10 ms ticks): what paired rounds compare.
+ */
+export function cpuUs(pid) {
+  let ns = 0;
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // A thread that ended between the listing and the read.
+    }
+  }
+  return ns / 1000;
 }
 
 /** VmRSS and VmHWM (the peak RSS so far) of a process, in MB. */

@@ -12,22 +12,11 @@
 // measured seconds apart (the round-robin phases) differ by that much in their ratio; paths
 // measured back to back and compared round by round share the machine's state, and the spread of
 // those per-round ratios gives the estimate's own confidence interval.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
+import { cpuUs } from './processes.mjs';
 
 const o = JSON.parse(process.argv[2]);
-
-function cpuUs(pid) {
-  let ns = 0;
-  for (const task of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // A thread that ended between the listing and the read.
-    }
-  }
-  return ns / 1000;
-}
 
 /** The machine's CPU time so far, in ticks: all of it, and the part stolen by the hypervisor. */
 function machineTicks() {

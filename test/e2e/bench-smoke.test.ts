@@ -79,6 +79,10 @@ it('npm run bench (smoke) runs every section, prints its tables, and writes JSON
     expect(s.context.data.withBudget.bytes).toBeLessThan(s.context.data.withoutBudget.bytes);
     expect(s.search.data[0]).toMatchObject({ tools: 1005, fullListed: 1005, searchListed: 3 });
     expect(s.code.data.perCall.direct).toBeGreaterThan(0);
+    // One ratio per paired round, and the median inside its interval.
+    expect(s.code.data.ratios).toHaveLength(2);
+    expect(s.code.data.interval[0]).toBeLessThanOrEqual(s.code.data.ratio);
+    expect(s.code.data.interval[1]).toBeGreaterThanOrEqual(s.code.data.ratio);
     expect(s.code.data.context).toEqual([
       {
         catalog: 'five servers (17 tools)',
