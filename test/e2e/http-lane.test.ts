@@ -151,7 +151,7 @@ describe('the Node HTTP lane answers as the app does', () => {
       401,
     ],
     [
-      // Node's own header table keeps the first Host only; the lane joins both, as Headers does.
+      // Node alone keeps the first Host only; the gateway's server joins both, as Headers does.
       'two Host headers, the second one foreign',
       () => ({
         method: 'POST',

@@ -47,9 +47,10 @@ export function httpLane(
 }
 
 /**
- * The request as the endpoint reads it, the body read once. Repeated headers are joined with ", "
- * as Headers.get does: Node's own `req.headers` keeps only the first of a repeated Authorization
- * or Host, and two Authorization headers must stay ambiguous (grants.ts `extractBearer`).
+ * The request as the endpoint reads it, the body read once. Its headers are Node's own table,
+ * which the server builds with repeated headers joined with ", " as Headers.get does
+ * (`joinDuplicateHeaders`, serve.ts): two Authorization headers stay ambiguous (grants.ts
+ * `extractBearer`) and two Host headers are refused (guards.ts `hostAllowed`).
  */
 class NodeIn implements HttpIn {
   principal!: Principal;
@@ -64,7 +65,9 @@ class NodeIn implements HttpIn {
 
   /** A lower-case name (HttpIn); `get` takes any case. */
   header(key: string): string | undefined {
-    return this.req.headersDistinct[key]?.join(', ');
+    const value = this.req.headers[key];
+    // Only Set-Cookie is kept as a list; no request header the gateway reads is one.
+    return Array.isArray(value) ? value.join(', ') : value;
   }
 
   /** Any case, as Headers.get. */

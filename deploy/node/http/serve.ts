@@ -121,7 +121,9 @@ export async function startGateway(options: StartOptions): Promise<RunningGatewa
   });
   // POST /mcp straight from node:http; the rest through Hono's adapter, loaded when first needed.
   const other = () => import('@hono/node-server').then((m) => m.getRequestListener(app.fetch));
-  const server = createServer(httpLane(mcp, other, log));
+  // Repeated headers joined with ", ", as Headers.get does (the lane reads `req.headers`): Node
+  // would keep the first Authorization or Host alone, and two of either must stay ambiguous.
+  const server = createServer({ joinDuplicateHeaders: true }, httpLane(mcp, other, log));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.gateway.port, config.gateway.host, () => {
