@@ -808,7 +808,7 @@ async function codeSection() {
     start: () => run('return 1;'),
   };
   const kinds = Object.keys(work);
-  const cpu = { program: 0, direct: 0, start: 0 };
+  const spentUs = { program: 0, direct: 0, start: 0 };
   const ratios = [];
   for (let r = 0; r < ROUNDS_CODE; r++) {
     const round = {};
@@ -817,7 +817,7 @@ async function codeSection() {
       const before = cpuUs(g.child.pid);
       for (let i = 0; i < PROGRAMS; i++) await work[key]();
       round[key] = cpuUs(g.child.pid) - before;
-      cpu[key] += round[key];
+      spentUs[key] += round[key];
     }
     ratios.push((round.program - round.start) / round.direct);
   }
@@ -825,12 +825,11 @@ async function codeSection() {
   await stop(up.child);
   const programs = ROUNDS_CODE * PROGRAMS;
   const perCall = {
-    direct: cpu.direct / (programs * 10),
-    program: cpu.program / (programs * 10),
-    start: cpu.start / programs,
+    direct: spentUs.direct / (programs * 10),
+    program: spentUs.program / (programs * 10),
+    start: spentUs.start / programs,
   };
-  const paired = medianInterval(ratios);
-  const ratio = paired.ratio;
+  const { ratio, low, high } = medianInterval(ratios);
   const context = await codeContext();
   return {
     data: {
@@ -839,10 +838,10 @@ async function codeSection() {
         startP99Us: q(times.start, 0.99),
         directP50Us: q(times.direct, 0.5),
       },
-      cpu,
+      spentUs,
       perCall,
       ratio,
-      interval: [paired.low, paired.high],
+      interval: [low, high],
       ratios,
       context,
     },
@@ -875,7 +874,7 @@ async function codeSection() {
       {
         id: 'code-10-calls',
         rule: 'code mode: 10 calls from one program cost at most 1.2× the gateway CPU of 10 direct calls, plus the start',
-        measured: `${ratio.toFixed(2)}× (${paired.low.toFixed(2)}–${paired.high.toFixed(2)})`,
+        measured: `${ratio.toFixed(2)}× (${low.toFixed(2)}–${high.toFixed(2)})`,
         pass: ratio <= 1.2,
       },
     ],
