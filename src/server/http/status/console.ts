@@ -16,6 +16,7 @@
 import type { Hono, MiddlewareHandler } from 'hono';
 import type { Authenticator } from '../../../auth/principal.js';
 import type { Gateway } from '../../../gateway/gateway.js';
+import { PAGE_TEXT_JS } from './page-text.js';
 
 /** The most tools one catalog answer holds. */
 const MAX_LISTED = 200;
@@ -109,25 +110,11 @@ export const CONSOLE_SECTIONS = `
     </form>
   </section>`;
 
-// No template literals or `${` inside: it lives in a TS template string.
+// No template literals or `${` inside (besides PAGE_TEXT_JS's place): it lives in a TS template string.
 export const CONSOLE_JS = String.raw`'use strict';
 (function () {
   var base = document.body.getAttribute('data-json').replace(/\/status\.json$/, '');
-  var KEY = 'manifold.status.token';
-  var $ = function (id) { return document.getElementById(id); };
-  var UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufe00-\ufe0f]|\udb40[\udc00-\udc7f\udd00-\uddef]/g;
-  function show(v) {
-    return String(v === undefined || v === null ? '' : v).replace(UNSAFE, function (c) {
-      return '<U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '>';
-    });
-  }
-  function el(tag, text, cls) {
-    var e = document.createElement(tag);
-    if (text !== undefined) e.textContent = show(text);
-    if (cls) e.className = cls;
-    return e;
-  }
-  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+${PAGE_TEXT_JS}
   function headers(extra) {
     var h = extra || {};
     var t = null;

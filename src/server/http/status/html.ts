@@ -6,6 +6,7 @@
  * Controls, bidi and invisible characters are shown as <U+XXXX> here too, not only by the server.
  */
 import { CONSOLE_SECTIONS } from './console.js';
+import { PAGE_TEXT_JS } from './page-text.js';
 
 /** The page for a status path (its JSON and assets sit under `base`, which config validated). */
 export function statusHtml(base: string): string {
@@ -101,26 +102,12 @@ textarea { font: 12px/1.4 ui-monospace, monospace; width: 100%; }
 .field-error { color: var(--bad); }
 `;
 
-// The script: no template literals or `${` inside, so it can live in a TS template string.
+// The script: no template literals or `${` inside (besides PAGE_TEXT_JS's place), so it can live
+// in a TS template string.
 export const STATUS_JS = String.raw`'use strict';
 (function () {
   var jsonUrl = document.body.getAttribute('data-json');
-  var KEY = 'manifold.status.token';
-  var $ = function (id) { return document.getElementById(id); };
-  // Controls (not tab or newline), bidi, zero-width, variation selectors and tag characters.
-  var UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufe00-\ufe0f]|\udb40[\udc00-\udc7f\udd00-\uddef]/g;
-  function show(v) {
-    return String(v === undefined || v === null ? '' : v).replace(UNSAFE, function (c) {
-      return '<U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '>';
-    });
-  }
-  function el(tag, text, cls) {
-    var e = document.createElement(tag);
-    if (text !== undefined) e.textContent = show(text);
-    if (cls) e.className = cls;
-    return e;
-  }
-  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+${PAGE_TEXT_JS}
   // A token in the fragment never reaches the server; it is moved to this tab's storage and
   // taken out of the address bar and history.
   // A link opened in a tab that already shows the page changes only the fragment: read it then too.
