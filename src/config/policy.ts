@@ -220,6 +220,7 @@ function readGuardrail(f: Findings, raw: unknown, path: PathSegment[]): Guardrai
         f,
         [...path, 'url'],
         'expected an http(s) URL without credentials',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
         'write "url": "https://policy.example.com/check" (put a token in headers, as ${VAR})',
       );
     }
@@ -338,6 +339,7 @@ function readHeaders(f: Findings, raw: unknown, path: PathSegment[]): Record<str
       f,
       path,
       `expected an object of header names to values, got ${describeKind(raw)}`,
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: user-facing text about the ${VAR} syntax
       'write "headers": {"authorization": "Bearer ${POLICY_TOKEN}"}',
     );
     return undefined;

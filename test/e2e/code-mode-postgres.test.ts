@@ -48,7 +48,6 @@ describe('code mode across instances on one Postgres (#50)', () => {
       gateway: {
         allowedHosts: [`127.0.0.1:${tap.port}`],
         store: { postgres: url },
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         cursorSecret: '${MANIFOLD_CURSOR_SECRET}',
         catalog: { mode: 'code' },
       },

@@ -127,7 +127,6 @@ describe('approval and input rounds, attacked (#49)', () => {
       gateway: {
         allowedHosts: [`127.0.0.1:${port}`],
         store: { path: join(dir, 'state.db') },
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         cursorSecret: '${H49_SECRET}',
       },
     });

@@ -85,7 +85,6 @@ describe('two gateway processes on one config and one store', () => {
           pageSize: 7,
           allowedHosts: [`127.0.0.1:${refPort}`, `127.0.0.1:${driftPort}`],
           store: { path: join(dir, 'state.db') },
-          // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
           cursorSecret: '${MANIFOLD_CURSOR_SECRET}',
           drift: { recheckSeconds: 1 },
         },

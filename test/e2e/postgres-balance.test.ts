@@ -109,9 +109,7 @@ describe('three gateways on one Postgres behind a round-robin balancer', () => {
           fx: { command: process.execPath, args: [DRIFT], env: { DRIFT_TOOLS_FILE: toolsFile } },
         },
         gateway: {
-          // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
           store: { postgres: '${MANIFOLD_PG_URL}' },
-          // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
           cursorSecret: '${MANIFOLD_CURSOR_SECRET}',
           pageSize: 2,
           drift: { recheckSeconds: 0 },

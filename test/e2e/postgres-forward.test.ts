@@ -61,9 +61,7 @@ describe('a held MRTR retry on another instance (Postgres)', () => {
         },
       },
       gateway: {
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         store: { postgres: '${MANIFOLD_PG_URL}' },
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         cursorSecret: '${MANIFOLD_CURSOR_SECRET}',
         auth: { ...issuer.auth },
       },

@@ -44,7 +44,6 @@ describe('rate limits shared by gateways on one Postgres', () => {
     const raw = {
       mcpServers: { fx: { command: process.execPath, args: [DRIFT], env: { DRIFT_TOOLS_FILE: toolsFile } } },
       gateway: {
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         store: { postgres: '${MANIFOLD_PG_URL}' },
         callsPerMinute: LIMIT,
         drift: { recheckSeconds: 0 },

@@ -70,9 +70,7 @@ describe('several gateways on one Postgres', () => {
         },
       },
       gateway: {
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         store: { postgres: '${MANIFOLD_PG_URL}' },
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         cursorSecret: '${MANIFOLD_CURSOR_SECRET}',
         drift: { recheckSeconds: 0 },
       },

@@ -556,7 +556,6 @@ describe('manifold check', () => {
               '-e',
               "console.error('starting up'); console.error('Error: token ' + process.env.TOKEN + ' was refused'); process.exit(3)",
             ],
-            // biome-ignore lint/suspicious/noTemplateCurlyInString: a ${VAR} reference for the config loader
             env: { TOKEN: '${MANIFOLD_E2E_CRASH_TOKEN}' },
           },
         },
@@ -576,7 +575,6 @@ describe('manifold check', () => {
     const config = writeConfig('check-invalid.json', {
       mcpServers: {
         bad__name: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a ${VAR} reference for the config loader
         remote: { url: 'https://mcp.example.com/${MANIFOLD_E2E_UNSET_VAR}' },
       },
     });

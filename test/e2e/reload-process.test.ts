@@ -198,7 +198,6 @@ describe('reload under load (the CLI, SIGHUP and the watched file)', () => {
       file,
       JSON.stringify({
         mcpServers: { ev, broken: { type: 'stdio' } },
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: the config's ${VAR} syntax
         gateway: { ...gateway, watchConfig: false, pageSize: '${RELOAD_SECRET}' },
       }),
     );

@@ -49,7 +49,6 @@ describe('legacy sessions on any instance of one Postgres', () => {
     const raw = {
       mcpServers: { fx: stdioServer(DRIFT, [], { env: { DRIFT_TOOLS_FILE: toolsFile } }) },
       gateway: {
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: a config-file ${VAR} reference
         store: { postgres: '${MANIFOLD_PG_URL}' },
         sessionIdleSeconds: idleSeconds,
         auth: issuer.auth,

@@ -269,7 +269,6 @@ describe('client credentials', () => {
             mode: 'gateway',
             grant: 'client_credentials',
             clientId: 'manifold-cc',
-            // biome-ignore lint/suspicious/noTemplateCurlyInString: the config's ${VAR} syntax
             clientSecret: '${CC_SECRET}',
           },
         },

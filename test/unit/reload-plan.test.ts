@@ -70,7 +70,6 @@ describe('planReload: what a reload changes', () => {
   });
 
   it('a server is compared after interpolation: a changed variable replaces it, the same value does not', () => {
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: the config's ${VAR} syntax
     const raw = { mcpServers: { a: { ...a, env: { TOKEN: '${TOKEN}' } } } };
     const old = config(raw, { TOKEN: 'one-secret' });
     expect(planReload(old, config(raw, { TOKEN: 'one-secret' })).unchanged).toEqual(['a']);

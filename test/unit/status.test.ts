@@ -1,4 +1,3 @@
-// biome-ignore-all lint/suspicious/noTemplateCurlyInString: the tests write ${VAR} references in plain strings
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { statusPathProblem } from '../../src/config/gateway.js';

@@ -1,4 +1,3 @@
-// biome-ignore-all lint/suspicious/noTemplateCurlyInString: the tests write ${VAR} references in plain strings
 import { describe, expect, it } from 'vitest';
 import { tracingSettings } from '../../deploy/node/runtime/tracing-env.js';
 import { GATEWAY_DEFAULTS } from '../../src/config/defaults.js';

@@ -438,7 +438,6 @@ describe('workers: static re-read (#19)', () => {
     writeFileSync(keyFile, 'key-one\n');
     const ps = await startProtectedServer({ port: 0, staticKeyFile: keyFile });
     const config = {
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: a config `${VAR}`, read by the gateway
       mcpServers: { st: { url: ps.url, headers: { 'x-api-key': '${API_KEY}' } } },
       gateway: { auth: false, logLevel: 'error', allowedHosts: [new URL(ps.url).host] },
     };

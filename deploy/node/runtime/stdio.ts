@@ -80,6 +80,7 @@ const REAPER = [
   'groups=" "',
   'while read -r id; do',
   '  case "$id" in',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template
   '    -*) groups=$(printf %s "$groups" | sed "s/ ${id#-} / /") ;;',
   '    *[!0-9]*|"") ;;',
   '    *) groups="$groups$id " ;;',
