@@ -19,7 +19,7 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { bigResultBench, bigResultTargets } from './big-result.mjs';
 import { ACCEPT, legacyInitialize, modernCall, modernMeta } from './calls.mjs';
 import { localBench } from './local.mjs';
-import { cpuMs, cpuUs, loadAverage, memoryMb, start, stop, stopAll } from './processes.mjs';
+import { cpuMs, cpuUs, loadAverage, memoryMb, speedProbeUs, start, stop, stopAll } from './processes.mjs';
 import { scaleNodeBench, scaleRows, scaleWorkersBench } from './scale.mjs';
 import { startupBench } from './startup.mjs';
 
@@ -1248,11 +1248,19 @@ function table({ title, head, rows }) {
   ].join('\n');
 }
 
+/** The speed probe's line: runs are comparable when their probes are, and the host held still in this one. */
+function speedLine({ start, end }) {
+  const drift = Math.abs(end - start) / start;
+  const warning = drift > 0.1 ? ' The host changed speed during the run: read its ratios with care.' : '';
+  return `Speed probe (processes.mjs; lower is faster): ${start.toFixed(0)} µs at the start, ${end.toFixed(0)} µs at the end.${warning}\n`;
+}
+
 function report(results) {
   const m = results.machine;
   const parts = [
     `# npm run bench${smoke ? ' --smoke (loads too short to judge: nothing is)' : ''}\n`,
     `${results.date}; ${m.cpus} × ${m.model}; Node ${m.node}; load average ${results.loadAverage.start.join(', ')} at the start, ${results.loadAverage.end.join(', ')} at the end. Sections: ${Object.keys(results.sections).join(', ')}.\n`,
+    speedLine(results.speedProbeUs),
   ];
   const targets = Object.values(results.sections).flatMap((s) => s.targets ?? []);
   for (const s of Object.values(results.sections)) for (const t of s.tables ?? []) parts.push(table(t));
@@ -1284,6 +1292,7 @@ async function main() {
     smoke,
     machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version },
     loadAverage: { start: loadAverage() },
+    speedProbeUs: { start: await speedProbeUs() },
     sections: {},
   };
   for (const name of Object.keys(SECTIONS).filter((s) => only.includes(s))) {
@@ -1291,6 +1300,7 @@ async function main() {
     results.sections[name] = await RUN[name]();
   }
   results.loadAverage.end = loadAverage();
+  results.speedProbeUs.end = await speedProbeUs();
   const text = report(results);
   process.stdout.write(text);
   const json = `${JSON.stringify(results, null, 2)}\n`;

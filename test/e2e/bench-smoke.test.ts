@@ -135,6 +135,13 @@ it('npm run bench --only runs the sections named, and refuses one that does not 
   const r = await run(process.execPath, [join(ROOT, 'test/bench/run.mjs'), '--smoke', '--only', 'startup']);
   expect(r.status, r.stderr.slice(-3000)).toBe(0);
   expect(r.stdout).toContain('Sections: startup.');
+  // The speed probe runs at both ends, so two runs' ratios can be told comparable or not.
+  const line =
+    /Speed probe \(processes\.mjs; lower is faster\): (\d+) µs at the start, (\d+) µs at the end\./;
+  const probe = line.exec(r.stdout);
+  expect(probe, r.stdout.slice(0, 600)).not.toBeNull();
+  expect(Number(probe![1])).toBeGreaterThan(0);
+  expect(Number(probe![2])).toBeGreaterThan(0);
   expect(r.stdout).toContain('process start to listening < 200 ms');
   expect(r.stdout).not.toContain('| B2 |');
   const bad = await run(process.execPath, [join(ROOT, 'test/bench/run.mjs'), '--only', 'nope']);
