@@ -134,11 +134,12 @@ async function probeOnce() {
 
 /**
  * How fast the host runs a fixed piece of JavaScript (JSON and an await chain, as a call does),
- * in µs, the median of nine tries. A virtual machine's speed drifts with what its neighbours do,
- * without any of it showing as load or steal; this says whether two runs are comparable.
+ * in µs, the median of fifteen tries after fifteen that warm it up (the first ones of a process
+ * run before the JIT has done its work). A virtual machine's speed drifts with what its
+ * neighbours do, without any of it showing as load or steal; this says whether two runs compare.
  */
 export async function speedProbeUs() {
   const tries = [];
-  for (let i = 0; i < 9; i++) tries.push(await probeOnce());
-  return tries.sort((a, b) => a - b)[4];
+  for (let i = 0; i < 30; i++) tries.push(await probeOnce());
+  return tries.slice(15).sort((a, b) => a - b)[7];
 }
