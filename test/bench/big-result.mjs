@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { legacyInitialize } from './calls.mjs';
-import { cpuMs, memoryMb, resetPeak, start, stop } from './processes.mjs';
+import { cpuMs, median, memoryMb, resetPeak, start, stop } from './processes.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const HERE = join(ROOT, 'test/bench');
@@ -102,10 +102,6 @@ function outcomeOf(status, bytes, expectChars) {
   return { outcome: 'wrong', detail: `${content.length} blocks, ${chars} characters` };
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const round = (x, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 
 export async function bigResultBench({ cli, smoke = false } = {}) {

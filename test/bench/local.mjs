@@ -5,7 +5,7 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { legacyInitialize } from './calls.mjs';
-import { memoryMb, stop } from './processes.mjs';
+import { median, memoryMb, stop } from './processes.mjs';
 
 /** Every process under `pid` (children, grandchildren…), from /proc. */
 function descendants(pid) {
@@ -79,8 +79,6 @@ async function until(check, what, ms = 60_000) {
   }
   throw new Error(`local bench: timed out waiting for ${what}`);
 }
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /**
  * @param {{ manifold: (config: object) => Promise<{ child: import('node:child_process').ChildProcess, pid: number, url: string }>, upstream: string, tmp: string, smoke: boolean }} o
