@@ -27,6 +27,11 @@ export type ProgramOutcome =
 
 /** The program as JavaScript: its annotations stripped, wrapped as the body of an async function. */
 export function compileProgram(code: string): { source: string } | { error: string } {
+  if (code.length > MAX_PROGRAM_CHARS) {
+    return {
+      error: `the program is ${code.length} characters long, over the ${MAX_PROGRAM_CHARS} a run takes: make it shorter, or split the work into several runs`,
+    };
+  }
   const wrapped = `(async function () {\n${code}\n})()`;
   try {
     return { source: transform(wrapped, { transforms: ['typescript'], disableESTransforms: true }).code };

@@ -357,6 +357,11 @@ describe('code mode (#50)', () => {
         /out of memory .*gateway\.code\.memoryBytes/,
       ],
       ['H3: deep recursion', 'const f = (n) => f(n + 1) + 1; return f(0);', /recursed too deeply/],
+      [
+        'H3: a program over 100,000 characters',
+        `return 1;${' '.repeat(100_000)}`,
+        /100009 characters long, over the 100000 a run takes/,
+      ],
       ['H3: a huge string', 'let s = "x"; for (;;) s = s + s;', /string too long|out of memory/],
       [
         'H3: a flood of calls',

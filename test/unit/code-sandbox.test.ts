@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { nodeCodeEngine } from '../../deploy/node/runtime/code-engine.js';
+import { compileProgram, MAX_PROGRAM_CHARS } from '../../src/code/run.js';
 import { type HostCall, newEngine, runInSandbox, type SandboxLimits } from '../../src/code/sandbox.js';
 
 const LIMITS: SandboxLimits = {
@@ -158,5 +159,20 @@ describe('the code-mode sandbox', () => {
       '01234',
       expect.stringContaining('maxLogBytes'),
     ]);
+  });
+});
+
+describe('compileProgram', () => {
+  it('strips TypeScript annotations and wraps the body as an async function', () => {
+    const out = compileProgram('const n: number = 2; return n as number;');
+    expect(out).toEqual({ source: expect.stringContaining('const n = 2; return n ;') });
+  });
+
+  it('refuses a program over MAX_PROGRAM_CHARS before parsing it, and takes one at the bound', () => {
+    const over = compileProgram(`return (${' '.repeat(MAX_PROGRAM_CHARS)}`);
+    expect(over).toEqual({ error: expect.stringMatching(/over the 100000 a run takes/) });
+    const at = compileProgram(`return 1;${' '.repeat(MAX_PROGRAM_CHARS - 9)}`);
+    expect(at).toEqual({ source: expect.stringContaining('return 1;') });
+    expect(compileProgram('return (')).toEqual({ error: expect.stringMatching(/^SyntaxError/) });
   });
 });
