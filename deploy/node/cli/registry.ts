@@ -18,6 +18,7 @@ import { formatIssues, parseGatewayText } from '../../../src/config/load.js';
 import type { GatewayConfig } from '../../../src/config/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import { RegistryError, registryClient } from '../../../src/registry/client.js';
+import { OFFICIAL_META } from '../../../src/registry/server-json.js';
 import { type NeededInput, planEntry, serverKey } from '../../../src/registry/to-entry.js';
 import { nodePlatform } from '../runtime/platform.js';
 import { type CliIO, CommandError, parseFlags, runCommand, UsageError } from './run.js';
@@ -105,9 +106,7 @@ export function runAdd(argv: string[], io: CliIO, log: Logger): Promise<number> 
     if (!reg) return 2;
     const found = await reg.client.get(name, values.version).catch(registryFailure);
     const detail = found.server;
-    const status = (
-      found._meta?.['io.modelcontextprotocol.registry/official'] as { status?: unknown } | undefined
-    )?.status;
+    const status = (found._meta?.[OFFICIAL_META] as { status?: unknown } | undefined)?.status;
     if (status === 'deleted') throw new CommandError(`${name} ${detail.version} is deleted in the registry`);
     if (status === 'deprecated') io.err(`note: ${name} ${detail.version} is deprecated in the registry\n`);
 

@@ -26,7 +26,6 @@ export const GUARDRAIL_ACTIONS: readonly GuardrailAction[] = ['block', 'redact',
 export const PII_TYPES = ['email', 'phone', 'card', 'iban'] as const;
 export type PiiType = (typeof PII_TYPES)[number];
 export const GUARDRAIL_TYPES = ['secrets', 'pii', 'spotlight', 'webhook'] as const;
-export type GuardrailType = (typeof GUARDRAIL_TYPES)[number];
 
 interface GuardrailCommon {
   /** Phases it runs on (default both; `spotlight` only ever on responses). */
