@@ -11,9 +11,9 @@ import { formatPath, type PathSegment } from './paths.js';
 import type { ArgOverride, PromptOverride, ToolOverride } from './types.js';
 import { unknownKeyWarning } from './unknown-keys.js';
 
-const TOOL_KEYS = ['name', 'title', 'description', 'annotations', 'args'];
-const PROMPT_KEYS = ['name', 'title', 'description'];
-const ARG_KEYS = ['fixed', 'default', 'hide', 'value', 'rename', 'description'];
+export const TOOL_KEYS = ['name', 'title', 'description', 'annotations', 'args'];
+export const PROMPT_KEYS = ['name', 'title', 'description'];
+export const ARG_KEYS = ['fixed', 'default', 'hide', 'value', 'rename', 'description'];
 /** Exposed names' alphabet and length (aggregate/names.ts EXPOSED_NAME): checked here, at load. */
 const EXPOSED_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 /** An argument name a client can send: a JSON Schema property name most model APIs accept. */

@@ -29,8 +29,8 @@ import { unknownKeyWarning } from './unknown-keys.js';
 /** The keys policy adds to `gateway`, a server and a profile. */
 export const POLICY_KEYS = ['policy', 'guardrails'] as const;
 
-const RULE_KEYS = ['when', 'effect', 'reason'];
-const GUARDRAIL_KEYS = [
+export const RULE_KEYS = ['when', 'effect', 'reason'];
+export const GUARDRAIL_KEYS = [
   'type',
   'on',
   'methods',

@@ -40,9 +40,9 @@ export const LAZY_IDLE_STOP_SECONDS = 600;
 export const REGISTRY_SERVER_DEFAULTS: Readonly<{ sandbox: { network: false }; start: 'lazy' }> =
   Object.freeze({ sandbox: Object.freeze({ network: false as const }), start: 'lazy' as const });
 
-const SANDBOX_KEYS = ['network', 'allowHosts', 'filesystem', 'limits'] as const;
-const FILESYSTEM_KEYS = ['read', 'write'] as const;
-const LIMIT_KEYS = Object.keys(SANDBOX_LIMIT_DEFAULTS) as (keyof SandboxLimits)[];
+export const SANDBOX_KEYS = ['network', 'allowHosts', 'filesystem', 'limits'] as const;
+export const FILESYSTEM_KEYS = ['read', 'write'] as const;
+export const LIMIT_KEYS = Object.keys(SANDBOX_LIMIT_DEFAULTS) as (keyof SandboxLimits)[];
 const LIMIT_UNITS: Record<keyof SandboxLimits, { min: number; example: number; unit: string }> = {
   memoryMb: { min: 256, example: 2048, unit: 'MiB of address space, at least 256' },
   cpuSeconds: { min: 0, example: 3600, unit: 'seconds of CPU time, 0 for no limit' },
