@@ -1,6 +1,14 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as frontDoor from '../../src/config/front-door.js';
 import { parseConfigObject } from '../../src/config/load.js';
+import * as overrides from '../../src/config/overrides.js';
+import * as policy from '../../src/config/policy.js';
+import * as sandbox from '../../src/config/sandbox.js';
+import * as schema from '../../src/config/schema.js';
 import { Gateway } from '../../src/gateway/gateway.js';
 import { silentLogger } from '../../src/lib/log.js';
 import { createApp } from '../../src/server/http/app.js';
@@ -206,5 +214,122 @@ describe('E6: fuzzed input', () => {
       }),
       { numRuns: 400 },
     );
+  });
+});
+
+// E6: fuzzed configs. Each run takes a config from the docs' own examples (every section appears
+// in one) and changes it a few times at random places: a value replaced by anything, a key
+// removed, a known key added. So the reader of every section sees a plausible config with wrong
+// parts, where random JSON would rarely get past the top level.
+describe('E6: fuzzed configs', () => {
+  const known = Object.entries({ ...schema, ...frontDoor, ...policy, ...sandbox, ...overrides })
+    .filter(([name, value]) => name.endsWith('_KEYS') && Array.isArray(value))
+    .map(([name, value]) => [name, value as string[]] as const);
+  const keysOf = (name: string) => known.find(([n]) => n === name)?.[1] ?? [];
+  const keys = [...new Set(known.flatMap(([, k]) => k))];
+
+  /** The docs' JSON examples as whole configs: a fragment is put where its keys belong. */
+  const seeds: unknown[] = [];
+  const docs = resolve(dirname(fileURLToPath(import.meta.url)), '../../docs');
+  for (const file of readdirSync(docs).filter((f) => f.endsWith('.md'))) {
+    const text = readFileSync(join(docs, file), 'utf8');
+    for (const [, block] of text.matchAll(/```json\n([\s\S]*?)```/g)) {
+      let v: unknown;
+      for (const candidate of [block!, `{${block}}`]) {
+        try {
+          v = JSON.parse(candidate);
+          break;
+        } catch {
+          v = undefined;
+        }
+      }
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) continue;
+      const top = Object.keys(v);
+      const all = (list: readonly string[]) => top.every((k) => list.includes(k));
+      // A stub server where the example has none: "no servers configured" would hide the rest.
+      const stub = { s: { command: 'node' } };
+      if (top.some((k) => k === 'mcpServers' || k === 'gateway' || k === 'profiles')) {
+        seeds.push({ mcpServers: stub, ...v });
+        continue;
+      }
+      if (all(keysOf('SERVER_KEYS'))) {
+        const http = top.some((k) => keysOf('HTTP_ONLY_KEYS').includes(k));
+        seeds.push({ mcpServers: { s: { ...(http ? { url: 'https://up.example/mcp' } : stub.s), ...v } } });
+      }
+      if (all(keysOf('GATEWAY_KEYS'))) seeds.push({ mcpServers: stub, gateway: v });
+      if (Object.values(v).every((x) => typeof x === 'object' && x !== null)) seeds.push({ mcpServers: v });
+    }
+  }
+
+  const anything = fc.oneof(
+    fc.constantFrom(null, true, 0, -1, 1.5, 1e308, '', '*', 'a__b', '${X}', '${', 'risk:write', '\u0000'),
+    fc.jsonValue({ maxDepth: 2 }),
+  );
+  const change = fc.record({
+    at: fc.nat(),
+    op: fc.constantFrom('set', 'delete', 'add'),
+    key: fc.constantFrom(...keys),
+    value: anything,
+  });
+  type Change = typeof change extends fc.Arbitrary<infer T> ? T : never;
+
+  /** Every object or array inside `root`, with root itself. */
+  function containers(root: unknown): (Record<string, unknown> | unknown[])[] {
+    const out: (Record<string, unknown> | unknown[])[] = [];
+    const walk = (v: unknown) => {
+      if (typeof v !== 'object' || v === null) return;
+      out.push(v as Record<string, unknown>);
+      for (const child of Object.values(v)) walk(child);
+    };
+    walk(root);
+    return out;
+  }
+
+  function mutate(seed: unknown, changes: Change[]): unknown {
+    const root = structuredClone(seed);
+    for (const c of changes) {
+      const all = containers(root);
+      const target = all[c.at % all.length]!;
+      const slots = Object.keys(target);
+      const slot = slots.length > 0 ? slots[c.at % slots.length]! : undefined;
+      if (c.op === 'add' && !Array.isArray(target)) target[c.key] = c.value;
+      else if (slot === undefined) continue;
+      // An array loses the element (JSON has no holes); an object loses the key.
+      else if (c.op === 'delete' && Array.isArray(target)) target.splice(Number(slot), 1);
+      else if (c.op === 'delete') delete (target as Record<string, unknown>)[slot];
+      else (target as Record<string, unknown>)[slot] = c.value;
+    }
+    return root;
+  }
+
+  // Every ${VAR} the examples name is set, long enough for a secret, so they get past them.
+  const env: Record<string, string> = {};
+  for (const [, name] of JSON.stringify(seeds).matchAll(/\$\{([A-Z0-9_]+)\}/g)) env[name!] = 'v'.repeat(40);
+
+  const platform = { fetch, runtime: 'test' as const, now: Date.now, log: silentLogger };
+
+  it('every config becomes issues with a path and a message, or a gateway; never a throw', () => {
+    expect(seeds.length).toBeGreaterThanOrEqual(25);
+    let accepted = 0;
+    fc.assert(
+      fc.property(fc.nat(), fc.array(change, { minLength: 1, maxLength: 4 }), (pick, changes) => {
+        const raw = mutate(seeds[pick % seeds.length], changes);
+        const r = parseConfigObject(raw, env);
+        if (r.ok) {
+          // What the loader accepts, the gateway is built from without a surprise.
+          new Gateway({ config: r.config, platform, version: 'test' });
+          accepted++;
+          return;
+        }
+        expect(r.errors.length).toBeGreaterThan(0);
+        for (const e of r.errors) {
+          expect(typeof e.path).toBe('string');
+          expect(e.message.length).toBeGreaterThan(0);
+        }
+      }),
+      { numRuns: 4000 },
+    );
+    // Some changes leave a valid config (a value the section accepts, an optional key removed).
+    expect(accepted).toBeGreaterThan(100);
   });
 });
