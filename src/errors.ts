@@ -61,6 +61,11 @@ export class ManifoldError extends Error {
   }
 }
 
+/** A request body, or a stdio message, longer than `gateway.maxBodyBytes`: refused unread. */
+export function bodyTooLarge(max: number): ManifoldError {
+  return new ManifoldError('ERR_BODY_TOO_LARGE', `request body exceeds ${max} bytes`);
+}
+
 /** A short, single-line description of any thrown value, for logs and diagnostics. */
 export function describeError(e: unknown): string {
   if (e instanceof ManifoldError) return e.publicMessage;

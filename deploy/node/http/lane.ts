@@ -1,6 +1,6 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { HeaderBag, Principal } from '../../../src/auth/principal.js';
-import { describeError, ManifoldError } from '../../../src/errors.js';
+import { bodyTooLarge, describeError, ManifoldError } from '../../../src/errors.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { McpEndpoint } from '../../../src/server/http/app.js';
 import {
@@ -98,7 +98,7 @@ class NodeIn implements HttpIn {
 
 /** The body as UTF-8 text (a leading BOM dropped, as Request.text does), refused past `max` bytes. */
 function readBody(req: IncomingMessage, max: number): Promise<string> {
-  const tooLarge = () => new ManifoldError('ERR_BODY_TOO_LARGE', `request body exceeds ${max} bytes`);
+  const tooLarge = () => bodyTooLarge(max);
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > max) return Promise.reject(tooLarge());
   const cut = () => new ManifoldError('ERR_BAD_REQUEST', 'the request body ended before it was complete');

@@ -8,6 +8,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { StdioSpec } from '../../../src/platform.js';
 import { type EgressProxy, openEgressProxy } from './egress-proxy.js';
+import { BoundedLines, overLongId } from './lines.js';
 import { sandboxCommand, sandboxTools } from './sandbox.js';
 
 /**
@@ -126,10 +127,7 @@ export class ChildStdioTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private child: ChildProcess | undefined;
-  /** The start of the line being read, while it is within the bound. */
-  private buffer = '';
-  /** Reading past the bound: the line's first and latest characters, to find its id at the end. */
-  private over: { head: string; tail: string; length: number } | undefined;
+  private readonly lines: BoundedLines;
   private closed = false;
   /** The egress proxy of a sandbox with network "egress", while its child runs. */
   private egress: EgressProxy | undefined;
@@ -139,7 +137,12 @@ export class ChildStdioTransport implements Transport {
     private readonly log: Logger,
     /** The longest line read (characters; each is at least one byte): `maxUpstreamBodyBytes`. */
     private readonly maxLine = 8 * 1024 * 1024,
-  ) {}
+  ) {
+    this.lines = new BoundedLines(maxLine, {
+      line: (line) => this.onLine(line),
+      overLong: (head, tail, chars) => this.overLong(head, tail, chars),
+    });
+  }
 
   async start(): Promise<void> {
     let command = this.spec.command;
@@ -212,7 +215,7 @@ export class ChildStdioTransport implements Transport {
         this.finish();
       });
       child.stdout?.setEncoding('utf8');
-      child.stdout?.on('data', (chunk: string) => this.onData(chunk));
+      child.stdout?.on('data', (chunk: string) => this.lines.push(chunk));
       child.stdin?.on('error', (err) => this.onerror?.(err));
       let errBuf = '';
       child.stderr?.setEncoding('utf8');
@@ -230,54 +233,10 @@ export class ChildStdioTransport implements Transport {
     });
   }
 
-  /**
-   * Splits stdout into lines, scanning each chunk once (a long line is never rescanned), and
-   * never holds more than `maxLine` characters of one line: past that, the rest of the line is
-   * skipped, and its answer, when its id can be found, fails the call it answers (#13.3).
-   */
-  private onData(chunk: string): void {
-    let start = 0;
-    for (let nl = chunk.indexOf('\n'); nl !== -1; nl = chunk.indexOf('\n', start)) {
-      const piece = chunk.slice(start, nl);
-      start = nl + 1;
-      if (this.over) {
-        this.skip(piece);
-        this.overLong();
-        continue;
-      }
-      const line = this.buffer ? this.buffer + piece : piece;
-      this.buffer = '';
-      if (line.length > this.maxLine) {
-        this.over = { head: line.slice(0, 512), tail: '', length: 0 };
-        this.skip(line.slice(512));
-        this.overLong();
-        continue;
-      }
-      const trimmed = line.trim();
-      if (trimmed) this.onLine(trimmed);
-    }
-    const rest = start === 0 ? chunk : chunk.slice(start);
-    if (this.over) this.skip(rest);
-    else if (this.buffer.length + rest.length > this.maxLine) {
-      const line = this.buffer + rest;
-      this.buffer = '';
-      this.over = { head: line.slice(0, 512), tail: '', length: 0 };
-      this.skip(line.slice(512));
-    } else this.buffer += rest;
-  }
-
-  private skip(text: string): void {
-    const o = this.over!;
-    o.length += text.length;
-    o.tail = (o.tail + text).slice(-512);
-  }
-
-  /** An over-long line ended: fail the request it answers, if it names one. */
-  private overLong(): void {
-    const { head, tail, length } = this.over!;
-    this.over = undefined;
-    const id = idOf(head, tail);
-    this.log.warn('upstream.line_too_long', { chars: head.length + length, limit: this.maxLine });
+  /** An over-long line ended (#13.3): fail the request it answers, if it names one. */
+  private overLong(head: string, tail: string, chars: number): void {
+    const id = overLongId(head, tail, 'response');
+    this.log.warn('upstream.line_too_long', { chars, limit: this.maxLine });
     if (id === undefined) return;
     this.onmessage?.({
       jsonrpc: '2.0',
@@ -347,18 +306,6 @@ export class ChildStdioTransport implements Transport {
       cb();
     }
   }
-}
-
-/** A response's id from the start of its line (`{"jsonrpc":"2.0","id":…`) or its end (`"id":…}`). */
-function idOf(head: string, tail: string): string | number | undefined {
-  const m =
-    /^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d{1,16}|"[^"\\]{0,256}")\s*,\s*"(?:result|error)"/.exec(
-      head,
-    ) ?? /[,{]\s*"id"\s*:\s*(-?\d{1,16}|"[^"\\]{0,256}")\s*\}\s*$/.exec(tail);
-  if (!m) return undefined;
-  // A request from the server carries an id too, but it also has a method near its start.
-  if (/"method"\s*:/.test(head.slice(0, 256))) return undefined;
-  return JSON.parse(m[1]!) as string | number;
 }
 
 export function connectStdio(spec: StdioSpec, log: Logger, maxLine?: number): Transport {

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
 import { isLoopbackHost } from '../../config/bind.js';
-import { ManifoldError } from '../../errors.js';
+import { bodyTooLarge, ManifoldError } from '../../errors.js';
 import { readTextCapped } from '../../lib/read-capped.js';
 
 function hostnameOf(hostHeader: string): string {
@@ -95,7 +95,7 @@ function originAllowed(origin: string, allowed: ReadonlySet<string>): boolean {
  * and a body that grows past it while streaming is cut off (SECURITY B2: 413 before parse).
  */
 export async function readBodyCapped(request: Request, max: number): Promise<string> {
-  const tooLarge = () => new ManifoldError('ERR_BODY_TOO_LARGE', `request body exceeds ${max} bytes`);
+  const tooLarge = () => bodyTooLarge(max);
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > max) throw tooLarge();
   // A declared length within the cap bounds the body already (the HTTP parser enforces it), so
