@@ -225,6 +225,110 @@ describe('manifold stdio (#54)', () => {
     expect(err).toContain('"event":"stdio.serving"');
   }, 60_000);
 
+  for (const era of ['2025-11-25', '2026-07-28'] as const) {
+    it(`${era}: a line over maxBodyBytes is refused unread, to its id, and the next one is served`, async () => {
+      const path = config(`big-${era}.json`, { maxBodyBytes: 4096 });
+      const meta = {
+        'io.modelcontextprotocol/protocolVersion': era,
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+      };
+      const opening =
+        era === '2025-11-25'
+          ? [
+              {
+                jsonrpc: '2.0',
+                id: 1,
+                method: 'initialize',
+                params: { protocolVersion: era, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+              },
+              { jsonrpc: '2.0', method: 'notifications/initialized' },
+            ]
+          : [];
+      const params = era === '2025-11-25' ? {} : { _meta: meta };
+      // The id first (legacy), or last as the SDKs write it (modern): either way it is found.
+      const pad = { ...params, pad: 'x'.repeat(50_000) };
+      const big =
+        era === '2025-11-25'
+          ? { jsonrpc: '2.0', id: 2, method: 'tools/list', params: pad }
+          : { method: 'tools/list', params: pad, jsonrpc: '2.0', id: 2 };
+      const after = { jsonrpc: '2.0', id: 3, method: 'tools/list', params };
+      const child = spawn(process.execPath, [CLI, 'stdio', '--config', path], {
+        stdio: ['pipe', 'pipe', 'ignore'],
+      });
+      let out = '';
+      child.stdout.setEncoding('utf8').on('data', (d: string) => {
+        out += d;
+      });
+      const text = [...opening, big, after].map((m) => JSON.stringify(m)).join('\n');
+      // Written in pieces, as a pipe delivers a long line.
+      for (let i = 0; i < text.length; i += 8192) child.stdin.write(text.slice(i, i + 8192));
+      child.stdin.write('\n');
+      const answers = () =>
+        out
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as Obj);
+      await eventually(() => answers().some((m) => m.id === 3), 'the answer after the long line', 30_000);
+      child.stdin.end();
+      await new Promise((r) => child.once('close', r));
+      const refused = answers().filter((m) => m.id === 2);
+      expect(refused).toEqual([
+        {
+          jsonrpc: '2.0',
+          id: 2,
+          error: {
+            code: -32600,
+            message: 'request body exceeds 4096 bytes',
+            data: { manifold: 'ERR_BODY_TOO_LARGE' },
+          },
+        },
+      ]);
+      expect(answers().some((m) => m.id === null)).toBe(false);
+      expect((answers().find((m) => m.id === 3)?.result as Obj | undefined)?.tools).toEqual(
+        expect.arrayContaining([expect.objectContaining({ name: 'fx__echo' })]),
+      );
+    }, 60_000);
+  }
+
+  it('holds no more of a line than maxBodyBytes, however long it grows before its newline', async () => {
+    const path = config('huge.json');
+    const child = spawn(process.execPath, [CLI, 'stdio', '--config', path], {
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+    });
+    const rssMb = () =>
+      Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) / 1024;
+    const write = (s: string) =>
+      new Promise<void>((r) => {
+        if (child.stdin.write(s)) r();
+        else child.stdin.once('drain', () => r());
+      });
+    // Measured from a settled process: one ping answered first.
+    await write('{"jsonrpc":"2.0","id":0,"method":"ping"}\n');
+    await eventually(() => out.includes('"id":0'), 'the first answer', 30_000);
+    await write('{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"');
+    const before = rssMb();
+    const mib = 'x'.repeat(1 << 20);
+    for (let i = 0; i < 384; i++) await write(mib);
+    // 384 MiB of one line went in: held, it would take at least as much; read and dropped, the
+    // chunks are garbage the heap collects as it goes.
+    expect(rssMb() - before).toBeLessThan(128);
+    await write('"}}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n');
+    await eventually(() => out.includes('"id":2'), 'the answer after the long line', 30_000);
+    child.stdin.end();
+    await new Promise((r) => child.once('close', r));
+    const refused = out
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Obj)
+      .find((m) => m.id === 1);
+    expect(refused).toMatchObject({ error: { code: -32600, data: { manifold: 'ERR_BODY_TOO_LARGE' } } });
+  }, 60_000);
+
   describe('who the client is', () => {
     it('A1: with gateway.auth, a token from --token-file is verified like any other, and grants apply', async () => {
       const issuer = await testIssuer('https://issuer.test', 'manifold');

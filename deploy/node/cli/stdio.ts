@@ -10,13 +10,14 @@
  * principal, every tool the config exposes, as over HTTP without auth).
  */
 import { createWriteStream, readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { type Authenticator, anonymousPrincipal, type Principal } from '../../../src/auth/principal.js';
 import type { LocalPrincipalConfig } from '../../../src/config/types.js';
+import { bodyTooLarge } from '../../../src/errors.js';
 import { createJsonLogger, type Logger, type LogLevel } from '../../../src/lib/log.js';
 import { createHttp } from '../../../src/server/http/app.js';
 import { createNodeGateway } from '../http/serve.js';
+import { BoundedLines, overLongId } from '../runtime/lines.js';
 import { batchedLines, nodeLogger } from '../runtime/log.js';
 import { StdioFront } from '../stdio/front.js';
 import { packageVersion } from './load.js';
@@ -98,8 +99,14 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
     auth: Boolean(config.gateway.auth),
   });
   void gateway.start();
-  const input = createInterface({ input: process.stdin, crlfDelay: Number.POSITIVE_INFINITY });
-  input.on('line', (line) => front.receive(line));
+  // Each line is bounded like an HTTP body: one past maxBodyBytes is answered without being held.
+  const max = config.gateway.maxBodyBytes;
+  const lines = new BoundedLines(max, {
+    line: (line) => front.receive(line),
+    overLong: (head, tail) => front.refuse(bodyTooLarge(max), overLongId(head, tail, 'request')),
+  });
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (chunk: string) => lines.push(chunk));
   await new Promise<void>((resolve) => {
     let stopping = false;
     const stop = (why: string) => {
@@ -112,7 +119,7 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
       // Whatever is still draining past the grace period does not keep a client's child alive.
       setTimeout(() => process.exit(0), config.gateway.shutdownGraceMs + 2000).unref();
       log.info('stdio.closing', { why });
-      input.close();
+      process.stdin.pause();
       void front
         .close()
         .then(() => log.info('stdio.client_closed'))
@@ -120,7 +127,11 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
         .then(() => log.info('stdio.stopped'))
         .then(resolve, resolve);
     };
-    input.once('close', () => stop('stdin closed'));
+    process.stdin.once('end', () => {
+      lines.end();
+      stop('stdin closed');
+    });
+    process.stdin.once('close', () => stop('stdin closed'));
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });

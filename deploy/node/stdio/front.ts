@@ -13,9 +13,11 @@
  * (its version, method and name mirrored into the standard headers the edge checks).
  */
 import { createParser } from 'eventsource-parser';
+import type { ManifoldError } from '../../../src/errors.js';
 import type { Logger } from '../../../src/lib/log.js';
 import { encodeHeaderValue, nameField } from '../../../src/protocol/headers.js';
 import { isModernVersion, META } from '../../../src/protocol/versions.js';
+import { toRpcError } from '../../../src/server/mcp/errors.js';
 
 export interface StdioFrontOptions {
   /** The HTTP edge's fetch (createHttp(...).app.fetch). */
@@ -67,6 +69,17 @@ export class StdioFront {
     if (m.method === 'initialize') this.initializing = task;
     this.pending.add(task);
     void task.finally(() => this.pending.delete(task));
+  }
+
+  /**
+   * A message the client sent that was refused unread (a line over `gateway.maxBodyBytes`): the
+   * error the HTTP edge gives such a body, to the request's id where its ends name one, else to
+   * null (JSON-RPC 2.0, 5.1).
+   */
+  refuse(error: ManifoldError, id: Id | undefined): void {
+    if (this.closed) return;
+    const { code, message, data } = toRpcError(error);
+    this.o.write(JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message, data } }));
   }
 
   /** The client went away: stop the server stream and wait for answers in flight. */
