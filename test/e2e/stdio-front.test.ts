@@ -35,6 +35,13 @@ const tools = (extra: Obj[] = []) => [
   ...extra,
 ];
 
+/** What the process wrote to stdout, one JSON-RPC message a line. */
+const linesOf = (out: string) =>
+  out
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Obj);
+
 function config(name: string, gateway: Obj = {}): string {
   const path = join(dir, name);
   writeFileSync(
@@ -215,10 +222,7 @@ describe('manifold stdio (#54)', () => {
     await eventually(() => out.split('\n').filter(Boolean).length >= 3, 'three answers', 30_000);
     child.stdin.end();
     await new Promise((r) => child.once('close', r));
-    const messages = out
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Obj);
+    const messages = linesOf(out);
     for (const m of messages) expect(m.jsonrpc).toBe('2.0');
     expect(messages.find((m) => m.id === 1)?.result).toMatchObject({ protocolVersion: '2025-11-25' });
     expect(messages.find((m) => m.id === null)?.error).toMatchObject({ code: -32700 });
@@ -264,11 +268,7 @@ describe('manifold stdio (#54)', () => {
       // Written in pieces, as a pipe delivers a long line.
       for (let i = 0; i < text.length; i += 8192) child.stdin.write(text.slice(i, i + 8192));
       child.stdin.write('\n');
-      const answers = () =>
-        out
-          .split('\n')
-          .filter(Boolean)
-          .map((l) => JSON.parse(l) as Obj);
+      const answers = () => linesOf(out);
       await eventually(() => answers().some((m) => m.id === 3), 'the answer after the long line', 30_000);
       child.stdin.end();
       await new Promise((r) => child.once('close', r));
@@ -321,11 +321,7 @@ describe('manifold stdio (#54)', () => {
     await eventually(() => out.includes('"id":2'), 'the answer after the long line', 30_000);
     child.stdin.end();
     await new Promise((r) => child.once('close', r));
-    const refused = out
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Obj)
-      .find((m) => m.id === 1);
+    const refused = linesOf(out).find((m) => m.id === 1);
     expect(refused).toMatchObject({ error: { code: -32600, data: { manifold: 'ERR_BODY_TOO_LARGE' } } });
   }, 60_000);
 

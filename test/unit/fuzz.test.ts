@@ -3,15 +3,11 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import * as frontDoor from '../../src/config/front-door.js';
 import { parseConfigObject } from '../../src/config/load.js';
-import * as overrides from '../../src/config/overrides.js';
-import * as policy from '../../src/config/policy.js';
-import * as sandbox from '../../src/config/sandbox.js';
-import * as schema from '../../src/config/schema.js';
 import { Gateway } from '../../src/gateway/gateway.js';
 import { silentLogger } from '../../src/lib/log.js';
 import { createApp } from '../../src/server/http/app.js';
+import { CONFIG_KEY_LISTS } from '../helpers/config-keys.js';
 
 // E6: fuzzed JSON-RPC through the real HTTP app (in memory, no upstreams needed).
 describe('E6: fuzzed input', () => {
@@ -222,11 +218,8 @@ describe('E6: fuzzed input', () => {
 // removed, a known key added. So the reader of every section sees a plausible config with wrong
 // parts, where random JSON would rarely get past the top level.
 describe('E6: fuzzed configs', () => {
-  const known = Object.entries({ ...schema, ...frontDoor, ...policy, ...sandbox, ...overrides })
-    .filter(([name, value]) => name.endsWith('_KEYS') && Array.isArray(value))
-    .map(([name, value]) => [name, value as string[]] as const);
-  const keysOf = (name: string) => known.find(([n]) => n === name)?.[1] ?? [];
-  const keys = [...new Set(known.flatMap(([, k]) => k))];
+  const keysOf = (name: string) => CONFIG_KEY_LISTS.get(name) ?? [];
+  const keys = [...new Set([...CONFIG_KEY_LISTS.values()].flat())];
 
   /** The docs' JSON examples as whole configs: a fragment is put where its keys belong. */
   const seeds: unknown[] = [];

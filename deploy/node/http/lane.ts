@@ -98,9 +98,8 @@ class NodeIn implements HttpIn {
 
 /** The body as UTF-8 text (a leading BOM dropped, as Request.text does), refused past `max` bytes. */
 function readBody(req: IncomingMessage, max: number): Promise<string> {
-  const tooLarge = () => bodyTooLarge(max);
   const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > max) return Promise.reject(tooLarge());
+  if (declared !== undefined && Number(declared) > max) return Promise.reject(bodyTooLarge(max));
   const cut = () => new ManifoldError('ERR_BAD_REQUEST', 'the request body ended before it was complete');
   if (req.destroyed) return Promise.reject(cut());
   return new Promise((resolve, reject) => {
@@ -114,7 +113,7 @@ function readBody(req: IncomingMessage, max: number): Promise<string> {
       size += chunk.length;
       if (size > max) {
         settle();
-        reject(tooLarge());
+        reject(bodyTooLarge(max));
         return;
       }
       chunks.push(chunk);

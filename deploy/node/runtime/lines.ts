@@ -70,7 +70,7 @@ export class BoundedLines {
   private skip(text: string): void {
     const o = this.over!;
     o.skipped += text.length;
-    o.tail = text.length >= KEPT ? text.slice(-KEPT) : (o.tail + text).slice(-KEPT);
+    o.tail = (o.tail + text).slice(-KEPT);
   }
 
   private endOverLong(): void {
