@@ -1,10 +1,12 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
  * The docs stay true to the tree: every code path a page cites (`src/…`, `deploy/…`, `test/…`)
- * exists, and every `page.md#anchor` link names a heading that the page has.
+ * exists, so does every module it names by file name alone (`stdio.ts`), and every
+ * `page.md#anchor` link names a heading that the page has.
  */
 
 /** The pages checked: the docs folder, decision records included, and the README. */
@@ -15,8 +17,7 @@ function pages(dir = 'docs'): string[] {
     return p.endsWith('.md') ? [p] : [];
   });
 }
-// design.md is the old lab notebook, kept until architecture.md and docs/decisions/ replace it.
-const PAGES = [...pages().filter((p) => p !== join('docs', 'design.md')), 'README.md'];
+const PAGES = [...pages(), 'README.md'];
 
 /** Paths a reader creates (git-ignored), which a page may name but the tree never holds. */
 const CREATED_BY_THE_READER = new Set(['deploy/workers/.dev.vars']);
@@ -77,6 +78,21 @@ describe('docs', () => {
     for (const page of PAGES) {
       for (const path of citedPaths(readFileSync(page, 'utf8'))) {
         if (!CREATED_BY_THE_READER.has(path) && !exists(path)) missing.push(`${page}: ${path}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('every module a page names by file name alone is one the tree holds', () => {
+    // `stdio.ts` or `runtime/stdio.ts` in backticks: the end of some tracked file's path. Paths
+    // from the root are the test above's; other names (`jwks.json`, URLs) are the reader's own.
+    const tracked = execFileSync('git', ['ls-files'], { encoding: 'utf8' }).trim().split('\n');
+    const missing: string[] = [];
+    for (const page of PAGES) {
+      for (const m of readFileSync(page, 'utf8').matchAll(/`([\w./-]+\.ts)`/g)) {
+        const name = m[1]!;
+        if (/^(src|deploy|test)\//.test(name)) continue;
+        if (!tracked.some((f) => f === name || f.endsWith(`/${name}`))) missing.push(`${page}: ${name}`);
       }
     }
     expect(missing).toEqual([]);
