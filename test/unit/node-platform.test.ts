@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { batchedLines, nodeLogger } from '../../deploy/node/runtime/log.js';
 import { nodePlatform } from '../../deploy/node/runtime/platform.js';
 import { silentLogger } from '../../src/lib/log.js';
@@ -33,8 +33,16 @@ describe('nodePlatform egress', () => {
 
 // Log lines are batched (at most one stderr write per 20 ms under load), but a line after a quiet
 // spell goes out at the end of its turn: `gateway.listening` is not held back by the batch timer.
+// The clock and the batch timer are fake, so a slow or busy machine cannot turn the burst into a
+// quiet spell; the end of a turn is the real one (setImmediate).
 describe('nodeLogger batching', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('writes a line after a quiet spell at once, and batches the lines that follow', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const endOfTurn = () => new Promise((r) => setImmediate(r));
     const writes: { text: string }[] = [];
     const original = process.stderr.write;
     process.stderr.write = ((chunk: string) => {
@@ -44,16 +52,24 @@ describe('nodeLogger batching', () => {
     try {
       const log = nodeLogger('info');
       log.info('first.line');
-      await new Promise((r) => setImmediate(r));
+      expect(writes).toHaveLength(0);
+      await endOfTurn();
       expect(writes).toHaveLength(1);
       expect(writes[0]!.text).toContain('first.line');
       // A burst right after: held for the rest of the 20 ms, then written in one piece.
       for (let i = 0; i < 50; i++) log.info('burst.line', { i });
-      await new Promise((r) => setImmediate(r));
+      await endOfTurn();
+      vi.advanceTimersByTime(19);
       expect(writes).toHaveLength(1);
-      await new Promise((r) => setTimeout(r, 40));
+      vi.advanceTimersByTime(1);
       expect(writes).toHaveLength(2);
       expect(writes[1]!.text.split('\n').filter((l) => l.includes('burst.line'))).toHaveLength(50);
+      // Quiet again for the whole 20 ms: the next line goes out at the end of its turn.
+      vi.advanceTimersByTime(20);
+      log.info('after.quiet');
+      await endOfTurn();
+      expect(writes).toHaveLength(3);
+      expect(writes[2]!.text).toContain('after.quiet');
     } finally {
       process.stderr.write = original;
     }
