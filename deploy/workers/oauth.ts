@@ -20,17 +20,13 @@
  * never logged.
  */
 
+import { OAUTH_DEFAULTS } from '../../src/config/defaults.js';
 import type { Config, ServerConfig } from '../../src/config/types.js';
 import type { StateStore } from '../../src/store/state.js';
 import type { UpstreamAuth } from '../../src/upstream/oauth/auth-fetch.js';
 import { SecretBox } from '../../src/upstream/oauth/box.js';
 import { STATE_AAD } from '../../src/upstream/oauth/flow.js';
-import {
-  CREDENTIALS_LABEL,
-  createUpstreamAuths,
-  isProtected,
-  OAUTH_DEFAULTS,
-} from '../../src/upstream/oauth/registry.js';
+import { CREDENTIALS_LABEL, createUpstreamAuths, isProtected } from '../../src/upstream/oauth/registry.js';
 import { createStaticAuth } from '../../src/upstream/oauth/static-auth.js';
 import { OAuthError, type OAuthRule, type SubjectKey } from '../../src/upstream/oauth/types.js';
 import { type Booted, type Env, INTERNAL, INTERNAL_ORIGIN, SERVER_HEADER } from './boot.js';

@@ -11,15 +11,12 @@
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { OAUTH_DEFAULTS } from '../../../src/config/defaults.js';
 import type { Config, ServerConfig } from '../../../src/config/types.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { UpstreamAuth } from '../../../src/upstream/oauth/auth-fetch.js';
 import { completeLogin } from '../../../src/upstream/oauth/login.js';
-import {
-  createUpstreamAuths,
-  defaultRedirectUri,
-  OAUTH_DEFAULTS,
-} from '../../../src/upstream/oauth/registry.js';
+import { createUpstreamAuths, defaultRedirectUri } from '../../../src/upstream/oauth/registry.js';
 import { OAuthError, type SubjectKey } from '../../../src/upstream/oauth/types.js';
 import { nodePlatform } from '../runtime/platform.js';
 import { type OpenedStore, openConfiguredStore } from '../store/open.js';

@@ -3,8 +3,9 @@
  * the SecretBox (#19). Node's serve.ts and the Worker hand the result to the Gateway; the
  * callback route and the CLI complete logins through it.
  */
+import { OAUTH_DEFAULTS } from '../../config/defaults.js';
 import { CALLBACK_PATH } from '../../config/oauth.js';
-import type { Config, GatewayOAuthConfig, ServerConfig } from '../../config/types.js';
+import type { Config, ServerConfig } from '../../config/types.js';
 import type { Platform } from '../../platform.js';
 import type { CredentialStore } from '../../store/credentials-types.js';
 import type { StateStore } from '../../store/state.js';
@@ -16,12 +17,6 @@ import { createStaticAuth } from './static-auth.js';
 
 /** The HKDF label of the key for credentials at rest (docs/security.md). */
 export const CREDENTIALS_LABEL = 'manifold/upstream-credentials/v1';
-
-export const OAUTH_DEFAULTS: GatewayOAuthConfig = {
-  clientName: 'Manifold',
-  flowTtlSeconds: 600,
-  refreshSkewSeconds: 60,
-};
 
 export interface RegistryOptions {
   platform: Platform;
