@@ -18,12 +18,10 @@
  * rewriteUri('ui://widget/card', 'b');       // 'ui://b.widget/card'
  * unrewriteUri('ui://b.widget/card', 'b');   // 'ui://widget/card'
  */
-import { normalizeUriPattern } from '../guards/uri-normal.js';
-
-const SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):(\/\/)?/;
+import { normalizeUriPattern, URI_SCHEME } from '../guards/uri-normal.js';
 
 export function rewriteUri(uri: string, label: string): string {
-  const m = SCHEME.exec(uri);
+  const m = URI_SCHEME.exec(uri);
   // Not a URI at all: give it one, in the gateway's own scheme.
   if (!m) return `manifold://${label.toLowerCase()}./${encodeURIComponent(uri)}`;
   const head = m[0];
@@ -41,7 +39,7 @@ export function unrewriteUri(uri: string, label: string): string | undefined {
       return undefined;
     }
   }
-  const m = SCHEME.exec(uri);
+  const m = URI_SCHEME.exec(uri);
   if (!m || m[1] === 'manifold') return undefined;
   const head = m[0];
   const rest = uri.slice(head.length);

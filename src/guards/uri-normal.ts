@@ -4,7 +4,8 @@
  */
 import { MAX_URI } from './item-bounds.js';
 
-const SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):(\/\/)?/;
+/** A URI's scheme (RFC 3986 §3.1) and whether `//` follows it. */
+export const URI_SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):(\/\/)?/;
 
 /** A URI in normal form, or why it is refused. */
 export type NormalizedUri = { ok: true; uri: string } | { ok: false; reason: string };
@@ -98,7 +99,7 @@ export function normalizeUri(raw: string): NormalizedUri {
  * normalizeUriPattern('MEMO://Notes/%7e*'); // 'memo://notes/~*'
  */
 export function normalizeUriPattern(pattern: string): string {
-  const m = SCHEME.exec(pattern);
+  const m = URI_SCHEME.exec(pattern);
   if (!m) return normalizePercent(pattern);
   const head = m[0].toLowerCase();
   if (!m[2]) return normalizePercent(head + pattern.slice(m[0].length));

@@ -91,7 +91,8 @@ export interface ParamHeader {
 
 export type ParamHeaderPlan = { ok: true; params: readonly ParamHeader[] } | { ok: false; reason: string };
 
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** An HTTP token (RFC 9110 §5.6.2): a header field name, a baggage key. */
+export const HTTP_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const NO_HEADERS: ParamHeaderPlan = { ok: true, params: [] };
 
 /**
@@ -118,7 +119,7 @@ export function paramHeaderPlan(inputSchema: unknown): ParamHeaderPlan {
           problem = `x-mcp-header at ${where} is not on a property reached through "properties" alone`;
           return;
         }
-        if (typeof value !== 'string' || !TOKEN.test(value)) {
+        if (typeof value !== 'string' || !HTTP_TOKEN.test(value)) {
           problem = `x-mcp-header at ${where} is not an HTTP token`;
           return;
         }

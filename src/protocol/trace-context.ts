@@ -7,6 +7,7 @@
  * nothing under src/ may reach for Node (the core runs on Workers too).
  */
 import { createTraceState, type SpanContext, type TraceState } from '@opentelemetry/api';
+import { HTTP_TOKEN } from './headers.js';
 
 const HEX32 = /^[0-9a-f]{32}$/;
 const HEX16 = /^[0-9a-f]{16}$/;
@@ -61,7 +62,6 @@ export function parseTracestate(value: unknown): TraceState | undefined {
 /** W3C Baggage §3.3.1: limits a receiver may apply (and this one does). */
 const MAX_BAGGAGE_MEMBERS = 64;
 const MAX_BAGGAGE_CHARS = 8192;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // baggage-octet: US-ASCII without controls, whitespace, DQUOTE, comma, semicolon and backslash.
 const VALUE = /^[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*$/;
 const PROPERTY = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+(\s*=\s*[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*)?$/;
@@ -82,7 +82,7 @@ export function parseBaggage(value: unknown): string | undefined {
     if (eq <= 0) continue;
     const key = pair.slice(0, eq).trim();
     const val = pair.slice(eq + 1).trim();
-    if (!TOKEN.test(key) || !VALUE.test(val) || !props.every((p) => PROPERTY.test(p))) continue;
+    if (!HTTP_TOKEN.test(key) || !VALUE.test(val) || !props.every((p) => PROPERTY.test(p))) continue;
     const member = [`${key}=${val}`, ...props].join(';');
     if (length + member.length + (kept.length > 0 ? 1 : 0) > MAX_BAGGAGE_CHARS) break;
     length += member.length + (kept.length > 0 ? 1 : 0);

@@ -40,6 +40,7 @@ import {
   type Approved,
   approvedFields,
   type HeldCall,
+  INPUT_TTL_MS,
   inputRequiredResult,
   invalidState,
   openState,
@@ -84,8 +85,6 @@ export interface RelayRequest {
   /** The upstream created a task: the client's answer to it (tasks.ts). */
   onTask?: (task: Result, id: string | number) => Promise<string>;
 }
-
-const INPUT_TTL_MS = 10 * 60_000; // how long a client may take to answer a request for input
 
 /** Relays `t` for request `ex`; resolves with the first reply (a stream as soon as one is needed). */
 export async function relayRequest(edge: Edge, ex: Exchange, t: RelayRequest): Promise<Reply> {

@@ -38,13 +38,10 @@ import {
   askApprovalModern,
   CLAIM_GRACE_MS,
 } from '../rounds/approval.js';
-import { inputRequiredResult, invalidState, openState } from '../rounds/mrtr.js';
+import { INPUT_TTL_MS, inputRequiredResult, invalidState, openState } from '../rounds/mrtr.js';
 import { Answer } from './answer.js';
 
 type Result = Record<string, unknown>;
-
-/** How long a client may take to answer a run's question (as for any MRTR round). */
-const INPUT_TTL_MS = 10 * 60_000;
 
 /** The sealed requestState of a run paused for input. */
 interface CodeState {

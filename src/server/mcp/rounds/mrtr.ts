@@ -105,6 +105,9 @@ export async function openState(
   return body as StateBody;
 }
 
+/** How long a client may take to answer a request for input (a relayed call's or a program's). */
+export const INPUT_TTL_MS = 10 * 60_000;
+
 /** Where a held call's next outcome goes: the exchange that is waiting for it now. */
 export interface Waiting {
   answer: Answer;
