@@ -1,5 +1,6 @@
 import { formatIssues, parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
+import { isObject } from '../../src/lib/json.js';
 import type { Logger } from '../../src/lib/log.js';
 import { workersLogger } from './platform.js';
 
@@ -35,17 +36,32 @@ export function configError(status: number, message: string): Response {
 }
 
 /**
+ * Why a place cannot serve, kept while the deployment is wrong: each request gets a response
+ * of its own, since a `Response` (or its clone) can be read only once.
+ */
+export class ConfigFailure {
+  constructor(
+    readonly status: number,
+    readonly message: string,
+  ) {}
+
+  response(): Response {
+    return configError(this.status, this.message);
+  }
+}
+
+/**
  * MANIFOLD_CONFIG read and checked the same way by the Worker and by every object: the config,
  * or the 500 that says what is wrong with it (never a token or a `${VAR}` value).
  */
-export function readConfig(env: Env): Booted | Response {
+export function readConfig(env: Env): Booted | ConfigFailure {
   const vars: Record<string, string | undefined> = {};
   for (const [k, v] of Object.entries(env)) if (typeof v === 'string') vars[k] = v;
   const parsed = parseConfig(env.MANIFOLD_CONFIG ?? '', vars, 'MANIFOLD_CONFIG');
   if (!parsed.ok) {
     const text = formatIssues(parsed.errors, 'MANIFOLD_CONFIG');
     console.error(text);
-    return configError(500, `invalid MANIFOLD_CONFIG:\n${text}`);
+    return new ConfigFailure(500, `invalid MANIFOLD_CONFIG:\n${text}`);
   }
   const config: Config = parsed.config;
   const log = workersLogger(config.gateway.logLevel, parsed.secrets);
@@ -53,24 +69,43 @@ export function readConfig(env: Env): Booted | Response {
   const auth = config.gateway.auth;
   if (auth === undefined) {
     // A Worker is on the public internet: the loopback-only default cannot apply here.
-    return configError(
+    return new ConfigFailure(
       500,
       'gateway.auth is required on Workers (or "auth": false to serve without authentication)',
     );
   }
   if (config.gateway.store && 'postgres' in config.gateway.store) {
-    return configError(
+    return new ConfigFailure(
       500,
       'gateway.store.postgres is for Node instances; on Workers the state lives in Durable Objects: remove "store" from MANIFOLD_CONFIG',
     );
   }
   if (auth && auth.jwksFile !== undefined) {
     if (!env.MANIFOLD_JWKS) {
-      return configError(500, 'gateway.auth.jwksFile needs the MANIFOLD_JWKS variable on Workers');
+      return new ConfigFailure(500, 'gateway.auth.jwksFile needs the MANIFOLD_JWKS variable on Workers');
     }
-    auth.jwks = JSON.parse(env.MANIFOLD_JWKS) as { keys: Record<string, unknown>[] };
+    const jwks = jwkSet(env.MANIFOLD_JWKS);
+    if (!jwks) {
+      return new ConfigFailure(
+        500,
+        'MANIFOLD_JWKS is not a JWK Set: set it to the JSON of one, {"keys": [...]} (RFC 7517 §5)',
+      );
+    }
+    auth.jwks = jwks;
   }
   return { config, secrets: parsed.secrets, log, env };
+}
+
+/** `{"keys": [...]}` with objects for keys, or undefined (the refusal never repeats the text). */
+function jwkSet(text: string): { keys: Record<string, unknown>[] } | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!isObject(parsed) || !Array.isArray(parsed.keys) || !parsed.keys.every(isObject)) return undefined;
+  return parsed as { keys: Record<string, unknown>[] };
 }
 
 /** The path prefix of the routes objects serve to the Worker alone; the Worker answers 404 for it. */

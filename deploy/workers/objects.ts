@@ -19,7 +19,7 @@ import {
   withSharedState,
 } from './admin-state.js';
 import { AuditRing, type AuditShipper, auditShipper, isAuditRequest } from './audit.js';
-import { type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
+import { ConfigFailure, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
 import { durableObjectStore } from './do-store.js';
 import { refreshStale } from './fresh.js';
 import { answerCredential, objectAuths, observeAuth, remoteAuths, SeenOrigin } from './oauth.js';
@@ -40,7 +40,7 @@ const refuse = (status: number, error: string) => Response.json({ error }, { sta
  * is tried again by the next request; a refusal (a bad config) is kept.
  */
 abstract class PlaceObject extends DurableObject<Env> {
-  protected booting: Promise<Place | Response> | undefined;
+  protected booting: Promise<Place | ConfigFailure> | undefined;
   protected readonly counts = new RequestCount(COUNTS_PATH);
   protected readonly origin = new SeenOrigin();
   /** #52: the shared state's object (stored servers, tokens), and this object's refresh of it. */
@@ -49,7 +49,7 @@ abstract class PlaceObject extends DurableObject<Env> {
   protected shipper: AuditShipper | undefined;
   private readonly pull = new AdminStatePull();
 
-  protected abstract boot(): Promise<Place | Response>;
+  protected abstract boot(): Promise<Place | ConfigFailure>;
 
   /** The shared state read again when stale, before the request is served; its writes waited for after. */
   protected async serveShared(place: Place, request: Request): Promise<Response> {
@@ -62,10 +62,10 @@ abstract class PlaceObject extends DurableObject<Env> {
   protected async placed(): Promise<Place | Response> {
     this.booting ??= this.boot().catch((e: unknown) => {
       this.booting = undefined;
-      return refuse(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
+      return new ConfigFailure(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
     });
     const place = await this.booting;
-    return place instanceof Response ? place.clone() : place;
+    return place instanceof ConfigFailure ? place.response() : place;
   }
 }
 
@@ -95,10 +95,10 @@ export class ManifoldUpstream extends PlaceObject {
   }
 
   /** The deployment's gateway narrowed to this one server, with this object's storage. */
-  protected async boot(): Promise<Place | Response> {
+  protected async boot(): Promise<Place | ConfigFailure> {
     const server = this.server!;
     const booted = readConfig(this.env);
-    if (booted instanceof Response) return booted;
+    if (booted instanceof ConfigFailure) return booted;
     const servers = booted.config.servers.filter((s) => s.name === server);
     const config = { ...booted.config, servers };
     const own = durableObjectStore(this.ctx.storage as never);
@@ -169,7 +169,7 @@ export class ManifoldTenant extends PlaceObject {
   override async alarm(): Promise<void> {
     this.armed = false;
     const place = this.booting && (await this.booting);
-    if (!place || place instanceof Response) return;
+    if (!place || place instanceof ConfigFailure) return;
     await refreshStale(place.gateway, this.opener!, Date.now());
     if (Date.now() - this.lastRequest < place.gateway.config.gateway.sessionIdleSeconds * 1000)
       await this.arm();
@@ -182,9 +182,9 @@ export class ManifoldTenant extends PlaceObject {
   }
 
   /** The whole catalog over snapshots, as an isolate has it; legacy calls on sessions of its own. */
-  protected async boot(): Promise<Place | Response> {
+  protected async boot(): Promise<Place | ConfigFailure> {
     const booted = readConfig(this.env);
-    if (booted instanceof Response) return booted;
+    if (booted instanceof ConfigFailure) return booted;
     const upstreamAuth = remoteAuths(booted, this.env, this.origin);
     this.opener = snapshotOpener(this.env.UPSTREAMS, () => Date.now(), true, observeAuth(upstreamAuth));
     const { store, shared } = withSharedState(
@@ -225,9 +225,9 @@ export class ManifoldGateway extends PlaceObject {
     return place.app.fetch(request);
   }
 
-  protected async boot(): Promise<Place | Response> {
+  protected async boot(): Promise<Place | ConfigFailure> {
     const booted = readConfig(this.env);
-    if (booted instanceof Response) return booted;
+    if (booted instanceof ConfigFailure) return booted;
     const { cursorSecret } = booted.config.gateway;
     const store = durableObjectStore(this.ctx.storage as never);
     const place = buildPlace(booted, {

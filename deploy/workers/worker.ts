@@ -15,7 +15,15 @@ import { toRpcError } from '../../src/server/mcp/errors.js';
 import { MemoryStateStore } from '../../src/store/state.js';
 import { type AdminStateClient, AdminStatePull, withSharedState } from './admin-state.js';
 import { type AuditShipper, auditShipper } from './audit.js';
-import { configError, type Env, INTERNAL, readConfig, SERVER_HEADER, TENANT_HEADER } from './boot.js';
+import {
+  ConfigFailure,
+  configError,
+  type Env,
+  INTERNAL,
+  readConfig,
+  SERVER_HEADER,
+  TENANT_HEADER,
+} from './boot.js';
 import { refreshStale } from './fresh.js';
 import { callbackServer, oauthServers, observeAuth, plain, remoteAuths, SeenOrigin } from './oauth.js';
 import { type SnapshotOpener, snapshotOpener } from './opener.js';
@@ -50,11 +58,11 @@ interface Isolate extends Place {
 const origin = new SeenOrigin();
 
 /** This isolate's gateway, built by the first request (and again if that failed). */
-let isolate: Promise<Isolate | Response> | undefined;
+let isolate: Promise<Isolate | ConfigFailure> | undefined;
 
-async function bootIsolate(env: Env): Promise<Isolate | Response> {
+async function bootIsolate(env: Env): Promise<Isolate | ConfigFailure> {
   const booted = readConfig(env);
-  if (booted instanceof Response) return booted;
+  if (booted instanceof ConfigFailure) return booted;
   const { config } = booted;
   const auth = config.gateway.auth;
   // One authenticator for routing and for the app: a token is verified once per isolate.
@@ -107,11 +115,11 @@ export default {
     }
     isolate ??= bootIsolate(env).catch((e) => {
       isolate = undefined;
-      return configError(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
+      return new ConfigFailure(500, `gateway failed to start: ${e instanceof Error ? e.message : String(e)}`);
     });
     origin.note(request);
     const iso = await isolate;
-    if (iso instanceof Response) return iso.clone();
+    if (iso instanceof ConfigFailure) return iso.response();
     await iso.pull.pull(iso.gateway, Date.now());
     await refreshStale(iso.gateway, iso.opener, Date.now());
     const response = await serve(iso, env, request, path);
