@@ -587,6 +587,44 @@ describe('manifold check', () => {
     expect(stdout).not.toMatch(/SERVER\s+TRANSPORT/);
   });
 
+  it('names every bad flag with the config problem beside them; an unknown flag is a usage error', async () => {
+    const missing = join(dir, 'no-such-config.json');
+    for (const command of ['serve', 'check']) {
+      const bad = await cli([
+        command,
+        '--port',
+        'abc',
+        '--log-level',
+        'loud',
+        '--log-format',
+        'xml',
+        '--config',
+        missing,
+      ]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--log-level must be one of debug, info, warn, error');
+      expect(bad.stderr).toContain('--log-format must be one of json, pretty');
+      expect(bad.stderr).toContain('--port must be an integer from 0 to 65535');
+      expect(bad.stderr).toContain(`config file not found: ${missing}`);
+    }
+    // A valid config does not let a bad flag through.
+    const config = writeConfig('flags-ok.json', {
+      mcpServers: { a: { url: 'https://mcp.example.com/mcp' } },
+    });
+    const port = await cli(['serve', '--config', config, '--port', '']);
+    expect(port.code).toBe(2);
+    expect(port.stderr).toContain('--port must be an integer from 0 to 65535');
+    for (const args of [
+      ['serve', '--bogus'],
+      ['check', '--port'],
+    ]) {
+      const usage = await cli(args);
+      expect(usage.code).toBe(2);
+      expect(usage.stderr).toMatch(/^manifold: .*(--bogus|--port)/);
+      expect(usage.stderr).toContain('Usage:');
+    }
+  });
+
   it('--log-format pretty writes readable lines; a bad format is refused; check shows each warning once', async () => {
     const config = writeConfig('pretty.json', {
       mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'], timout: 5 } },

@@ -74,19 +74,15 @@ async function main(argv: string[]): Promise<number> {
     return (await import('./registry.js')).runSearchRegistry(argv.slice(1), io, nodeLogger('warn'));
   if (argv[0] === 'add') return (await import('./registry.js')).runAdd(argv.slice(1), io, nodeLogger('warn'));
   if (argv[0] === 'stdio') return (await import('./stdio.js')).runStdio(argv.slice(1), io);
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      config: { type: 'string', short: 'c', default: 'manifold.json' },
-      port: { type: 'string' },
-      host: { type: 'string' },
-      'log-level': { type: 'string' },
-      'log-format': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-      version: { type: 'boolean', short: 'v' },
-    },
-  });
+  let parsed: ReturnType<typeof parseServeFlags>;
+  try {
+    parsed = parseServeFlags(argv);
+  } catch (e) {
+    // A flag `serve` does not know, or one without its value: a usage error, as for every command.
+    process.stderr.write(`manifold: ${e instanceof Error ? e.message : String(e)}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
   if (values.version) {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;
@@ -100,25 +96,28 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`unknown command: ${command}\n\n${USAGE}\n`);
     return 2;
   }
+  // Every bad flag is named, and the config's problems beside them, before anything starts.
+  const flagProblems: string[] = [];
   const level = values['log-level'];
   if (level !== undefined && !LEVELS.includes(level)) {
-    process.stderr.write(`--log-level must be one of ${LEVELS.join(', ')}\n`);
-    return 2;
+    flagProblems.push(`--log-level must be one of ${LEVELS.join(', ')}`);
   }
-
   const format = values['log-format'];
   if (format !== undefined && !LOG_FORMATS.includes(format as LogFormat)) {
-    process.stderr.write(`--log-format must be one of ${LOG_FORMATS.join(', ')}\n`);
-    return 2;
+    flagProblems.push(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
   }
+  const portText = values.port;
+  const port = portText === undefined ? undefined : Number(portText);
+  if (
+    port !== undefined &&
+    (portText?.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535)
+  ) {
+    flagProblems.push('--port must be an integer from 0 to 65535');
+  }
+  for (const problem of flagProblems) process.stderr.write(`${problem}\n`);
   const loaded = loadOrReport(values.config, io);
-  if (!loaded) return 2;
+  if (!loaded || flagProblems.length > 0) return 2;
   const { config, warnings, secrets } = loaded;
-  const port = values.port === undefined ? undefined : Number(values.port);
-  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
-    process.stderr.write('--port must be an integer from 0 to 65535\n');
-    return 2;
-  }
   // The command line wins over the file, at start and in every config a reload reads.
   const adjust = (c: Config) => {
     if (port !== undefined) c.gateway.port = port;
@@ -215,6 +214,23 @@ async function main(argv: string[]): Promise<number> {
     }
   });
   return 0;
+}
+
+/** The flags of `serve` and `check` (and the bare `manifold`): throws on an unknown or incomplete one. */
+function parseServeFlags(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      config: { type: 'string', short: 'c', default: 'manifold.json' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      'log-level': { type: 'string' },
+      'log-format': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+    },
+  });
 }
 
 main(process.argv.slice(2)).then(
