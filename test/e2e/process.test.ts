@@ -614,15 +614,24 @@ describe('manifold check', () => {
     const port = await cli(['serve', '--config', config, '--port', '']);
     expect(port.code).toBe(2);
     expect(port.stderr).toContain('--port must be an integer from 0 to 65535');
+    // Every command: a flag it does not know (or one without its value) is a usage error.
     for (const args of [
       ['serve', '--bogus'],
       ['check', '--port'],
+      ['stdio', '--bogus'],
+      ['drift', '--bogus'],
+      ['retrust', '--bogus'],
+      ['keys', '--bogus'],
     ]) {
       const usage = await cli(args);
-      expect(usage.code).toBe(2);
-      expect(usage.stderr).toMatch(/^manifold: .*(--bogus|--port)/);
-      expect(usage.stderr).toContain('Usage:');
+      expect(usage.code, args.join(' ')).toBe(2);
+      expect(usage.stderr).toMatch(/^manifold( [a-z]+)?: .*(--bogus|--port)/);
+      expect(usage.stderr).toMatch(/usage:/i);
     }
+    // The stdio front door's log level is checked too: an unknown one let every line through.
+    const level = await cli(['stdio', '--log-level', 'loud', '--config', config]);
+    expect(level.code).toBe(2);
+    expect(level.stderr).toContain('--log-level must be one of debug, info, warn, error');
   });
 
   it('--log-format pretty writes readable lines; a bad format is refused; check shows each warning once', async () => {

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { checkBindSafety } from '../../../src/config/bind.js';
+import { LOG_LEVELS } from '../../../src/config/defaults.js';
 import { formatIssues } from '../../../src/config/load.js';
 import type { Config } from '../../../src/config/types.js';
 import type { LogLevel } from '../../../src/lib/log.js';
@@ -35,7 +36,6 @@ Usage:
 
 See docs/configuration.md for the config file and docs/auth.md for keys, tokens and upstream sign-in.`;
 
-const LEVELS = ['debug', 'info', 'warn', 'error'];
 /** How often a gateway run by npm checks that the shell npm started it in is still its parent. */
 const PARENT_POLL_MS = 500;
 
@@ -99,8 +99,8 @@ async function main(argv: string[]): Promise<number> {
   // Every bad flag is named, and the config's problems beside them, before anything starts.
   const flagProblems: string[] = [];
   const level = values['log-level'];
-  if (level !== undefined && !LEVELS.includes(level)) {
-    flagProblems.push(`--log-level must be one of ${LEVELS.join(', ')}`);
+  if (level !== undefined && !(LOG_LEVELS as readonly string[]).includes(level)) {
+    flagProblems.push(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   }
   const format = values['log-format'];
   if (format !== undefined && !LOG_FORMATS.includes(format as LogFormat)) {

@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import type { Config, ServerConfig } from '../../../src/config/types.js';
 import { acceptedItems, identityLine, planRetrust } from '../../../src/guards/drift/retrust-plan.js';
 import type { Baseline } from '../../../src/guards/drift/verdict.js';
@@ -7,7 +6,10 @@ import { identityOf, type ServerIdentity, sameIdentity } from '../../../src/stor
 import { Upstream } from '../../../src/upstream/upstream.js';
 import { nodePlatform } from '../runtime/platform.js';
 import { type OpenedStore, openConfiguredStore } from '../store/open.js';
-import { type CliIO, loadOrReport } from './run.js';
+import { type CliIO, flagsOr, loadOrReport } from './run.js';
+
+const RETRUST_USAGE = 'usage: manifold retrust SERVER [--tool NAME] [--yes] [--config manifold.json]';
+const DRIFT_USAGE = 'usage: manifold drift [SERVER ...] [--config manifold.json]';
 
 /** What a server lists now against what was trusted: the text to show, and the new baseline. */
 interface DriftReport {
@@ -77,7 +79,7 @@ async function openStore(config: Config, io: CliIO, log: Logger): Promise<Opened
  * store notices within seconds (trust epoch) and re-verifies.
  */
 export async function runRetrust(argv: string[], io: CliIO, log: Logger, version: string): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const flags = flagsOr('retrust', RETRUST_USAGE, io, {
     args: argv,
     allowPositionals: true,
     options: {
@@ -86,9 +88,11 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
       yes: { type: 'boolean', short: 'y' },
     },
   });
+  if (!flags) return 2;
+  const { values, positionals } = flags;
   const name = positionals[0];
   if (!name) {
-    io.err('usage: manifold retrust SERVER [--tool NAME] [--yes] [--config manifold.json]\n');
+    io.err(`${RETRUST_USAGE}\n`);
     return 2;
   }
   const loaded = loadOrReport(values.config, io);
@@ -151,11 +155,13 @@ export async function runRetrust(argv: string[], io: CliIO, log: Logger, version
  * anything is (or a server could not be listed), 2 for a bad invocation.
  */
 export async function runDrift(argv: string[], io: CliIO, log: Logger, version: string): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const flags = flagsOr('drift', DRIFT_USAGE, io, {
     args: argv,
     allowPositionals: true,
     options: { config: { type: 'string', short: 'c', default: 'manifold.json' } },
   });
+  if (!flags) return 2;
+  const { values, positionals } = flags;
   const loaded = loadOrReport(values.config, io);
   if (!loaded) return 2;
   const { config, secrets } = loaded;

@@ -23,6 +23,29 @@ export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typ
   }
 }
 
+/** A usage error as every command writes it: what was wrong, then the command's usage. */
+function writeUsageError(name: string, usage: string, io: CliIO, message: string): void {
+  io.err(`manifold ${name}: ${message}\n\n${usage}\n`);
+}
+
+/**
+ * `parseFlags` for a command whose body returns its exit code itself: the flags, or undefined
+ * once the usage error is written (the caller exits 2).
+ */
+export function flagsOr<T extends ParseArgsConfig>(
+  name: string,
+  usage: string,
+  io: CliIO,
+  config: T,
+): ReturnType<typeof parseArgs<T>> | undefined {
+  try {
+    return parseFlags(config);
+  } catch (e) {
+    writeUsageError(name, usage, io, e instanceof Error ? e.message : String(e));
+    return undefined;
+  }
+}
+
 /**
  * Runs one CLI command body and maps its errors to exit codes, the same way for every command:
  * 2 for usage, 1 for a refusal, anything else propagates.
@@ -37,7 +60,7 @@ export async function runCommand(
     return await body();
   } catch (e) {
     if (e instanceof UsageError) {
-      io.err(`manifold ${name}: ${e.message}\n\n${usage}\n`);
+      writeUsageError(name, usage, io, e.message);
       return 2;
     }
     if (e instanceof CommandError) {

@@ -10,8 +10,8 @@
  * principal, every tool the config exposes, as over HTTP without auth).
  */
 import { createWriteStream, readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { type Authenticator, anonymousPrincipal, type Principal } from '../../../src/auth/principal.js';
+import { LOG_LEVELS } from '../../../src/config/defaults.js';
 import type { LocalPrincipalConfig } from '../../../src/config/types.js';
 import { bodyTooLarge } from '../../../src/errors.js';
 import { createJsonLogger, type Logger, type LogLevel } from '../../../src/lib/log.js';
@@ -21,7 +21,7 @@ import { BoundedLines, overLongId } from '../runtime/lines.js';
 import { batchedLines, nodeLogger } from '../runtime/log.js';
 import { StdioFront } from '../stdio/front.js';
 import { packageVersion } from './load.js';
-import { type CliIO, loadOrReport } from './run.js';
+import { type CliIO, flagsOr, loadOrReport } from './run.js';
 
 const USAGE =
   'usage: manifold stdio [--config manifold.json] [--profile P] [--token-file F] [--log-file F] [--log-level info]';
@@ -44,7 +44,7 @@ export function localPrincipal(local: LocalPrincipalConfig | undefined): Princip
 }
 
 export async function runStdio(argv: string[], io: CliIO): Promise<number> {
-  const { values } = parseArgs({
+  const flags = flagsOr('stdio', USAGE, io, {
     args: argv,
     options: {
       config: { type: 'string', short: 'c', default: 'manifold.json' },
@@ -54,6 +54,14 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
       'log-level': { type: 'string' },
     },
   });
+  if (!flags) return 2;
+  const { values } = flags;
+  const levelText = values['log-level'];
+  if (levelText !== undefined && !(LOG_LEVELS as readonly string[]).includes(levelText)) {
+    // Unchecked, a level the logger does not know let every line through, debug included.
+    io.err(`manifold stdio: --log-level must be one of ${LOG_LEVELS.join(', ')}\n\n${USAGE}\n`);
+    return 2;
+  }
   const loaded = loadOrReport(values.config, io);
   if (!loaded) return 2;
   const { config, secrets } = loaded;
