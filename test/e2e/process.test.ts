@@ -632,6 +632,15 @@ describe('manifold check', () => {
     const level = await cli(['stdio', '--log-level', 'loud', '--config', config]);
     expect(level.code).toBe(2);
     expect(level.stderr).toContain('--log-level must be one of debug, info, warn, error');
+    // So are its profile (it served a profile the config does not have) and its log file (one in
+    // a missing folder ended the process with an unhandled error).
+    const profile = await cli(['stdio', '--profile', 'nope', '--config', config]);
+    expect(profile.code).toBe(2);
+    expect(profile.stderr).toContain('no profile named "nope"');
+    const logFile = await cli(['stdio', '--log-file', join(dir, 'missing', 'x.log'), '--config', config]);
+    expect(logFile.code).toBe(2);
+    expect(logFile.stderr).toContain('cannot open --log-file: ENOENT');
+    expect(logFile.stderr).not.toContain('Unhandled');
   });
 
   it('--log-format pretty writes readable lines; a bad format is refused; check shows each warning once', async () => {

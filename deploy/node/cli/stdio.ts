@@ -9,7 +9,7 @@
  * the config has `gateway.auth`; without it, `gateway.localPrincipal` (default: the anonymous
  * principal, every tool the config exposes, as over HTTP without auth).
  */
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, openSync, readFileSync } from 'node:fs';
 import { type Authenticator, anonymousPrincipal, type Principal } from '../../../src/auth/principal.js';
 import { LOG_LEVELS } from '../../../src/config/defaults.js';
 import type { LocalPrincipalConfig } from '../../../src/config/types.js';
@@ -80,11 +80,29 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
     );
     return 2;
   }
+  const profile = values.profile;
+  if (profile !== undefined && !config.profiles.some((p) => p.name === profile)) {
+    const names = config.profiles.map((p) => p.name);
+    io.err(
+      `manifold stdio: no profile named ${JSON.stringify(profile)} in ${loaded.path}; configured: ${names.length > 0 ? names.join(', ') : 'none'}\n`,
+    );
+    return 2;
+  }
+  // Opened before anything starts: a log file that cannot be written is the caller's mistake to
+  // hear about now, not an unhandled error later.
+  let logFile: number | undefined;
+  if (values['log-file'] !== undefined) {
+    try {
+      logFile = openSync(values['log-file'], 'a');
+    } catch (e) {
+      io.err(`manifold stdio: cannot open --log-file: ${(e as NodeJS.ErrnoException).code ?? 'error'}\n`);
+      return 2;
+    }
+  }
   if (token) secrets.push(token);
   const level = (values['log-level'] as LogLevel | undefined) ?? config.gateway.logLevel;
-  const log = values['log-file']
-    ? fileLogger(values['log-file'], level, secrets)
-    : nodeLogger(level, secrets, 'json');
+  const log =
+    logFile !== undefined ? fileLogger(logFile, level, secrets) : nodeLogger(level, secrets, 'json');
   if (!config.gateway.auth && token) {
     log.warn('stdio.token_ignored', { message: 'the config has no gateway.auth: the token is not checked' });
   }
@@ -93,7 +111,7 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
   const authenticate: Authenticator | undefined = config.gateway.auth ? undefined : async () => local;
   // No socket, so no Host or Origin to check: the client is whoever started this process.
   const { app } = createHttp(gateway, { checkHost: false, ...(authenticate ? { authenticate } : {}) });
-  const path = values.profile ? `/mcp/${encodeURIComponent(values.profile)}` : '/mcp';
+  const path = profile ? `/mcp/${encodeURIComponent(profile)}` : '/mcp';
   const front = new StdioFront({
     fetch: (request) => app.fetch(request),
     path,
@@ -103,7 +121,7 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
   });
   log.info('stdio.serving', {
     servers: config.servers.length,
-    profile: values.profile ?? null,
+    profile: profile ?? null,
     auth: Boolean(config.gateway.auth),
   });
   void gateway.start();
@@ -146,10 +164,19 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
   return 0;
 }
 
-/** Log lines appended to a file instead of stderr. */
-function fileLogger(path: string, level: LogLevel, redact: readonly string[]): Logger {
-  const file = createWriteStream(path, { flags: 'a' });
-  const batched = batchedLines((chunk) => file.write(chunk));
+/**
+ * Log lines appended to an opened file instead of stderr. A write that fails later (a full disk)
+ * drops the lines from then on; the client is still served.
+ */
+function fileLogger(fd: number, level: LogLevel, redact: readonly string[]): Logger {
+  const file = createWriteStream('', { fd });
+  let failed = false;
+  file.on('error', () => {
+    failed = true;
+  });
+  const batched = batchedLines((chunk) => {
+    if (!failed) file.write(chunk);
+  });
   process.once('exit', batched.flush);
   return createJsonLogger({ level, redact, write: batched.write });
 }
