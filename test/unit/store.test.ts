@@ -1,8 +1,9 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openConfiguredStore } from '../../deploy/node/store/open.js';
 import { openSqliteStore } from '../../deploy/node/store/sqlite.js';
 import { ManifoldError } from '../../src/errors.js';
 import { MIGRATIONS } from '../../src/store/schema.js';
@@ -190,5 +191,24 @@ describe('SqlStateStore on a SQLite file', () => {
     const reopened = openSqliteStore(path());
     expect((await reopened.get('remote'))!.identity.target).toBe('https://mcp.example.com/[secret]/mcp');
     reopened.close();
+  });
+});
+
+describe('openConfiguredStore: a SQLite file that cannot be the store', () => {
+  it('names the setting, the file and the fix beside SQLite’s own words', async () => {
+    const notADatabase = join(dir, 'notes.txt');
+    writeFileSync(notADatabase, 'these are notes, not a SQLite file\n'.repeat(200));
+    const failure = await openConfiguredStore({ path: notADatabase }).catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(ManifoldError);
+    expect((failure as ManifoldError).code).toBe('ERR_CONFIG');
+    const message = (failure as Error).message;
+    expect(message).toContain(`gateway.store.path, ${notADatabase}`);
+    expect(message).toContain('file is not a database');
+    expect(message).toContain('"store": false');
+    // A folder where the file should be: the same shape of error.
+    const folder = join(dir, 'a-folder.db');
+    mkdirSync(folder);
+    const second = await openConfiguredStore({ path: folder }).catch((e: unknown) => e);
+    expect((second as Error).message).toContain(`gateway.store.path, ${folder}`);
   });
 });

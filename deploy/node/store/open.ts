@@ -5,6 +5,7 @@
 import { resolve } from 'node:path';
 import type { CallLimiterFactory } from '../../../src/auth/shared-limit.js';
 import type { GatewayConfig } from '../../../src/config/types.js';
+import { ManifoldError } from '../../../src/errors.js';
 import type { Logger } from '../../../src/lib/log.js';
 import type { SessionStore } from '../../../src/server/mcp/shared-sessions.js';
 import type { CredentialStore } from '../../../src/store/credentials-types.js';
@@ -35,5 +36,15 @@ export async function openConfiguredStore(
     const { openPostgresStore } = await import('./postgres/store.js');
     return openPostgresStore(store.postgres, log);
   }
-  return openSqliteStore(resolve(store.path));
+  const path = resolve(store.path);
+  try {
+    return openSqliteStore(path);
+  } catch (e) {
+    // SQLite's own words ("file is not a database") name neither the file nor the setting.
+    throw new ManifoldError(
+      'ERR_CONFIG',
+      `cannot open the SQLite state store (gateway.store.path, ${path}): ${e instanceof Error ? e.message : String(e)}; point it at a SQLite file this user may write, or set "store": false`,
+      { cause: e },
+    );
+  }
 }
