@@ -106,12 +106,10 @@ async function main(argv: string[]): Promise<number> {
   if (format !== undefined && !LOG_FORMATS.includes(format as LogFormat)) {
     flagProblems.push(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
   }
-  const portText = values.port;
-  const port = portText === undefined ? undefined : Number(portText);
-  if (
-    port !== undefined &&
-    (portText?.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535)
-  ) {
+  // An empty --port is not port 0 (Number('') is).
+  const port =
+    values.port === undefined ? undefined : values.port.trim() === '' ? Number.NaN : Number(values.port);
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
     flagProblems.push('--port must be an integer from 0 to 65535');
   }
   for (const problem of flagProblems) process.stderr.write(`${problem}\n`);

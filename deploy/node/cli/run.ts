@@ -24,7 +24,7 @@ export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typ
 }
 
 /** A usage error as every command writes it: what was wrong, then the command's usage. */
-function writeUsageError(name: string, usage: string, io: CliIO, message: string): void {
+export function writeUsageError(name: string, usage: string, io: CliIO, message: string): void {
   io.err(`manifold ${name}: ${message}\n\n${usage}\n`);
 }
 

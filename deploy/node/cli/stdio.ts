@@ -21,7 +21,7 @@ import { BoundedLines, overLongId } from '../runtime/lines.js';
 import { batchedLines, nodeLogger } from '../runtime/log.js';
 import { StdioFront } from '../stdio/front.js';
 import { packageVersion } from './load.js';
-import { type CliIO, flagsOr, loadOrReport } from './run.js';
+import { type CliIO, flagsOr, loadOrReport, writeUsageError } from './run.js';
 
 const USAGE =
   'usage: manifold stdio [--config manifold.json] [--profile P] [--token-file F] [--log-file F] [--log-level info]';
@@ -59,7 +59,7 @@ export async function runStdio(argv: string[], io: CliIO): Promise<number> {
   const levelText = values['log-level'];
   if (levelText !== undefined && !(LOG_LEVELS as readonly string[]).includes(levelText)) {
     // Unchecked, a level the logger does not know let every line through, debug included.
-    io.err(`manifold stdio: --log-level must be one of ${LOG_LEVELS.join(', ')}\n\n${USAGE}\n`);
+    writeUsageError('stdio', USAGE, io, `--log-level must be one of ${LOG_LEVELS.join(', ')}`);
     return 2;
   }
   const loaded = loadOrReport(values.config, io);
